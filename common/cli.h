@@ -1,0 +1,54 @@
+/* Command-line parsing with clear errors.
+ *
+ * Every program takes `--name value` (or `--name=value`) options described by
+ * a table of CliOption. Anything wrong (an unknown flag, a missing value,
+ * "abc" where a number belongs, a number outside its range, trailing junk as
+ * in "12x") stops the program with ONE line on stderr,
+ *     cancellation: error: --n expects an integer in [2, 100000000], got '-3'
+ * and exit status 2. Nothing is silently clamped. `--help` prints the usage
+ * and exits 0. */
+#ifndef COMMON_CLI_H
+#define COMMON_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+#define CLI_EXIT_USAGE 2
+
+typedef enum {
+    CLI_FLAG,   /* bool*: present means true; takes no value */
+    CLI_INT,    /* long*: integer in [min, max] */
+    CLI_DOUBLE, /* double*: finite number in [min, max] */
+    CLI_STRING  /* const char**: any non-empty text */
+} CliKind;
+
+typedef struct {
+    const char *name; /* with its dashes: "--n" */
+    CliKind kind;
+    void *value;      /* where the parsed value goes; holds the default before parsing */
+    double min, max;  /* inclusive range for CLI_INT and CLI_DOUBLE */
+    const char *help; /* one line for --help */
+} CliOption;
+
+/* Parse argv against the options, or exit 2 with one clear line. Positional
+ * arguments are not accepted. `summary` is the first line of --help. */
+void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary);
+
+/* The program name used in error lines (set by cli_parse from argv[0]). */
+const char *cli_program_name(void);
+
+/* Print "<program>: error: <message>" to stderr and exit 2. */
+_Noreturn void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The parsers behind cli_parse, for programs with their own argument forms.
+ * `what` names the thing being parsed in the error line (e.g. "--n"). */
+long cli_parse_long(const char *what, const char *text, long min, long max);
+double cli_parse_double(const char *what, const char *text, double min, double max);
+
+COMMON_END_C
+
+#endif

@@ -1,0 +1,40 @@
+/* CUDA helpers, built only when the CUDA toolkit is configured (CONFIG_CUDA).
+ * C-callable, so the chapter programs (plain C) can use them. */
+#ifndef COMMON_CUDA_UTIL_H
+#define COMMON_CUDA_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/hostdevice.h"
+
+#ifdef __CUDACC__
+#include <cuda_runtime.h>
+/* Check a CUDA runtime call; on error print file:line and the CUDA message,
+ * then exit 1. Kernel launches are checked with CUDA_CHECK(cudaGetLastError()). */
+#define CUDA_CHECK(call) cuda_check_result((int)(call), #call, __FILE__, __LINE__)
+#endif
+
+COMMON_BEGIN_C
+
+void cuda_check_result(int error, const char *call, const char *file, int line);
+
+/* Is there at least one CUDA device this process can use? Never exits. */
+bool cuda_device_available(void);
+
+/* One line describing device 0, e.g.
+ * "NVIDIA H200, sm_90, 132 SMs, 139.8 GiB, CUDA runtime 13.0, driver 13.0". */
+void cuda_device_describe(char *buf, size_t size);
+
+/* Theoretical DRAM bandwidth of device 0 in GB/s, from cudaDeviceGetAttribute
+ * (memory clock and bus width), or 0 when the driver does not report them. */
+double cuda_theoretical_bandwidth_gbs(void);
+
+/* Measured device-to-device copy bandwidth in GB/s (median of several
+ * cudaMemcpyAsync of `bytes`), counting bytes read plus bytes written: the
+ * limit every memory-bound kernel is compared against in the same run. */
+double cuda_copy_bandwidth_gbs(size_t bytes);
+
+COMMON_END_C
+
+#endif

@@ -1,0 +1,49 @@
+/* Read and write NumPy .npy files (format version 1.0, and 2.0/3.0 on read),
+ * so that any array a chapter program loads or saves can be checked against
+ * NumPy or PyTorch: np.load("dx.npy").
+ *
+ * Supported: little-endian float32, float64, int32, int64; C order; up to
+ * NPY_MAX_DIMS dimensions. Anything else (Fortran order, big-endian, other
+ * dtypes, a truncated file, a file that is not .npy) is refused with a
+ * one-line reason. */
+#ifndef COMMON_NPY_H
+#define COMMON_NPY_H
+
+#include <stddef.h>
+
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+#define NPY_MAX_DIMS 8
+
+typedef enum { NPY_FLOAT32, NPY_FLOAT64, NPY_INT32, NPY_INT64 } NpyDtype;
+
+typedef struct {
+    NpyDtype dtype;
+    int ndim;
+    size_t shape[NPY_MAX_DIMS];
+    void *data; /* array_alloc'ed; release with npy_free */
+} NpyArray;
+
+size_t npy_dtype_size(NpyDtype dtype);
+const char *npy_dtype_name(NpyDtype dtype); /* "float32", ... */
+size_t npy_element_count(const NpyArray *array);
+
+/* Return 0 on success; on failure return -1 and put one line (no newline) in err. */
+int npy_save(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data,
+             char *err, size_t err_size);
+int npy_load(const char *path, NpyArray *out, char *err, size_t err_size);
+
+/* Load and require a dtype and shape; a 0 in expected_shape accepts any length
+ * in that dimension. On any mismatch or error, print one line and exit 2:
+ *     layernorm: error: x.npy: expected float32, got float64 */
+NpyArray npy_load_or_exit(const char *path, NpyDtype dtype, int ndim, const size_t *expected_shape);
+/* Save, or print one line and exit 1 (a write that fails is not a usage error). */
+void npy_save_or_exit(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data);
+
+void npy_free(NpyArray *array);
+
+COMMON_END_C
+
+#endif

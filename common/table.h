@@ -1,0 +1,26 @@
+/* Tables of results, printed aligned for a terminal or as a Markdown pipe
+ * table that pandoc renders in the book. The same code prints both, so the
+ * book shows exactly what the program prints. */
+#ifndef COMMON_TABLE_H
+#define COMMON_TABLE_H
+
+#include <stdio.h>
+
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+typedef enum { TABLE_TEXT, TABLE_MARKDOWN } TableFormat;
+
+typedef struct Table Table;
+
+/* `align` has one character per column: 'l' left, 'r' right (numbers). */
+Table *table_new(int columns, const char *const headers[], const char *align);
+/* Append the next cell (rows fill left to right, then wrap to a new row). */
+void table_cell(Table *table, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void table_print(const Table *table, FILE *out, TableFormat format);
+void table_free(Table *table);
+
+COMMON_END_C
+
+#endif

@@ -1,0 +1,36 @@
+/* A very small test harness for the programs in tests/.
+ *
+ * Exit codes follow NVIDIA's cuda-samples: 0 pass, 1 fail, 2 waived. The
+ * test runner counts a program as skipped only when it exits 2 AND printed
+ * a line starting "skipped:", so a crash that happens to exit 2 is a failure.
+ *
+ *     EXPECT(report.ok, "dx matches the double reference");
+ *     return test_finish();
+ */
+#ifndef COMMON_TESTING_H
+#define COMMON_TESTING_H
+
+#include <stdbool.h>
+
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+#define TEST_EXIT_SKIPPED 2
+
+/* Record one check. On failure print "FAIL file:line: condition: message". */
+#define EXPECT(condition, ...) test_expect((condition), #condition, __FILE__, __LINE__, __VA_ARGS__)
+
+bool test_expect(bool passed, const char *condition, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Print "N checks, M failed" and return the exit status (0 if none failed, 1
+ * otherwise). A test that made no checks at all fails: it proved nothing. */
+int test_finish(void);
+
+/* Print "skipped: <reason>" and exit 2. */
+_Noreturn void test_skip(const char *reason);
+
+COMMON_END_C
+
+#endif

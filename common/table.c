@@ -11,7 +11,7 @@ struct Table {
     int columns;
     char **headers;
     char *align;     /* 'l' or 'r' per column */
-    char **cells;    /* row-major; the last row may be incomplete */
+    char **cells;    /* row-major */
     size_t count;    /* cells filled */
     size_t capacity; /* cells allocated */
 };
@@ -73,16 +73,9 @@ static size_t display_width(const char *text)
     return width;
 }
 
-static size_t row_count(const Table *table)
-{
-    return (table->count + (size_t)table->columns - 1) / (size_t)table->columns;
-}
-
-/* A missing cell at the end of an incomplete last row prints as empty. */
 static const char *cell_text(const Table *table, size_t row, int column)
 {
-    size_t index = row * (size_t)table->columns + (size_t)column;
-    return index < table->count ? table->cells[index] : "";
+    return table->cells[row * (size_t)table->columns + (size_t)column];
 }
 
 /* In Markdown a '|' inside a cell would end the cell: escape it. */
@@ -160,7 +153,12 @@ static void print_rule(const Table *table, FILE *out, TableFormat format, const 
 void table_print(const Table *table, FILE *out, TableFormat format)
 {
     size_t columns = (size_t)table->columns;
-    size_t rows = row_count(table);
+    /* A short last row means a cell was forgotten: every later cell would
+     * otherwise have landed in the wrong column, unnoticed. */
+    if (table->count % columns != 0) {
+        cli_fail_status(1, "table_print: the last row has %zu of %zu cells", table->count % columns, columns);
+    }
+    size_t rows = table->count / columns;
     size_t *widths = array_alloc(columns, sizeof *widths);
     const char **texts = array_alloc(columns, sizeof *texts);
     for (size_t c = 0; c < columns; c++) {

@@ -73,11 +73,6 @@ static size_t display_width(const char *text)
     return width;
 }
 
-static const char *cell_text(const Table *table, size_t row, int column)
-{
-    return table->cells[row * (size_t)table->columns + (size_t)column];
-}
-
 /* In Markdown a '|' inside a cell would end the cell: escape it. */
 static size_t markdown_width(const char *text)
 {
@@ -158,25 +153,19 @@ void table_print(const Table *table, FILE *out, TableFormat format)
     if (table->count % columns != 0) {
         cli_fail_status(1, "table_print: the last row has %zu of %zu cells", table->count % columns, columns);
     }
-    size_t rows = table->count / columns;
     size_t *widths = array_alloc(columns, sizeof *widths);
-    const char **texts = array_alloc(columns, sizeof *texts);
     for (size_t c = 0; c < columns; c++) {
         widths[c] = text_width(table->headers[c], format);
-        for (size_t r = 0; r < rows; r++) {
-            size_t width = text_width(cell_text(table, r, (int)c), format);
-            widths[c] = width > widths[c] ? width : widths[c];
-        }
+    }
+    for (size_t i = 0; i < table->count; i++) {
+        size_t width = text_width(table->cells[i], format);
+        widths[i % columns] = width > widths[i % columns] ? width : widths[i % columns];
     }
     print_row(table, out, format, (const char *const *)table->headers, widths);
     print_rule(table, out, format, widths);
-    for (size_t r = 0; r < rows; r++) {
-        for (size_t c = 0; c < columns; c++) {
-            texts[c] = cell_text(table, r, (int)c);
-        }
-        print_row(table, out, format, texts, widths);
+    for (size_t row_start = 0; row_start < table->count; row_start += columns) {
+        print_row(table, out, format, (const char *const *)&table->cells[row_start], widths);
     }
-    array_free(texts);
     array_free(widths);
 }
 

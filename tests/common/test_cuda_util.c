@@ -19,10 +19,8 @@ int main(int argc, char **argv)
 {
     (void)argc;
     cli_set_program_name(argv[0]);
-    if (!cuda_device_available()) {
-        test_skip("no CUDA device");
-    }
-    /* Before any other CUDA call, so the child does not inherit a context. */
+    /* First, before any CUDA call, so that the forked child inherits no
+     * CUDA state; it needs no device either. */
     ChildResult child = test_run_child(check_a_failed_call, NULL);
     EXPECT(child.exit_status == 1 && child.err_lines == 1 &&
                strstr(child.err, "kernel.cu:12: CUDA error: cudaMalloc(&p, n): ") == child.err &&
@@ -30,6 +28,9 @@ int main(int argc, char **argv)
            "a failed call exits 1 with file:line, the call and the CUDA message: status %d:\n%s", child.exit_status,
            child.err);
     cuda_check_result(0, "cudaDeviceSynchronize()", __FILE__, __LINE__); /* success returns */
+    if (!cuda_device_available()) {
+        test_skip("no CUDA device");
+    }
 
     char description[256];
     cuda_device_describe(description, sizeof description);

@@ -224,13 +224,47 @@ static void expect_refused(const char *path, const char *reason, const char *wha
            "%s: expected \"%s\", got status %d: %s", what, reason, status, err);
 }
 
-static void expect_header_refused(const char *name, int major, const char *header, size_t data_bytes,
-                                  const char *reason, const char *what)
-{
-    const char *path = fixture(name);
-    write_npy_by_hand(path, major, header, data_bytes);
-    expect_refused(path, reason, what);
-}
+/* Files that are .npy up to the header, and broken in one way each. */
+typedef struct {
+    const char *name;
+    int major; /* format version */
+    const char *header;
+    size_t data_bytes;
+    const char *reason; /* expected in the error line */
+} BrokenFile;
+
+#define GOOD_HEADER "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }\n"
+
+static const BrokenFile broken_files[] = {
+    {"v4.npy", 4, GOOD_HEADER, 48, "unsupported .npy format version 4.0"},
+    {"big.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }\n", 48,
+     "big-endian float32 ('>f4') is not supported"},
+    {"fortran.npy", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }\n", 48, "Fortran-order"},
+    {"half.npy", 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }\n", 24, "unsupported dtype '<f2'"},
+    {"u1.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 4), }\n", 12, "unsupported dtype '|u1'"},
+    {"c8.npy", 1, "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }\n", 24, "unsupported dtype '<c8'"},
+    {"record.npy", 1, "{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (3,), }\n", 24,
+     "record (structured) dtypes"},
+    {"nine.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }\n", 4,
+     "9 dimensions, at most 8 are supported"},
+    /* 2^64 elements; 2^61 doubles, 2^64 bytes; a dimension beyond size_t. */
+    {"overflow.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n", 0,
+     "overflows size_t"},
+    {"bytes.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }\n", 0,
+     "overflows size_t"},
+    {"huge.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (123456789012345678901234567890,), }\n", 0,
+     "overflows size_t"},
+    {"truncated.npy", 1, GOOD_HEADER, 40, "truncated: float32 [3 x 4] needs 48 bytes of data, the file has 40"},
+    {"trailing.npy", 1, GOOD_HEADER, 50, "2 unexpected bytes after the 48 bytes of float32 [3 x 4] data"},
+    {"no_shape.npy", 1, "{'descr': '<f4', 'fortran_order': False, }\n", 4, "the header lacks 'shape'"},
+    {"extra.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), 'extra': 1}\n", 4,
+     "unexpected key 'extra'"},
+    {"open.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)   \n", 48,
+     "malformed header {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)"},
+    {"junk.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)} junk\n", 48, "malformed header"},
+    {"maybe.npy", 1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (3, 4)}\n", 48, "malformed header"},
+    {"comma.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3 4)}\n", 48, "malformed header"},
+};
 
 static void test_errors(void)
 {
@@ -242,49 +276,16 @@ static void test_errors(void)
     expect_refused(fixture("text.npy"), "not a .npy file (it does not start with \\x93NUMPY)", "a CSV file");
     write_bytes(fixture("short.npy"), "\x93NUMPY\x01\x00\x76", 9);
     expect_refused(fixture("short.npy"), "truncated: the file ends inside the header", "a cut length field");
-
-    const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }\n";
-    expect_header_refused("v4.npy", 4, good, 48, "unsupported .npy format version 4.0", "version 4.0");
-    const char *big = "{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }\n";
-    expect_header_refused("big.npy", 1, big, 48, "big-endian float32 ('>f4') is not supported", "big-endian");
-    const char *fortran = "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }\n";
-    expect_header_refused("fortran.npy", 1, fortran, 48, "Fortran-order", "Fortran order");
-    const char *half = "{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }\n";
-    expect_header_refused("half.npy", 1, half, 24, "unsupported dtype '<f2'", "float16");
-    const char *bytes = "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 4), }\n";
-    expect_header_refused("u1.npy", 1, bytes, 12, "unsupported dtype '|u1'", "uint8");
-    const char *complex = "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }\n";
-    expect_header_refused("c8.npy", 1, complex, 24, "unsupported dtype '<c8'", "complex64");
-    const char *record = "{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (3,), }\n";
-    expect_header_refused("record.npy", 1, record, 24, "record (structured) dtypes", "a structured dtype");
-    const char *nine = "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }\n";
-    expect_header_refused("nine.npy", 1, nine, 4, "9 dimensions, at most 8 are supported", "9 dimensions");
-    const char *overflow = "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n";
-    expect_header_refused("overflow.npy", 1, overflow, 0, "overflows size_t", "a shape of 2^64 elements");
-    const char *bytes_overflow = "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }\n";
-    expect_header_refused("bytes.npy", 1, bytes_overflow, 0, "overflows size_t", "2^61 doubles are 2^64 bytes");
-    const char *huge = "{'descr': '<f4', 'fortran_order': False, 'shape': (123456789012345678901234567890,), }\n";
-    expect_header_refused("huge.npy", 1, huge, 0, "overflows size_t", "a dimension beyond size_t");
-    expect_header_refused("truncated.npy", 1, good, 40,
-                          "truncated: float32 [3 x 4] needs 48 bytes of data, the file has 40", "truncated data");
-    expect_header_refused("trailing.npy", 1, good, 50, "2 unexpected bytes after the 48 bytes of float32 [3 x 4] data",
-                          "trailing bytes");
-    expect_header_refused("no_shape.npy", 1, "{'descr': '<f4', 'fortran_order': False, }\n", 4,
-                          "the header lacks 'shape'", "a missing key");
-    expect_header_refused("extra.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), 'extra': 1}\n", 4,
-                          "unexpected key 'extra'", "an unknown key");
-    expect_header_refused("open.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)   \n", 48,
-                          "malformed header {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)",
-                          "an unclosed dict");
-    expect_header_refused("junk.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)} junk\n", 48,
-                          "malformed header", "text after the dict");
-    expect_header_refused("bool.npy", 1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (3, 4)}\n", 48,
-                          "malformed header", "fortran_order neither True nor False");
-    expect_header_refused("tuple.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3 4)}\n", 48,
-                          "malformed header", "a tuple without its comma");
     /* The length field claims more header than the file holds. */
     write_bytes(fixture("cut_header.npy"), "\x93NUMPY\x01\x00\x76\x00{'descr'", 18);
     expect_refused(fixture("cut_header.npy"), "truncated: the file ends inside the header", "a cut header");
+
+    for (size_t i = 0; i < sizeof broken_files / sizeof broken_files[0]; i++) {
+        const BrokenFile *broken = &broken_files[i];
+        const char *path = fixture(broken->name);
+        write_npy_by_hand(path, broken->major, broken->header, broken->data_bytes);
+        expect_refused(path, broken->reason, broken->name);
+    }
 }
 
 static void test_save_errors(void)

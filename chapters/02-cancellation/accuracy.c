@@ -28,6 +28,11 @@ double format_spacing(Precision precision, double offset)
     return nextafter(offset, INFINITY) - offset;
 }
 
+double figure_offset(int step)
+{
+    return pow(10.0, (double)step / FIGURE_STEPS_PER_DECADE);
+}
+
 bool spread_survives_rounding(Precision precision, double offset)
 {
     return format_spacing(precision, offset) <= 2 * DATA_SPREAD;
@@ -49,46 +54,24 @@ static void compute_variances_f64(const double *x, size_t n, double variance[MET
     variance[METHOD_CORRECTED_TWO_PASS] = variance_corrected_two_pass_f64(x, n);
 }
 
-static double max_abs_f32(const float *x, size_t n)
-{
-    double largest = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        largest = fmax(largest, fabs((double)x[i]));
-    }
-    return largest;
-}
-
-static double max_abs_f64(const double *x, size_t n)
-{
-    double largest = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        largest = fmax(largest, fabs(x[i]));
-    }
-    return largest;
-}
-
 AccuracyTrial run_accuracy_trial(Precision precision, double offset, size_t n, uint64_t seed)
 {
     AccuracyTrial trial = {.n = n, .offset = offset};
     Rng rng;
     rng_seed(&rng, seed);
-    double largest;
     if (precision == PRECISION_FLOAT) {
         float *x = ALLOC_ARRAY(float, n);
         rng_fill_normal_f32(&rng, x, n, offset, DATA_SPREAD);
         trial.reference = variance_reference_f32(x, n);
         compute_variances_f32(x, n, trial.variance);
-        largest = max_abs_f32(x, n);
         array_free(x);
     } else {
         double *x = ALLOC_ARRAY(double, n);
         rng_fill_normal_f64(&rng, x, n, offset, DATA_SPREAD);
         trial.reference = variance_reference_f64(x, n);
         compute_variances_f64(x, n, trial.variance);
-        largest = max_abs_f64(x, n);
         array_free(x);
     }
-    trial.max_abs_over_sigma = largest / sqrt(trial.reference.variance);
     for (int m = 0; m < METHOD_COUNT; m++) {
         trial.relative_error[m] = fabs(trial.variance[m] - trial.reference.variance) / trial.reference.variance;
     }
@@ -124,7 +107,7 @@ double error_bound(Method method, Precision precision, const AccuracyTrial *tria
     case METHOD_WELFORD: {
         /* The running mean drifts by up to u max|x| (k/2 + 5) after k steps,
          * and each step's product carries that drift times a deviation. */
-        double drift = u * trial->max_abs_over_sigma * (n / 2 + 5);
+        double drift = u * trial->reference.max_abs / sqrt(trial->reference.variance) * (n / 2 + 5);
         return gamma_bound(n + 3, u) + 2 * sqrt(2.0) * drift + drift * drift;
     }
     case METHOD_CORRECTED_TWO_PASS: {

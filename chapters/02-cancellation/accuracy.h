@@ -43,13 +43,19 @@ typedef struct {
     size_t n;
     double offset;
     VarianceReference reference;     /* exact statistics of the stored data */
-    double max_abs_over_sigma;       /* max |x_i| / standard deviation, >= kappa */
     double variance[METHOD_COUNT];   /* computed in the precision, widened to double */
     double relative_error[METHOD_COUNT];
 } AccuracyTrial;
 
 /* n >= 1 values offset + N(0, DATA_SPREAD^2) from the seed, in the precision. */
 AccuracyTrial run_accuracy_trial(Precision precision, double offset, size_t n, uint64_t seed);
+
+/* The grid of the theory figure: offsets 10^(step / FIGURE_STEPS_PER_DECADE)
+ * for step = 0, 1, ... while the spread survives rounding, FIGURE_SEEDS data
+ * sets each (seeds 1, 2, ...). */
+#define FIGURE_STEPS_PER_DECADE 4
+#define FIGURE_SEEDS 4
+double figure_offset(int step);
 
 /* gamma_k = k u / (1 - k u) bounds the relative error of k roundings in a
  * row (Higham, Lemma 3.1); +inf once k u reaches 1. */

@@ -125,22 +125,20 @@ static void show_offset_sweep(const Options *options)
            format_spacing(options->precision, offset));
 }
 
-enum { THEORY_SEEDS = 4, THEORY_STEPS_PER_DECADE = 4 };
-
-/* One block per precision (gnuplot's `index`): the worst error over
- * THEORY_SEEDS data sets at each offset, and the largest bound. */
+/* One block per precision (gnuplot's `index`): at each offset of the
+ * figure's grid, the worst error over its data sets and the largest bound. */
 static void write_theory_block(FILE *file, Precision precision, size_t n)
 {
     fprintf(file, "# %s, n = %zu, worst of %d data sets per offset\n", precision_name(precision), n,
-            THEORY_SEEDS);
+            FIGURE_SEEDS);
     fprintf(file, "# kappa naive two_pass welford corrected bound_naive bound_two_pass bound_welford bound_corrected\n");
     for (int step = 0;; step++) {
-        double offset = pow(10.0, (double)step / THEORY_STEPS_PER_DECADE);
+        double offset = figure_offset(step);
         if (!spread_survives_rounding(precision, offset)) {
             break;
         }
         double kappa = 0.0, worst[METHOD_COUNT] = {0}, bound[METHOD_COUNT] = {0};
-        for (uint64_t seed = 1; seed <= THEORY_SEEDS; seed++) {
+        for (uint64_t seed = 1; seed <= FIGURE_SEEDS; seed++) {
             AccuracyTrial trial = run_accuracy_trial(precision, offset, n, seed);
             kappa = fmax(kappa, trial.reference.kappa);
             for (int m = 0; m < METHOD_COUNT; m++) {
@@ -210,7 +208,7 @@ static void show_merge_demo(const Options *options)
     printf("%zu values %g + N(0, 1) in double; kappa = %.1e. One pass of welford_push over all of them: "
            "relative error %.1e.\n\n",
            n, options->offset, reference.kappa, fabs(single_pass - reference.variance) / reference.variance);
-    const char *headers[] = {"chunks", "values per chunk", "relative error", "difference from single pass"};
+    const char *headers[] = {"chunks", "values per chunk", "relative error", "difference from one pass"};
     Table *table = table_new(4, headers, "rrrr");
     size_t *bounds = ALLOC_ARRAY(size_t, n + 1);
     for (size_t chunks = 1; chunks <= 1024 && chunks <= n; chunks *= 2) {

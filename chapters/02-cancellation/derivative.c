@@ -39,40 +39,26 @@ double worst_relative_error(const TestFunction *function, DerivativeMethod metho
     return worst;
 }
 
-static double exp_real(double x, const void *context)
-{
-    (void)context;
-    return exp(x);
-}
-static double complex exp_complex(double complex z, const void *context)
-{
-    (void)context;
-    return cexp(z);
-}
+/* The real function and its complex extension, from a pair of C library
+ * functions (exp and cexp, ...). */
+#define LIBRARY_PAIR(name, real_function, complex_function)                 \
+    static double name##_real(double x, const void *context)                \
+    {                                                                        \
+        (void)context;                                                       \
+        return real_function(x);                                             \
+    }                                                                        \
+    static double complex name##_complex(double complex z, const void *context) \
+    {                                                                        \
+        (void)context;                                                       \
+        return complex_function(z);                                          \
+    }
+
+LIBRARY_PAIR(exp, exp, cexp)
+LIBRARY_PAIR(sin, sin, csin)
+LIBRARY_PAIR(tanh, tanh, ctanh)
+
 static long double exp_derivative(long double x) { return expl(x); }
-
-static double sin_real(double x, const void *context)
-{
-    (void)context;
-    return sin(x);
-}
-static double complex sin_complex(double complex z, const void *context)
-{
-    (void)context;
-    return csin(z);
-}
 static long double sin_derivative(long double x) { return cosl(x); }
-
-static double tanh_real(double x, const void *context)
-{
-    (void)context;
-    return tanh(x);
-}
-static double complex tanh_complex(double complex z, const void *context)
-{
-    (void)context;
-    return ctanh(z);
-}
 static long double tanh_derivative(long double x)
 {
     long double t = tanhl(x);

@@ -30,9 +30,10 @@ double variance_corrected_two_pass_f64(const double *x, size_t n);
 /* The exact statistics of the stored data, to double precision: computed in
  * quadruple precision (113-bit significand), whose error on every data set in
  * this chapter is far below the errors being measured. kappa is the condition
- * number sqrt(1 + mean^2 / variance); +inf when the variance is 0. */
+ * number sqrt(1 + mean^2 / variance), +inf when the variance is 0; max_abs
+ * is the largest |x_i|, which enters the bound on Welford's error. */
 typedef struct {
-    double mean, variance, kappa;
+    double mean, variance, kappa, max_abs;
 } VarianceReference;
 
 VarianceReference variance_reference_f32(const float *x, size_t n);

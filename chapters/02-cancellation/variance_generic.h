@@ -76,8 +76,10 @@ REAL TYPED(variance_corrected_two_pass)(const REAL *x, size_t n)
 VarianceReference TYPED(variance_reference)(const REAL *x, size_t n)
 {
     quad sum = 0;
+    double max_abs = 0;
     for (size_t i = 0; i < n; i++) {
         sum += x[i]; /* float and double convert to quad exactly */
+        max_abs = fmax(max_abs, fabs((double)x[i]));
     }
     quad mean = sum / (quad)n;
     quad sum_of_squared_deviations = 0;
@@ -86,7 +88,7 @@ VarianceReference TYPED(variance_reference)(const REAL *x, size_t n)
         sum_of_squared_deviations += deviation * deviation;
     }
     quad variance = sum_of_squared_deviations / (quad)n;
-    VarianceReference reference = {.mean = (double)mean, .variance = (double)variance};
+    VarianceReference reference = {.mean = (double)mean, .variance = (double)variance, .max_abs = max_abs};
     reference.kappa = variance > 0 ? sqrt(1.0 + (double)(mean * mean / variance)) : INFINITY;
     return reference;
 }

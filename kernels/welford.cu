@@ -9,15 +9,17 @@
 #include "kernels/welford_gpu.h"
 
 #define WARP_SIZE 32u
+#define WELFORD_GPU_MAX_WARPS (WELFORD_GPU_MAX_THREADS / WARP_SIZE)
 
 // ANCHOR: merge_across_a_warp
-/* Merge the states of lanes [0, lanes) of this warp into lane 0. Lanes at
- * `lanes` and above do not exist (the last warp of a block whose size is not
- * a multiple of 32), so they are left out of the shuffle mask, and a value
- * shuffled from beyond them is never used. */
-__device__ static WelfordState warp_merge(WelfordState state, unsigned lanes)
+/* Merge the states of lanes [0, lanes) of this warp into lane 0. Lanes
+ * at `lanes` and above do not exist (the last warp of a block whose size
+ * is not a multiple of 32), so they are left out of the shuffle mask,
+ * and a value shuffled from beyond them is never used. */
+__device__ static WelfordState warp_merge(WelfordState state,
+                                          unsigned lanes)
 {
-    unsigned mask = lanes == WARP_SIZE ? 0xffffffffu : (1u << lanes) - 1u;
+    unsigned mask = lanes == WARP_SIZE ? 0xffffffffu : (1u << lanes) - 1;
     unsigned lane = threadIdx.x % WARP_SIZE;
     for (unsigned offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
         WelfordState other;
@@ -33,22 +35,26 @@ __device__ static WelfordState warp_merge(WelfordState state, unsigned lanes)
 // ANCHOR_END: merge_across_a_warp
 
 // ANCHOR: reduce_a_row_per_block
-__global__ void welford_rows_kernel(const float *x, size_t cols, float *mean, float *variance)
+__global__ void welford_rows_kernel(const float *x, size_t cols,
+                                    float *mean, float *variance)
 {
     const float *row = x + blockIdx.x * cols;
 
-    /* Strided, so that neighbouring threads read neighbouring floats: the
-     * warp's loads coalesce. A thread with no element keeps an empty state. */
+    /* Strided, so that neighbouring threads read neighbouring floats:
+     * the warp's loads coalesce. A thread with no element keeps an
+     * empty state. */
     WelfordState state = welford_empty();
     for (size_t j = threadIdx.x; j < cols; j += blockDim.x) {
         state = welford_push(state, row[j]);
     }
 
-    unsigned warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    unsigned warp = threadIdx.x / WARP_SIZE;
+    unsigned lane = threadIdx.x % WARP_SIZE;
     unsigned warps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
-    state = warp_merge(state, min(WARP_SIZE, blockDim.x - warp * WARP_SIZE));
+    unsigned lanes_here = min(WARP_SIZE, blockDim.x - warp * WARP_SIZE);
+    state = warp_merge(state, lanes_here);
 
-    __shared__ WelfordState warp_states[WELFORD_GPU_MAX_THREADS / WARP_SIZE];
+    __shared__ WelfordState warp_states[WELFORD_GPU_MAX_WARPS];
     if (lane == 0) {
         warp_states[warp] = state;
     }

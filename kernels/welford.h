@@ -29,14 +29,15 @@ HOST_DEVICE static inline WelfordState welford_empty(void)
 }
 
 // ANCHOR: merge_welford_states
-HOST_DEVICE static inline WelfordState welford_merge(WelfordState a, WelfordState b)
+HOST_DEVICE static inline WelfordState welford_merge(WelfordState a,
+                                                     WelfordState b)
 {
     double count = a.count + b.count;
     if (count == 0.0) {
         return a; /* two empty states */
     }
     double delta = b.mean - a.mean;
-    double b_share = b.count / count; /* exactly 0 or 1 when a side is empty */
+    double b_share = b.count / count; /* 0 or 1 if a side is empty */
     WelfordState merged;
     merged.count = count;
     merged.mean = a.mean + delta * b_share;

@@ -89,7 +89,8 @@ double mean_error_bound(size_t n, double kappa, double u)
 }
 
 // ANCHOR: bound_each_method
-double error_bound(Method method, Precision precision, const AccuracyTrial *trial)
+double error_bound(Method method, Precision precision,
+                   const AccuracyTrial *trial)
 {
     double u = unit_roundoff(precision);
     double n = (double)trial->n;
@@ -101,20 +102,23 @@ double error_bound(Method method, Precision precision, const AccuracyTrial *tria
          * v = ||x||^2 / (n kappa^2). */
         return gamma_bound(3 * n + 4, u) * kappa * kappa;
     case METHOD_TWO_PASS:
-        /* The deviations from the wrong mean add n r^2 sigma^2 to the sum of
-         * squares, which itself is a sum of positive terms: error gamma_{n+3}. */
+        /* The deviations from the wrong mean add n r^2 sigma^2 to the
+         * sum of squares, itself a sum of positive terms: gamma_{n+3}. */
         return gamma_bound(n + 3, u) * (1 + r * r) + r * r;
     case METHOD_WELFORD: {
-        /* The running mean drifts by up to u max|x| (k/2 + 5) after k steps,
-         * and each step's product carries that drift times a deviation. */
-        double drift = u * trial->reference.max_abs / sqrt(trial->reference.variance) * (n / 2 + 5);
+        /* The running mean drifts by up to u max|x| (k/2 + 5) after k
+         * steps; each step's product carries that drift times a
+         * deviation. drift is the largest drift in units of sigma. */
+        double sigma = sqrt(trial->reference.variance);
+        double drift = u * trial->reference.max_abs / sigma * (n / 2 + 5);
         return gamma_bound(n + 3, u) + 2 * sqrt(2.0) * drift + drift * drift;
     }
     case METHOD_CORRECTED_TWO_PASS: {
         /* The correction removes the n r^2 term; what is left is the
-         * rounding of both sums, the larger one being n (1 + r^2) sigma^2. */
+         * rounding of both sums, the larger one n (1 + r^2) sigma^2. */
         double q = 1 + r * r, g = gamma_bound(n, u);
-        return gamma_bound(n + 4, u) * q + 2 * r * g * sqrt(q) + g * g * q + gamma_bound(2, u) * pow(r + g * sqrt(q), 2);
+        return gamma_bound(n + 4, u) * q + 2 * r * g * sqrt(q) + g * g * q +
+               gamma_bound(2, u) * pow(r + g * sqrt(q), 2);
     }
     case METHOD_COUNT:
         break;

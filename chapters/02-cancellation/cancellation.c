@@ -43,7 +43,7 @@ static TableFormat table_format(const Options *options)
 static void error_cell(Table *table, double error)
 {
     if (error == 0.0) {
-        table_cell(table, "0 (exact)");
+        table_cell(table, "exact");
     } else {
         table_cell(table, "%.1e", error);
     }
@@ -170,9 +170,9 @@ static void outcome_cells(Table *table, const LayerNormOutcome *outcome, long n)
 {
     table_cell(table, "%.4g", (double)outcome->variance);
     if (outcome->nonfinite == (size_t)n) {
-        table_cell(table, "all %ld NaN or inf", n);
+        table_cell(table, "not finite");
     } else if (outcome->nonfinite > 0) {
-        table_cell(table, "%zu NaN or inf; others %.1e", outcome->nonfinite, outcome->max_abs_error);
+        table_cell(table, "%zu not finite, rest %.1e", outcome->nonfinite, outcome->max_abs_error);
     } else {
         table_cell(table, "%.1e", outcome->max_abs_error);
     }
@@ -180,8 +180,8 @@ static void outcome_cells(Table *table, const LayerNormOutcome *outcome, long n)
 
 static void show_layernorm_demo(const Options *options)
 {
-    const char *headers[] = {"offset", "kappa", "naive variance", "naive: worst output error",
-                             "two-pass variance", "two-pass: worst output error", "two-pass: bound"};
+    const char *headers[] = {"offset", "kappa", "naive variance", "naive error",
+                             "two-pass variance", "two-pass error", "two-pass bound"};
     Table *table = table_new(7, headers, "rrrrrrr");
     for (double offset = 1.0; offset <= 1e5; offset *= 10) {
         LayerNormTrial trial = run_layernorm_trial(offset, (size_t)options->n, (uint64_t)options->seed);
@@ -235,11 +235,18 @@ static double step_size(int k)
 }
 
 // ANCHOR: predict_the_best_step
-/* For exp, f = f' = f''': the central difference's relative error is at most
- * h^2/6 (truncation) + u/h (the rounding of f, magnified by 1/h), smallest
- * at h = (3u)^(1/3), where it is (3u)^(2/3)/2. */
-static double predicted_error(double h, double u) { return h * h / 6 + u / h; }
-static double predicted_best_step(double u) { return cbrt(3 * u); }
+/* For exp, f = f' = f''': the central difference's relative error is
+ * at most h^2/6 (truncation) + u/h (the rounding of f, magnified by
+ * 1/h), smallest at h = (3u)^(1/3), where it is (3u)^(2/3)/2. */
+static double predicted_error(double h, double u)
+{
+    return h * h / 6 + u / h;
+}
+
+static double predicted_best_step(double u)
+{
+    return cbrt(3 * u);
+}
 // ANCHOR_END: predict_the_best_step
 
 static void show_derivative(const Options *options)
@@ -356,7 +363,7 @@ static void run_bench(const Options *options)
     struct {
         const char *name;
         double (*variance)(const double *x, size_t n);
-        int passes; /* reads of the data: the byte count is passes * 8n */
+        int passes; /* reads of the data: passes * 8n bytes */
     } methods[] = {
         {"naive", variance_naive_f64, 1},
         {"two-pass", variance_two_pass_f64, 2},

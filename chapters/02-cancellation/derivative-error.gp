@@ -1,7 +1,7 @@
 # Central difference against complex step for exp(x) on [0, 1]: the worst
 # relative error over 101 points (points) and the error model (lines), as the
 # step h shrinks. Data: ./cancellation --derivative-data.
-set terminal svg size 760,480 font "sans,13" background rgb "white"
+set terminal svg size 660,460 font "sans,12" background rgb "white"
 set output "derivative-error.svg"
 
 set logscale xy

@@ -5,18 +5,21 @@
 #include <stddef.h>
 
 // ANCHOR: step_both_ways_and_subtract
-double central_difference(RealFunction f, const void *context, double x, double h)
+double central_difference(RealFunction f, const void *context, double x,
+                          double h)
 {
-    /* x + h is rounded: divide by the distance actually stepped, which the
-     * subtraction below computes exactly (the two points are within a factor
-     * 2 of each other), so that only the rounding of f remains. */
+    /* x + h is rounded: divide by the distance actually stepped, which
+     * the subtraction below computes exactly (the two points are within
+     * a factor 2 of each other), so that only the rounding of f remains. */
     double forward = x + h, backward = x - h;
-    return (f(forward, context) - f(backward, context)) / (forward - backward);
+    double rise = f(forward, context) - f(backward, context);
+    return rise / (forward - backward);
 }
 // ANCHOR_END: step_both_ways_and_subtract
 
 // ANCHOR: step_into_the_complex_plane
-double complex_step_derivative(ComplexFunction f, const void *context, double x, double h)
+double complex_step_derivative(ComplexFunction f, const void *context,
+                               double x, double h)
 {
     return cimag(f(CMPLX(x, h), context)) / h;
 }

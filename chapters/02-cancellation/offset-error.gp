@@ -1,7 +1,7 @@
 # Measured relative error of each variance method (points) against its
 # first-order bound (dashed line of the same colour), as the condition number
-# grows; float on the left, double on the right. Data: ./cancellation --theory-data.
-set terminal svg size 1000,480 font "sans,13" background rgb "white"
+# grows; float above, double below. Data: ./cancellation --theory-data.
+set terminal svg size 660,900 font "sans,12" background rgb "white"
 set output "offset-error.svg"
 
 set logscale xy
@@ -16,11 +16,10 @@ positive(e) = e > 0 ? e : 1/0
 colour(m) = word("#d62728 #1f77b4 #2ca02c #9467bd", m)
 name(m) = word("naive two-pass Welford corrected", m)
 
-set multiplot layout 1,2
+set multiplot layout 2,1
 do for [block = 0:1] {
     set title (block == 0 ? "float (u = 2^{-24})" : "double (u = 2^{-53})")
-    set ylabel (block == 0 ? "relative error of the variance" : "")
-    set yrange [*:1e21]
+    set ylabel "relative error of the variance"
     plot for [m = 1:4] "offset-error.dat" index block using 1:(positive(column(m + 1))) \
              with points pt 7 ps 0.6 lc rgb colour(m) title name(m), \
          for [m = 1:4] "" index block using 1:(column(m + 5)) \

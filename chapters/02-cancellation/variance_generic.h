@@ -47,7 +47,8 @@ REAL TYPED(variance_two_pass)(const REAL *x, size_t n)
 // ANCHOR: update_mean_and_m2
 REAL TYPED(variance_welford)(const REAL *x, size_t n)
 {
-    REAL mean = 0, m2 = 0; /* m2: sum of squared deviations from the running mean */
+    /* m2: the sum of squared deviations from the running mean */
+    REAL mean = 0, m2 = 0;
     for (size_t i = 0; i < n; i++) {
         REAL delta = x[i] - mean;
         mean += delta / (REAL)(i + 1);
@@ -88,8 +89,13 @@ VarianceReference TYPED(variance_reference)(const REAL *x, size_t n)
         sum_of_squared_deviations += deviation * deviation;
     }
     quad variance = sum_of_squared_deviations / (quad)n;
-    VarianceReference reference = {.mean = (double)mean, .variance = (double)variance, .max_abs = max_abs};
-    reference.kappa = variance > 0 ? sqrt(1.0 + (double)(mean * mean / variance)) : INFINITY;
+    VarianceReference reference = {
+        .mean = (double)mean,
+        .variance = (double)variance,
+        .kappa = variance > 0 ? sqrt(1 + (double)(mean * mean / variance))
+                              : INFINITY,
+        .max_abs = max_abs,
+    };
     return reference;
 }
 // ANCHOR_END: compute_the_reference_in_quadruple_precision

@@ -371,7 +371,7 @@ static void run_bench(const Options *options)
         {"corrected two-pass", variance_corrected_two_pass_f64, 2},
     };
     // ANCHOR_END: count_the_bytes_each_method_reads
-    const char *headers[] = {"method", "passes", "time", "GB/s read", "of memcpy", "time / naive"};
+    const char *headers[] = {"method", "passes", "ms", "GB/s read", "of memcpy", "time / naive"};
     Table *table = table_new(6, headers, "lrrrrr");
     double naive_seconds = 0.0;
     for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
@@ -383,7 +383,7 @@ static void run_bench(const Options *options)
         }
         table_cell(table, "%s", methods[m].name);
         table_cell(table, "%d", methods[m].passes);
-        table_cell(table, "%.0f ms", stats.median * 1e3);
+        table_cell(table, "%.0f", stats.median * 1e3);
         table_cell(table, "%.1f", gbs);
         table_cell(table, "%.0f%%", 100 * gbs / memcpy_gbs);
         table_cell(table, "%.2f", stats.median / naive_seconds);

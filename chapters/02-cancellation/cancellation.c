@@ -39,10 +39,13 @@ static TableFormat table_format(const Options *options)
     return options->markdown ? TABLE_MARKDOWN : TABLE_TEXT;
 }
 
-/* A relative error for a table: exact results say so instead of "0.0e+00". */
+/* A relative error for a table: exact results say so instead of
+ * "0.0e+00", and an error relative to a variance of 0 is undefined. */
 static void error_cell(Table *table, double error)
 {
-    if (error == 0.0) {
+    if (isnan(error)) {
+        table_cell(table, "undefined");
+    } else if (error == 0.0) {
         table_cell(table, "exact");
     } else {
         table_cell(table, "%.1e", error);
@@ -69,7 +72,7 @@ static FILE *open_for_writing(const char *path)
 
 static void close_written(FILE *file, const char *path)
 {
-    if (ferror(file) | fclose(file)) {
+    if (ferror(file) | fclose(file)) { /* "|", not "||": close it either way */
         cli_fail_status(1, "error writing %s", path);
     }
 }
@@ -355,9 +358,13 @@ static void run_bench(const Options *options)
     rng_seed(&rng, (uint64_t)options->seed);
     rng_fill_normal_f64(&rng, x, n, 1e4, DATA_SPREAD);
     double memcpy_gbs = memcpy_bandwidth_gbs(bytes, 1);
-    printf("One thread, %zu doubles (%.0f MiB; last-level cache %.0f MiB), median of %d runs.\n"
+    char cache[64] = "last-level cache size unknown";
+    if (bench_llc_bytes() > 0) {
+        snprintf(cache, sizeof cache, "last-level cache %.0f MiB", bench_llc_bytes() / 1048576.0);
+    }
+    printf("One thread, %zu doubles (%.0f MiB; %s), median of %d runs.\n"
            "memcpy, one thread: %.1f GB/s (bytes read + bytes written).\n\n",
-           n, bytes / 1048576.0, bench_llc_bytes() / 1048576.0, BENCH_RUNS, memcpy_gbs);
+           n, bytes / 1048576.0, cache, BENCH_RUNS, memcpy_gbs);
 
     // ANCHOR: count_the_bytes_each_method_reads
     struct {
@@ -422,7 +429,7 @@ int main(int argc, char **argv)
          "mode: write the derivative errors against the step to this file"},
         {"--gpu", CLI_FLAG, &options.gpu, 0, 0, "mode: row variances on the GPU against the CPU reference"},
         {"--bench", CLI_FLAG, &options.bench, 0, 0, "mode: throughput of each method against memcpy"},
-        {"--n", CLI_INT, &options.n, 1, 1e7, "values per data set (all but --derivative*, --gpu, --bench)"},
+        {"--n", CLI_INT, &options.n, 2, 1e7, "values per data set (all but --derivative*, --gpu, --bench)"},
         {"--offset", CLI_DOUBLE, &options.offset, -1e30, 1e30, "offset of the data (no mode, --merge-demo)"},
         {"--precision", CLI_STRING, &options.precision_text, 0, 0, "float or double (no mode, --offset-sweep)"},
         {"--seed", CLI_INT, &options.seed, 0, 1e18, "random seed"},

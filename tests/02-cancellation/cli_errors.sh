@@ -49,6 +49,7 @@ reject positional
 reject --n
 reject --n -3
 reject --n 0
+reject --n 1
 reject --n abc
 reject --n 12x
 reject --n 1e3
@@ -70,7 +71,8 @@ reject --theory-data a.dat --derivative-data b.dat
 stops 1 --theory-data /nonexistent-directory/x.dat
 
 accept --help
-accept --n 1
+accept --n 2
+accept --offset 1e20
 accept --n 2 --offset=-1e4 --precision=float
 accept --offset-sweep --precision float --n 64 --markdown
 

@@ -98,7 +98,8 @@ double error_bound(Method method, Precision precision,
     double r = mean_error_bound(trial->n, kappa, u);
     switch (method) {
     case METHOD_NAIVE:
-        /* Both sums are off by n u ||x||^2 / n; the subtraction leaves
+        /* The sum of squares and the squared mean are off by up to
+         * (3n + 4) u ||x||^2 / n together; the subtraction leaves
          * v = ||x||^2 / (n kappa^2). */
         return gamma_bound(3 * n + 4, u) * kappa * kappa;
     case METHOD_TWO_PASS:

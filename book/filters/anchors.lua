@@ -1,0 +1,76 @@
+-- Named regions of source files, marked as mdBook marks them:
+--     // ANCHOR: merge_welford_states
+--     ...
+--     // ANCHOR_END: merge_welford_states
+-- Only the marker and the name count, so any comment syntax works (# in a
+-- shell or gnuplot script). Regions may nest or overlap; a name is used once
+-- per file.
+local anchors = {}
+
+local function marker(line)
+  local name = line:match('ANCHOR:%s*([%w_]+)')
+  if name then return 'begin', name end
+  name = line:match('ANCHOR_END:%s*([%w_]+)')
+  if name then return 'end', name end
+end
+
+-- Reads PATH. Returns its lines, its regions (name -> first and last line
+-- strictly between the markers, and the line of the ANCHOR) and its problems
+-- (a marker without its partner, a name used twice), or nil and an error.
+function anchors.scan(path)
+  local file, err = io.open(path)
+  if not file then return nil, err end
+  local source = { path = path, lines = {}, regions = {}, problems = {} }
+  local open = {}
+  local function problem(line, text)
+    table.insert(source.problems, string.format('%s:%d: %s', path, line, text))
+  end
+  for line in file:lines() do
+    table.insert(source.lines, line)
+    local n = #source.lines
+    local kind, name = marker(line)
+    if kind == 'begin' then
+      if open[name] or source.regions[name] then
+        problem(n, 'second ANCHOR: ' .. name)
+      else
+        open[name] = n
+      end
+    elseif kind == 'end' then
+      if open[name] then
+        source.regions[name] = { first = open[name] + 1, last = n - 1, line = open[name] }
+        open[name] = nil
+      else
+        problem(n, 'ANCHOR_END: ' .. name .. ' without an ANCHOR before it')
+      end
+    end
+  end
+  file:close()
+  local unclosed = {}
+  for name, n in pairs(open) do table.insert(unclosed, { n = n, name = name }) end
+  table.sort(unclosed, function(a, b) return a.n < b.n end)
+  for _, anchor in ipairs(unclosed) do
+    problem(anchor.n, 'ANCHOR: ' .. anchor.name .. ' has no ANCHOR_END')
+  end
+  return source
+end
+
+-- The text of region NAME of a scanned source, without the markers of the
+-- regions nested in it, and dedented: shown on its own, a function body
+-- should not start four spaces in.
+function anchors.text(source, name)
+  local region = source.regions[name]
+  local lines, indent = {}, math.huge
+  for i = region.first, region.last do
+    local line = source.lines[i]
+    if not marker(line) then
+      table.insert(lines, line)
+      if line:match('%S') then indent = math.min(indent, #line:match('^%s*')) end
+    end
+  end
+  for i, line in ipairs(lines) do
+    lines[i] = line:sub(math.min(indent, #line) + 1)
+  end
+  return table.concat(lines, '\n')
+end
+
+return anchors

@@ -1,0 +1,110 @@
+-- The book around the chapters, from the chapter list that book/Tupfile.lua
+-- passes as -M chapters="02-cancellation 03-kv-cache ...", in reading order:
+--   a chapter page (-M chapter=NAME) gets its number and previous/next links;
+--   the index gets its table of contents, at the end of its div .contents;
+--   the EPUB is the index's text followed by every chapter.
+-- A chapter's number comes from its directory (02-cancellation is Chapter 2),
+-- its title from its chapter.md front matter, its page is NAME.html, and the
+-- filtered chapter (includes and runs done) is build/NAME.json.
+local chapter = require 'filters.chapter'
+
+local function chapter_list(meta)
+  local list = {}
+  for name in pandoc.utils.stringify(meta.chapters):gmatch('%S+') do
+    local number = name:match('^0*(%d+)%-')
+    if not number then
+      chapter.fail('book', { 'chapter directory ' .. name .. ' is not named NN-topic' })
+    end
+    table.insert(list, { name = name, number = number, href = name .. '.html' })
+  end
+  return list
+end
+
+-- A chapter's Markdown as written (its title is needed before it is built).
+local function source(ch)
+  local path = '../chapters/' .. ch.name .. '/chapter.md'
+  local doc = chapter.read(path)
+  if not doc.meta.title then
+    chapter.fail('book', { path .. ' has no "title:" in its front matter' })
+  end
+  return doc
+end
+
+local function link(ch)
+  return ch and { href = ch.href, number = ch.number, title = source(ch).meta.title }
+end
+
+local function heading(ch, doc_title)
+  return pandoc.Header(1, { pandoc.Str('Chapter ' .. ch.number .. '.'), pandoc.Space(),
+                            table.unpack(doc_title) }, pandoc.Attr('chapter-' .. ch.number))
+end
+
+local function chapter_page(doc, chapters, name)
+  for i, ch in ipairs(chapters) do
+    if ch.name == name then
+      doc.meta.number = ch.number
+      doc.meta.prev = link(chapters[i - 1])
+      doc.meta.next = link(chapters[i + 1])
+      return doc
+    end
+  end
+  chapter.fail('book', { name .. ' is not in the chapter list' })
+end
+
+-- Chapters and their sections, each a link into its page.
+local function contents(chapters)
+  local items = {}
+  for _, ch in ipairs(chapters) do
+    local doc = source(ch)
+    local sections = {}
+    for _, block in ipairs(doc.blocks) do
+      if block.t == 'Header' and block.level == 2 then
+        local target = ch.href .. '#' .. block.identifier
+        table.insert(sections, { pandoc.Plain({ pandoc.Link(block.content, target) }) })
+      end
+    end
+    local entry = pandoc.Link(heading(ch, doc.meta.title).content, ch.href)
+    table.insert(items, { pandoc.Plain({ entry }), pandoc.BulletList(sections) })
+  end
+  return pandoc.BulletList(items)
+end
+
+local function is_contents(block)
+  return block.t == 'Div' and block.classes:includes('contents')
+end
+
+local function index(doc, chapters)
+  return doc:walk({
+    Div = function(div)
+      if is_contents(div) then div.content:insert(contents(chapters)) end
+      return div
+    end,
+  })
+end
+
+local function epub(doc, chapters)
+  local blocks = { pandoc.Header(1, doc.meta.title) }
+  for _, block in ipairs(doc.blocks) do
+    if not is_contents(block) then
+      table.insert(blocks, block)
+    end
+  end
+  for _, ch in ipairs(chapters) do
+    table.insert(blocks, heading(ch, source(ch).meta.title))
+    for _, block in ipairs(chapter.read('build/' .. ch.name .. '.json', 'json').blocks) do
+      table.insert(blocks, block)
+    end
+  end
+  doc.meta.title = doc.meta['book-title']
+  return pandoc.Pandoc(blocks, doc.meta)
+end
+
+function Pandoc(doc)
+  local chapters = chapter_list(doc.meta)
+  if doc.meta.chapter then
+    return chapter_page(doc, chapters, pandoc.utils.stringify(doc.meta.chapter))
+  elseif FORMAT:match('epub') then
+    return epub(doc, chapters)
+  end
+  return index(doc, chapters)
+end

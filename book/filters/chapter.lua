@@ -1,0 +1,46 @@
+-- What the book's filters share. Paths written in a chapter's Markdown (code
+-- to include, commands to run, figures) are relative to the chapter's
+-- directory, the one holding chapter.md, while pandoc runs in book/.
+local chapter = {}
+
+chapter.source = PANDOC_STATE.input_files[1]
+chapter.dir = pandoc.path.directory(chapter.source)
+
+-- 'a/b/../c' and 'a//c' both become 'a/c', without asking the file system,
+-- so that two spellings of one file compare equal.
+function chapter.normalize(path)
+  local parts = {}
+  for part in path:gmatch('[^/]+') do
+    if part == '..' and #parts > 0 and parts[#parts] ~= '..' then
+      table.remove(parts)
+    elseif part ~= '.' then
+      table.insert(parts, part)
+    end
+  end
+  return (path:match('^/') or '') .. table.concat(parts, '/')
+end
+
+-- PATH as written in the chapter in directory DIR (by default the chapter
+-- being read), as a path from book/.
+function chapter.resolve(path, dir)
+  return chapter.normalize(pandoc.path.join({dir or chapter.dir, path}))
+end
+
+-- The document in the file at PATH, read as FORMAT (by default Markdown).
+function chapter.read(path, format)
+  local file = assert(io.open(path))
+  local text = file:read('a')
+  file:close()
+  return pandoc.read(text, format or 'markdown')
+end
+
+-- Print every error, then stop pandoc without writing its output: the rule
+-- fails, and tup shows these lines.
+function chapter.fail(filter, errors)
+  for _, message in ipairs(errors) do
+    io.stderr:write(filter, ': ', message, '\n')
+  end
+  os.exit(1)
+end
+
+return chapter

@@ -1,0 +1,87 @@
+/* Row means and variances on the GPU: every thread summarises its strided
+ * share of a row in a Welford state, then the block merges the states, first
+ * within each warp through register shuffles, then across warps through
+ * shared memory. The merge is kernels/welford.h, shared with the CPU code. */
+#include <climits>
+
+#include "common/cuda_util.h"
+#include "kernels/welford.h"
+#include "kernels/welford_gpu.h"
+
+#define WARP_SIZE 32u
+
+// ANCHOR: merge_across_a_warp
+/* Merge the states of lanes [0, lanes) of this warp into lane 0. Lanes at
+ * `lanes` and above do not exist (the last warp of a block whose size is not
+ * a multiple of 32), so they are left out of the shuffle mask, and a value
+ * shuffled from beyond them is never used. */
+__device__ static WelfordState warp_merge(WelfordState state, unsigned lanes)
+{
+    unsigned mask = lanes == WARP_SIZE ? 0xffffffffu : (1u << lanes) - 1u;
+    unsigned lane = threadIdx.x % WARP_SIZE;
+    for (unsigned offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
+        WelfordState other;
+        other.count = __shfl_down_sync(mask, state.count, offset);
+        other.mean = __shfl_down_sync(mask, state.mean, offset);
+        other.m2 = __shfl_down_sync(mask, state.m2, offset);
+        if (lane + offset < lanes) {
+            state = welford_merge(state, other);
+        }
+    }
+    return state;
+}
+// ANCHOR_END: merge_across_a_warp
+
+// ANCHOR: reduce_a_row_per_block
+__global__ void welford_rows_kernel(const float *x, size_t cols, float *mean, float *variance)
+{
+    const float *row = x + blockIdx.x * cols;
+
+    /* Strided, so that neighbouring threads read neighbouring floats: the
+     * warp's loads coalesce. A thread with no element keeps an empty state. */
+    WelfordState state = welford_empty();
+    for (size_t j = threadIdx.x; j < cols; j += blockDim.x) {
+        state = welford_push(state, row[j]);
+    }
+
+    unsigned warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE;
+    unsigned warps = (blockDim.x + WARP_SIZE - 1) / WARP_SIZE;
+    state = warp_merge(state, min(WARP_SIZE, blockDim.x - warp * WARP_SIZE));
+
+    __shared__ WelfordState warp_states[WELFORD_GPU_MAX_THREADS / WARP_SIZE];
+    if (lane == 0) {
+        warp_states[warp] = state;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        state = lane < warps ? warp_states[lane] : welford_empty();
+        state = warp_merge(state, min(WARP_SIZE, blockDim.x));
+        if (lane == 0) {
+            mean[blockIdx.x] = (float)state.mean;
+            variance[blockIdx.x] = (float)welford_variance(state);
+        }
+    }
+}
+// ANCHOR_END: reduce_a_row_per_block
+
+extern "C" int welford_rows_gpu(const float *x, size_t rows, size_t cols, int threads, float *mean, float *variance)
+{
+    if (rows < 1 || rows > INT_MAX || cols < 1 || threads < 1 || threads > WELFORD_GPU_MAX_THREADS) {
+        return -1;
+    }
+    float *device_x, *device_mean, *device_variance;
+    CUDA_CHECK(cudaMalloc(&device_x, rows * cols * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&device_mean, rows * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&device_variance, rows * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(device_x, x, rows * cols * sizeof(float), cudaMemcpyHostToDevice));
+
+    welford_rows_kernel<<<(unsigned)rows, (unsigned)threads>>>(device_x, cols, device_mean, device_variance);
+    CUDA_CHECK(cudaGetLastError());
+
+    CUDA_CHECK(cudaMemcpy(mean, device_mean, rows * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(variance, device_variance, rows * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(device_x));
+    CUDA_CHECK(cudaFree(device_mean));
+    CUDA_CHECK(cudaFree(device_variance));
+    return 0;
+}

@@ -1,7 +1,10 @@
 #include "chapters/01-layernorm/problem.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "chapters/01-layernorm/layernorm.h"
 #include "common/alloc.h"
@@ -85,6 +88,8 @@ static void save_f32(const char *dir, const char *name, int ndim, const size_t *
 
 void ln_problem_save(const LnProblem *p, const char *dir)
 {
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        cli_fail_status(1, "cannot create directory %s: %s", dir, strerror(errno));
     const size_t matrix[2] = {p->n, p->d}, rows[1] = {p->n}, columns[1] = {p->d};
     save_f32(dir, "x.npy", 2, matrix, p->x);
     save_f32(dir, "gamma.npy", 1, columns, p->gamma);

@@ -31,7 +31,8 @@ void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x
  * DIR/dy.npy (n x d); a missing file, another dtype or a shape that does
  * not fit is one line on stderr and exit 2. */
 LnProblem ln_problem_load(const char *dir, float eps);
-/* Write the inputs and the results (y, mean, rstd, dx, dgamma, dbeta) to DIR. */
+/* Write the inputs and the results (y, mean, rstd, dx, dgamma, dbeta) to DIR,
+ * creating DIR if it does not exist (but not its parents). */
 void ln_problem_save(const LnProblem *p, const char *dir);
 void ln_problem_free(LnProblem *p);
 

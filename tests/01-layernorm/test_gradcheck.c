@@ -1,6 +1,7 @@
 /* The three gradient checks pass on the real backward pass, at the sizes
  * the chapter uses, and fail on a wrong one: a check that cannot fail
  * proves nothing. */
+#include <math.h>
 #include <stdio.h>
 
 #include "chapters/01-layernorm/gradcheck.h"

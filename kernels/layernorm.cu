@@ -12,7 +12,7 @@
 #define WARP_SIZE 32
 #define FULL_MASK 0xffffffffu
 
-// ANCHOR: forward_thread_per_row
+// ANCHOR: normalize_a_row_per_thread
 /* Version 1: one thread per row. Each thread walks its row three times;
  * neighbouring threads read addresses d floats apart, so a warp's loads do
  * not coalesce. Sums in double, so that this baseline is as accurate as
@@ -39,7 +39,7 @@ __global__ void layernorm_forward_v1(float *y, float *mean, float *rstd, const f
     mean[row] = stats.mean;
     rstd[row] = stats.rstd;
 }
-// ANCHOR_END: forward_thread_per_row
+// ANCHOR_END: normalize_a_row_per_thread
 
 // ANCHOR: merge_welford_across_a_warp
 /* Every lane ends with the state of the whole warp: a butterfly, lane i
@@ -60,7 +60,7 @@ __device__ static WelfordState warp_merge_all(WelfordState state)
 }
 // ANCHOR_END: merge_welford_across_a_warp
 
-// ANCHOR: forward_warp_per_row
+// ANCHOR: normalize_a_row_per_warp
 /* Version 2: one warp per row. Lane l reads elements l, l + 32, ...: the
  * warp's loads coalesce. Each lane folds its elements into a Welford
  * state (chapter 2), the warp merges the states, and a second read of the
@@ -85,7 +85,7 @@ __global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const f
         rstd[row] = row_rstd;
     }
 }
-// ANCHOR_END: forward_warp_per_row
+// ANCHOR_END: normalize_a_row_per_warp
 
 // ANCHOR: sum_across_a_block
 __device__ static float warp_sum(float value)
@@ -120,28 +120,19 @@ __device__ static void block_sum(float (&values)[N])
 // ANCHOR_END: sum_across_a_block
 
 /* WIDTH consecutive floats as one access: a 16-byte float4 or one float.
- * The `cs` (cache-streaming) forms tell the GPU that x, dy, y and dx are
- * touched once and need not stay in its caches; gamma and beta, read by
- * every row, go through the read-only cache instead. */
-template <int WIDTH>
-__device__ static void load_streaming(float (&out)[WIDTH], const float *p)
+ * x, dy, y and dx are touched once: their loads and stores use the `cs`
+ * (cache-streaming) forms, which tell the GPU they need not stay in its
+ * caches. gamma and beta, read by every row, go through the read-only
+ * cache instead (STREAMING false). */
+template <int WIDTH, bool STREAMING = true>
+__device__ static void load(float (&out)[WIDTH], const float *p)
 {
     if constexpr (WIDTH == 4) {
-        float4 v = __ldcs(reinterpret_cast<const float4 *>(p));
+        const float4 *p4 = reinterpret_cast<const float4 *>(p);
+        float4 v = STREAMING ? __ldcs(p4) : __ldg(p4);
         out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
     } else {
-        out[0] = __ldcs(p);
-    }
-}
-
-template <int WIDTH>
-__device__ static void load_cached(float (&out)[WIDTH], const float *p)
-{
-    if constexpr (WIDTH == 4) {
-        float4 v = __ldg(reinterpret_cast<const float4 *>(p));
-        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-    } else {
-        out[0] = __ldg(p);
+        out[0] = STREAMING ? __ldcs(p) : __ldg(p);
     }
 }
 
@@ -159,7 +150,7 @@ __device__ static void store_streaming(float *p, const float (&in)[WIDTH])
  * that such a block can always launch. */
 #define ROW_KERNEL_BOUNDS(ITEMS) __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
 
-// ANCHOR: forward_row_in_registers
+// ANCHOR: keep_the_row_in_registers
 /* Version 3: one block per row, the row read from memory once into
  * registers (thread t holds vectors t, t + blockDim.x, ... of the row).
  * The exact two-pass variance then costs no second read: the sum, the
@@ -179,7 +170,7 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS)
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;
         if (k < vectors)
-            load_streaming(v[i], x + offset + (size_t)k * WIDTH);
+            load(v[i], x + offset + (size_t)k * WIDTH);
 #pragma unroll
         for (int c = 0; c < WIDTH; c++)
             sums[0] += k < vectors ? v[i][c] : 0.0f;
@@ -205,8 +196,8 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS)
         if (k >= vectors)
             continue;
         float g[WIDTH], b[WIDTH], out[WIDTH];
-        load_cached(g, gamma + (size_t)k * WIDTH);
-        load_cached(b, beta + (size_t)k * WIDTH);
+        load<WIDTH, false>(g, gamma + (size_t)k * WIDTH);
+        load<WIDTH, false>(b, beta + (size_t)k * WIDTH);
 #pragma unroll
         for (int c = 0; c < WIDTH; c++)
             out[c] = ln_affine(ln_normalize(v[i][c], stats.mean, stats.rstd), g[c], b[c]);
@@ -217,9 +208,9 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS)
         rstd[blockIdx.x] = stats.rstd;
     }
 }
-// ANCHOR_END: forward_row_in_registers
+// ANCHOR_END: keep_the_row_in_registers
 
-// ANCHOR: backward_naive
+// ANCHOR: differentiate_by_rows_then_columns
 /* Backward version 1, two plain kernels: a thread per row for dx (sums in
  * double, like forward 1), and a thread per column for dgamma and dbeta,
  * which walks down its column through every row (neighbouring threads read
@@ -259,9 +250,9 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
     dgamma[j] = (float)sum_dgamma;
     dbeta[j] = (float)sum_dbeta;
 }
-// ANCHOR_END: backward_naive
+// ANCHOR_END: differentiate_by_rows_then_columns
 
-// ANCHOR: backward_fused
+// ANCHOR: fuse_the_backward_pass
 /* Version 2, fused: a block takes rows blockIdx.x, blockIdx.x + gridDim.x,
  * ... and for each reads x and dy once into registers, forms the two row
  * sums with one block reduction, and writes dx. Each thread owns the same
@@ -285,9 +276,9 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS)
             int k = threadIdx.x + i * blockDim.x;
             if (k >= vectors)
                 continue;
-            load_streaming(xv[i], x + offset + (size_t)k * WIDTH);
-            load_streaming(dyv[i], dy + offset + (size_t)k * WIDTH);
-            load_cached(g[i], gamma + (size_t)k * WIDTH);
+            load(xv[i], x + offset + (size_t)k * WIDTH);
+            load(dyv[i], dy + offset + (size_t)k * WIDTH);
+            load<WIDTH, false>(g[i], gamma + (size_t)k * WIDTH);
 #pragma unroll
             for (int c = 0; c < WIDTH; c++) {
                 g[i][c] *= dyv[i][c];
@@ -342,7 +333,7 @@ __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, cons
     dgamma[j] = (float)sum_dgamma;
     dbeta[j] = (float)sum_dbeta;
 }
-// ANCHOR_END: backward_fused
+// ANCHOR_END: fuse_the_backward_pass
 
 static const char *check_sizes(int version, int versions, size_t n, size_t d)
 {

@@ -46,7 +46,7 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
 }
 // ANCHOR_END: finish_row_statistics
 
-// ANCHOR: normalize_element
+// ANCHOR: normalize_an_element
 HOST_DEVICE static inline float ln_normalize(float x, float mean, float rstd)
 {
     return (x - mean) * rstd;
@@ -56,15 +56,15 @@ HOST_DEVICE static inline float ln_affine(float xhat, float gamma, float beta)
 {
     return gamma * xhat + beta;
 }
-// ANCHOR_END: normalize_element
+// ANCHOR_END: normalize_an_element
 
-// ANCHOR: input_gradient_element
+// ANCHOR: compute_the_input_gradient
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), with g = gamma * dy:
  * the compact backward formula derived in chapter 1. */
 HOST_DEVICE static inline float ln_dx(float g, float xhat, float mean_g, float mean_g_xhat, float rstd)
 {
     return rstd * (g - mean_g - xhat * mean_g_xhat);
 }
-// ANCHOR_END: input_gradient_element
+// ANCHOR_END: compute_the_input_gradient
 
 #endif

@@ -21,7 +21,7 @@ typedef struct {
 
 #define STEPS(array) array, sizeof array / sizeof array[0]
 
-// ANCHOR: count_unfused_forward
+// ANCHOR: count_the_unfused_forward
 /* Every node its own kernel, as an eager framework runs the formula:
  * each reads its inputs from memory and writes its output there. */
 static const Step forward_unfused[] = {
@@ -33,7 +33,7 @@ static const Step forward_unfused[] = {
     {"t = gamma * xhat", 1, 1, 1},
     {"y = t + beta", 1, 1, 1},
 };
-// ANCHOR_END: count_unfused_forward
+// ANCHOR_END: count_the_unfused_forward
 
 /* One pass over memory: x is read once; the three passes over the row
  * (sum; deviations and their squares; normalise and scale) run in cache. */
@@ -70,7 +70,7 @@ static const Step backward_fused_xhat[] = {
     {"dx = rstd (g - mean g - xhat mean(g xhat))", 0, 1, 5},
     {"dgamma += dy xhat, dbeta += dy", 0, 0, 3},
 };
-// ANCHOR: count_fused_backward
+// ANCHOR: count_the_fused_backward
 /* As above, with xhat = (x - mean) rstd recomputed in each pass: x is read
  * instead of xhat (the same bytes) for 2 more operations per pass. */
 static const Step backward_fused[] = {
@@ -78,7 +78,7 @@ static const Step backward_fused[] = {
     {"dx = rstd (g - mean g - xhat mean(g xhat))", 0, 1, 7},
     {"dgamma += dy xhat, dbeta += dy", 0, 0, 3},
 };
-// ANCHOR_END: count_fused_backward
+// ANCHOR_END: count_the_fused_backward
 
 static const Implementation implementations[] = {
     {"forward", "unfused, one kernel per node", "xc, xhat, rstd", STEPS(forward_unfused)},
@@ -134,7 +134,7 @@ void complexity_print(FILE *out, TableFormat format)
     table_free(table);
 }
 
-// ANCHOR: model_sizes
+// ANCHOR: size_real_models
 /* Layer norms in a model: two per block (before attention and before the
  * MLP) and one before the output. Sizes from the published configurations
  * (GPT-2 small: 12 layers, d = 768, 124M parameters; Llama 2 7B: 32 layers,
@@ -151,7 +151,7 @@ static const ModelShape models[] = {
     {"GPT-2 small", 12, 768, 124e6, 8, 1024},
     {"Llama-2-7B-sized", 32, 4096, 6.7e9, 8, 4096},
 };
-// ANCHOR_END: model_sizes
+// ANCHOR_END: size_real_models
 
 void cache_memory_print(FILE *out, TableFormat format)
 {

@@ -11,8 +11,8 @@
 
 #include "common/table.h"
 
-/* quick: fewer timed runs (3 instead of 7); the working set stays above the
- * last-level cache. */
+/* quick: 3 timed runs instead of 7, and memcpy measured before the kernels
+ * only (not also after); the working set stays above the last-level cache. */
 void bench_cpu_print(FILE *out, TableFormat format, bool quick);
 
 #endif

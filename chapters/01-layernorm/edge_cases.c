@@ -92,7 +92,7 @@ static double max_distance_from_beta(const LnProblem *p)
     return worst;
 }
 
-// ANCHOR: edge_case_zero_input
+// ANCHOR: check_a_zero_row
 /* A row of zeros has variance 0: xhat = 0 * rstd = 0 exactly, so y = beta,
  * and rstd = 1/sqrt(eps) is finite only because eps > 0. */
 static void zero_input(EdgeChecks *out)
@@ -105,7 +105,7 @@ static void zero_input(EdgeChecks *out)
     add_reference_check(out, name, &p);
     ln_problem_free(&p);
 }
-// ANCHOR_END: edge_case_zero_input
+// ANCHOR_END: check_a_zero_row
 
 /* One value per row: it is its own mean, xhat = 0, and nothing flows back
  * to x: dx = rstd (g - mean(g) - 0) = rstd (g - g) = 0. */
@@ -138,7 +138,7 @@ static void irregular_shape(EdgeChecks *out)
     ln_problem_free(&p);
 }
 
-// ANCHOR: edge_case_large_mean
+// ANCHOR: check_a_large_mean
 /* x = 1e4 + N(0, 1) in float. The two-pass kernel keeps the variance;
  * what it cannot avoid is that the mean is stored as a float, rounded to
  * a multiple of ulp(1e4) ~ 1e-3: that moves every xhat by up to half of
@@ -172,7 +172,7 @@ static void large_mean_float(EdgeChecks *out)
     ln_reference_free(&ref);
     ln_problem_free(&p);
 }
-// ANCHOR_END: edge_case_large_mean
+// ANCHOR_END: check_a_large_mean
 
 /* The same at 1e8 in double. The exact result is known without higher
  * precision: layer norm ignores a shift, and x - 1e8 is computed exactly
@@ -215,7 +215,7 @@ static void large_mean_double(EdgeChecks *out)
         array_free(arrays[i]);
 }
 
-// ANCHOR: edge_case_scale_invariance
+// ANCHOR: check_scale_invariance
 /* LN(a x) = LN(x) for a > 0, once eps is scaled too: var(a x) + a^2 eps =
  * a^2 (var(x) + eps). For a power of two every step scales exactly (the
  * sqrt of a^2 v is a sqrt(v) exactly), so the float results must agree to
@@ -246,9 +246,9 @@ static void scale_invariance(EdgeChecks *out)
     }
     ln_problem_free(&base);
 }
-// ANCHOR_END: edge_case_scale_invariance
+// ANCHOR_END: check_scale_invariance
 
-// ANCHOR: edge_case_gradient_norms
+// ANCHOR: bound_the_gradient_norm
 /* dx = rstd * P g, where P = I - 11^T/d - xhat xhat^T/d removes g's
  * components along 1 and along xhat; its eigenvalues lie in [0, 1] (the
  * second projection is scaled by var/(var+eps) <= 1). So per row
@@ -288,7 +288,7 @@ static void gradient_norms_across_scales(EdgeChecks *out)
     set_text(c->allowed, sizeof c->allowed, "1e-5");
     ln_problem_free(&p);
 }
-// ANCHOR_END: edge_case_gradient_norms
+// ANCHOR_END: bound_the_gradient_norm
 
 const EdgeCase edge_cases[] = {
     {"zero_input", zero_input},

@@ -23,7 +23,7 @@ const char *gpu_run_problem(LnProblem *p, int forward, int backward, int misalig
     return why;
 }
 
-// ANCHOR: gpu_check_shapes
+// ANCHOR: choose_shapes_that_break_kernels
 const GpuCheckShape gpu_check_shapes[] = {
     {1823, 781, 0, "irregular: d not a multiple of 4 (single floats), n not a multiple of any block"},
     {1823, 781, 1, "the same, every array one float off 16-byte alignment"},
@@ -37,7 +37,7 @@ const GpuCheckShape gpu_check_shapes[] = {
     {1, 768, 0, "a single row: one block sums all of dgamma"},
     {4097, 768, 0, "more rows than backward 2 has blocks"},
 };
-// ANCHOR_END: gpu_check_shapes
+// ANCHOR_END: choose_shapes_that_break_kernels
 const int gpu_check_shape_count = sizeof gpu_check_shapes / sizeof gpu_check_shapes[0];
 
 /* The output that used the largest share of its tolerance. */
@@ -131,7 +131,7 @@ static bool run_one_problem(const GpuOptions *o)
     return ok;
 }
 
-// ANCHOR: gpu_bench
+// ANCHOR: benchmark_on_the_gpu
 typedef struct {
     bool forward;
     int version;
@@ -185,7 +185,7 @@ static void bench(const GpuOptions *o, FILE *out, const char *commit)
     table_print(table, out, o->format);
     table_free(table);
 }
-// ANCHOR_END: gpu_bench
+// ANCHOR_END: benchmark_on_the_gpu
 
 int gpu_main(const GpuOptions *o)
 {

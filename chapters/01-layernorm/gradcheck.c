@@ -77,7 +77,7 @@ typedef struct {
     double *y, *mean, *rstd; /* forward-pass scratch */
 } RealLoss;
 
-// ANCHOR: loss_along_a_line
+// ANCHOR: move_along_a_line
 static double loss_along(double t, const void *context)
 {
     const RealLoss *c = context;
@@ -97,9 +97,9 @@ static double loss_along(double t, const void *context)
     layernorm_forward_f64(c->y, c->mean, c->rstd, x, gamma, beta, p->n, p->d, p->eps);
     return dot(p->w, c->y, p->n * p->d);
 }
-// ANCHOR_END: loss_along_a_line
+// ANCHOR_END: move_along_a_line
 
-// ANCHOR: complex_forward
+// ANCHOR: normalize_in_complex_arithmetic
 /* The reference forward pass again, in complex arithmetic, summed into the
  * loss. Everything in it is analytic (no fabs, no comparisons), which the
  * complex step needs: sqrt's branch cut is on the negative real axis, far
@@ -122,7 +122,7 @@ static double complex loss_complex(const double complex *x, const double complex
     }
     return loss;
 }
-// ANCHOR_END: complex_forward
+// ANCHOR_END: normalize_in_complex_arithmetic
 
 typedef struct {
     const GradProblem *p;
@@ -146,7 +146,7 @@ static double complex complex_loss_along(double complex z, const void *context)
                         c->p->n, c->p->d, c->p->eps);
 }
 
-// ANCHOR: gradient_check_tolerances
+// ANCHOR: set_gradient_check_tolerances
 /* got = the analytic gradient, ref = the numerical one. */
 typedef struct {
     double atol, rtol;
@@ -167,7 +167,7 @@ static const Tolerance check_tolerance[] = {
     [CHECK_COMPLEX_EVERY_ELEMENT] = {1e-13, 1e-11},
     [CHECK_COMPLEX_DIRECTIONAL] = {1e-13, 1e-11},
 };
-// ANCHOR_END: gradient_check_tolerances
+// ANCHOR_END: set_gradient_check_tolerances
 
 static bool is_directional(GradCheckMethod method)
 {
@@ -214,7 +214,7 @@ static void loss_contexts_free(LossContexts *c)
         array_free(c->complex_loss.values[t]);
 }
 
-// ANCHOR: numerical_derivative
+// ANCHOR: differentiate_numerically
 /* d/dt of the loss at t = start, where t is one element's value (start is
  * that value) or the distance moved along a direction (start = 0). */
 static double numerical_derivative(LossContexts *c, GradCheckMethod method, double start)
@@ -225,7 +225,7 @@ static double numerical_derivative(LossContexts *c, GradCheckMethod method, doub
     double h = cbrt(DBL_EPSILON) * fmax(1.0, fabs(start));
     return central_difference(loss_along, &c->real_loss, start, h);
 }
-// ANCHOR_END: numerical_derivative
+// ANCHOR_END: differentiate_numerically
 
 static void set_direction(LossContexts *c, const double *direction, size_t element)
 {

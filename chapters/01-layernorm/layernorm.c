@@ -40,7 +40,7 @@ static float sum_f32(const float *x, size_t n)
 }
 // ANCHOR_END: sum_in_lanes
 
-// ANCHOR: stream_rows
+// ANCHOR: prefetch_and_stream
 /* Two things keep a one-pass row kernel at the speed of memory.
  *
  * Prefetch: while a row is worked on in cache, nothing is loading from
@@ -91,7 +91,7 @@ static size_t unaligned_head(const float *dst, size_t d)
     size_t head = misaligned == 0 ? 0 : BLOCK - misaligned;
     return head < d ? head : d;
 }
-// ANCHOR_END: stream_rows
+// ANCHOR_END: prefetch_and_stream
 
 /* sum(x - center) and sum((x - center)^2) in one pass, prefetching the next row. */
 static void deviation_sums_f32(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center,
@@ -116,7 +116,7 @@ static void deviation_sums_f32(float *sum_dev, float *sum_dev_sq, const float *x
     *sum_dev_sq = add_lanes(acc_sq);
 }
 
-// ANCHOR: forward_row
+// ANCHOR: normalize_rows
 static void normalize_span(float *restrict out, const float *restrict x, const float *restrict gamma,
                            const float *restrict beta, size_t count, LnRowStats stats)
 {
@@ -158,7 +158,7 @@ void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, c
         streaming_stores_done();
     }
 }
-// ANCHOR_END: forward_row
+// ANCHOR_END: normalize_rows
 
 /* sum(g) and sum(g * xhat) with g = gamma * dy, xhat recomputed from x. */
 static void backward_sums_f32(float *sum_g, float *sum_g_xhat, const float *dy, const float *x,
@@ -181,7 +181,7 @@ static void backward_sums_f32(float *sum_g, float *sum_g_xhat, const float *dy, 
     *sum_g_xhat = add_lanes(acc_g_xhat);
 }
 
-// ANCHOR: backward_row
+// ANCHOR: differentiate_a_row
 /* dx for `count` elements of a row, and their share of dgamma and dbeta
  * added to the partial sums of the row's chunk. xhat is recomputed from x,
  * mean and rstd: two operations per element instead of a stored n x d
@@ -221,9 +221,9 @@ static void backward_row_f32(float *dx, float *dgamma_part, float *dbeta_part, c
     }
     backward_span(dx + j, dgamma_part + j, dbeta_part + j, dy + j, x + j, gamma + j, d - j, &r);
 }
-// ANCHOR_END: backward_row
+// ANCHOR_END: differentiate_a_row
 
-// ANCHOR: backward_in_chunks
+// ANCHOR: sum_parameter_gradients_in_chunks
 /* dgamma and dbeta are sums over all rows. Each of a fixed number of
  * chunks of rows sums into its own partial row, and the partials are then
  * added in chunk order, in double (256 * d additions, nothing next to the
@@ -262,9 +262,9 @@ void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, const float 
     array_free(totals);
     array_free(partials);
 }
-// ANCHOR_END: backward_in_chunks
+// ANCHOR_END: sum_parameter_gradients_in_chunks
 
-// ANCHOR: reference_forward
+// ANCHOR: compute_the_reference
 /* The same corrected two-pass algorithm as the float kernel, in double:
  * a reference whose own error stays far below float's even for a row
  * whose mean is 1e8 times its standard deviation. */
@@ -290,9 +290,9 @@ void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *
         rstd[row] = r;
     }
 }
-// ANCHOR_END: reference_forward
+// ANCHOR_END: compute_the_reference
 
-// ANCHOR: reference_backward
+// ANCHOR: differentiate_the_reference
 void layernorm_backward_f64(double *dx, double *dgamma, double *dbeta, const double *dy, const double *x,
                             const double *mean, const double *rstd, const double *gamma, size_t n,
                             size_t d)
@@ -316,9 +316,9 @@ void layernorm_backward_f64(double *dx, double *dgamma, double *dbeta, const dou
         }
     }
 }
-// ANCHOR_END: reference_backward
+// ANCHOR_END: differentiate_the_reference
 
-// ANCHOR: backward_node_by_node
+// ANCHOR: differentiate_node_by_node
 void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, const double *dy,
                                     const double *x, const double *gamma, size_t n, size_t d, double eps)
 {
@@ -360,7 +360,7 @@ void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, c
     array_free(centered);
     array_free(d_centered);
 }
-// ANCHOR_END: backward_node_by_node
+// ANCHOR_END: differentiate_node_by_node
 
 void widen_f32(double *out, const float *in, size_t n)
 {

@@ -55,7 +55,7 @@ static int run_and_check(const Options *o)
     return ok ? 0 : 1;
 }
 
-// ANCHOR: gradcheck_plan
+// ANCHOR: plan_the_gradient_checks
 /* Which check runs on which shape: every element on small shapes, random
  * directions on a transformer-sized batch (B x T x D = 4 x 512 x 1024). */
 typedef struct {
@@ -72,7 +72,7 @@ static const GradCheckPlan gradcheck_plan[] = {
     {CHECK_COMPLEX_DIRECTIONAL, 4 * 512, 1024},
 };
 enum { GRADCHECK_DIRECTIONS = 4 };
-// ANCHOR_END: gradcheck_plan
+// ANCHOR_END: plan_the_gradient_checks
 
 static int run_gradcheck(const Options *o)
 {

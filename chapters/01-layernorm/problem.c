@@ -153,7 +153,7 @@ void ln_reference_free(LnReference *ref)
     *ref = (LnReference){0};
 }
 
-// ANCHOR: float_tolerances
+// ANCHOR: set_float_tolerances
 /* Float against the double reference. u = 2^-24 = 6e-8 is float's unit
  * roundoff; xhat, gamma, dy are of order 1, x and dx scale with the row's
  * standard deviation sigma = 1/rstd and with rstd, so their absolute
@@ -186,7 +186,7 @@ LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
     c.ok = c.mean.ok && c.rstd.ok && c.y.ok && c.dx.ok && c.dgamma.ok && c.dbeta.ok;
     return c;
 }
-// ANCHOR_END: float_tolerances
+// ANCHOR_END: set_float_tolerances
 
 bool ln_comparison_print(FILE *out, const char *label, const LnComparison *c)
 {

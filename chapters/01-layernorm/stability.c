@@ -39,7 +39,7 @@ static double max_error_f32(const float *got, const double *ref, size_t n)
     return worst;
 }
 
-// ANCHOR: failure_zero_variance
+// ANCHOR: show_zero_variance
 /* Constant rows: the variance is 0, so rstd = 1/sqrt(eps), and only eps
  * keeps it finite. With eps = 0, xhat = 0 * inf = NaN. */
 static void zero_variance(Table *table)
@@ -63,7 +63,7 @@ static void zero_variance(Table *table)
             ln_problem_free(&p);
         }
 }
-// ANCHOR_END: failure_zero_variance
+// ANCHOR_END: show_zero_variance
 
 /* y of one row with a given mean and variance, in float. */
 static void normalize_row(float *y, const float *x, const float *gamma, const float *beta, size_t d, float mean,
@@ -74,7 +74,7 @@ static void normalize_row(float *y, const float *x, const float *gamma, const fl
         y[j] = gamma[j] * ((x[j] - mean) * rstd) + beta[j];
 }
 
-// ANCHOR: failure_huge_mean
+// ANCHOR: show_a_huge_mean
 /* x = offset + N(0, 1) in float. The one-pass variance E[x^2] - E[x]^2
  * (chapter 2) subtracts two numbers of size offset^2 whose difference is
  * 1: it is lost once offset^2 u exceeds 1. The plain two-pass variance
@@ -108,9 +108,9 @@ static void huge_mean(Table *table)
         ln_problem_free(&p);
     }
 }
-// ANCHOR_END: failure_huge_mean
+// ANCHOR_END: show_a_huge_mean
 
-// ANCHOR: failure_tiny_eps
+// ANCHOR: show_a_tiny_eps
 /* Rows 1 + 1e-6 N(0, 1) in float: the variation is a few ulps of 1,
  * rounding noise more than signal. eps decides what becomes of it: with
  * eps >> var, rstd ~ 1/sqrt(eps) and xhat stays small; with eps << var,
@@ -137,9 +137,9 @@ static void tiny_eps(Table *table)
         ln_problem_free(&p);
     }
 }
-// ANCHOR_END: failure_tiny_eps
+// ANCHOR_END: show_a_tiny_eps
 
-// ANCHOR: failure_overflow
+// ANCHOR: show_overflowing_squares
 /* x = scale * N(0, 1): float holds these values (up to 3.4e38), but not
  * their squares once scale passes ~1e19. var becomes inf, rstd 0, and y
  * silently collapses to beta: finite, and wrong. */
@@ -170,7 +170,7 @@ static void overflow_note(FILE *out)
             "In half precision (largest finite value %.0f) one square overflows once |x| passes %.1f.\n",
             d, sqrt(FLT_MAX / d), half_max, sqrt(half_max));
 }
-// ANCHOR_END: failure_overflow
+// ANCHOR_END: show_overflowing_squares
 
 /* |got - exact| in units of the float spacing at exact. */
 static double ulps(float got, double exact)
@@ -206,7 +206,7 @@ static float rstd_approximate_newton(float v)
 }
 #endif
 
-// ANCHOR: failure_rsqrt
+// ANCHOR: measure_rstd_accuracy
 /* rstd for a million values v spread log-uniformly over [1e-12, 1e12],
  * against the exact 1/sqrt(v) in double. */
 static void rsqrt_accuracy(Table *table)
@@ -236,7 +236,7 @@ static void rsqrt_accuracy(Table *table)
         table_cell(table, "%.1f%%", 100.0 * (double)exact_count / SAMPLES);
     }
 }
-// ANCHOR_END: failure_rsqrt
+// ANCHOR_END: measure_rstd_accuracy
 
 typedef struct {
     const char *name;

@@ -25,7 +25,8 @@ typedef struct {
     TableFormat format;
 } GpuOptions;
 
-/* --gpu: validate, and with --bench time. Returns the exit status. */
+/* --gpu: validate every version on gpu_check_shapes and on the --n x --d
+ * (or --load) problem, then with --bench time them. Returns the exit status. */
 int gpu_main(const GpuOptions *options);
 
 /* Run forward version `forward` and backward version `backward` on the

@@ -144,7 +144,7 @@ int main(int argc, char **argv)
          "show a numerical failure mode: zero-variance, huge-mean, tiny-eps, overflow, rsqrt"},
         {"--bench", CLI_FLAG, &o.bench, 0, 0, "measure throughput against memcpy (with --gpu: on the GPU)"},
         {"--quick", CLI_FLAG, &o.quick, 0, 0, "with --bench: fewer timed runs"},
-        {"--gpu", CLI_FLAG, &o.gpu, 0, 0, "validate the CUDA kernels against the double reference"},
+        {"--gpu", CLI_FLAG, &o.gpu, 0, 0, "validate the CUDA kernels against the double reference (on --n x --d too)"},
         {"--kernel", CLI_INT, &o.kernel, 0, 3, "with --gpu: only kernel version N (0: all)"},
         {"--results", CLI_STRING, &o.results, 0, 0, "with --gpu --bench: write the results table to this file"},
         {"--commit", CLI_STRING, &o.commit, 0, 0, "with --gpu --bench: the commit to stamp (else $GIT_COMMIT)"},
@@ -157,7 +157,7 @@ int main(int argc, char **argv)
         {"--markdown", CLI_FLAG, &o.markdown, 0, 0, "print tables as Markdown"},
     };
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
-              "layernorm: layer norm forward and backward, gradient checks, edge cases and benchmarks");
+              "layer norm forward and backward, gradient checks, edge cases and benchmarks");
     int cpu_modes = o.gradcheck + o.edge_cases + o.complexity + o.cache_memory + (o.failure != NULL) +
                     (o.bench && !o.gpu);
     if (cpu_modes + o.gpu > 1)

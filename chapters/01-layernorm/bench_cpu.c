@@ -13,7 +13,7 @@
 typedef struct {
     size_t n, d;
     float *x, *y, *dy, *dx; /* n x d */
-    float *gamma, *beta, *dgamma, *dbeta, *mean, *rstd;
+    float *gamma, *beta, *dgamma, *dbeta, *mean, *rstd, *scratch;
 } BenchArrays;
 
 static void run_forward(void *context)
@@ -25,7 +25,8 @@ static void run_forward(void *context)
 static void run_backward(void *context)
 {
     BenchArrays *a = context;
-    layernorm_backward_f32(a->dx, a->dgamma, a->dbeta, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n, a->d);
+    layernorm_backward_f32(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n,
+                           a->d);
 }
 
 /* Values that vary, cheaply: the speed does not depend on them, as long as
@@ -116,15 +117,16 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
         for (size_t w = 0; w < 3; w++) {
             a.d = widths[w];
             a.n = count / a.d;
-            float **per_width[] = {&a.gamma, &a.beta, &a.dgamma, &a.dbeta, &a.mean, &a.rstd};
-            for (size_t i = 0; i < 6; i++)
-                *per_width[i] = ALLOC_ARRAY(float, i < 4 ? a.d : a.n);
+            float **per_width[] = {&a.gamma, &a.beta, &a.dgamma, &a.dbeta, &a.mean, &a.rstd, &a.scratch};
+            size_t counts[] = {a.d, a.d, a.d, a.d, a.n, a.n, layernorm_backward_f32_scratch_floats(a.n, a.d)};
+            for (size_t i = 0; i < 7; i++)
+                *per_width[i] = ALLOC_ARRAY(float, counts[i]);
             fill_in_parallel(a.gamma, a.d, 1.0f);
             for (int p = 0; p < 2; p++) {
                 BenchStats stats = bench_run(passes[p].body, &a, 1, timed_runs);
                 kernel_gbs[w][p] = gb_per_s(passes[p].bytes_per_element * (double)(a.n * a.d), stats.median);
             }
-            for (size_t i = 0; i < 6; i++)
+            for (size_t i = 0; i < 7; i++)
                 array_free(*per_width[i]);
         }
         double copy_after = quick ? copy_before : memcpy_bandwidth_gbs(bytes, threads);

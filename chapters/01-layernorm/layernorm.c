@@ -232,17 +232,27 @@ static void backward_row_f32(float *dx, float *dgamma_part, float *dbeta_part, c
  * partial row per thread block. */
 enum { BACKWARD_CHUNKS = 256 };
 
-void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                            const float *mean, const float *rstd, const float *gamma, size_t n,
+static size_t backward_chunks(size_t n)
+{
+    return n < BACKWARD_CHUNKS ? n : BACKWARD_CHUNKS;
+}
+
+size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
+{
+    return backward_chunks(n) * 2 * d;
+}
+
+void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
+                            const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
                             size_t d)
 {
-    size_t chunks = n < BACKWARD_CHUNKS ? n : BACKWARD_CHUNKS;
-    float *partials = ALLOC_ARRAY(float, chunks * 2 * d); /* zeroed; per chunk: dgamma part, dbeta part */
+    size_t chunks = backward_chunks(n);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (size_t chunk = 0; chunk < chunks; chunk++) {
-            float *dgamma_part = partials + chunk * 2 * d, *dbeta_part = dgamma_part + d;
+            float *dgamma_part = scratch + chunk * 2 * d, *dbeta_part = dgamma_part + d;
+            memset(dgamma_part, 0, 2 * d * sizeof *dgamma_part);
             for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
                 size_t next = row + 1 < n ? row + 1 : row;
                 BackwardRow r = {mean[row], rstd[row], 0.0f, 0.0f, x + next * d, dy + next * d};
@@ -254,13 +264,12 @@ void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, const float 
     double *totals = ALLOC_ARRAY(double, 2 * d); /* zeroed */
     for (size_t chunk = 0; chunk < chunks; chunk++)
         for (size_t j = 0; j < 2 * d; j++)
-            totals[j] += partials[chunk * 2 * d + j];
+            totals[j] += scratch[chunk * 2 * d + j];
     for (size_t j = 0; j < d; j++) {
         dgamma[j] = (float)totals[j];
         dbeta[j] = (float)totals[d + j];
     }
     array_free(totals);
-    array_free(partials);
 }
 // ANCHOR_END: sum_parameter_gradients_in_chunks
 

@@ -21,8 +21,12 @@ COMMON_BEGIN_C
  * OpenMP threads; the results do not depend on the number of threads. */
 void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                            const float *beta, size_t n, size_t d, float eps);
-void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
-                            const float *mean, const float *rstd, const float *gamma, size_t n,
+/* The backward pass sums dgamma and dbeta over rows in chunks, one partial
+ * row each, in `scratch`: layernorm_backward_f32_scratch_floats(n, d)
+ * floats, which need not be initialised and can be reused across calls. */
+size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d);
+void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
+                            const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
                             size_t d);
 
 /* The reference: double, two-pass, one thread. */

@@ -114,7 +114,10 @@ void ln_problem_free(LnProblem *p)
 void ln_problem_run_cpu(LnProblem *p)
 {
     layernorm_forward_f32(p->y, p->mean, p->rstd, p->x, p->gamma, p->beta, p->n, p->d, p->eps);
-    layernorm_backward_f32(p->dx, p->dgamma, p->dbeta, p->dy, p->x, p->mean, p->rstd, p->gamma, p->n, p->d);
+    float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(p->n, p->d));
+    layernorm_backward_f32(p->dx, p->dgamma, p->dbeta, scratch, p->dy, p->x, p->mean, p->rstd, p->gamma, p->n,
+                           p->d);
+    array_free(scratch);
 }
 
 static double *widened(const float *values, size_t count)

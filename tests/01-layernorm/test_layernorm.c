@@ -60,26 +60,32 @@ static void test_thread_count_does_not_matter(void)
 }
 
 /* The streaming stores want 64-byte-aligned blocks; outputs that start
- * anywhere take the head and tail paths. Same bits wherever they start. */
-static void test_alignment_does_not_matter(void)
+ * anywhere take the head and tail paths. Same bits wherever they start,
+ * and whatever the scratch space held before (here NaN). */
+static void test_alignment_and_scratch_do_not_matter(void)
 {
-    size_t n = 37, d = 200;
+    size_t n = 37, d = 200, scratch_floats = layernorm_backward_f32_scratch_floats(n, d);
     LnProblem p = ln_problem_new(n, d, 1e-5f);
     ln_problem_fill_random(&p, 5, 0.0, 1.0);
     ln_problem_run_cpu(&p);
     float *y_shifted = ALLOC_ARRAY(float, n * d + 16), *dx_shifted = ALLOC_ARRAY(float, n * d + 16);
     float *dgamma = ALLOC_ARRAY(float, d), *dbeta = ALLOC_ARRAY(float, d);
+    float *scratch = ALLOC_ARRAY(float, scratch_floats);
     bool all_same = true;
     for (size_t shift = 1; shift < 16; shift += 7) {
+        for (size_t i = 0; i < scratch_floats; i++)
+            scratch[i] = NAN;
         layernorm_forward_f32(y_shifted + shift, p.mean, p.rstd, p.x, p.gamma, p.beta, n, d, p.eps);
-        layernorm_backward_f32(dx_shifted + shift, dgamma, dbeta, p.dy, p.x, p.mean, p.rstd, p.gamma, n, d);
-        all_same = all_same && same_bits(y_shifted + shift, p.y, n * d) && same_bits(dx_shifted + shift, p.dx, n * d);
+        layernorm_backward_f32(dx_shifted + shift, dgamma, dbeta, scratch, p.dy, p.x, p.mean, p.rstd, p.gamma, n, d);
+        all_same = all_same && same_bits(y_shifted + shift, p.y, n * d) && same_bits(dx_shifted + shift, p.dx, n * d) &&
+                   same_bits(dgamma, p.dgamma, d) && same_bits(dbeta, p.dbeta, d);
     }
-    EXPECT(all_same, "y and dx the same bits at every output alignment");
+    EXPECT(all_same, "y, dx, dgamma, dbeta the same bits at every output alignment, from NaN-filled scratch");
     array_free(y_shifted);
     array_free(dx_shifted);
     array_free(dgamma);
     array_free(dbeta);
+    array_free(scratch);
     ln_problem_free(&p);
 }
 
@@ -125,7 +131,7 @@ int main(void)
     test_against_reference(5, 3, 0.0, 1.0);
     test_against_reference(3, 1, 0.0, 1.0);
     test_thread_count_does_not_matter();
-    test_alignment_does_not_matter();
+    test_alignment_and_scratch_do_not_matter();
     test_node_by_node_agrees(64, 768);
     test_node_by_node_agrees(7, 2);
     return test_finish();

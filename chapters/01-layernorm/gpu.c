@@ -1,0 +1,221 @@
+#include "chapters/01-layernorm/gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chapters/01-layernorm/gpu_device.h"
+#include "common/bench.h"
+#include "common/cli.h"
+#include "common/cuda_util.h"
+#include "kernels/layernorm.h"
+
+const char *gpu_run_problem(LnProblem *p, int forward, int backward, int misalign)
+{
+    DeviceProblem *g = device_problem_new(p->n, p->d, misalign);
+    device_problem_upload(g, p);
+    const char *why = device_problem_forward(g, forward, p->eps);
+    if (why == NULL)
+        why = device_problem_backward(g, backward);
+    if (why == NULL)
+        device_problem_download(g, p);
+    device_problem_free(g);
+    return why;
+}
+
+// ANCHOR: choose_shapes_that_break_kernels
+const GpuCheckShape gpu_check_shapes[] = {
+    {1823, 781, 0, "irregular: d not a multiple of 4 (single floats), n not a multiple of any block"},
+    {1823, 781, 1, "the same, every array one float off 16-byte alignment"},
+    {257, 1024, 0, "16-byte vectors, one vector per thread"},
+    {256, 1024, 3, "d a multiple of 4 but rows misaligned: single floats"},
+    {33, 4096, 0, "wide rows: 2 vectors per thread"},
+    {7, 8192, 0, "large d: 4 vectors per thread"},
+    {3, 20000, 0, "8 vectors per thread in blocks of 640 threads"},
+    {100, 1, 0, "d = 1: xhat = 0, dx = 0"},
+    {5, 3, 0, "fewer values than a warp has lanes"},
+    {1, 768, 0, "a single row: one block sums all of dgamma"},
+    {4097, 768, 0, "more rows than backward 2 has blocks"},
+};
+// ANCHOR_END: choose_shapes_that_break_kernels
+const int gpu_check_shape_count = sizeof gpu_check_shapes / sizeof gpu_check_shapes[0];
+
+/* The output that used the largest share of its tolerance. */
+static const char *worst_output(const LnComparison *c, double *share)
+{
+    const CloseReport *reports[] = {&c->y, &c->mean, &c->rstd, &c->dx, &c->dgamma, &c->dbeta};
+    const char *names[] = {"y", "mean", "rstd", "dx", "dgamma", "dbeta"};
+    int worst = 0;
+    for (int i = 1; i < 6; i++)
+        if (!(reports[i]->tolerance_used <= reports[worst]->tolerance_used))
+            worst = i;
+    *share = reports[worst]->tolerance_used;
+    return names[worst];
+}
+
+static bool check_problem(LnProblem *p, const char *label, int forward, int backward, int misalign, FILE *out)
+{
+    LnReference ref = ln_reference_compute(p);
+    const char *why = gpu_run_problem(p, forward, backward, misalign);
+    bool ok = true;
+    if (why != NULL) {
+        /* A version refusing a row it cannot hold does what it promises. */
+        fprintf(out, "skip forward %d, backward %d, %s: %s\n", forward, backward, label, why);
+    } else {
+        LnComparison c = ln_compare(p, &ref);
+        double share;
+        const char *worst = worst_output(&c, &share);
+        fprintf(out, "%s forward %d, backward %d, %s: worst %s at %.0f%% of tolerance\n", c.ok ? "ok  " : "FAIL",
+                forward, backward, label, worst, 100.0 * share);
+        if (!c.ok)
+            ln_comparison_print(out, "    ", &c);
+        ok = c.ok;
+    }
+    ln_reference_free(&ref);
+    return ok;
+}
+
+bool gpu_check_versions(const GpuCheckShape *shape, int forward, int backward, uint64_t seed, FILE *out)
+{
+    LnProblem p = ln_problem_new(shape->n, shape->d, 1e-5f);
+    ln_problem_fill_random(&p, seed, 0.0, 1.0);
+    char label[96];
+    snprintf(label, sizeof label, "%zu x %zu%s", shape->n, shape->d, shape->misalign ? ", misaligned" : "");
+    bool ok = check_problem(&p, label, forward, backward, shape->misalign, out);
+    ln_problem_free(&p);
+    return ok;
+}
+
+/* --kernel N: forward N and backward min(N, 2); 0: all of them. */
+static int first_version(int kernel, int versions)
+{
+    return kernel == 0 ? 1 : (kernel < versions ? kernel : versions);
+}
+
+static int last_version(int kernel, int versions)
+{
+    return kernel == 0 ? versions : first_version(kernel, versions);
+}
+
+static bool validate_all(const GpuOptions *o)
+{
+    bool ok = true;
+    for (int s = 0; s < gpu_check_shape_count; s++)
+        for (int f = first_version(o->kernel, LAYERNORM_FORWARD_VERSIONS);
+             f <= last_version(o->kernel, LAYERNORM_FORWARD_VERSIONS); f++)
+            for (int b = first_version(o->kernel, LAYERNORM_BACKWARD_VERSIONS);
+                 b <= last_version(o->kernel, LAYERNORM_BACKWARD_VERSIONS); b++)
+                ok = gpu_check_versions(&gpu_check_shapes[s], f, b, o->seed, stdout) && ok;
+    return ok;
+}
+
+/* The --n x --d (or --load) problem with the highest versions asked for;
+ * --save writes their results. */
+static bool run_one_problem(const GpuOptions *o)
+{
+    LnProblem p;
+    if (o->load != NULL) {
+        p = ln_problem_load(o->load, o->eps);
+    } else {
+        p = ln_problem_new(o->n, o->d, o->eps);
+        ln_problem_fill_random(&p, o->seed, 0.0, 1.0);
+    }
+    char label[96];
+    snprintf(label, sizeof label, "%zu x %zu%s", p.n, p.d, o->load != NULL ? " (loaded)" : "");
+    bool ok = check_problem(&p, label, last_version(o->kernel, LAYERNORM_FORWARD_VERSIONS),
+                            last_version(o->kernel, LAYERNORM_BACKWARD_VERSIONS), 0, stdout);
+    if (o->save != NULL) {
+        ln_problem_save(&p, o->save);
+        printf("saved the GPU results to %s/*.npy\n", o->save);
+    }
+    ln_problem_free(&p);
+    return ok;
+}
+
+// ANCHOR: benchmark_on_the_gpu
+typedef struct {
+    bool forward;
+    int version;
+    double bytes_per_element; /* read x + write y; read x, dy + write dx */
+} GpuBenchRow;
+
+static const GpuBenchRow gpu_bench_rows[] = {
+    {true, 1, 8}, {true, 2, 8}, {true, 3, 8}, {false, 1, 12}, {false, 2, 12},
+};
+
+static void bench(const GpuOptions *o, FILE *out, const char *commit)
+{
+    const size_t widths[] = {768, 1024, 4096}, tensor_bytes = (size_t)512 << 20; /* 10x an H200's L2 */
+    int runs = o->quick ? 5 : 20;
+    char device[256], date[64];
+    cuda_device_describe(device, sizeof device);
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    double copy = cuda_copy_bandwidth_gbs(tensor_bytes);
+    fprintf(out,
+            "%s; measured %s at commit %s. Each n x d tensor %zu MiB; median of %d runs; device-to-device "
+            "copy %.0f GB/s in the same run.\n\n",
+            device, date, commit, tensor_bytes >> 20, runs, copy);
+    const char *headers[] = {"pass", "version", "d", "rows", "time", "GB/s", "of copy", "vs version 1"};
+    Table *table = table_new(8, headers, "lrrrrrrr");
+    for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
+        size_t d = widths[w], n = tensor_bytes / sizeof(float) / d;
+        DeviceProblem *g = device_problem_new(n, d, 0);
+        device_problem_fill_pattern(g);
+        double baseline = 0.0;
+        for (size_t r = 0; r < sizeof gpu_bench_rows / sizeof gpu_bench_rows[0]; r++) {
+            const GpuBenchRow *row = &gpu_bench_rows[r];
+            double seconds = device_problem_time(g, row->forward, row->version, runs);
+            if (seconds < 0)
+                cli_fail_status(1, "%s %d refused %zu x %zu", row->forward ? "forward" : "backward", row->version,
+                                n, d);
+            double gbs = gb_per_s(row->bytes_per_element * (double)(n * d), seconds);
+            if (row->version == 1)
+                baseline = seconds;
+            table_cell(table, "%s", row->forward ? "forward" : "backward");
+            table_cell(table, "%d", row->version);
+            table_cell(table, "%zu", d);
+            table_cell(table, "%zu", n);
+            table_cell(table, "%.3f ms", 1e3 * seconds);
+            table_cell(table, "%.0f", gbs);
+            table_cell(table, "%.0f%%", 100.0 * gbs / copy);
+            table_cell(table, "%.1fx", baseline / seconds);
+        }
+        device_problem_free(g);
+    }
+    table_print(table, out, o->format);
+    table_free(table);
+}
+// ANCHOR_END: benchmark_on_the_gpu
+
+int gpu_main(const GpuOptions *o)
+{
+    if (!cuda_device_available())
+        cli_fail("--gpu: no CUDA device available");
+    const char *commit = o->commit != NULL ? o->commit : getenv("GIT_COMMIT");
+    if (o->results != NULL && commit == NULL)
+        cli_fail("--results: say which commit was measured, with --commit or $GIT_COMMIT");
+    char device[256];
+    cuda_device_describe(device, sizeof device);
+    printf("%s\n", device);
+    bool ok = validate_all(o);
+    ok = run_one_problem(o) && ok;
+    if (!ok) {
+        printf("some kernels do not match the reference: nothing is timed\n");
+        return 1;
+    }
+    if (o->bench) {
+        printf("\n");
+        bench(o, stdout, commit != NULL ? commit : "unknown");
+        if (o->results != NULL) {
+            FILE *file = fopen(o->results, "w");
+            if (file == NULL)
+                cli_fail_status(1, "cannot write %s", o->results);
+            bench(o, file, commit);
+            if (fclose(file) != 0)
+                cli_fail_status(1, "cannot write %s", o->results);
+            printf("\nwrote %s\n", o->results);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,447 @@
+/* Layer norm forward and backward kernels, numbered from naive to best
+ * (see kernels/layernorm.h). The arithmetic of a row is
+ * kernels/layernorm_row.h and the Welford merge kernels/welford.h: the
+ * same code the CPU runs and the tests check. */
+#include <climits>
+
+#include "common/cuda_util.h"
+#include "kernels/layernorm.h"
+#include "kernels/layernorm_row.h"
+#include "kernels/welford.h"
+
+#define WARP_SIZE 32
+#define FULL_MASK 0xffffffffu
+
+// ANCHOR: normalize_a_row_per_thread
+/* Version 1: one thread per row. Each thread walks its row three times;
+ * neighbouring threads read addresses d floats apart, so a warp's loads do
+ * not coalesce. Sums in double, so that this baseline is as accurate as
+ * the CPU and any difference in the comparison is the faster kernels'. */
+__global__ void layernorm_forward_v1(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                                     const float *beta, int n, int d, float eps)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n)
+        return;
+    const float *xr = x + (size_t)row * d;
+    double sum = 0.0, sum_dev = 0.0, sum_dev_sq = 0.0;
+    for (int j = 0; j < d; j++)
+        sum += xr[j];
+    float first_mean = (float)(sum / d);
+    for (int j = 0; j < d; j++) {
+        double dev = xr[j] - first_mean;
+        sum_dev += dev;
+        sum_dev_sq += dev * dev;
+    }
+    LnRowStats stats = ln_stats_from_deviations(first_mean, (float)sum_dev, (float)sum_dev_sq, (float)d, eps);
+    for (int j = 0; j < d; j++)
+        y[(size_t)row * d + j] = ln_affine(ln_normalize(xr[j], stats.mean, stats.rstd), gamma[j], beta[j]);
+    mean[row] = stats.mean;
+    rstd[row] = stats.rstd;
+}
+// ANCHOR_END: normalize_a_row_per_thread
+
+// ANCHOR: merge_welford_across_a_warp
+/* Every lane ends with the state of the whole warp: a butterfly, lane i
+ * merging with lane i ^ offset. welford_merge(a, b) and welford_merge(b, a)
+ * can round differently, so both partners put the lower lane first and
+ * compute the same bits; all lanes then agree on the row's statistics. */
+__device__ static WelfordState warp_merge_all(WelfordState state)
+{
+    unsigned lane = threadIdx.x % WARP_SIZE;
+    for (unsigned offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
+        WelfordState other;
+        other.count = __shfl_xor_sync(FULL_MASK, state.count, offset);
+        other.mean = __shfl_xor_sync(FULL_MASK, state.mean, offset);
+        other.m2 = __shfl_xor_sync(FULL_MASK, state.m2, offset);
+        state = lane & offset ? welford_merge(other, state) : welford_merge(state, other);
+    }
+    return state;
+}
+// ANCHOR_END: merge_welford_across_a_warp
+
+// ANCHOR: normalize_a_row_per_warp
+/* Version 2: one warp per row. Lane l reads elements l, l + 32, ...: the
+ * warp's loads coalesce. Each lane folds its elements into a Welford
+ * state (chapter 2), the warp merges the states, and a second read of the
+ * row (mostly from cache) writes y. */
+__global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                                     const float *beta, int n, int d, float eps)
+{
+    int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
+    int lane = threadIdx.x % WARP_SIZE;
+    if (row >= n) /* the same for the whole warp: the shuffles below see all 32 lanes */
+        return;
+    const float *xr = x + (size_t)row * d;
+    WelfordState state = welford_empty();
+    for (int j = lane; j < d; j += WARP_SIZE)
+        state = welford_push(state, xr[j]);
+    state = warp_merge_all(state);
+    float row_mean = (float)state.mean, row_rstd = ln_rstd((float)welford_variance(state), eps);
+    for (int j = lane; j < d; j += WARP_SIZE)
+        y[(size_t)row * d + j] = ln_affine(ln_normalize(xr[j], row_mean, row_rstd), gamma[j], beta[j]);
+    if (lane == 0) {
+        mean[row] = row_mean;
+        rstd[row] = row_rstd;
+    }
+}
+// ANCHOR_END: normalize_a_row_per_warp
+
+// ANCHOR: sum_across_a_block
+__device__ static float warp_sum(float value)
+{
+    for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2)
+        value += __shfl_xor_sync(FULL_MASK, value, offset);
+    return value;
+}
+
+/* Sum N values over the block; every thread gets the totals. blockDim.x is
+ * a multiple of 32 (the row plan makes it so). Each warp sums its lanes,
+ * then every warp sums the warps' partial sums: the same tree, so the same
+ * bits, in every thread. The closing barrier lets the next call reuse
+ * `partial`. */
+template <int N>
+__device__ static void block_sum(float (&values)[N])
+{
+    __shared__ float partial[N][LN_PLAN_MAX_THREADS / WARP_SIZE];
+    int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
+#pragma unroll
+    for (int k = 0; k < N; k++) {
+        values[k] = warp_sum(values[k]);
+        if (lane == 0)
+            partial[k][warp] = values[k];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < N; k++)
+        values[k] = warp_sum(lane < warps ? partial[k][lane] : 0.0f);
+    __syncthreads();
+}
+// ANCHOR_END: sum_across_a_block
+
+/* WIDTH consecutive floats as one access: a 16-byte float4 or one float.
+ * x, dy, y and dx are touched once: their loads and stores use the `cs`
+ * (cache-streaming) forms, which tell the GPU they need not stay in its
+ * caches. gamma and beta, read by every row, go through the read-only
+ * cache instead (STREAMING false). */
+template <int WIDTH, bool STREAMING = true>
+__device__ static void load(float (&out)[WIDTH], const float *p)
+{
+    if constexpr (WIDTH == 4) {
+        const float4 *p4 = reinterpret_cast<const float4 *>(p);
+        float4 v = STREAMING ? __ldcs(p4) : __ldg(p4);
+        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else {
+        out[0] = STREAMING ? __ldcs(p) : __ldg(p);
+    }
+}
+
+template <int WIDTH>
+__device__ static void store_streaming(float *p, const float (&in)[WIDTH])
+{
+    if constexpr (WIDTH == 4)
+        __stcs(reinterpret_cast<float4 *>(p), make_float4(in[0], in[1], in[2], in[3]));
+    else
+        __stcs(p, in[0]);
+}
+
+/* Blocks of more than 512 threads only hold 8 vectors per thread (the row
+ * plan); telling the compiler the block size caps registers per thread so
+ * that such a block can always launch. */
+#define ROW_KERNEL_BOUNDS(ITEMS) __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
+
+// ANCHOR: keep_the_row_in_registers
+/* Version 3: one block per row, the row read from memory once into
+ * registers (thread t holds vectors t, t + blockDim.x, ... of the row).
+ * The exact two-pass variance then costs no second read: the sum, the
+ * deviations from the first mean and their squares are all formed from
+ * registers, and corrected as on the CPU (kernels/layernorm_row.h).
+ * Vectors past the end of the row (k >= vectors) hold nothing and add 0. */
+template <int WIDTH, int ITEMS>
+__global__ void ROW_KERNEL_BOUNDS(ITEMS)
+    layernorm_forward_v3(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                         const float *beta, int d, float eps)
+{
+    size_t offset = (size_t)blockIdx.x * d;
+    int vectors = d / WIDTH;
+    float v[ITEMS][WIDTH];
+    float sums[1] = {0.0f};
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k < vectors)
+            load(v[i], x + offset + (size_t)k * WIDTH);
+#pragma unroll
+        for (int c = 0; c < WIDTH; c++)
+            sums[0] += k < vectors ? v[i][c] : 0.0f;
+    }
+    block_sum(sums);
+    float first_mean = sums[0] / d;
+    float deviations[2] = {0.0f, 0.0f}; /* sum(x - m0), sum((x - m0)^2) */
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+#pragma unroll
+        for (int c = 0; c < WIDTH; c++) {
+            float dev = k < vectors ? v[i][c] - first_mean : 0.0f;
+            deviations[0] += dev;
+            deviations[1] += dev * dev;
+        }
+    }
+    block_sum(deviations);
+    LnRowStats stats = ln_stats_from_deviations(first_mean, deviations[0], deviations[1], (float)d, eps);
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k >= vectors)
+            continue;
+        float g[WIDTH], b[WIDTH], out[WIDTH];
+        load<WIDTH, false>(g, gamma + (size_t)k * WIDTH);
+        load<WIDTH, false>(b, beta + (size_t)k * WIDTH);
+#pragma unroll
+        for (int c = 0; c < WIDTH; c++)
+            out[c] = ln_affine(ln_normalize(v[i][c], stats.mean, stats.rstd), g[c], b[c]);
+        store_streaming(y + offset + (size_t)k * WIDTH, out);
+    }
+    if (threadIdx.x == 0) {
+        mean[blockIdx.x] = stats.mean;
+        rstd[blockIdx.x] = stats.rstd;
+    }
+}
+// ANCHOR_END: keep_the_row_in_registers
+
+// ANCHOR: differentiate_by_rows_then_columns
+/* Backward version 1, two plain kernels: a thread per row for dx (sums in
+ * double, like forward 1), and a thread per column for dgamma and dbeta,
+ * which walks down its column through every row (neighbouring threads read
+ * neighbouring columns, so these loads do coalesce). */
+__global__ void layernorm_backward_v1_dx(float *dx, const float *dy, const float *x, const float *mean,
+                                         const float *rstd, const float *gamma, int n, int d)
+{
+    int row = blockIdx.x * blockDim.x + threadIdx.x;
+    if (row >= n)
+        return;
+    size_t offset = (size_t)row * d;
+    float m = mean[row], r = rstd[row];
+    double sum_g = 0.0, sum_g_xhat = 0.0;
+    for (int j = 0; j < d; j++) {
+        float g = gamma[j] * dy[offset + j];
+        sum_g += g;
+        sum_g_xhat += g * ln_normalize(x[offset + j], m, r);
+    }
+    float mean_g = (float)(sum_g / d), mean_g_xhat = (float)(sum_g_xhat / d);
+    for (int j = 0; j < d; j++)
+        dx[offset + j] =
+            ln_dx(gamma[j] * dy[offset + j], ln_normalize(x[offset + j], m, r), mean_g, mean_g_xhat, r);
+}
+
+__global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const float *dy, const float *x,
+                                             const float *mean, const float *rstd, int n, int d)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= d)
+        return;
+    double sum_dgamma = 0.0, sum_dbeta = 0.0;
+    for (int row = 0; row < n; row++) {
+        float g = dy[(size_t)row * d + j];
+        sum_dgamma += g * ln_normalize(x[(size_t)row * d + j], mean[row], rstd[row]);
+        sum_dbeta += g;
+    }
+    dgamma[j] = (float)sum_dgamma;
+    dbeta[j] = (float)sum_dbeta;
+}
+// ANCHOR_END: differentiate_by_rows_then_columns
+
+// ANCHOR: fuse_the_backward_pass
+/* Version 2, fused: a block takes rows blockIdx.x, blockIdx.x + gridDim.x,
+ * ... and for each reads x and dy once into registers, forms the two row
+ * sums with one block reduction, and writes dx. Each thread owns the same
+ * columns in every row, so it adds its share of dgamma and dbeta in
+ * registers, across all the block's rows; at the end the block writes its
+ * partial sums, one row of `partials` per block, with plain stores. */
+template <int WIDTH, int ITEMS>
+__global__ void ROW_KERNEL_BOUNDS(ITEMS)
+    layernorm_backward_v2(float *dx, float *partials, const float *dy, const float *x, const float *mean,
+                          const float *rstd, const float *gamma, int n, int d)
+{
+    int vectors = d / WIDTH;
+    float dgamma_acc[ITEMS][WIDTH] = {}, dbeta_acc[ITEMS][WIDTH] = {};
+    for (int row = blockIdx.x; row < n; row += gridDim.x) {
+        size_t offset = (size_t)row * d;
+        float m = mean[row], r = rstd[row];
+        float xv[ITEMS][WIDTH], dyv[ITEMS][WIDTH], g[ITEMS][WIDTH];
+        float sums[2] = {0.0f, 0.0f}; /* sum(g), sum(g * xhat) */
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            int k = threadIdx.x + i * blockDim.x;
+            if (k >= vectors)
+                continue;
+            load(xv[i], x + offset + (size_t)k * WIDTH);
+            load(dyv[i], dy + offset + (size_t)k * WIDTH);
+            load<WIDTH, false>(g[i], gamma + (size_t)k * WIDTH);
+#pragma unroll
+            for (int c = 0; c < WIDTH; c++) {
+                g[i][c] *= dyv[i][c];
+                sums[0] += g[i][c];
+                sums[1] += g[i][c] * ln_normalize(xv[i][c], m, r);
+            }
+        }
+        block_sum(sums);
+        float mean_g = sums[0] / d, mean_g_xhat = sums[1] / d;
+#pragma unroll
+        for (int i = 0; i < ITEMS; i++) {
+            int k = threadIdx.x + i * blockDim.x;
+            if (k >= vectors)
+                continue;
+            float out[WIDTH];
+#pragma unroll
+            for (int c = 0; c < WIDTH; c++) {
+                float xhat = ln_normalize(xv[i][c], m, r);
+                out[c] = ln_dx(g[i][c], xhat, mean_g, mean_g_xhat, r);
+                dgamma_acc[i][c] += dyv[i][c] * xhat;
+                dbeta_acc[i][c] += dyv[i][c];
+            }
+            store_streaming(dx + offset + (size_t)k * WIDTH, out);
+        }
+    }
+    float *dgamma_part = partials + (size_t)blockIdx.x * 2 * d, *dbeta_part = dgamma_part + d;
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k >= vectors)
+            continue;
+#pragma unroll
+        for (int c = 0; c < WIDTH; c++) {
+            dgamma_part[(size_t)k * WIDTH + c] = dgamma_acc[i][c];
+            dbeta_part[(size_t)k * WIDTH + c] = dbeta_acc[i][c];
+        }
+    }
+}
+
+/* One thread per column adds the blocks' partial sums in block order, in
+ * double: the same bits on every run. */
+__global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, const float *partials, int blocks, int d)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= d)
+        return;
+    double sum_dgamma = 0.0, sum_dbeta = 0.0;
+    for (int b = 0; b < blocks; b++) {
+        sum_dgamma += partials[(size_t)b * 2 * d + j];
+        sum_dbeta += partials[(size_t)b * 2 * d + d + j];
+    }
+    dgamma[j] = (float)sum_dgamma;
+    dbeta[j] = (float)sum_dbeta;
+}
+// ANCHOR_END: fuse_the_backward_pass
+
+static const char *check_sizes(int version, int versions, size_t n, size_t d)
+{
+    if (version < 1 || version > versions)
+        return "no such kernel version";
+    if (n < 1 || d < 1)
+        return "n and d must be at least 1";
+    if (n > INT_MAX || d > INT_MAX || n * d / d != n)
+        return "n or d too large for int indices";
+    return NULL;
+}
+
+static unsigned blocks_for(size_t items, unsigned threads)
+{
+    return (unsigned)((items + threads - 1) / threads);
+}
+
+/* Dispatch a row kernel to its template instance for a plan. */
+#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                                                          \
+    do {                                                                                                  \
+        dim3 blocks_(grid), threads_((unsigned)(plan).threads);                                           \
+        if ((plan).width == 4) {                                                                          \
+            switch ((plan).items) {                                                                       \
+            case 1: kernel<4, 1><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
+            case 2: kernel<4, 2><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
+            case 4: kernel<4, 4><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
+            default: kernel<4, 8><<<blocks_, threads_>>>(__VA_ARGS__); break;                             \
+            }                                                                                             \
+        } else {                                                                                          \
+            switch ((plan).items) {                                                                       \
+            case 1: kernel<1, 1><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
+            case 2: kernel<1, 2><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
+            case 4: kernel<1, 4><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
+            default: kernel<1, 8><<<blocks_, threads_>>>(__VA_ARGS__); break;                             \
+            }                                                                                             \
+        }                                                                                                 \
+    } while (0)
+
+static const char *const ROW_TOO_LONG = "a row of this length does not fit in one block's registers "
+                                        "(more than 1024 threads x 8 vectors): use a lower version";
+
+extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x,
+                                             const float *gamma, const float *beta, size_t n, size_t d, float eps)
+{
+    const char *why = check_sizes(version, LAYERNORM_FORWARD_VERSIONS, n, d);
+    if (why != NULL)
+        return why;
+    int rows = (int)n, cols = (int)d;
+    if (version == 1) {
+        layernorm_forward_v1<<<blocks_for(n, 128), 128>>>(y, mean, rstd, x, gamma, beta, rows, cols, eps);
+    } else if (version == 2) {
+        const unsigned warps_per_block = 8;
+        layernorm_forward_v2<<<blocks_for(n, warps_per_block), warps_per_block * WARP_SIZE>>>(
+            y, mean, rstd, x, gamma, beta, rows, cols, eps);
+    } else {
+        const void *rows_and_params[] = {x, y, gamma, beta, NULL};
+        LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
+        if (plan.threads == 0)
+            return ROW_TOO_LONG;
+        LAUNCH_FOR_PLAN(layernorm_forward_v3, plan, (unsigned)n, y, mean, rstd, x, gamma, beta, cols, eps);
+    }
+    CUDA_CHECK(cudaGetLastError());
+    return NULL;
+}
+
+/* Enough blocks of backward 2 to fill the GPU a few times over, but never
+ * more than rows: each block writes a partial row of 2 * d floats. */
+static int backward_v2_blocks(size_t n)
+{
+    int device, sms;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    size_t blocks = 4 * (size_t)sms;
+    return (int)(n < blocks ? n : blocks);
+}
+
+extern "C" size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d)
+{
+    if (version != 2 || check_sizes(version, LAYERNORM_BACKWARD_VERSIONS, n, d) != NULL)
+        return 0;
+    return (size_t)backward_v2_blocks(n) * 2 * d;
+}
+
+extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch,
+                                              const float *dy, const float *x, const float *mean,
+                                              const float *rstd, const float *gamma, size_t n, size_t d)
+{
+    const char *why = check_sizes(version, LAYERNORM_BACKWARD_VERSIONS, n, d);
+    if (why != NULL)
+        return why;
+    int rows = (int)n, cols = (int)d;
+    if (version == 1) {
+        layernorm_backward_v1_dx<<<blocks_for(n, 128), 128>>>(dx, dy, x, mean, rstd, gamma, rows, cols);
+        CUDA_CHECK(cudaGetLastError());
+        layernorm_backward_v1_params<<<blocks_for(d, 128), 128>>>(dgamma, dbeta, dy, x, mean, rstd, rows, cols);
+    } else {
+        const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
+        LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
+        if (plan.threads == 0)
+            return ROW_TOO_LONG;
+        if (scratch == NULL)
+            return "backward 2 needs scratch space (layernorm_backward_gpu_scratch_floats)";
+        int blocks = backward_v2_blocks(n);
+        LAUNCH_FOR_PLAN(layernorm_backward_v2, plan, (unsigned)blocks, dx, scratch, dy, x, mean, rstd, gamma, rows,
+                        cols);
+        CUDA_CHECK(cudaGetLastError());
+        layernorm_backward_v2_finalize<<<blocks_for(d, 256), 256>>>(dgamma, dbeta, scratch, blocks, cols);
+    }
+    CUDA_CHECK(cudaGetLastError());
+    return NULL;
+}

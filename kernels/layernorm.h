@@ -1,0 +1,88 @@
+/* Layer norm on the GPU: numbered kernel versions, naive first, and the
+ * C-callable launchers the chapter program and the tests use.
+ *
+ *   forward 1   one thread per row, three passes over the row in memory
+ *   forward 2   one warp per row: Welford states merged by shuffles
+ *   forward 3   one block per row, the row held in registers (16-byte
+ *               loads where alignment allows): an exact two-pass variance
+ *               from one read of memory
+ *   backward 1  one thread per row for dx, one thread per column for
+ *               dgamma and dbeta
+ *   backward 2  fused: one pass over x and dy for dx, with each block
+ *               summing its rows into a partial dgamma and dbeta, then a
+ *               finalize kernel that adds the partials in a fixed order
+ *               (deterministic: no floating-point atomics)
+ *
+ * All pointers are device memory; x, dy, y, dx are n x d row-major, gamma,
+ * beta, dgamma, dbeta have d floats, mean and rstd n. The launchers queue
+ * the work on the default stream and return NULL, or, when a version
+ * cannot take the arguments, return a one-line reason and launch nothing.
+ * CUDA errors end the program (common/cuda_util.h). */
+#ifndef KERNELS_LAYERNORM_H
+#define KERNELS_LAYERNORM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+#define LAYERNORM_FORWARD_VERSIONS 3
+#define LAYERNORM_BACKWARD_VERSIONS 2
+
+const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x,
+                                  const float *gamma, const float *beta, size_t n, size_t d, float eps);
+
+/* Device floats of scratch space backward `version` needs (0: none). */
+size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d);
+
+const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch,
+                                   const float *dy, const float *x, const float *mean, const float *rstd,
+                                   const float *gamma, size_t n, size_t d);
+
+// ANCHOR: plan_a_row_in_registers
+/* How forward 3 and backward 2 lay one row over the registers of a block:
+ * thread t holds the vectors t, t + threads, ..., t + (items - 1) threads
+ * of the row, each vector `width` floats. 16-byte vectors (width 4) need
+ * d % 4 == 0 and 16-byte-aligned rows; otherwise single floats. Blocks of
+ * up to 512 threads holding up to 4 vectors each are preferred (enough
+ * registers per thread); 8 vectors and 1024 threads are the limit, beyond
+ * which the row does not fit (threads = 0). */
+typedef struct {
+    int width, items, threads;
+} LnRowPlan;
+
+enum { LN_PLAN_MAX_ITEMS = 8, LN_PLAN_MAX_THREADS = 1024, LN_PLAN_PREFERRED_THREADS = 512 };
+
+static inline LnRowPlan ln_row_plan(size_t d, bool rows_16_byte_aligned)
+{
+    LnRowPlan plan = {rows_16_byte_aligned && d % 4 == 0 ? 4 : 1, 0, 0};
+    size_t vectors = d / (size_t)plan.width;
+    for (int items = 1; items <= LN_PLAN_MAX_ITEMS; items *= 2) {
+        size_t threads = (vectors + (size_t)items - 1) / (size_t)items;
+        threads = (threads + 31) / 32 * 32;
+        size_t limit = items < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS;
+        if (threads <= limit) {
+            plan.items = items;
+            plan.threads = (int)threads;
+            return plan;
+        }
+    }
+    return plan;
+}
+// ANCHOR_END: plan_a_row_in_registers
+
+/* Are all these pointers 16-byte aligned? (NULL-terminated list.) */
+static inline bool ln_all_16_byte_aligned(const void *const *pointers)
+{
+    for (; *pointers != NULL; pointers++)
+        if ((uintptr_t)*pointers % 16 != 0)
+            return false;
+    return true;
+}
+
+COMMON_END_C
+
+#endif

@@ -1,0 +1,100 @@
+/* The per-row arithmetic shared by the CPU code and the CUDA kernels
+ * (kernels/layernorm_row.h), and the row plan of the register-resident
+ * kernels (kernels/layernorm.h): tested here, on any machine, because the
+ * kernels call exactly this code. */
+#include <math.h>
+#include <stdio.h>
+
+#include "common/testing.h"
+#include "kernels/layernorm.h"
+#include "kernels/layernorm_row.h"
+
+static void test_rstd_is_two_rounded_operations(void)
+{
+    /* 1/sqrt(v + eps) with v + eps a perfect square: every step is exact. */
+    EXPECT(ln_rstd(3.75f, 0.25f) == 0.5f, "rstd of 4 is 0.5, got %.9g", ln_rstd(3.75f, 0.25f));
+    EXPECT(ln_rstd(0.0f, 0.0f) == INFINITY, "var + eps = 0 gives inf (what eps is there to prevent)");
+}
+
+static void test_statistics_from_deviations(void)
+{
+    /* x = {1, 2, 3, 6}: mean 3, population variance (4 + 1 + 0 + 9) / 4 = 3.5.
+     * From a first mean of 2.5 (off by 0.5): deviations -1.5, -0.5, 0.5, 3.5,
+     * sum 2, sum of squares 2.25 + 0.25 + 0.25 + 12.25 = 15 (all exact). */
+    LnRowStats stats = ln_stats_from_deviations(2.5f, 2.0f, 15.0f, 4.0f, 0.0f);
+    EXPECT(stats.mean == 3.0f, "the correction restores the mean: got %.9g", stats.mean);
+    EXPECT(stats.rstd == 1.0f / sqrtf(3.5f), "variance 15/4 - (2/4)^2 = 3.5: rstd %.9g", stats.rstd);
+    /* A constant row of three values seen from a first mean that is off by
+     * dev: every deviation is dev, and for this dev the rounded
+     * sum_dev_sq / 3 - (sum_dev / 3)^2 is -9.3e-10, not 0. Clamped to 0, with
+     * eps = 0, rstd is +inf (a variance of exactly 0), not a NaN from sqrt(-9.3e-10). */
+    float dev = 0x1.9999a4p-4f;
+    float sum_dev = dev + dev + dev, sum_dev_sq = dev * dev + dev * dev + dev * dev;
+    EXPECT(sum_dev_sq / 3.0f - (sum_dev / 3.0f) * (sum_dev / 3.0f) < 0.0f, "the unclamped variance is negative here");
+    LnRowStats constant = ln_stats_from_deviations(1.0f, sum_dev, sum_dev_sq, 3.0f, 0.0f);
+    EXPECT(constant.rstd == INFINITY, "the clamped variance is 0: rstd %.9g", constant.rstd);
+}
+
+static void test_normalize_and_dx(void)
+{
+    EXPECT(ln_normalize(5.0f, 3.0f, 0.5f) == 1.0f, "(5 - 3) * 0.5 = 1");
+    EXPECT(ln_affine(1.0f, 2.0f, 0.25f) == 2.25f, "2 * 1 + 0.25");
+    /* dx = rstd (g - mean(g) - xhat mean(g xhat)) = 2 (3 - 1 - 0.5 * 2) = 2 */
+    EXPECT(ln_dx(3.0f, 0.5f, 1.0f, 2.0f, 2.0f) == 2.0f, "compact formula, exact small numbers");
+}
+
+/* The vectors cover the row exactly, the block holds them all, and one
+ * warp fewer would not: no warp of the block is idle. */
+static bool plan_covers_row(LnRowPlan plan, size_t d)
+{
+    size_t vectors = d / (size_t)plan.width, threads = (size_t)plan.threads, items = (size_t)plan.items;
+    return vectors * (size_t)plan.width == d && threads * items >= vectors && (threads - 32) * items < vectors;
+}
+
+static void test_row_plan(void)
+{
+    int bad = 0;
+    for (size_t d = 1; d <= 40000; d++) {
+        for (int aligned = 0; aligned <= 1; aligned++) {
+            LnRowPlan plan = ln_row_plan(d, aligned);
+            size_t max_d = (size_t)LN_PLAN_MAX_THREADS * LN_PLAN_MAX_ITEMS * (size_t)plan.width;
+            bool fits = d <= max_d;
+            bool ok;
+            if (!fits) {
+                ok = plan.threads == 0;
+            } else {
+                ok = plan.threads > 0 && plan.threads % 32 == 0 && plan.threads <= LN_PLAN_MAX_THREADS &&
+                     plan.items >= 1 && plan.items <= LN_PLAN_MAX_ITEMS && plan_covers_row(plan, d) &&
+                     (plan.items == LN_PLAN_MAX_ITEMS || plan.threads <= LN_PLAN_PREFERRED_THREADS) &&
+                     plan.width == (aligned && d % 4 == 0 ? 4 : 1);
+            }
+            if (!ok && bad++ < 5)
+                printf("bad plan for d = %zu, aligned %d: width %d, items %d, threads %d\n", d, aligned, plan.width,
+                       plan.items, plan.threads);
+        }
+    }
+    EXPECT(bad == 0, "%d plans out of 80000 are wrong", bad);
+    LnRowPlan wide = ln_row_plan(4096, true);
+    EXPECT(wide.width == 4 && wide.items == 2 && wide.threads == 512, "d = 4096: 2 float4 per thread, 512 threads");
+    EXPECT(ln_row_plan(8193, false).threads == 0, "8193 single floats do not fit in 1024 threads x 8");
+    EXPECT(ln_row_plan(32768, true).threads == 1024, "32768 fits as 8 float4 per thread in 1024 threads");
+}
+
+static void test_alignment(void)
+{
+    _Alignas(16) float buffer[8];
+    const void *aligned[] = {buffer, buffer + 4, NULL};
+    const void *one_off[] = {buffer, buffer + 1, NULL};
+    EXPECT(ln_all_16_byte_aligned(aligned), "buffer and buffer + 4 floats are 16-byte aligned");
+    EXPECT(!ln_all_16_byte_aligned(one_off), "buffer + 1 float is not");
+}
+
+int main(void)
+{
+    test_rstd_is_two_rounded_operations();
+    test_statistics_from_deviations();
+    test_normalize_and_dx();
+    test_row_plan();
+    test_alignment();
+    return test_finish();
+}

@@ -3,38 +3,8 @@
 # stdout, exactly one line "layernorm: error: ..." on stderr, and exit 2.
 # Good invocations must exit 0, and --save / --load must round-trip.
 set -u
-program=../../chapters/01-layernorm/layernorm
-checks=0 failed=0
-out=$(mktemp) err=$(mktemp) dir=$(mktemp -d)
-trap 'rm -f "$out" "$err"; rm -rf "$dir"' EXIT
-
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $*"
-    sed 's/^/    stdout: /' "$out"
-    sed 's/^/    stderr: /' "$err"
-}
-
-# reject ARGS...: status 2, empty stdout, one stderr line naming the program
-reject() {
-    checks=$((checks + 1))
-    "$program" "$@" > "$out" 2> "$err"
-    status=$?
-    if [ $status -ne 2 ] || [ -s "$out" ] || [ "$(wc -l < "$err")" -ne 1 ] ||
-       ! grep -q '^layernorm: error: ' "$err"; then
-        fail "layernorm $* (status $status): expected status 2 and one error line"
-    fi
-}
-
-# accept ARGS...: status 0, something on stdout, nothing on stderr
-accept() {
-    checks=$((checks + 1))
-    "$program" "$@" > "$out" 2> "$err"
-    status=$?
-    if [ $status -ne 0 ] || [ ! -s "$out" ] || [ -s "$err" ]; then
-        fail "layernorm $* (status $status): expected status 0 and output"
-    fi
-}
+. ../cli-checks.sh
+cli_program ../../chapters/01-layernorm/layernorm
 
 # A .npy file by hand: npy FILE DESCR SHAPE DATA_BYTES (header padded to 128 bytes)
 npy() {
@@ -42,74 +12,65 @@ npy() {
     head -c "$4" /dev/zero >> "$1"
 }
 
-reject --d 0
-reject --d -5
-reject --n 0
-reject --n -1
-reject --n abc
-reject --n 12x
-reject --d 1e3
-reject --n 100000 --d 100000
-reject --eps 0
-reject --eps -1e-5
-reject --eps nan
-reject --eps abc
-reject --seed -1
-reject --frobnicate
-reject positional
-reject --n
-reject --kernel 4
-reject --kernel 1
-reject --quick
-reject --results r.md
-reject --commit abc
-reject --gradcheck --edge-cases
-reject --bench --complexity
-reject --failure
-reject --failure bogus
-reject --gradcheck --save "$dir"
-reject --markdown=yes
+rejects --d 0
+rejects --d -5
+rejects --n 0
+rejects --n -1
+rejects --n abc
+rejects --n 12x
+rejects --d 1e3
+rejects --n 100000 --d 100000
+rejects --eps 0
+rejects --eps -1e-5
+rejects --eps nan
+rejects --eps abc
+rejects --seed -1
+rejects --frobnicate
+rejects positional
+rejects --n
+rejects --kernel 4
+rejects --kernel 1
+rejects --quick
+rejects --results r.md
+rejects --commit abc
+rejects --gradcheck --edge-cases
+rejects --bench --complexity
+rejects --failure
+rejects --failure bogus
+rejects --gradcheck --save "$scratch"
+rejects --markdown=yes
 
 # .npy input: a missing directory, another dtype, shapes that do not fit.
-reject --load /nonexistent-directory
-accept --n 3 --d 5 --save "$dir/good"
-if [ ! -s "$dir/good/dx.npy" ]; then
+rejects --load /nonexistent-directory
+accepts --n 3 --d 5 --save "$scratch/good"
+if [ ! -s "$scratch/good/dx.npy" ]; then
     checks=$((checks + 1)); fail "--save wrote no dx.npy"
 fi
-accept --load "$dir/good"
-mkdir -p "$dir/f64" "$dir/shape" "$dir/empty"
-cp "$dir/good/"*.npy "$dir/f64/"
-npy "$dir/f64/x.npy" '<f8' '(3, 5)' 120
-reject --load "$dir/f64"
-cp "$dir/good/"*.npy "$dir/shape/"
-npy "$dir/shape/gamma.npy" '<f4' '(4,)' 16
-reject --load "$dir/shape"
-cp "$dir/good/"*.npy "$dir/shape/"
-npy "$dir/shape/dy.npy" '<f4' '(3, 6)' 72
-reject --load "$dir/shape"
-cp "$dir/good/"*.npy "$dir/empty/"
-npy "$dir/empty/x.npy" '<f4' '(0, 5)' 0
-reject --load "$dir/empty"
-printf 'not a numpy file' > "$dir/empty/x.npy"
-reject --load "$dir/empty"
+accepts --load "$scratch/good"
+mkdir -p "$scratch/f64" "$scratch/shape" "$scratch/empty"
+cp "$scratch/good/"*.npy "$scratch/f64/"
+npy "$scratch/f64/x.npy" '<f8' '(3, 5)' 120
+rejects --load "$scratch/f64"
+cp "$scratch/good/"*.npy "$scratch/shape/"
+npy "$scratch/shape/gamma.npy" '<f4' '(4,)' 16
+rejects --load "$scratch/shape"
+cp "$scratch/good/"*.npy "$scratch/shape/"
+npy "$scratch/shape/dy.npy" '<f4' '(3, 6)' 72
+rejects --load "$scratch/shape"
+cp "$scratch/good/"*.npy "$scratch/empty/"
+npy "$scratch/empty/x.npy" '<f4' '(0, 5)' 0
+rejects --load "$scratch/empty"
+printf 'not a numpy file' > "$scratch/empty/x.npy"
+rejects --load "$scratch/empty"
 
-accept --help
-accept --n 7 --d 13
-accept --complexity --markdown
-accept --cache-memory
-accept --failure zero-variance
-accept --failure rsqrt
+accepts --help
+accepts --n 7 --d 13
+accepts --complexity --markdown
+accepts --cache-memory
+accepts --failure zero-variance
+accepts --failure rsqrt
 
 # --gpu: the validation where a GPU is, else one line and status 2.
-checks=$((checks + 1))
-"$program" --gpu --n 8 --d 8 > "$out" 2> "$err"
-status=$?
-if [ $status -eq 0 ]; then
-    :
-elif [ $status -ne 2 ] || [ -s "$out" ] || [ "$(wc -l < "$err")" -ne 1 ] ||
-     ! grep -q -e 'no CUDA device' -e 'built without CUDA' "$err"; then
-    fail "layernorm --gpu (status $status): expected success, or status 2 and one line saying why"
-fi
+runs_on_gpu_or_says_why --gpu --n 8 --d 8
 
-echo "$checks checks, $failed failed"
-[ $failed -eq 0 ]
+cli_finish

@@ -47,11 +47,11 @@ const char *cli_program_name(void);
 void cli_set_program_name(const char *argv0);
 
 /* Print "<program>: error: <message>" to stderr and exit 2. */
-_Noreturn void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+COMMON_NORETURN void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* The same line, with another exit status: 1 for failures that are not the
  * user's input (out of memory, a write that failed). */
-_Noreturn void cli_fail_status(int exit_status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+COMMON_NORETURN void cli_fail_status(int exit_status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The parsers behind cli_parse, for programs with their own argument forms.
  * `what` names the thing being parsed in the error line (e.g. "--n"). */

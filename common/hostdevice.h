@@ -14,12 +14,15 @@
 #define HOST_DEVICE
 #endif
 
+/* Headers of common/ are included from C and from CUDA (C++) files alike. */
 #ifdef __cplusplus
 #define COMMON_BEGIN_C extern "C" {
 #define COMMON_END_C }
+#define COMMON_NORETURN [[noreturn]]
 #else
 #define COMMON_BEGIN_C
 #define COMMON_END_C
+#define COMMON_NORETURN _Noreturn
 #endif
 
 #endif

@@ -29,7 +29,7 @@ bool test_expect(bool passed, const char *condition, const char *file, int line,
 int test_finish(void);
 
 /* Print "skipped: <reason>" and exit 2. */
-_Noreturn void test_skip(const char *reason);
+COMMON_NORETURN void test_skip(const char *reason);
 
 /* What a child process did: for testing code that must exit, e.g. that bad
  * input ends with exit status 2 and one line on stderr. */

@@ -50,10 +50,7 @@ __device__ static WelfordState warp_merge_all(WelfordState state)
 {
     unsigned lane = threadIdx.x % WARP_SIZE;
     for (unsigned offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
-        WelfordState other;
-        other.count = __shfl_xor_sync(FULL_MASK, state.count, offset);
-        other.mean = __shfl_xor_sync(FULL_MASK, state.mean, offset);
-        other.m2 = __shfl_xor_sync(FULL_MASK, state.m2, offset);
+        WelfordState other = welford_shuffle_xor(FULL_MASK, state, offset);
         state = lane & offset ? welford_merge(other, state) : welford_merge(state, other);
     }
     return state;

@@ -22,10 +22,7 @@ __device__ static WelfordState warp_merge(WelfordState state,
     unsigned mask = lanes == WARP_SIZE ? 0xffffffffu : (1u << lanes) - 1;
     unsigned lane = threadIdx.x % WARP_SIZE;
     for (unsigned offset = WARP_SIZE / 2; offset > 0; offset /= 2) {
-        WelfordState other;
-        other.count = __shfl_down_sync(mask, state.count, offset);
-        other.mean = __shfl_down_sync(mask, state.mean, offset);
-        other.m2 = __shfl_down_sync(mask, state.m2, offset);
+        WelfordState other = welford_shuffle_down(mask, state, offset);
         if (lane + offset < lanes) {
             state = welford_merge(state, other);
         }

@@ -59,4 +59,26 @@ HOST_DEVICE static inline double welford_variance(WelfordState state)
     return state.m2 / state.count;
 }
 
+#ifdef __CUDACC__
+/* Moving a state between the lanes of a warp: three doubles, three
+ * shuffles. The kernels' warp merges are built on these. */
+__device__ static inline WelfordState welford_shuffle_down(unsigned mask, WelfordState state, unsigned offset)
+{
+    WelfordState other;
+    other.count = __shfl_down_sync(mask, state.count, offset);
+    other.mean = __shfl_down_sync(mask, state.mean, offset);
+    other.m2 = __shfl_down_sync(mask, state.m2, offset);
+    return other;
+}
+
+__device__ static inline WelfordState welford_shuffle_xor(unsigned mask, WelfordState state, unsigned offset)
+{
+    WelfordState other;
+    other.count = __shfl_xor_sync(mask, state.count, offset);
+    other.mean = __shfl_xor_sync(mask, state.mean, offset);
+    other.m2 = __shfl_xor_sync(mask, state.m2, offset);
+    return other;
+}
+#endif
+
 #endif

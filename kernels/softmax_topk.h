@@ -25,8 +25,9 @@
 #include "common/hostdevice.h"
 
 /* nvcc keeps a small array in registers only when every index is known at
- * compile time, that is when the loop is unrolled; gcc needs no hint. */
-#ifdef __CUDACC__
+ * compile time, that is when the loop is unrolled; host compilers need no
+ * hint (and warn about the pragma). */
+#ifdef __CUDA_ARCH__
 #define TOPK_UNROLL _Pragma("unroll")
 #else
 #define TOPK_UNROLL
@@ -65,18 +66,20 @@ HOST_DEVICE static inline float softmax_exp(float x)
     /* ln2 in two parts (Cody and Waite): n times the first is exact. */
     float r = fmaf(n, -0.693359375f, x);
     r = fmaf(n, 2.12194440e-4f, r);
-    /* e^r = 1 + r + r^2 P(r), with Cephes' minimax polynomial for P. */
-    float p = 1.9875691500e-4f;
-    p = fmaf(p, r, 1.3981999507e-3f);
-    p = fmaf(p, r, 8.3334519073e-3f);
-    p = fmaf(p, r, 4.1665795894e-2f);
-    p = fmaf(p, r, 1.6666665459e-1f);
-    p = fmaf(p, r, 5.0000001201e-1f);
-    p = fmaf(p, r * r, r) + 1.0f;
+    /* e^r - 1 = r + r^2 P(r), P of degree 4 interpolating (e^r - 1 - r)/r^2
+     * at the 5 Chebyshev nodes of [-ln2/2, ln2/2]: close to the best
+     * polynomial of its degree, and below float rounding there. */
+    float p = 1.392621347e-3f;
+    p = fmaf(p, r, 8.363202972e-3f);
+    p = fmaf(p, r, 4.166655444e-2f);
+    p = fmaf(p, r, 1.666657685e-1f);
+    p = fmaf(p, r, 0.5f);
+    float expm1_r = fmaf(p, r * r, r);
     /* 2^n, built in the exponent field; n >= -126 above the flush limit. */
     uint32_t n_mod_2_32 = float_bits(t) - float_bits(shifter);
     float two_to_n = float_from_bits((n_mod_2_32 + 127u) << 23);
-    return x < SOFTMAX_EXP_FLUSH ? 0.0f : p * two_to_n;
+    /* 2^n e^r = 2^n + 2^n (e^r - 1), in one rounding. */
+    return x < SOFTMAX_EXP_FLUSH ? 0.0f : fmaf(expm1_r, two_to_n, two_to_n);
 }
 // ANCHOR_END: compute_exp_in_plain_arithmetic
 

@@ -34,12 +34,43 @@ void row_scratch_free(RowScratch *scratch)
     *scratch = (RowScratch){NULL, NULL};
 }
 
+// ANCHOR: offer_each_logit
+/* Offer logits begin .. end-1 in order. Once the collector is full, an
+ * entry gets in only with a logit above the threshold's (an equal one comes
+ * later, so ranks after), or as a NaN: !(x <= t) is that test. */
 static void offer_all(TopkCollector *top, const float *logits, size_t begin, size_t end)
 {
     for (size_t i = begin; i < end; i++) {
-        topk_collector_offer(top, topk_entry(logits[i], (int32_t)i));
+        if (!(logits[i] <= top->threshold.value) || topk_is_sentinel(top->threshold)) {
+            topk_collector_offer(top, topk_entry(logits[i], (int32_t)i));
+        }
     }
 }
+// ANCHOR_END: offer_each_logit
+
+enum { OFFER_GROUP = 16 };
+
+// ANCHOR: offer_groups_above_threshold
+/* The same, but 16 logits are first tested against the threshold at once
+ * (one vector comparison), and only a group with a logit above it is
+ * offered one by one: in a chunk that may hold a candidate, most groups
+ * still hold none. */
+static void offer_groups(TopkCollector *top, const float *logits, size_t begin, size_t end)
+{
+    for (size_t group = begin; group < end; group += OFFER_GROUP) {
+        size_t group_end = end - group < OFFER_GROUP ? end : group + OFFER_GROUP;
+        float threshold = top->threshold.value;
+        int above = topk_is_sentinel(top->threshold);
+#pragma omp simd reduction(| : above)
+        for (size_t i = group; i < group_end; i++) {
+            above |= !(logits[i] <= threshold);
+        }
+        if (above) {
+            offer_all(top, logits, group, group_end);
+        }
+    }
+}
+// ANCHOR_END: offer_groups_above_threshold
 
 // ANCHOR: naive_three_passes
 static const TopkEntry *naive_row(const float *logits, size_t vocab, TopkCollector *top, float *probabilities)
@@ -114,16 +145,31 @@ static bool chunk_may_hold_candidates(SoftmaxState chunk, TopkEntry threshold)
 }
 // ANCHOR_END: skip_chunks_without_candidates
 
+/* The hardware prefetcher keeps only a little ahead of a loop this busy
+ * with arithmetic; asking for the logits a few chunks ahead keeps the
+ * memory busy while the core computes. (A prefetch never faults, but the
+ * address must stay inside the row to be valid C.) */
+enum { PREFETCH_AHEAD = 8 * FUSED_CHUNK, CACHE_LINE_FLOATS = 16 };
+
+static void prefetch_chunk_ahead(const float *logits, size_t begin, size_t vocab)
+{
+    size_t from = begin + PREFETCH_AHEAD, to = from + FUSED_CHUNK < vocab ? from + FUSED_CHUNK : vocab;
+    for (size_t i = from; i < to; i += CACHE_LINE_FLOATS) {
+        __builtin_prefetch(logits + i);
+    }
+}
+
 // ANCHOR: fused_one_pass
 static const TopkEntry *fused_row(const float *logits, size_t vocab, TopkCollector *top, SoftmaxState *state)
 {
     *state = softmax_state_empty();
     for (size_t begin = 0; begin < vocab; begin += FUSED_CHUNK) {
         size_t end = vocab - begin < FUSED_CHUNK ? vocab : begin + FUSED_CHUNK;
+        prefetch_chunk_ahead(logits, begin, vocab);
         SoftmaxState chunk = chunk_state(logits + begin, (int)(end - begin));
         *state = softmax_state_merge(*state, chunk);
         if (chunk_may_hold_candidates(chunk, top->threshold)) {
-            offer_all(top, logits, begin, end);
+            offer_groups(top, logits, begin, end);
         }
     }
     return topk_collector_finish(top);

@@ -93,7 +93,7 @@ __device__ float block_reduce(float value, float *scratch, Combine combine)
     return value;
 }
 
-// ANCHOR: naive_kernel_three_passes
+// ANCHOR: make_three_passes_on_the_gpu
 __global__ void three_pass_softmax_kernel(const float *logits, int rows, int vocab, float *probabilities)
 {
     __shared__ float scratch[kBlockWarps];
@@ -115,7 +115,7 @@ __global__ void three_pass_softmax_kernel(const float *logits, int rows, int voc
         }
     }
 }
-// ANCHOR_END: naive_kernel_three_passes
+// ANCHOR_END: make_three_passes_on_the_gpu
 
 /* ---- Version 2: a warp per row, top K in registers ---------------------- */
 
@@ -129,7 +129,7 @@ __device__ void list_pop_front(TopkEntry (&list)[kListK])
     list[kListK - 1] = topk_sentinel();
 }
 
-// ANCHOR: warp_per_row_kernel
+// ANCHOR: give_each_row_a_warp
 /* Each lane reads every 32nd logit of the row (consecutive lanes read
  * consecutive addresses), keeps its own online state and its own sorted list
  * of its best kListK >= k logits. Then the warp merges the states and picks
@@ -167,7 +167,7 @@ __global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, in
         }
     }
 }
-// ANCHOR_END: warp_per_row_kernel
+// ANCHOR_END: give_each_row_a_warp
 
 /* ---- Versions 3 and 4: candidate buffers in shared memory --------------- */
 
@@ -336,7 +336,7 @@ __device__ float winner_probability(SoftmaxState state, TopkEntry winner, const 
     return kSoftmax ? softmax_probability(state, winner.value) : probabilities[winner.index];
 }
 
-// ANCHOR: block_per_row_kernel
+// ANCHOR: give_each_row_a_block
 /* Versions 3 (and 1's selection): `warps_per_row` warps share a row, so a
  * block holds kBlockWarps / warps_per_row rows at once; blocks loop over
  * groups of rows. Each warp scans its share, sorts its candidates, and the
@@ -346,7 +346,7 @@ template <bool kSoftmax>
 __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int k, int capacity, int warps_per_row,
                                   const float *probabilities, float *probs, int64_t *indices)
 {
-    extern __shared__ unsigned char shared[];
+    extern __shared__ __align__(16) unsigned char shared[];
     TopkEntry *buffers = reinterpret_cast<TopkEntry *>(shared);
     SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * capacity);
     const int warp = warp_id(), lane = lane_id();
@@ -381,7 +381,7 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
         __syncthreads();
     }
 }
-// ANCHOR_END: block_per_row_kernel
+// ANCHOR_END: give_each_row_a_block
 
 // ANCHOR: split_rows_across_blocks
 /* Version 4, first kernel: block (row, split) scans slice `split` of the
@@ -390,7 +390,7 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
 __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
                                       TopkEntry *partial_lists, SoftmaxState *partial_states)
 {
-    extern __shared__ unsigned char shared[];
+    extern __shared__ __align__(16) unsigned char shared[];
     TopkEntry *buffers = reinterpret_cast<TopkEntry *>(shared);
     SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * capacity);
     const int warp = warp_id(), lane = lane_id();
@@ -427,7 +427,7 @@ __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, 
 __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
                                       int k, int splits, float *probs, int64_t *indices)
 {
-    extern __shared__ unsigned char shared[];
+    extern __shared__ __align__(16) unsigned char shared[];
     TopkEntry *lists = reinterpret_cast<TopkEntry *>(shared);
     SoftmaxState *states = reinterpret_cast<SoftmaxState *>(lists + static_cast<size_t>(splits) * 2 * k);
     for (int row = blockIdx.x; row < rows; row += gridDim.x) {

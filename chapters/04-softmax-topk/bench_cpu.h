@@ -15,7 +15,7 @@
  * yet the same values for any thread count. Release with array_free. */
 float *bench_logits_new(size_t count, int threads);
 
-/* `threads` is the "all cores" count. quick: V = 128256 only. */
+/* `threads` is the "all cores" count. quick: V = 128256, K in {8, 64}. */
 void print_cpu_bench(bool quick, int threads, TableFormat format);
 
 void print_traffic_table(TableFormat format);

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "admissions.h"
 #include "bench_cpu.h"
 #include "common/alloc.h"
 #include "common/bench.h"
@@ -21,7 +22,7 @@
 typedef struct {
     long rows, vocab, k, seed, version, kernel, threads;
     bool gpu, bench, quick, hard_inputs, traffic, accuracy, merge_demo, markdown;
-    const char *load, *save, *results, *commit, *show_results;
+    const char *load, *save, *results, *commit, *show_results, *admissions_data;
 } Options;
 
 /* Options left at this value were not given. */
@@ -43,7 +44,7 @@ static Options parse_options(int argc, char **argv)
         {"--kernel", CLI_INT, &o.kernel, 1, GPU_KERNEL_COUNT, "GPU kernel 1 .. 4 (default 3)"},
         {"--threads", CLI_INT, &o.threads, 1, 1024, "CPU threads (default: all cores)"},
         {"--bench", CLI_FLAG, &o.bench, 0, 0, "benchmark the CPU versions (with --gpu: the GPU kernels)"},
-        {"--quick", CLI_FLAG, &o.quick, 0, 0, "with --bench: a reduced grid, V = 128256 only"},
+        {"--quick", CLI_FLAG, &o.quick, 0, 0, "with --bench: a reduced grid, V = 128256 and K in {8, 64}"},
         {"--hard-inputs", CLI_FLAG, &o.hard_inputs, 0, 0, "table: what the fused version returns for hard inputs"},
         {"--traffic", CLI_FLAG, &o.traffic, 0, 0, "table: predicted memory traffic and measured time per version"},
         {"--accuracy", CLI_FLAG, &o.accuracy, 0, 0, "table: largest relative error of each version"},
@@ -52,6 +53,8 @@ static Options parse_options(int argc, char **argv)
         {"--results", CLI_STRING, &o.results, 0, 0, "with --gpu --bench: write the results (Markdown) here"},
         {"--commit", CLI_STRING, &o.commit, 0, 0, "with --gpu --bench: the commit to stamp the results with"},
         {"--show-results", CLI_STRING, &o.show_results, 0, 0, "print a GPU results file, or say there is none"},
+        {"--admissions-data", CLI_STRING, &o.admissions_data, 0, 0,
+         "write the data of the figure: logits admitted to the top K along a row"},
     };
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
               "softmax + top-K of rows of logits, from three passes to one fused pass (CPU and CUDA)");
@@ -80,9 +83,12 @@ static int count_true(const bool *flags, int count)
 
 static void check_combinations(const Options *o)
 {
-    const bool modes[] = {o->bench, o->hard_inputs, o->traffic, o->accuracy, o->merge_demo, o->show_results != NULL};
-    if (count_true(modes, 6) > 1) {
-        cli_fail("--bench, --hard-inputs, --traffic, --accuracy, --merge-demo and --show-results exclude each other");
+    const bool modes[] = {o->bench,      o->hard_inputs,           o->traffic,
+                          o->accuracy,   o->merge_demo,            o->show_results != NULL,
+                          o->admissions_data != NULL};
+    if (count_true(modes, 7) > 1) {
+        cli_fail("--bench, --hard-inputs, --traffic, --accuracy, --merge-demo, --show-results and --admissions-data "
+                 "exclude each other");
     }
     if (o->load != NULL && (o->rows != NOT_GIVEN || o->vocab != NOT_GIVEN)) {
         cli_fail("--rows and --vocab describe random logits; with --load they come from the file");
@@ -271,6 +277,8 @@ int main(int argc, char **argv)
         print_accuracy_table(format);
     } else if (o.merge_demo) {
         print_merge_demo(format);
+    } else if (o.admissions_data != NULL) {
+        write_admissions_data(o.admissions_data);
     } else {
         return run_topk(&o, threads);
     }

@@ -72,7 +72,7 @@ static void offer_groups(TopkCollector *top, const float *logits, size_t begin, 
 }
 // ANCHOR_END: offer_groups_above_threshold
 
-// ANCHOR: naive_three_passes
+// ANCHOR: compute_softmax_in_three_passes
 static const TopkEntry *naive_row(const float *logits, size_t vocab, TopkCollector *top, float *probabilities)
 {
     float max = -INFINITY;
@@ -89,9 +89,9 @@ static const TopkEntry *naive_row(const float *logits, size_t vocab, TopkCollect
     }
     return topk_collector_finish(top);
 }
-// ANCHOR_END: naive_three_passes
+// ANCHOR_END: compute_softmax_in_three_passes
 
-// ANCHOR: online_two_passes
+// ANCHOR: compute_online_then_select
 static const TopkEntry *online_row(const float *logits, size_t vocab, TopkCollector *top, SoftmaxState *state)
 {
     *state = softmax_state_empty();
@@ -101,7 +101,7 @@ static const TopkEntry *online_row(const float *logits, size_t vocab, TopkCollec
     offer_all(top, logits, 0, vocab);
     return topk_collector_finish(top);
 }
-// ANCHOR_END: online_two_passes
+// ANCHOR_END: compute_online_then_select
 
 // ANCHOR: summarise_chunk_with_vectors
 SoftmaxState chunk_state(const float *logits, int n)
@@ -159,7 +159,7 @@ static void prefetch_chunk_ahead(const float *logits, size_t begin, size_t vocab
     }
 }
 
-// ANCHOR: fused_one_pass
+// ANCHOR: fuse_softmax_and_topk_in_one_pass
 static const TopkEntry *fused_row(const float *logits, size_t vocab, TopkCollector *top, SoftmaxState *state)
 {
     *state = softmax_state_empty();
@@ -174,7 +174,7 @@ static const TopkEntry *fused_row(const float *logits, size_t vocab, TopkCollect
     }
     return topk_collector_finish(top);
 }
-// ANCHOR_END: fused_one_pass
+// ANCHOR_END: fuse_softmax_and_topk_in_one_pass
 
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch,
                       float *probs, int64_t *indices)

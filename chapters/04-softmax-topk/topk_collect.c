@@ -18,6 +18,7 @@ void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage)
     collector->count = 0;
     collector->capacity = (int)topk_collector_storage(k);
     collector->threshold = topk_sentinel();
+    collector->admitted = 0;
     if (collector->uses_list) {
         topk_fill_sentinels(storage, k);
     }
@@ -102,6 +103,7 @@ static void keep_k_best(TopkCollector *collector)
 
 void topk_collector_admit(TopkCollector *collector, TopkEntry entry)
 {
+    collector->admitted++;
     if (collector->uses_list) {
         topk_list_insert(collector->entries, collector->k, entry);
         collector->threshold = collector->entries[collector->k - 1];

@@ -25,6 +25,7 @@ typedef struct {
     int count;           /* buffer: candidates held */
     int capacity;        /* buffer: candidates it can hold */
     TopkEntry threshold; /* an entry is a candidate only if it ranks before this */
+    long admitted;       /* entries that got past the threshold */
 } TopkCollector;
 
 /* Entries of storage a collector for k needs. */

@@ -237,7 +237,9 @@ __device__ void warp_keep_best_if_nearly_full(WarpCandidates &candidates)
  * needs 16-byte aligned addresses: a row starts anywhere when V is not a
  * multiple of 4, so the up to 3 logits before the first aligned address (the
  * head) and the up to 3 after the last whole float4 (the tail) are read one
- * by one, by member 0. kSoftmax = false only selects (version 1). */
+ * by one, by member 0, after the bulk (so they get the full comparison: the
+ * head's indices are smaller than the threshold's). kSoftmax = false only
+ * selects (version 1). */
 template <bool kSoftmax>
 __device__ void warp_scan_slice(const float *row, int begin, int end, int member, int members,
                                 WarpCandidates &candidates, SoftmaxState &state)
@@ -257,13 +259,24 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
         float4 q = valid ? body[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         float values[4] = {q.x, q.y, q.z, q.w};
         int first = begin + head + 4 * v;
-        for (int e = 0; e < 4; e++) {
-            if (kSoftmax && valid) {
+        if (kSoftmax && valid) {
+            for (int e = 0; e < 4; e++) {
                 state = softmax_state_push(state, values[e]);
             }
-            warp_offer(candidates, topk_entry(values[e], first + e), valid);
         }
-        warp_keep_best_if_nearly_full(candidates);
+        /* Most steps hold no candidate. Once the buffer has k, only a logit
+         * above the threshold's can enter (an equal one has a larger index:
+         * this warp's earlier steps hold smaller ones), or a NaN, which
+         * !(x <= t) lets through: one vote skips the four offers. */
+        float t = candidates.threshold.value;
+        bool maybe = valid && (topk_is_sentinel(candidates.threshold) || !(q.x <= t) || !(q.y <= t) ||
+                               !(q.z <= t) || !(q.w <= t));
+        if (__any_sync(kFullMask, maybe)) {
+            for (int e = 0; e < 4; e++) {
+                warp_offer(candidates, topk_entry(values[e], first + e), valid);
+            }
+            warp_keep_best_if_nearly_full(candidates);
+        }
     }
     if (member == 0) {
         int tail = length - tail_begin;

@@ -349,6 +349,30 @@ __device__ float winner_probability(SoftmaxState state, TopkEntry winner, const 
     return kSoftmax ? softmax_probability(state, winner.value) : probabilities[winner.index];
 }
 
+/* The block's warps scan their shares (member `member` of `members` warps
+ * on the slice [begin, end) of `row`; inactive warps have no row), then the
+ * partial states of each group of `members` consecutive warps are merged:
+ * the first warp of each group ends with the group's online state in
+ * states[warp] and its sorted top k at the start of its buffer. */
+template <bool kSoftmax>
+__device__ void block_scan_and_merge(const float *row, bool active, int begin, int end, int member, int members,
+                                     TopkEntry *buffers, int capacity, SoftmaxState *states, int k)
+{
+    const int warp = warp_id();
+    WarpCandidates candidates = {buffers + warp * capacity, capacity, k, 0, topk_sentinel()};
+    SoftmaxState state = softmax_state_empty();
+    if (active) {
+        warp_scan_slice<kSoftmax>(row, begin, end, member, members, candidates, state);
+    }
+    warp_keep_best(candidates);
+    state = warp_merge_states(state);
+    if (lane_id() == 0) {
+        states[warp] = state;
+    }
+    __syncthreads();
+    block_merge_partials(buffers, capacity, states, kBlockWarps, members, k);
+}
+
 // ANCHOR: give_each_row_a_block
 /* Versions 3 (and 1's selection): `warps_per_row` warps share a row, so a
  * block holds kBlockWarps / warps_per_row rows at once; blocks loop over
@@ -368,19 +392,8 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
     const int groups = (rows + rows_per_block - 1) / rows_per_block;
     for (int group = blockIdx.x; group < groups; group += gridDim.x) {
         int row = group * rows_per_block + warp / warps_per_row;
-        WarpCandidates candidates = {buffers + warp * capacity, capacity, k, 0, topk_sentinel()};
-        SoftmaxState state = softmax_state_empty();
-        if (row < rows) {
-            warp_scan_slice<kSoftmax>(logits + static_cast<size_t>(row) * vocab, 0, vocab, member, warps_per_row,
-                                      candidates, state);
-        }
-        warp_keep_best(candidates);
-        state = warp_merge_states(state);
-        if (lane == 0) {
-            states[warp] = state;
-        }
-        __syncthreads();
-        block_merge_partials(buffers, capacity, states, kBlockWarps, warps_per_row, k);
+        block_scan_and_merge<kSoftmax>(logits + static_cast<size_t>(row < rows ? row : 0) * vocab, row < rows, 0,
+                                       vocab, member, warps_per_row, buffers, capacity, states, k);
         if (member == 0 && row < rows) {
             const TopkEntry *best = buffers + warp * capacity;
             const float *row_probabilities = kSoftmax ? nullptr : probabilities + static_cast<size_t>(row) * vocab;
@@ -412,17 +425,8 @@ __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, 
     for (long long item = blockIdx.x; item < items; item += gridDim.x) {
         int row = static_cast<int>(item / splits), split = static_cast<int>(item % splits);
         int begin = min(vocab, split * slice_length), end = min(vocab, begin + slice_length);
-        WarpCandidates candidates = {buffers + warp * capacity, capacity, k, 0, topk_sentinel()};
-        SoftmaxState state = softmax_state_empty();
-        warp_scan_slice<true>(logits + static_cast<size_t>(row) * vocab, begin, end, warp, kBlockWarps, candidates,
-                              state);
-        warp_keep_best(candidates);
-        state = warp_merge_states(state);
-        if (lane == 0) {
-            states[warp] = state;
-        }
-        __syncthreads();
-        block_merge_partials(buffers, capacity, states, kBlockWarps, kBlockWarps, k);
+        block_scan_and_merge<true>(logits + static_cast<size_t>(row) * vocab, true, begin, end, warp, kBlockWarps,
+                                   buffers, capacity, states, k);
         if (warp == 0) {
             for (int j = lane; j < k; j += kWarpSize) {
                 partial_lists[item * k + j] = buffers[j];

@@ -48,28 +48,30 @@ static void one_logit(float *row, size_t vocab)
     fill_constant(row, vocab, -3.0f);
 }
 
+/* Repeat a short pattern along the row. */
+static void fill_pattern(float *row, size_t vocab, const float *pattern, size_t length)
+{
+    for (size_t i = 0; i < vocab; i++) {
+        row[i] = pattern[i % length];
+    }
+}
+
 static void huge_and_tiny(float *row, size_t vocab)
 {
     const float values[] = {3e38f, -3e38f, 1e30f, -1e30f, 88.0f, -88.0f, 0.0f, 3e38f};
-    for (size_t i = 0; i < vocab; i++) {
-        row[i] = values[i % 8];
-    }
+    fill_pattern(row, vocab, values, 8);
 }
 
 static void two_plus_inf(float *row, size_t vocab)
 {
     const float values[] = {1.0f, INFINITY, 0.0f, INFINITY, -INFINITY, 5.0f};
-    for (size_t i = 0; i < vocab; i++) {
-        row[i] = values[i % 6];
-    }
+    fill_pattern(row, vocab, values, 6);
 }
 
 static void nan_in_the_row(float *row, size_t vocab)
 {
     const float values[] = {0.5f, NAN, 2.0f, NAN, 1.0f, -1.0f};
-    for (size_t i = 0; i < vocab; i++) {
-        row[i] = values[i % 6];
-    }
+    fill_pattern(row, vocab, values, 6);
 }
 
 static void all_minus_inf(float *row, size_t vocab)
@@ -81,17 +83,13 @@ static void all_minus_inf(float *row, size_t vocab)
 static void underflow_is_no_tie(float *row, size_t vocab)
 {
     const float values[] = {0.0f, -100.0f, -101.0f, -200.0f, -100.0f};
-    for (size_t i = 0; i < vocab; i++) {
-        row[i] = values[i % 5];
-    }
+    fill_pattern(row, vocab, values, 5);
 }
 
 static void signed_zeros(float *row, size_t vocab)
 {
     const float values[] = {0.0f, -0.0f, 0.0f, -1.0f};
-    for (size_t i = 0; i < vocab; i++) {
-        row[i] = values[i % 4];
-    }
+    fill_pattern(row, vocab, values, 4);
 }
 
 const HardInput HARD_INPUTS[] = {

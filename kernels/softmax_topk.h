@@ -52,11 +52,12 @@ HOST_DEVICE static inline float float_from_bits(uint32_t bits)
 
 // ANCHOR: compute_exp_in_plain_arithmetic
 /* exp(x) for x <= 0 (softmax only ever needs exp(x - max)), within about
- * 2 ulp, or 0 below SOFTMAX_EXP_FLUSH; exp(-inf) = 0, exp(NaN) = NaN.
- * On the CPU, libm's expf is a function call that a loop cannot vectorise;
- * this is plain arithmetic on floats and their bits, so a loop calling it
- * vectorises. On the GPU, CUDA's own expf is already a few instructions
- * (it uses the special function unit) and as accurate, so it is used. */
+ * 2 ulp; exp(-inf) = 0, exp(NaN) = NaN. On the CPU, libm's expf is a
+ * function call that a loop cannot vectorise; this is plain arithmetic on
+ * floats and their bits, so a loop calling it vectorises (and it returns 0
+ * below SOFTMAX_EXP_FLUSH instead of a subnormal). On the GPU, CUDA's own
+ * expf is already a few instructions (it uses the special function unit)
+ * and as accurate, so it is used. */
 HOST_DEVICE static inline float softmax_exp(float x)
 {
 #ifdef __CUDA_ARCH__

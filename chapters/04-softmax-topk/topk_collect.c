@@ -1,9 +1,10 @@
 #include "topk_collect.h"
 
-/* The buffer holds 4k candidates: each selection then frees room for 3k
- * more, so selections are rare, while the threshold, raised only by a
- * selection, stays close enough to the true K-th value. */
-enum { BUFFER_FACTOR = 4 };
+/* The buffer holds 2k candidates, so each selection frees room for k more.
+ * A larger buffer selects less often, but its threshold, raised only by a
+ * selection, lags further behind the true K-th value, and more logits get
+ * past it. */
+enum { BUFFER_FACTOR = 2 };
 
 size_t topk_collector_storage(int k)
 {

@@ -50,7 +50,7 @@ TopkComparison compare_with_reference(const float *logits, size_t rows, size_t r
             bool prob_ok = probability_ok(probs[at], ref_probs[j], rtol, &c);
             c.wrong_indices += !index_ok;
             c.wrong_probs += !prob_ok;
-            if ((!index_ok || !prob_ok) && c.wrong_indices + c.wrong_probs == 1) {
+            if ((!index_ok || !prob_ok) && c.first_mismatch[0] == '\0') {
                 snprintf(c.first_mismatch, sizeof c.first_mismatch,
                          "row %zu place %d: index %lld, probability %.9g; expected %lld, %.9g", row, j,
                          (long long)indices[at], (double)probs[at], (long long)ref_indices[j], ref_probs[j]);

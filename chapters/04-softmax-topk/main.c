@@ -2,6 +2,7 @@
  * and their indices, on the CPU (three versions) or the GPU (four kernels),
  * plus the tables and benchmarks of the chapter. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -163,13 +164,30 @@ static void save_results(const char *dir, size_t rows, int k, const float *probs
     printf("wrote %s/probs.npy and %s/indices.npy\n", dir, dir);
 }
 
+typedef struct {
+    char text[32];
+} ProbabilityText;
+
+/* printf spells NaN "nan" or "-nan" after its sign bit, which means nothing here. */
+static ProbabilityText probability_text(float p)
+{
+    ProbabilityText t;
+    if (isnan(p)) {
+        snprintf(t.text, sizeof t.text, "NaN");
+    } else {
+        snprintf(t.text, sizeof t.text, "%.4g", (double)p);
+    }
+    return t;
+}
+
 static void print_rows(size_t rows, int k, const float *probs, const int64_t *indices)
 {
     enum { SHOWN_ROWS = 4, SHOWN_PLACES = 8 };
     for (size_t row = 0; row < rows && row < SHOWN_ROWS; row++) {
         printf("row %zu:", row);
         for (int j = 0; j < k && j < SHOWN_PLACES; j++) {
-            printf(" %lld (%.4g)", (long long)indices[row * (size_t)k + (size_t)j], (double)probs[row * (size_t)k + (size_t)j]);
+            size_t at = row * (size_t)k + (size_t)j;
+            printf(" %lld (%s)", (long long)indices[at], probability_text(probs[at]).text);
         }
         printf(k > SHOWN_PLACES ? " ...\n" : "\n");
     }
@@ -238,7 +256,7 @@ static void print_hard_inputs(TableFormat format)
         for (int j = 0; j < input->k && j < SHOWN; j++) {
             size_t a = strlen(index_text), b = strlen(prob_text);
             snprintf(index_text + a, sizeof index_text - a, "%s%lld", j ? " " : "", (long long)indices[j]);
-            snprintf(prob_text + b, sizeof prob_text - b, "%s%.3g", j ? " " : "", (double)probs[j]);
+            snprintf(prob_text + b, sizeof prob_text - b, "%s%s", j ? " " : "", probability_text(probs[j]).text);
         }
         if (input->k > SHOWN) {
             strcat(index_text, " ...");

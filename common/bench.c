@@ -98,16 +98,29 @@ static Slice thread_slice(size_t count, size_t block)
     return slice;
 }
 
+/* A bandwidth probe: its buffers, cut into one slice per thread. */
 typedef struct {
     int threads;
-    size_t bytes;
+    size_t count; /* items in each buffer: bytes to copy, or floats to sum */
+    size_t block; /* slices are whole blocks of this many items */
     unsigned char *source, *destination;
-    const float *values;
-    size_t value_count;
-    /* volatile: the probe's sum is stored here after every run, so the
-     * compiler must compute it, and so must read every value. */
+    float *values;
+    /* volatile: the sum is stored here after every run, so the compiler
+     * must compute it, and so must read every value. */
     volatile float sum;
 } Probe;
+
+typedef void SliceWork(Probe *probe, Slice slice);
+
+/* Every thread does `work` on its own slice. The same threads get the same
+ * slices every time, which is what makes first touch place the pages well. */
+static void for_each_slice(Probe *probe, SliceWork *work)
+{
+#ifdef _OPENMP
+#pragma omp parallel num_threads(probe->threads)
+#endif
+    work(probe, thread_slice(probe->count, probe->block));
+}
 
 static int probe_threads(int threads)
 {
@@ -116,38 +129,29 @@ static int probe_threads(int threads)
 
 /* Each thread writes its own slices of both buffers first, so their pages are
  * placed next to the thread that will copy them. */
-static void touch_copy_buffers(void *ctx)
+static void touch_copy_slice(Probe *probe, Slice slice)
 {
-    Probe *probe = ctx;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(probe->threads)
-#endif
-    {
-        Slice slice = thread_slice(probe->bytes, ARRAY_ALIGNMENT);
-        memset(probe->source + slice.begin, 1, slice.end - slice.begin);
-        memset(probe->destination + slice.begin, 0, slice.end - slice.begin);
-    }
+    memset(probe->source + slice.begin, 1, slice.end - slice.begin);
+    memset(probe->destination + slice.begin, 0, slice.end - slice.begin);
 }
 
-static void copy_slices(void *ctx)
+static void copy_slice(Probe *probe, Slice slice)
 {
-    Probe *probe = ctx;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(probe->threads)
-#endif
-    {
-        Slice slice = thread_slice(probe->bytes, ARRAY_ALIGNMENT);
-        memcpy(probe->destination + slice.begin, probe->source + slice.begin, slice.end - slice.begin);
-    }
+    memcpy(probe->destination + slice.begin, probe->source + slice.begin, slice.end - slice.begin);
+}
+
+static void copy_buffers(void *ctx)
+{
+    for_each_slice(ctx, copy_slice);
 }
 
 double memcpy_bandwidth_gbs(size_t bytes, int threads)
 {
-    Probe probe = {.threads = probe_threads(threads), .bytes = bytes};
+    Probe probe = {.threads = probe_threads(threads), .count = bytes, .block = ARRAY_ALIGNMENT};
     probe.source = array_alloc_uninitialized(bytes, 1);
     probe.destination = array_alloc_uninitialized(bytes, 1);
-    touch_copy_buffers(&probe);
-    BenchStats stats = bench_run(copy_slices, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
+    for_each_slice(&probe, touch_copy_slice);
+    BenchStats stats = bench_run(copy_buffers, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
     array_free(probe.source);
     array_free(probe.destination);
     return gb_per_s(2.0 * (double)bytes, stats.median);
@@ -178,22 +182,14 @@ static float sum_values(const float *values, size_t begin, size_t end)
     return sum;
 }
 
-static void touch_read_buffer(void *ctx)
+static void touch_read_slice(Probe *probe, Slice slice)
 {
-    Probe *probe = ctx;
-    float *values = (float *)probe->values;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(probe->threads)
-#endif
-    {
-        Slice slice = thread_slice(probe->value_count, SUM_LANES);
-        for (size_t i = slice.begin; i < slice.end; i++) {
-            values[i] = 1.0f;
-        }
+    for (size_t i = slice.begin; i < slice.end; i++) {
+        probe->values[i] = 1.0f;
     }
 }
 
-static void sum_slices(void *ctx)
+static void sum_buffer(void *ctx)
 {
     Probe *probe = ctx;
     float sum = 0;
@@ -201,7 +197,7 @@ static void sum_slices(void *ctx)
 #pragma omp parallel num_threads(probe->threads) reduction(+ : sum)
 #endif
     {
-        Slice slice = thread_slice(probe->value_count, SUM_LANES);
+        Slice slice = thread_slice(probe->count, probe->block);
         sum += sum_values(probe->values, slice.begin, slice.end);
     }
     probe->sum = sum;
@@ -209,12 +205,12 @@ static void sum_slices(void *ctx)
 
 double read_bandwidth_gbs(size_t bytes, int threads)
 {
-    Probe probe = {.threads = probe_threads(threads), .value_count = bytes / sizeof(float)};
-    probe.values = array_alloc_uninitialized(probe.value_count, sizeof(float));
-    touch_read_buffer(&probe);
-    BenchStats stats = bench_run(sum_slices, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
-    array_free((void *)probe.values);
-    return gb_per_s((double)(probe.value_count * sizeof(float)), stats.median);
+    Probe probe = {.threads = probe_threads(threads), .count = bytes / sizeof(float), .block = SUM_LANES};
+    probe.values = array_alloc_uninitialized(probe.count, sizeof(float));
+    for_each_slice(&probe, touch_read_slice);
+    BenchStats stats = bench_run(sum_buffer, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
+    array_free(probe.values);
+    return gb_per_s((double)(probe.count * sizeof(float)), stats.median);
 }
 
 /* sysconf knows the L3 size on glibc; elsewhere the kernel's cache

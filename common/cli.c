@@ -185,11 +185,15 @@ void cli_parse(int argc, char **argv, const CliOption *options, size_t option_co
     if (argc > 0) {
         cli_set_program_name(argv[0]);
     }
+    /* --help wins wherever it stands, before any value has been parsed, so
+     * the defaults it shows are the real ones. */
     for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0) {
+        if (strcmp(argv[i], "--help") == 0) {
             print_help(options, option_count, summary);
         }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
         if (strncmp(arg, "--", 2) != 0) {
             cli_fail("unexpected argument '%s' (options start with --; see --help)", arg);
         }

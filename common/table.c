@@ -11,7 +11,7 @@ struct Table {
     int columns;
     char **headers;
     char *align;     /* 'l' or 'r' per column */
-    char **cells;    /* row-major; the last row may be incomplete */
+    char **cells;    /* row-major */
     size_t count;    /* cells filled */
     size_t capacity; /* cells allocated */
 };
@@ -71,18 +71,6 @@ static size_t display_width(const char *text)
         width += (*p & 0xC0) != 0x80;
     }
     return width;
-}
-
-static size_t row_count(const Table *table)
-{
-    return (table->count + (size_t)table->columns - 1) / (size_t)table->columns;
-}
-
-/* A missing cell at the end of an incomplete last row prints as empty. */
-static const char *cell_text(const Table *table, size_t row, int column)
-{
-    size_t index = row * (size_t)table->columns + (size_t)column;
-    return index < table->count ? table->cells[index] : "";
 }
 
 /* In Markdown a '|' inside a cell would end the cell: escape it. */
@@ -160,25 +148,24 @@ static void print_rule(const Table *table, FILE *out, TableFormat format, const 
 void table_print(const Table *table, FILE *out, TableFormat format)
 {
     size_t columns = (size_t)table->columns;
-    size_t rows = row_count(table);
+    /* A short last row means a cell was forgotten: every later cell would
+     * otherwise have landed in the wrong column, unnoticed. */
+    if (table->count % columns != 0) {
+        cli_fail_status(1, "table_print: the last row has %zu of %zu cells", table->count % columns, columns);
+    }
     size_t *widths = array_alloc(columns, sizeof *widths);
-    const char **texts = array_alloc(columns, sizeof *texts);
     for (size_t c = 0; c < columns; c++) {
         widths[c] = text_width(table->headers[c], format);
-        for (size_t r = 0; r < rows; r++) {
-            size_t width = text_width(cell_text(table, r, (int)c), format);
-            widths[c] = width > widths[c] ? width : widths[c];
-        }
+    }
+    for (size_t i = 0; i < table->count; i++) {
+        size_t width = text_width(table->cells[i], format);
+        widths[i % columns] = width > widths[i % columns] ? width : widths[i % columns];
     }
     print_row(table, out, format, (const char *const *)table->headers, widths);
     print_rule(table, out, format, widths);
-    for (size_t r = 0; r < rows; r++) {
-        for (size_t c = 0; c < columns; c++) {
-            texts[c] = cell_text(table, r, (int)c);
-        }
-        print_row(table, out, format, texts, widths);
+    for (size_t row_start = 0; row_start < table->count; row_start += columns) {
+        print_row(table, out, format, (const char *const *)&table->cells[row_start], widths);
     }
-    array_free(texts);
     array_free(widths);
 }
 

@@ -1,0 +1,59 @@
+/* Collecting the K best of a stream of logits on the CPU.
+ *
+ * The structure depends on K. For small K a sorted list (the one the GPU
+ * keeps in registers, kernels/softmax_topk.h): an entry that gets in costs
+ * up to K moves. For large K that is too slow, so candidates are appended to
+ * a buffer, and when the buffer is full a selection (quickselect) keeps the
+ * K best and discards the rest. Either way, an entry must rank before the
+ * collector's threshold to be looked at: in a long row almost none does, so
+ * the cost per logit is one comparison. */
+#ifndef CH04_TOPK_COLLECT_H
+#define CH04_TOPK_COLLECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernels/softmax_topk.h"
+
+/* Above this K the candidate buffer beats the sorted list. */
+#define TOPK_LIST_MAX_K 32
+
+typedef struct {
+    int k;
+    bool uses_list;      /* k <= TOPK_LIST_MAX_K */
+    TopkEntry *entries;  /* list: k entries, best first; buffer: candidates */
+    int count;           /* buffer: candidates held */
+    int capacity;        /* buffer: candidates it can hold */
+    TopkEntry threshold; /* an entry is a candidate only if it ranks before this */
+    long admitted;       /* entries that got past the threshold */
+} TopkCollector;
+
+/* Entries of storage a collector for k needs. */
+size_t topk_collector_storage(int k);
+
+/* Start collecting the best k (k >= 1) into `storage`. */
+void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage);
+
+/* Take an entry that ranks before the threshold. */
+void topk_collector_admit(TopkCollector *collector, TopkEntry entry);
+
+// ANCHOR: offer_candidate_to_collector
+static inline void topk_collector_offer(TopkCollector *collector, TopkEntry entry)
+{
+    if (topk_ranks_before(entry, collector->threshold)) {
+        topk_collector_admit(collector, entry);
+    }
+}
+// ANCHOR_END: offer_candidate_to_collector
+
+/* The k best, sorted best first (sentinels where fewer than k were offered). */
+const TopkEntry *topk_collector_finish(TopkCollector *collector);
+
+/* Reorder entries[0 .. count) so that the first k are the k best, with the
+ * k-th best at k - 1 (like C++'s nth_element). 1 <= k <= count. */
+void topk_select(TopkEntry *entries, int count, int k);
+
+/* Sort entries best first. */
+void topk_sort(TopkEntry *entries, int count);
+
+#endif

@@ -1,0 +1,751 @@
+/* Softmax + top-K kernels, versions 1 to 4 (see kernels/softmax_topk_gpu.h).
+ * The arithmetic and the order of logits come from kernels/softmax_topk.h,
+ * the same functions the CPU code and its tests use. */
+#include "kernels/softmax_topk_gpu.h"
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <vector>
+
+#include "common/cuda_util.h"
+#include "kernels/softmax_topk.h"
+
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kBlockThreads = 256;
+constexpr int kBlockWarps = kBlockThreads / kWarpSize;
+/* One step of a warp's scan offers at most 32 lanes x 4 logits. */
+constexpr int kOffersPerStep = kWarpSize * 4;
+constexpr int kMaxK = 256;
+constexpr int kRegisterMaxK = 32;
+/* Shared memory a block may use without opting in to more. */
+constexpr size_t kSharedBytes = 48 * 1024;
+/* Version 4 gives each block at least this many logits of a row. */
+constexpr int kMinSliceLength = 1024;
+
+/* ---- Warp-level pieces ------------------------------------------------ */
+
+__device__ int lane_id()
+{
+    return static_cast<int>(threadIdx.x) % kWarpSize;
+}
+
+__device__ int warp_id()
+{
+    return static_cast<int>(threadIdx.x) / kWarpSize;
+}
+
+// ANCHOR: merge_states_across_a_warp
+/* Butterfly merge of the lanes' online states. Lanes merge in different
+ * orders and may round differently, so lane 0's result is broadcast: every
+ * lane then normalises with the same sum. */
+__device__ SoftmaxState warp_merge_states(SoftmaxState state)
+{
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        SoftmaxState other;
+        other.max = __shfl_xor_sync(kFullMask, state.max, offset);
+        other.sum = __shfl_xor_sync(kFullMask, state.sum, offset);
+        state = softmax_state_merge(state, other);
+    }
+    state.max = __shfl_sync(kFullMask, state.max, 0);
+    state.sum = __shfl_sync(kFullMask, state.sum, 0);
+    return state;
+}
+// ANCHOR_END: merge_states_across_a_warp
+
+/* The best entry held by any lane; the order is strict and total, so every
+ * lane ends with the same one. */
+__device__ TopkEntry warp_best(TopkEntry entry)
+{
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        TopkEntry other;
+        other.value = __shfl_xor_sync(kFullMask, entry.value, offset);
+        other.index = __shfl_xor_sync(kFullMask, entry.index, offset);
+        if (topk_ranks_before(other, entry)) {
+            entry = other;
+        }
+    }
+    return entry;
+}
+
+/* ---- Version 1: three passes, then a selection -------------------------- */
+
+/* Block-wide reduction through shared scratch (one slot per warp). The
+ * syncs on both sides let the caller reuse the scratch right away. */
+template <typename Combine>
+__device__ float block_reduce(float value, float *scratch, Combine combine)
+{
+    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        value = combine(value, __shfl_xor_sync(kFullMask, value, offset));
+    }
+    __syncthreads();
+    if (lane_id() == 0) {
+        scratch[warp_id()] = value;
+    }
+    __syncthreads();
+    value = scratch[0];
+    for (int w = 1; w < kBlockWarps; w++) {
+        value = combine(value, scratch[w]);
+    }
+    return value;
+}
+
+// ANCHOR: make_three_passes_on_the_gpu
+__global__ void three_pass_softmax_kernel(const float *logits, int rows, int vocab, float *probabilities)
+{
+    __shared__ float scratch[kBlockWarps];
+    for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float *x = logits + static_cast<size_t>(row) * vocab;
+        float *p = probabilities + static_cast<size_t>(row) * vocab;
+        float max = -INFINITY;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            max = fmaxf(max, x[i]); /* fmaxf ignores NaN, as the max must */
+        }
+        max = block_reduce(max, scratch, [](float a, float b) { return fmaxf(a, b); });
+        float sum = 0.0f;
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            sum += softmax_weight(x[i], max);
+        }
+        sum = block_reduce(sum, scratch, [](float a, float b) { return a + b; });
+        for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+            p[i] = softmax_weight(x[i], max) / sum;
+        }
+    }
+}
+// ANCHOR_END: make_three_passes_on_the_gpu
+
+/* ---- Version 2: a warp per row, top K in registers ---------------------- */
+
+template <int kListK>
+__device__ void list_pop_front(TopkEntry (&list)[kListK])
+{
+    TOPK_UNROLL
+    for (int j = 0; j + 1 < kListK; j++) {
+        list[j] = list[j + 1];
+    }
+    list[kListK - 1] = topk_sentinel();
+}
+
+// ANCHOR: give_each_row_a_warp
+/* Each lane reads every 32nd logit of the row (consecutive lanes read
+ * consecutive addresses), keeps its own online state and its own sorted list
+ * of its best kListK >= k logits. Then the warp merges the states and picks
+ * the k winners one at a time: the best head of all lanes' lists wins, and
+ * its lane pops it. */
+template <int kListK>
+__global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, int k, float *probs,
+                                    int64_t *indices)
+{
+    const int lane = lane_id();
+    for (int row = blockIdx.x * kBlockWarps + warp_id(); row < rows; row += gridDim.x * kBlockWarps) {
+        const float *x = logits + static_cast<size_t>(row) * vocab;
+        SoftmaxState state = softmax_state_empty();
+        TopkEntry list[kListK];
+        TOPK_UNROLL
+        for (int j = 0; j < kListK; j++) {
+            list[j] = topk_sentinel();
+        }
+        for (int i = lane; i < vocab; i += kWarpSize) {
+            float value = x[i];
+            state = softmax_state_push(state, value);
+            topk_list_insert(list, kListK, topk_entry(value, i));
+        }
+        state = warp_merge_states(state);
+        for (int j = 0; j < k; j++) {
+            TopkEntry winner = warp_best(list[0]);
+            if (list[0].index == winner.index) {
+                list_pop_front(list);
+            }
+            if (lane == 0) {
+                size_t out = static_cast<size_t>(row) * k + j;
+                probs[out] = softmax_probability(state, winner.value);
+                indices[out] = winner.index;
+            }
+        }
+    }
+}
+// ANCHOR_END: give_each_row_a_warp
+
+/* ---- Versions 3 and 4: candidate buffers in shared memory --------------- */
+
+/* A warp's candidates for the top K: a buffer in shared memory, filled
+ * without order; when it might overflow, the warp sorts it, keeps the best
+ * k, and raises the threshold to the k-th. count and threshold are the same
+ * in every lane. */
+struct WarpCandidates {
+    TopkEntry *buffer;
+    int capacity; /* a power of two >= max(2k, k + kOffersPerStep) */
+    int k;
+    int count;
+    TopkEntry threshold;
+};
+
+// ANCHOR: offer_candidates_with_a_ballot
+/* Every lane offers one logit (or none); the ones that beat the threshold
+ * are packed into the buffer in lane order: a ballot says who, a popcount
+ * of the lanes below says where. */
+__device__ void warp_offer(WarpCandidates &candidates, TopkEntry entry, bool valid)
+{
+    bool admit = valid && topk_ranks_before(entry, candidates.threshold);
+    unsigned ballot = __ballot_sync(kFullMask, admit);
+    if (ballot == 0) {
+        return;
+    }
+    unsigned lanes_below = (1u << lane_id()) - 1u;
+    if (admit) {
+        candidates.buffer[candidates.count + __popc(ballot & lanes_below)] = entry;
+    }
+    candidates.count += __popc(ballot);
+}
+// ANCHOR_END: offer_candidates_with_a_ballot
+
+/* Sort the whole buffer (sentinels after the candidates) with a bitonic
+ * network, keep the best k and take the k-th as the new threshold. */
+__device__ void warp_keep_best(WarpCandidates &candidates)
+{
+    const int lane = lane_id();
+    __syncwarp();
+    for (int i = candidates.count + lane; i < candidates.capacity; i += kWarpSize) {
+        candidates.buffer[i] = topk_sentinel();
+    }
+    __syncwarp();
+    for (int run = 2; run <= candidates.capacity; run *= 2) {
+        for (int stride = run / 2; stride > 0; stride /= 2) {
+            for (int i = lane; i < candidates.capacity; i += kWarpSize) {
+                topk_bitonic_step(candidates.buffer, i, run, stride);
+            }
+            __syncwarp();
+        }
+    }
+    candidates.count = min(candidates.count, candidates.k);
+    candidates.threshold = candidates.count == candidates.k ? candidates.buffer[candidates.k - 1] : topk_sentinel();
+}
+
+__device__ void warp_keep_best_if_nearly_full(WarpCandidates &candidates)
+{
+    if (candidates.count > candidates.capacity - kOffersPerStep) {
+        warp_keep_best(candidates);
+    }
+}
+
+// ANCHOR: scan_a_slice_with_vector_loads
+/* One warp's share of the slice [begin, end) of a row: member `member` of
+ * `members` warps on the slice. The bulk is read as float4 (16 bytes), which
+ * needs 16-byte aligned addresses: a row starts anywhere when V is not a
+ * multiple of 4, so the up to 3 logits before the first aligned address (the
+ * head) and the up to 3 after the last whole float4 (the tail) are read one
+ * by one, by member 0, after the bulk (so they get the full comparison: the
+ * head's indices are smaller than the threshold's). kSoftmax = false only
+ * selects (version 1). */
+template <bool kSoftmax>
+__device__ void warp_scan_slice(const float *row, int begin, int end, int member, int members,
+                                WarpCandidates &candidates, SoftmaxState &state)
+{
+    const int lane = lane_id();
+    const float *slice = row + begin;
+    int length = end - begin;
+    int head = static_cast<int>((16u - (reinterpret_cast<uintptr_t>(slice) & 15u)) & 15u) / 4;
+    head = min(head, length);
+    int vectors = (length - head) / 4;
+    int tail_begin = head + 4 * vectors;
+    const float4 *body = reinterpret_cast<const float4 *>(slice + head);
+
+    for (int base = member * kWarpSize; base < vectors; base += members * kWarpSize) {
+        int v = base + lane;
+        bool valid = v < vectors;
+        float4 q = valid ? body[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        float values[4] = {q.x, q.y, q.z, q.w};
+        int first = begin + head + 4 * v;
+        if (kSoftmax && valid) {
+            for (int e = 0; e < 4; e++) {
+                state = softmax_state_push(state, values[e]);
+            }
+        }
+        /* Most steps hold no candidate. Once the buffer has k, only a logit
+         * above the threshold's can enter (an equal one has a larger index:
+         * this warp's earlier steps hold smaller ones), or a NaN, which
+         * !(x <= t) lets through: one vote skips the four offers. */
+        float t = candidates.threshold.value;
+        bool maybe = valid && (topk_is_sentinel(candidates.threshold) || !(q.x <= t) || !(q.y <= t) ||
+                               !(q.z <= t) || !(q.w <= t));
+        if (__any_sync(kFullMask, maybe)) {
+            for (int e = 0; e < 4; e++) {
+                warp_offer(candidates, topk_entry(values[e], first + e), valid);
+            }
+            warp_keep_best_if_nearly_full(candidates);
+        }
+    }
+    if (member == 0) {
+        int tail = length - tail_begin;
+        int local = lane < head ? lane : lane >= 4 && lane - 4 < tail ? tail_begin + lane - 4 : -1;
+        bool valid = local >= 0;
+        float value = valid ? slice[local] : 0.0f;
+        if (kSoftmax && valid) {
+            state = softmax_state_push(state, value);
+        }
+        warp_offer(candidates, topk_entry(value, begin + local), valid);
+        warp_keep_best_if_nearly_full(candidates);
+    }
+}
+// ANCHOR_END: scan_a_slice_with_vector_loads
+
+// ANCHOR: merge_two_lists_with_a_warp
+/* List a absorbs list b (both sorted, k long): each lane places entries by
+ * binary search into a[k .. 2k), then the result is copied down. */
+__device__ void warp_merge_lists(TopkEntry *a, const TopkEntry *b, int k)
+{
+    const int lane = lane_id();
+    TopkEntry *merged = a + k;
+    for (int j = lane; j < k; j += kWarpSize) {
+        topk_merge_entry(a, b, k, j, merged);
+        topk_merge_entry(b, a, k, j, merged);
+    }
+    __syncwarp();
+    for (int j = lane; j < k; j += kWarpSize) {
+        a[j] = merged[j];
+    }
+    __syncwarp();
+}
+// ANCHOR_END: merge_two_lists_with_a_warp
+
+// ANCHOR: merge_partial_states_in_shared_memory
+/* Merge `count` partial states (an online state and a sorted list of k,
+ * list i at lists + i * list_stride, list_stride >= 2k) in groups of
+ * `group_size` consecutive partials, one group per row: partial i only ever
+ * absorbs partials of its own group. Warps take the merges of each round in
+ * turn; the whole block takes part in every round (it syncs). */
+__device__ void block_merge_partials(TopkEntry *lists, int list_stride, SoftmaxState *states, int count,
+                                     int group_size, int k)
+{
+    for (int span = 1; span < group_size; span *= 2) {
+        for (int i = warp_id(); i < count; i += kBlockWarps) {
+            if (merge_tree_absorbs(i % group_size, span, group_size)) {
+                warp_merge_lists(lists + i * list_stride, lists + (i + span) * list_stride, k);
+                if (lane_id() == 0) {
+                    states[i] = softmax_state_merge(states[i], states[i + span]);
+                }
+            }
+        }
+        __syncthreads();
+    }
+}
+// ANCHOR_END: merge_partial_states_in_shared_memory
+
+/* Shared memory of a block of versions 1 (selection), 3 and 4 (first kernel):
+ * a candidate buffer and an online state per warp. */
+size_t scan_shared_bytes(int capacity)
+{
+    return kBlockWarps * (static_cast<size_t>(capacity) * sizeof(TopkEntry) + sizeof(SoftmaxState));
+}
+
+/* The probability of a winner: from the online state, or (version 1) from
+ * the [rows, V] array the first kernel wrote. */
+template <bool kSoftmax>
+__device__ float winner_probability(SoftmaxState state, TopkEntry winner, const float *probabilities)
+{
+    return kSoftmax ? softmax_probability(state, winner.value) : probabilities[winner.index];
+}
+
+// ANCHOR: give_each_row_a_block
+/* The block's warps scan their shares (member `member` of `members` warps
+ * on the slice [begin, end) of `row`; inactive warps have no row), then the
+ * partial states of each group of `members` consecutive warps are merged:
+ * the first warp of each group ends with the group's online state in
+ * states[warp] and its sorted top k at the start of its buffer. */
+template <bool kSoftmax>
+__device__ void block_scan_and_merge(const float *row, bool active, int begin, int end, int member, int members,
+                                     TopkEntry *buffers, int capacity, SoftmaxState *states, int k)
+{
+    const int warp = warp_id();
+    WarpCandidates candidates = {buffers + warp * capacity, capacity, k, 0, topk_sentinel()};
+    SoftmaxState state = softmax_state_empty();
+    if (active) {
+        warp_scan_slice<kSoftmax>(row, begin, end, member, members, candidates, state);
+    }
+    warp_keep_best(candidates);
+    state = warp_merge_states(state);
+    if (lane_id() == 0) {
+        states[warp] = state;
+    }
+    __syncthreads();
+    block_merge_partials(buffers, capacity, states, kBlockWarps, members, k);
+}
+
+/* Versions 3 (and 1's selection): `warps_per_row` warps share a row, so a
+ * block holds kBlockWarps / warps_per_row rows at once; blocks loop over
+ * groups of rows. Each warp scans its share, sorts its candidates, and the
+ * row's warps merge their partial states; the first warp of each row writes
+ * it out. */
+template <bool kSoftmax>
+__global__ void block_rows_kernel(const float *logits, int rows, int vocab, int k, int capacity, int warps_per_row,
+                                  const float *probabilities, float *probs, int64_t *indices)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    TopkEntry *buffers = reinterpret_cast<TopkEntry *>(shared);
+    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * capacity);
+    const int warp = warp_id(), lane = lane_id();
+    const int rows_per_block = kBlockWarps / warps_per_row;
+    const int member = warp % warps_per_row;
+    const int groups = (rows + rows_per_block - 1) / rows_per_block;
+    for (int group = blockIdx.x; group < groups; group += gridDim.x) {
+        int row = group * rows_per_block + warp / warps_per_row;
+        block_scan_and_merge<kSoftmax>(logits + static_cast<size_t>(row < rows ? row : 0) * vocab, row < rows, 0,
+                                       vocab, member, warps_per_row, buffers, capacity, states, k);
+        if (member == 0 && row < rows) {
+            const TopkEntry *best = buffers + warp * capacity;
+            const float *row_probabilities = kSoftmax ? nullptr : probabilities + static_cast<size_t>(row) * vocab;
+            for (int j = lane; j < k; j += kWarpSize) {
+                size_t out = static_cast<size_t>(row) * k + j;
+                probs[out] = winner_probability<kSoftmax>(states[warp], best[j], row_probabilities);
+                indices[out] = best[j].index;
+            }
+        }
+        /* The next group reuses the buffers and states. */
+        __syncthreads();
+    }
+}
+// ANCHOR_END: give_each_row_a_block
+
+// ANCHOR: split_rows_across_blocks
+/* Version 4, first kernel: block (row, split) scans slice `split` of the
+ * row with all its warps and writes the slice's partial state (online
+ * state and sorted top k) to global memory. */
+__global__ void slice_partials_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
+                                      TopkEntry *partial_lists, SoftmaxState *partial_states)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    TopkEntry *buffers = reinterpret_cast<TopkEntry *>(shared);
+    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * capacity);
+    const int warp = warp_id(), lane = lane_id();
+    const int slice_length = (vocab + splits - 1) / splits;
+    const long long items = static_cast<long long>(rows) * splits;
+    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+        int row = static_cast<int>(item / splits), split = static_cast<int>(item % splits);
+        int begin = min(vocab, split * slice_length), end = min(vocab, begin + slice_length);
+        block_scan_and_merge<true>(logits + static_cast<size_t>(row) * vocab, true, begin, end, warp, kBlockWarps,
+                                   buffers, capacity, states, k);
+        if (warp == 0) {
+            for (int j = lane; j < k; j += kWarpSize) {
+                partial_lists[item * k + j] = buffers[j];
+            }
+            if (lane == 0) {
+                partial_states[item] = states[0];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+/* Version 4, second kernel: a block per row merges the row's `splits`
+ * partial states in shared memory (lists 2k apart: room to merge). */
+__global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
+                                      int k, int splits, float *probs, int64_t *indices)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    TopkEntry *lists = reinterpret_cast<TopkEntry *>(shared);
+    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(lists + static_cast<size_t>(splits) * 2 * k);
+    for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+        const TopkEntry *row_lists = partial_lists + static_cast<size_t>(row) * splits * k;
+        for (int i = threadIdx.x; i < splits * k; i += blockDim.x) {
+            lists[(i / k) * 2 * k + i % k] = row_lists[i];
+        }
+        for (int i = threadIdx.x; i < splits; i += blockDim.x) {
+            states[i] = partial_states[static_cast<size_t>(row) * splits + i];
+        }
+        __syncthreads();
+        block_merge_partials(lists, 2 * k, states, splits, splits, k);
+        for (int j = threadIdx.x; j < k; j += blockDim.x) {
+            size_t out = static_cast<size_t>(row) * k + j;
+            probs[out] = softmax_probability(states[0], lists[j].value);
+            indices[out] = lists[j].index;
+        }
+        __syncthreads();
+    }
+}
+// ANCHOR_END: split_rows_across_blocks
+
+/* ---- Launch configuration ----------------------------------------------- */
+
+int next_power_of_two(int n)
+{
+    int p = 1;
+    while (p < n) {
+        p *= 2;
+    }
+    return p;
+}
+
+/* Buffer entries per warp: room for k kept plus one step of offers, and
+ * at least 2k (a list merge writes its result behind the list). */
+int candidate_capacity(int k)
+{
+    return next_power_of_two(std::max(2 * k, k + kOffersPerStep));
+}
+
+/* Warps per row in version 3: each warp should get at least ~16 float4
+ * per lane of work, else a block takes several rows. Powers of two up to 8. */
+int warps_per_row_for(int vocab)
+{
+    int warps = 1;
+    while (warps < kBlockWarps && vocab >= 2 * warps * 512) {
+        warps *= 2;
+    }
+    return warps;
+}
+
+size_t merge_shared_bytes(int splits, int k)
+{
+    return static_cast<size_t>(splits) * (2 * k * sizeof(TopkEntry) + sizeof(SoftmaxState));
+}
+
+/* The merge kernel holds every split's list in shared memory. */
+int max_splits(int vocab, int k)
+{
+    return std::min(vocab, static_cast<int>(kSharedBytes / merge_shared_bytes(1, k)));
+}
+
+int multiprocessor_count()
+{
+    int device = 0, count = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+}
+
+/* Blocks per row for version 4: enough blocks in all to fill the GPU a few
+ * times over, but slices no shorter than kMinSliceLength. */
+int auto_splits(int rows, int vocab, int k)
+{
+    int wanted = (4 * multiprocessor_count() + rows - 1) / rows;
+    int by_length = std::max(1, vocab / kMinSliceLength);
+    return std::max(1, std::min({wanted, by_length, max_splits(vocab, k)}));
+}
+
+int grid_for(long long work_items, int max_blocks)
+{
+    long long cap = max_blocks > 0 ? max_blocks : 1ll << 30;
+    return static_cast<int>(std::max(1ll, std::min(work_items, cap)));
+}
+
+void set_error(char *err, size_t err_size, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(err, err_size, fmt, args);
+    va_end(args);
+}
+
+template <int kListK>
+void launch_warp_per_row(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs,
+                         int64_t *indices)
+{
+    int grid = grid_for((rows + kBlockWarps - 1) / kBlockWarps, max_blocks);
+    warp_per_row_kernel<kListK><<<grid, kBlockThreads>>>(logits, rows, vocab, k, probs, indices);
+}
+
+/* The smallest register list that holds k. */
+void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs,
+                      int64_t *indices)
+{
+    if (k <= 1) {
+        launch_warp_per_row<1>(logits, rows, vocab, k, max_blocks, probs, indices);
+    } else if (k <= 4) {
+        launch_warp_per_row<4>(logits, rows, vocab, k, max_blocks, probs, indices);
+    } else if (k <= 8) {
+        launch_warp_per_row<8>(logits, rows, vocab, k, max_blocks, probs, indices);
+    } else if (k <= 16) {
+        launch_warp_per_row<16>(logits, rows, vocab, k, max_blocks, probs, indices);
+    } else {
+        launch_warp_per_row<kRegisterMaxK>(logits, rows, vocab, k, max_blocks, probs, indices);
+    }
+}
+
+} // namespace
+
+struct SoftmaxTopkGpuRun {
+    int kernel;
+    int rows, vocab, k;
+    int max_blocks, splits;
+    float *logits, *probs;
+    int64_t *indices;
+    float *probabilities;         /* version 1: [rows, vocab] */
+    TopkEntry *partial_lists;     /* version 4: [rows, splits, k] */
+    SoftmaxState *partial_states; /* version 4: [rows, splits] */
+};
+
+int softmax_topk_gpu_max_k(int kernel)
+{
+    return kernel == 2 ? kRegisterMaxK : kMaxK;
+}
+
+const char *softmax_topk_gpu_name(int kernel)
+{
+    switch (kernel) {
+    case 1:
+        return "naive: three passes, [rows, V] probabilities, then select";
+    case 2:
+        return "one warp per row, top K in registers";
+    case 3:
+        return "block per row, float4 loads, cross-warp merge";
+    case 4:
+        return "several blocks per row, merged by a second kernel";
+    default:
+        return "?";
+    }
+}
+
+/* The argument checks, one line each. */
+static bool check_arguments(int kernel, size_t rows, size_t vocab, int k, const SoftmaxTopkGpuConfig *config,
+                            char *err, size_t err_size)
+{
+    if (kernel < 1 || kernel > GPU_KERNEL_COUNT) {
+        set_error(err, err_size, "kernel %d does not exist (1 .. %d)", kernel, GPU_KERNEL_COUNT);
+    } else if (rows < 1 || rows > (1u << 30) || vocab < 1 || vocab > (1u << 30)) {
+        set_error(err, err_size, "rows %zu and V %zu must be in [1, 2^30]", rows, vocab);
+    } else if (k < 1 || static_cast<size_t>(k) > vocab) {
+        set_error(err, err_size, "K = %d must be in [1, V = %zu]", k, vocab);
+    } else if (k > softmax_topk_gpu_max_k(kernel)) {
+        set_error(err, err_size, "kernel %d supports K <= %d, got K = %d", kernel, softmax_topk_gpu_max_k(kernel), k);
+    } else if (config->max_blocks < 0 || config->splits < 0) {
+        set_error(err, err_size, "max_blocks and splits must be >= 0");
+    } else if (kernel == 4 && config->splits > max_splits(static_cast<int>(vocab), k)) {
+        set_error(err, err_size, "kernel 4 with V = %zu, K = %d takes at most %d splits, got %d", vocab, k,
+                  max_splits(static_cast<int>(vocab), k), config->splits);
+    } else {
+        return true;
+    }
+    return false;
+}
+
+SoftmaxTopkGpuRun *softmax_topk_gpu_run_new(int kernel, const float *logits, size_t rows, size_t vocab, int k,
+                                            const SoftmaxTopkGpuConfig *config, char *err, size_t err_size)
+{
+    if (!check_arguments(kernel, rows, vocab, k, config, err, err_size)) {
+        return nullptr;
+    }
+    SoftmaxTopkGpuRun *run = new SoftmaxTopkGpuRun();
+    run->kernel = kernel;
+    run->rows = static_cast<int>(rows);
+    run->vocab = static_cast<int>(vocab);
+    run->k = k;
+    run->max_blocks = config->max_blocks;
+    run->splits = 1;
+    if (kernel == 4) {
+        run->splits = config->splits > 0 ? config->splits : auto_splits(run->rows, run->vocab, k);
+    }
+    size_t count = rows * vocab, outputs = rows * static_cast<size_t>(k);
+    CUDA_CHECK(cudaMalloc(&run->logits, count * sizeof(float)));
+    CUDA_CHECK(cudaMemcpy(run->logits, logits, count * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaMalloc(&run->probs, outputs * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(&run->indices, outputs * sizeof(int64_t)));
+    if (kernel == 1) {
+        CUDA_CHECK(cudaMalloc(&run->probabilities, count * sizeof(float)));
+    }
+    if (kernel == 4) {
+        CUDA_CHECK(cudaMalloc(&run->partial_lists, outputs * run->splits * sizeof(TopkEntry)));
+        CUDA_CHECK(cudaMalloc(&run->partial_states, rows * run->splits * sizeof(SoftmaxState)));
+    }
+    return run;
+}
+
+void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run)
+{
+    if (run == nullptr) {
+        return;
+    }
+    CUDA_CHECK(cudaFree(run->logits));
+    CUDA_CHECK(cudaFree(run->probs));
+    CUDA_CHECK(cudaFree(run->indices));
+    CUDA_CHECK(cudaFree(run->probabilities));
+    CUDA_CHECK(cudaFree(run->partial_lists));
+    CUDA_CHECK(cudaFree(run->partial_states));
+    delete run;
+}
+
+int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run)
+{
+    return run->splits;
+}
+
+static void launch(const SoftmaxTopkGpuRun *run)
+{
+    const int rows = run->rows, vocab = run->vocab, k = run->k;
+    const int capacity = candidate_capacity(k);
+    const size_t scan_bytes = scan_shared_bytes(capacity);
+    switch (run->kernel) {
+    case 1: {
+        three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab,
+                                                                                     run->probabilities);
+        CUDA_CHECK(cudaGetLastError());
+        int warps = warps_per_row_for(vocab), groups = (rows + kBlockWarps / warps - 1) / (kBlockWarps / warps);
+        block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
+            run->logits, rows, vocab, k, capacity, warps, run->probabilities, run->probs, run->indices);
+        break;
+    }
+    case 2:
+        launch_version_2(run->logits, rows, vocab, k, run->max_blocks, run->probs, run->indices);
+        break;
+    case 3: {
+        int warps = warps_per_row_for(vocab), groups = (rows + kBlockWarps / warps - 1) / (kBlockWarps / warps);
+        block_rows_kernel<true><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
+            run->logits, rows, vocab, k, capacity, warps, nullptr, run->probs, run->indices);
+        break;
+    }
+    case 4:
+        slice_partials_kernel<<<grid_for(static_cast<long long>(rows) * run->splits, run->max_blocks), kBlockThreads,
+                                scan_bytes>>>(run->logits, rows, vocab, k, capacity, run->splits, run->partial_lists,
+                                              run->partial_states);
+        CUDA_CHECK(cudaGetLastError());
+        merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k)>>>(
+            run->partial_lists, run->partial_states, rows, k, run->splits, run->probs, run->indices);
+        break;
+    }
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices)
+{
+    launch(run);
+    size_t outputs = static_cast<size_t>(run->rows) * run->k;
+    CUDA_CHECK(cudaMemcpy(probs, run->probs, outputs * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(indices, run->indices, outputs * sizeof(int64_t), cudaMemcpyDeviceToHost));
+}
+
+double softmax_topk_gpu_run_time_ms(SoftmaxTopkGpuRun *run, int runs)
+{
+    enum { WARMUP_RUNS = 3 };
+    for (int i = 0; i < WARMUP_RUNS; i++) {
+        launch(run);
+    }
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    std::vector<float> times(static_cast<size_t>(std::max(runs, 1)));
+    for (float &ms : times) {
+        CUDA_CHECK(cudaEventRecord(start));
+        launch(run);
+        CUDA_CHECK(cudaEventRecord(stop));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    std::sort(times.begin(), times.end());
+    size_t n = times.size();
+    return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+}
+
+int softmax_topk_gpu(int kernel, const float *logits, size_t rows, size_t vocab, int k,
+                     const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices, char *err, size_t err_size)
+{
+    SoftmaxTopkGpuRun *run = softmax_topk_gpu_run_new(kernel, logits, rows, vocab, k, config, err, err_size);
+    if (run == nullptr) {
+        return -1;
+    }
+    softmax_topk_gpu_run_once(run, probs, indices);
+    softmax_topk_gpu_run_free(run);
+    return 0;
+}

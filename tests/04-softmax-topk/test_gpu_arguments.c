@@ -1,0 +1,32 @@
+/* The GPU launchers refuse bad arguments with one line, before touching the
+ * device: this runs in every CUDA build, with or without a GPU. */
+#include <string.h>
+
+#include "common/testing.h"
+#include "kernels/softmax_topk_gpu.h"
+
+static bool refused(int kernel, size_t rows, size_t vocab, int k, SoftmaxTopkGpuConfig config, const char *words)
+{
+    char err[256] = "";
+    float logits[1] = {0}, probs[1];
+    int64_t indices[1];
+    int status = softmax_topk_gpu(kernel, logits, rows, vocab, k, &config, probs, indices, err, sizeof err);
+    return status == -1 && strstr(err, words) != NULL && strchr(err, '\n') == NULL;
+}
+
+int main(void)
+{
+    SoftmaxTopkGpuConfig automatic = {0, 0};
+    EXPECT(refused(0, 1, 10, 1, automatic, "kernel 0 does not exist"), "kernel 0");
+    EXPECT(refused(GPU_KERNEL_COUNT + 1, 1, 10, 1, automatic, "does not exist"), "kernel 5");
+    EXPECT(refused(3, 1, 10, 11, automatic, "K = 11 must be in [1, V = 10]"), "K > V");
+    EXPECT(refused(3, 1, 10, 0, automatic, "K = 0"), "K = 0");
+    EXPECT(refused(2, 1, 1000, 33, automatic, "kernel 2 supports K <= 32"), "K above kernel 2's limit");
+    EXPECT(refused(3, 1, 1000, 257, automatic, "kernel 3 supports K <= 256"), "K above kernel 3's limit");
+    EXPECT(refused(3, 0, 10, 1, automatic, "rows 0"), "no rows");
+    EXPECT(refused(4, 1, 10, 1, (SoftmaxTopkGpuConfig){0, 11}, "at most 10 splits"), "more splits than logits");
+    EXPECT(refused(4, 1, 100000, 256, (SoftmaxTopkGpuConfig){0, 100}, "at most"), "splits over shared memory");
+    EXPECT(refused(3, 1, 10, 1, (SoftmaxTopkGpuConfig){-1, 0}, ">= 0"), "negative max_blocks");
+    EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256, "limits");
+    return test_finish();
+}

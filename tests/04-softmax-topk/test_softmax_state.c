@@ -1,0 +1,206 @@
+/* The online softmax building blocks of kernels/softmax_topk.h, on the CPU:
+ * the exp they use, the weights with their limits, the recurrence, the
+ * merge, and the vectorised chunk summary of the fused CPU version. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "chapters/04-softmax-topk/softmax_topk.h"
+#include "common/alloc.h"
+#include "common/check.h"
+#include "common/rng.h"
+#include "common/testing.h"
+
+/* An exhaustive run over every float in [-87.3, 0] found the largest
+ * relative error 1.52 * 2^-24 (at x = -16.29); 2 * 2^-24 leaves a margin
+ * for another compiler's rounding of the constants, nothing more. */
+#define EXP_RTOL (2.0 * 0x1p-24)
+
+static void test_exp_accuracy(void)
+{
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    size_t checked = 0;
+    /* Every 61st float from 0 down to the flush limit: ~17 million values. */
+    for (float x = -0.0f; x >= SOFTMAX_EXP_FLUSH; checked++) {
+        double ref = exp((double)x);
+        double error = fabs(softmax_exp(x) - ref) / ref;
+        if (!(error <= worst)) {
+            worst = error;
+            worst_x = x;
+        }
+        x = float_from_bits(float_bits(x) + 61u);
+    }
+    EXPECT(worst <= EXP_RTOL, "softmax_exp: max relative error %.3g at x = %.9g over %zu values", worst,
+           (double)worst_x, checked);
+    printf("softmax_exp: %zu values, max relative error %.3g (%.2f * 2^-24)\n", checked, worst,
+           worst / 0x1p-24);
+}
+
+static void test_exp_special_values(void)
+{
+    EXPECT(softmax_exp(0.0f) == 1.0f, "exp(0) = %.9g", (double)softmax_exp(0.0f));
+    EXPECT(softmax_exp(-0.0f) == 1.0f, "exp(-0) = %.9g", (double)softmax_exp(-0.0f));
+    EXPECT(softmax_exp(-INFINITY) == 0.0f, "exp(-inf) = %g", (double)softmax_exp(-INFINITY));
+    EXPECT(isnan(softmax_exp(NAN)), "exp(NaN) = %g", (double)softmax_exp(NAN));
+    EXPECT(softmax_exp(-88.0f) == 0.0f, "exp(-88) is flushed, got %g", (double)softmax_exp(-88.0f));
+    EXPECT(softmax_exp(-1e30f) == 0.0f, "exp(-1e30) = %g", (double)softmax_exp(-1e30f));
+    /* Just above the flush limit the result is a normal float. */
+    float above = nextafterf(SOFTMAX_EXP_FLUSH, 0.0f);
+    EXPECT(softmax_exp(above) >= FLT_MIN * 0.99f, "exp just above the flush limit = %g",
+           (double)softmax_exp(above));
+}
+
+static void test_weight_limits(void)
+{
+    EXPECT(softmax_weight(INFINITY, INFINITY) == 1.0f, "+inf at an infinite max weighs 1");
+    EXPECT(softmax_weight(5.0f, INFINITY) == 0.0f, "a finite logit next to +inf weighs 0");
+    EXPECT(softmax_weight(-INFINITY, -INFINITY) == 0.0f, "-inf at a -inf max weighs 0");
+    EXPECT(softmax_weight(-INFINITY, 3.0f) == 0.0f, "-inf weighs 0");
+    EXPECT(softmax_weight(3.0f, 3.0f) == 1.0f, "the max weighs 1");
+    EXPECT(isnan(softmax_weight(NAN, 3.0f)), "NaN weighs NaN");
+}
+
+/* The recurrence, fed a stream, against the definition in double. */
+static void check_state(SoftmaxState state, const float *x, size_t n, const char *what)
+{
+    double max = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        max = x[i] > max ? x[i] : max;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        sum += exp(x[i] - max);
+    }
+    EXPECT(state.max == (float)max, "%s: max %.9g, expected %.9g", what, (double)state.max, max);
+    /* Each push rounds the sum once and may rescale it once: the relative
+     * error grows like n * 2^-24 at worst; n <= 5000 here, so 5e-4 is the
+     * worst case, and the observed error is far smaller. */
+    EXPECT(is_close(state.sum, sum, 0.0, 5e-4), "%s: sum %.9g, expected %.9g", what, (double)state.sum, sum);
+}
+
+static SoftmaxState push_all(const float *x, size_t n)
+{
+    SoftmaxState state = softmax_state_empty();
+    for (size_t i = 0; i < n; i++) {
+        state = softmax_state_push(state, x[i]);
+    }
+    return state;
+}
+
+static void test_recurrence(void)
+{
+    Rng rng;
+    rng_seed(&rng, 4);
+    enum { N = 5000 };
+    float *x = ALLOC_ARRAY(float, N);
+    rng_fill_normal_f32(&rng, x, N, 0.0, 4.0);
+    check_state(push_all(x, N), x, N, "random order");
+    /* Increasing logits: a new maximum at every step, the sum rescaled each time. */
+    for (size_t i = 0; i < N; i++) {
+        x[i] = -20.0f + 40.0f * (float)i / N;
+    }
+    check_state(push_all(x, N), x, N, "increasing");
+    for (size_t i = 0; i < N; i++) {
+        x[i] = 20.0f - 40.0f * (float)i / N;
+    }
+    check_state(push_all(x, N), x, N, "decreasing");
+    array_free(x);
+}
+
+/* Merging the states of two halves gives the state of the whole, for every
+ * split point, and merging with the empty state changes nothing. */
+static void test_merge(void)
+{
+    Rng rng;
+    rng_seed(&rng, 5);
+    enum { N = 777 };
+    float x[N];
+    rng_fill_normal_f32(&rng, x, N, 2.0, 3.0);
+    SoftmaxState whole = push_all(x, N);
+    int splits_close = 0;
+    for (size_t split = 0; split <= N; split += 37) {
+        SoftmaxState merged = softmax_state_merge(push_all(x, split), push_all(x + split, N - split));
+        /* Two differently rounded sums of 777 terms: a few ulp apart. */
+        splits_close += merged.max == whole.max && is_close(merged.sum, whole.sum, 0.0, 1e-5);
+    }
+    EXPECT(splits_close == N / 37 + 1, "%d of %d splits merge to the whole state", splits_close, N / 37 + 1);
+    SoftmaxState left = softmax_state_merge(softmax_state_empty(), whole);
+    SoftmaxState right = softmax_state_merge(whole, softmax_state_empty());
+    EXPECT(left.max == whole.max && left.sum == whole.sum, "empty + state = state");
+    EXPECT(right.max == whole.max && right.sum == whole.sum, "state + empty = state");
+    SoftmaxState none = softmax_state_merge(softmax_state_empty(), softmax_state_empty());
+    EXPECT(none.max == -INFINITY && none.sum == 0.0f, "empty + empty = empty (sum %g)", (double)none.sum);
+}
+
+static void test_hard_states(void)
+{
+    const float all_minus_inf[] = {-INFINITY, -INFINITY, -INFINITY};
+    SoftmaxState s = push_all(all_minus_inf, 3);
+    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "all -inf: sum 0 (so probabilities 0/0 = NaN), got %g",
+           (double)s.sum);
+    EXPECT(isnan(softmax_probability(s, -INFINITY)), "all -inf: probability NaN");
+
+    const float one_finite[] = {-INFINITY, 2.0f, -INFINITY};
+    s = push_all(one_finite, 3);
+    EXPECT(s.sum == 1.0f && softmax_probability(s, 2.0f) == 1.0f && softmax_probability(s, -INFINITY) == 0.0f,
+           "one finite among -inf: probability 1 and 0");
+
+    const float two_inf[] = {1.0f, INFINITY, 3.0f, INFINITY};
+    s = push_all(two_inf, 4);
+    EXPECT(s.max == INFINITY && s.sum == 2.0f, "two +inf: sum %g, expected 2", (double)s.sum);
+    EXPECT(softmax_probability(s, INFINITY) == 0.5f && softmax_probability(s, 3.0f) == 0.0f,
+           "two +inf share the probability");
+
+    const float with_nan[] = {1.0f, NAN, 3.0f};
+    s = push_all(with_nan, 3);
+    EXPECT(s.max == 3.0f && isnan(s.sum), "a NaN makes the sum NaN, the max ignores it");
+    SoftmaxState merged = softmax_state_merge(push_all(one_finite, 3), s);
+    EXPECT(isnan(merged.sum), "a NaN sum survives a merge");
+    merged = softmax_state_merge(s, push_all(all_minus_inf, 3));
+    EXPECT(isnan(merged.sum), "a NaN sum survives a merge with an all -inf state");
+
+    const float huge[] = {FLT_MAX, -FLT_MAX, FLT_MAX};
+    s = push_all(huge, 3);
+    EXPECT(s.sum == 2.0f, "FLT_MAX and -FLT_MAX: the difference overflows to -inf and weighs 0 (sum %g)",
+           (double)s.sum);
+}
+
+/* The fused version's chunk summary (vectorised) agrees with the scalar recurrence. */
+static void test_chunk_state(void)
+{
+    Rng rng;
+    rng_seed(&rng, 6);
+    float x[300];
+    rng_fill_normal_f32(&rng, x, 300, 0.0, 5.0);
+    for (int n = 1; n <= 300; n += 23) {
+        SoftmaxState vector = chunk_state(x, n), scalar = push_all(x, (size_t)n);
+        /* Sums of at most 300 terms in two orders: 300 * 2^-24 = 1.8e-5 at worst. */
+        EXPECT(vector.max == scalar.max && is_close(vector.sum, scalar.sum, 0.0, 2e-5),
+               "chunk of %d: (%g, %.9g) vs recurrence (%g, %.9g)", n, (double)vector.max, (double)vector.sum,
+               (double)scalar.max, (double)scalar.sum);
+    }
+    float special[5] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    SoftmaxState s = chunk_state(special, 5);
+    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "chunk of -inf: empty state");
+    special[3] = NAN;
+    s = chunk_state(special, 5);
+    EXPECT(s.max == -INFINITY && isnan(s.sum), "chunk of -inf and NaN: NaN sum");
+    float infinities[4] = {INFINITY, 1.0f, INFINITY, NAN};
+    s = chunk_state(infinities, 3);
+    EXPECT(s.max == INFINITY && s.sum == 2.0f, "chunk with two +inf: sum %g", (double)s.sum);
+    s = chunk_state(infinities, 4);
+    EXPECT(isnan(s.sum), "chunk with +inf and NaN: NaN sum");
+}
+
+int main(void)
+{
+    test_exp_accuracy();
+    test_exp_special_values();
+    test_weight_limits();
+    test_recurrence();
+    test_merge();
+    test_hard_states();
+    test_chunk_state();
+    return test_finish();
+}

@@ -194,12 +194,14 @@ void cli_parse(int argc, char **argv, const CliOption *options, size_t option_co
     }
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
-        if (strncmp(arg, "--", 2) != 0) {
-            cli_fail("unexpected argument '%s' (options start with --; see --help)", arg);
-        }
         const char *equals = strchr(arg, '=');
         size_t name_length = equals != NULL ? (size_t)(equals - arg) : strlen(arg);
+        /* Options are found by their declared name, dashes included, so a
+         * program may declare a short one such as "-k" beside "--name"s. */
         const CliOption *option = find_option(options, option_count, arg, name_length);
+        if (option == NULL && strncmp(arg, "--", 2) != 0) {
+            cli_fail("unexpected argument '%s' (options start with --; see --help)", arg);
+        }
         if (option == NULL) {
             cli_fail("unknown option '%.*s' (see --help)", (int)name_length, arg);
         }

@@ -27,7 +27,7 @@ typedef enum {
 } CliKind;
 
 typedef struct {
-    const char *name; /* with its dashes: "--n" */
+    const char *name; /* with its dashes: "--n"; a short option may be declared as "-k" */
     CliKind kind;
     void *value;      /* where the parsed value goes; holds the default before parsing */
     double min, max;  /* inclusive range for CLI_INT and CLI_DOUBLE */

@@ -34,7 +34,7 @@ static Options parse_options(int argc, char **argv)
     Options o = {.rows = NOT_GIVEN, .vocab = NOT_GIVEN, .k = 8, .seed = 1, .version = NOT_GIVEN,
                  .kernel = NOT_GIVEN, .threads = NOT_GIVEN};
     const CliOption options[] = {
-        {"--k", CLI_INT, &o.k, 1, 1 << 30, "K: how many of the largest probabilities per row (also -k)"},
+        {"-k", CLI_INT, &o.k, 1, 1 << 30, "K: how many of the largest probabilities per row"},
         {"--rows", CLI_INT, &o.rows, 1, 1 << 20, "rows of random logits (default 4)"},
         {"--vocab", CLI_INT, &o.vocab, 1, (double)SOFTMAX_TOPK_MAX_VOCAB, "V: logits per row (default 50257)"},
         {"--seed", CLI_INT, &o.seed, 0, 1e18, "seed of the random logits"},
@@ -60,17 +60,6 @@ static Options parse_options(int argc, char **argv)
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
               "softmax + top-K of rows of logits, from three passes to one fused pass (CPU and CUDA)");
     return o;
-}
-
-/* The spelling -k K is accepted for --k K. */
-static void accept_short_k(int argc, char **argv)
-{
-    static char long_k[] = "--k";
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-k") == 0) {
-            argv[i] = long_k;
-        }
-    }
 }
 
 static int count_true(const bool *flags, int count)
@@ -276,7 +265,6 @@ static void print_hard_inputs(TableFormat format)
 
 int main(int argc, char **argv)
 {
-    accept_short_k(argc, argv);
     Options o = parse_options(argc, argv);
     check_combinations(&o);
     TableFormat format = o.markdown ? TABLE_MARKDOWN : TABLE_TEXT;

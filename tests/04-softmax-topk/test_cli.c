@@ -72,10 +72,10 @@ static void test_bad_input(void)
 {
     expect_usage_error(run("--bogus", NULL), "unknown flag", "unknown option '--bogus'", NULL);
     expect_usage_error(run("--vocab", "10", "-k", "11", NULL), "K > V", "larger than V = 10", NULL);
-    expect_usage_error(run("-k", "0", NULL), "K = 0", "--k expects an integer", NULL);
-    expect_usage_error(run("-k", "-3", NULL), "K < 0", "--k expects an integer", NULL);
+    expect_usage_error(run("-k", "0", NULL), "K = 0", "-k expects an integer", NULL);
+    expect_usage_error(run("-k", "-3", NULL), "K < 0", "-k expects an integer", NULL);
     expect_usage_error(run("--rows", "abc", NULL), "non-numeric rows", "--rows expects an integer", NULL);
-    expect_usage_error(run("-k", "12x", NULL), "trailing junk", "--k expects an integer", NULL);
+    expect_usage_error(run("-k", "12x", NULL), "trailing junk", "-k expects an integer", NULL);
     expect_usage_error(run("--vocab", NULL), "missing value", "--vocab expects a value", NULL);
     expect_usage_error(run("--kernel", "2", NULL), "--kernel without --gpu", "add --gpu", NULL);
     expect_usage_error(run("--quick", NULL), "--quick alone", "--quick goes with --bench", NULL);

@@ -20,6 +20,17 @@ COMMON_BEGIN_C
 void *array_alloc(size_t count, size_t elem_size);
 void array_free(void *array);
 
+/* Aligned and overflow-checked like array_alloc, but NOT zero-filled: the
+ * pages stay untouched until first written. For bandwidth probes and
+ * benchmarks, where each thread must be the first to touch its own slice so
+ * that the operating system places those pages on the thread's NUMA node. */
+void *array_alloc_uninitialized(size_t count, size_t elem_size);
+
+/* Grow or shrink an array from array_alloc: returns a new array of new_count
+ * elements holding the first min(old_count, new_count) old ones and zeros
+ * after them, and frees the old array (which may be NULL). */
+void *array_resize(void *array, size_t old_count, size_t new_count, size_t elem_size);
+
 /* Typed shorthands: float *x = ALLOC_ARRAY(float, n); */
 #define ALLOC_ARRAY(type, count) ((type *)array_alloc((count), sizeof(type)))
 

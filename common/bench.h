@@ -25,6 +25,10 @@ double clock_seconds(void);
 /* Run body(ctx) warmup_runs times untimed, then timed_runs times (>= 1), timing each. */
 BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs);
 
+/* The statistics of `runs` (>= 1) measured times in seconds; sorts `seconds`
+ * in place. The median of an even count is the mean of the middle two. */
+BenchStats bench_stats_from_times(double *seconds, int runs);
+
 /* Bytes per second as GB/s (1e9 bytes), from a byte count and a time. */
 double gb_per_s(double bytes, double seconds);
 
@@ -34,15 +38,22 @@ int bench_max_threads(void);
 /* Copy bandwidth: median GB/s of memcpy between two buffers of `bytes` each,
  * counting bytes read plus bytes written (2 * bytes per copy), as the kernels'
  * own byte counts do. With threads > 1 the buffers are split into contiguous
- * slices, one per OpenMP thread. Pick `bytes` above the last-level cache. */
+ * slices, one per OpenMP thread, and each thread first touches its own slices
+ * (so their pages live on its NUMA node). threads <= 0 means
+ * bench_max_threads(). Pick `bytes` above the last-level cache. */
 double memcpy_bandwidth_gbs(size_t bytes, int threads);
 
-/* Read bandwidth: median GB/s of summing a buffer of `bytes` floats (reads only). */
+/* Read bandwidth: median GB/s of summing a buffer of `bytes` bytes of floats
+ * (reads only), split across threads like memcpy_bandwidth_gbs. */
 double read_bandwidth_gbs(size_t bytes, int threads);
 
+/* The last-level cache size in bytes from sysconf or /sys, 0 if unknown. */
+size_t bench_llc_bytes(void);
+
 /* A working-set size above this machine's last-level cache, for bandwidth
- * claims: reads the LLC size from sysconf or /sys when it can, and returns
- * max(4 * LLC, 256 MiB), capped at 2 GiB. */
+ * claims: max(2 * LLC, 256 MiB), capped at 1 GiB (256 MiB when the LLC size
+ * is unknown). Twice the LLC leaves at most half the data in cache between
+ * runs; the cap keeps two buffers well inside a small machine's memory. */
 size_t bench_large_bytes(void);
 
 COMMON_END_C

@@ -38,11 +38,20 @@ typedef struct {
  * arguments are not accepted. `summary` is the first line of --help. */
 void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary);
 
-/* The program name used in error lines (set by cli_parse from argv[0]). */
+/* The program name used in error lines (set by cli_parse from argv[0];
+ * "program" until then). */
 const char *cli_program_name(void);
+
+/* Set the program name to the last path component of argv0, for programs
+ * (and tests) that report errors through cli_fail without calling cli_parse. */
+void cli_set_program_name(const char *argv0);
 
 /* Print "<program>: error: <message>" to stderr and exit 2. */
 _Noreturn void cli_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The same line, with another exit status: 1 for failures that are not the
+ * user's input (out of memory, a write that failed). */
+_Noreturn void cli_fail_status(int exit_status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The parsers behind cli_parse, for programs with their own argument forms.
  * `what` names the thing being parsed in the error line (e.g. "--n"). */

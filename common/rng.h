@@ -24,13 +24,15 @@ void rng_seed(Rng *rng, uint64_t seed);
 uint64_t rng_next_u64(Rng *rng);
 /* Uniform in [0, 1), with all 53 bits of a double's mantissa random. */
 double rng_uniform(Rng *rng);
-/* Uniform in [lo, hi). */
+/* Uniform in [lo, hi), lo < hi. */
 double rng_uniform_range(Rng *rng, double lo, double hi);
 /* Uniform integer in [0, bound), without modulo bias; bound > 0. */
 uint64_t rng_below(Rng *rng, uint64_t bound);
 /* Standard normal (mean 0, standard deviation 1). */
 double rng_normal(Rng *rng);
 
+/* The f32 fills draw in double and round to float; a value just below hi can
+ * round to the float nearest hi. */
 void rng_fill_uniform_f32(Rng *rng, float *out, size_t n, double lo, double hi);
 void rng_fill_uniform_f64(Rng *rng, double *out, size_t n, double lo, double hi);
 void rng_fill_normal_f32(Rng *rng, float *out, size_t n, double mean, double stddev);

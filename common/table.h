@@ -16,8 +16,11 @@ typedef struct Table Table;
 
 /* `align` has one character per column: 'l' left, 'r' right (numbers). */
 Table *table_new(int columns, const char *const headers[], const char *align);
-/* Append the next cell (rows fill left to right, then wrap to a new row). */
+/* Append the next cell (rows fill left to right, then wrap to a new row). In
+ * Markdown a cell is Markdown: `code` and $math$ work; '|' is escaped. */
 void table_cell(Table *table, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Print the table; every row must be complete (a short last row is a
+ * forgotten cell: the program stops with one line and status 1). */
 void table_print(const Table *table, FILE *out, TableFormat format);
 void table_free(Table *table);
 

@@ -1,0 +1,261 @@
+#include "common/bench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "common/alloc.h"
+#include "common/cli.h"
+
+/* Bandwidth probes: one untimed run brings the pages in, then the median of
+ * an odd number of runs, so the median is one real run. */
+enum { PROBE_WARMUP_RUNS = 1, PROBE_TIMED_RUNS = 7 };
+
+double clock_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+BenchStats bench_stats_from_times(double *seconds, int runs)
+{
+    if (runs < 1) {
+        cli_fail_status(1, "bench_stats_from_times: need at least one run, got %d", runs);
+    }
+    qsort(seconds, (size_t)runs, sizeof *seconds, compare_doubles);
+    double median = runs % 2 == 1 ? seconds[runs / 2] : 0.5 * (seconds[runs / 2 - 1] + seconds[runs / 2]);
+    return (BenchStats){.median = median, .min = seconds[0], .max = seconds[runs - 1], .runs = runs};
+}
+
+BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs)
+{
+    if (timed_runs < 1) {
+        cli_fail_status(1, "bench_run: need at least one timed run, got %d", timed_runs);
+    }
+    for (int i = 0; i < warmup_runs; i++) {
+        body(ctx);
+    }
+    double *seconds = array_alloc((size_t)timed_runs, sizeof *seconds);
+    for (int i = 0; i < timed_runs; i++) {
+        double start = clock_seconds();
+        body(ctx);
+        seconds[i] = clock_seconds() - start;
+    }
+    BenchStats stats = bench_stats_from_times(seconds, timed_runs);
+    array_free(seconds);
+    return stats;
+}
+
+double gb_per_s(double bytes, double seconds)
+{
+    return bytes / seconds * 1e-9;
+}
+
+int bench_max_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* A contiguous slice [begin, end) of `count` items for the calling thread,
+ * in whole blocks of `block` items so that no two threads share a cache line
+ * (or a SIMD block); the last thread also takes the remainder. The thread
+ * count is asked inside the parallel region: OpenMP may start fewer threads
+ * than requested, and the slices must still cover everything. */
+typedef struct {
+    size_t begin, end;
+} Slice;
+
+static Slice thread_slice(size_t count, size_t block)
+{
+#ifdef _OPENMP
+    size_t threads = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+#else
+    size_t threads = 1, t = 0;
+#endif
+    size_t blocks = count / block;
+    Slice slice = {blocks * t / threads * block, blocks * (t + 1) / threads * block};
+    if (t == threads - 1) {
+        slice.end = count;
+    }
+    return slice;
+}
+
+/* A bandwidth probe: its buffers, cut into one slice per thread. */
+typedef struct {
+    int threads;
+    size_t count; /* items in each buffer: bytes to copy, or floats to sum */
+    size_t block; /* slices are whole blocks of this many items */
+    unsigned char *source, *destination;
+    float *values;
+    /* volatile: the sum is stored here after every run, so the compiler
+     * must compute it, and so must read every value. */
+    volatile float sum;
+} Probe;
+
+typedef void SliceWork(Probe *probe, Slice slice);
+
+/* Every thread does `work` on its own slice. The same threads get the same
+ * slices every time, which is what makes first touch place the pages well. */
+static void for_each_slice(Probe *probe, SliceWork *work)
+{
+#ifdef _OPENMP
+#pragma omp parallel num_threads(probe->threads)
+#endif
+    work(probe, thread_slice(probe->count, probe->block));
+}
+
+static int probe_threads(int threads)
+{
+    return threads > 0 ? threads : bench_max_threads();
+}
+
+/* Each thread writes its own slices of both buffers first, so their pages are
+ * placed next to the thread that will copy them. */
+static void touch_copy_slice(Probe *probe, Slice slice)
+{
+    memset(probe->source + slice.begin, 1, slice.end - slice.begin);
+    memset(probe->destination + slice.begin, 0, slice.end - slice.begin);
+}
+
+static void copy_slice(Probe *probe, Slice slice)
+{
+    memcpy(probe->destination + slice.begin, probe->source + slice.begin, slice.end - slice.begin);
+}
+
+static void copy_buffers(void *ctx)
+{
+    for_each_slice(ctx, copy_slice);
+}
+
+double memcpy_bandwidth_gbs(size_t bytes, int threads)
+{
+    Probe probe = {.threads = probe_threads(threads), .count = bytes, .block = ARRAY_ALIGNMENT};
+    probe.source = array_alloc_uninitialized(bytes, 1);
+    probe.destination = array_alloc_uninitialized(bytes, 1);
+    for_each_slice(&probe, touch_copy_slice);
+    BenchStats stats = bench_run(copy_buffers, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
+    array_free(probe.source);
+    array_free(probe.destination);
+    return gb_per_s(2.0 * (double)bytes, stats.median);
+}
+
+/* Summing into one accumulator is a chain of dependent additions, about one
+ * per 4 cycles: far slower than memory. Independent partial sums (C does not
+ * let the compiler reorder a float sum by itself) keep several vector adds in
+ * flight, so that the loads, not the adds, set the speed. */
+enum { SUM_LANES = 64 };
+
+static float sum_values(const float *values, size_t begin, size_t end)
+{
+    float lanes[SUM_LANES] = {0};
+    size_t i = begin;
+    for (; i + SUM_LANES <= end; i += SUM_LANES) {
+        for (int lane = 0; lane < SUM_LANES; lane++) {
+            lanes[lane] += values[i + lane];
+        }
+    }
+    float sum = 0;
+    for (; i < end; i++) {
+        sum += values[i];
+    }
+    for (int lane = 0; lane < SUM_LANES; lane++) {
+        sum += lanes[lane];
+    }
+    return sum;
+}
+
+static void touch_read_slice(Probe *probe, Slice slice)
+{
+    for (size_t i = slice.begin; i < slice.end; i++) {
+        probe->values[i] = 1.0f;
+    }
+}
+
+static void sum_buffer(void *ctx)
+{
+    Probe *probe = ctx;
+    float sum = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(probe->threads) reduction(+ : sum)
+#endif
+    {
+        Slice slice = thread_slice(probe->count, probe->block);
+        sum += sum_values(probe->values, slice.begin, slice.end);
+    }
+    probe->sum = sum;
+}
+
+double read_bandwidth_gbs(size_t bytes, int threads)
+{
+    Probe probe = {.threads = probe_threads(threads), .count = bytes / sizeof(float), .block = SUM_LANES};
+    probe.values = array_alloc_uninitialized(probe.count, sizeof(float));
+    for_each_slice(&probe, touch_read_slice);
+    BenchStats stats = bench_run(sum_buffer, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
+    array_free(probe.values);
+    return gb_per_s((double)(probe.count * sizeof(float)), stats.median);
+}
+
+/* sysconf knows the L3 size on glibc; elsewhere the kernel's cache
+ * description in /sys says, e.g., "266240K". */
+static size_t llc_bytes_from_sys(void)
+{
+    FILE *file = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    if (file == NULL) {
+        return 0;
+    }
+    unsigned long long size = 0;
+    char unit = '\0';
+    int fields = fscanf(file, "%llu%c", &size, &unit);
+    fclose(file);
+    if (fields < 1) {
+        return 0;
+    }
+    if (unit == 'K') {
+        size <<= 10;
+    } else if (unit == 'M') {
+        size <<= 20;
+    }
+    return (size_t)size;
+}
+
+size_t bench_llc_bytes(void)
+{
+#ifdef _SC_LEVEL3_CACHE_SIZE
+    long size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (size > 0) {
+        return (size_t)size;
+    }
+#endif
+    return llc_bytes_from_sys();
+}
+
+size_t bench_large_bytes(void)
+{
+    const size_t mib = (size_t)1 << 20;
+    size_t bytes = 2 * bench_llc_bytes();
+    if (bytes < 256 * mib) {
+        bytes = 256 * mib;
+    }
+    if (bytes > 1024 * mib) {
+        bytes = 1024 * mib;
+    }
+    return bytes;
+}

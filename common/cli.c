@@ -1,0 +1,218 @@
+#include "common/cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *program_name = "program";
+
+const char *cli_program_name(void)
+{
+    return program_name;
+}
+
+void cli_set_program_name(const char *argv0)
+{
+    const char *slash = strrchr(argv0, '/');
+    program_name = slash != NULL ? slash + 1 : argv0;
+}
+
+static _Noreturn void fail_with(int exit_status, const char *fmt, va_list args)
+{
+    /* stderr is unbuffered: format the message first, so that the whole
+     * line goes out in one write and never interleaves with other output. */
+    char message[1024];
+    vsnprintf(message, sizeof message, fmt, args);
+    fprintf(stderr, "%s: error: %s\n", program_name, message);
+    exit(exit_status);
+}
+
+_Noreturn void cli_fail(const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    fail_with(CLI_EXIT_USAGE, fmt, args);
+}
+
+_Noreturn void cli_fail_status(int exit_status, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    fail_with(exit_status, fmt, args);
+}
+
+/* strtol and strtod skip leading white space; a value that starts with it
+ * was most likely mangled by quoting, so it is refused like other junk. */
+static bool starts_like_a_number(const char *text)
+{
+    return text[0] != '\0' && !isspace((unsigned char)text[0]);
+}
+
+long cli_parse_long(const char *what, const char *text, long min, long max)
+{
+    char *end;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (!starts_like_a_number(text) || *end != '\0' || errno == ERANGE || value < min || value > max) {
+        cli_fail("%s expects an integer in [%ld, %ld], got '%s'", what, min, max, text);
+    }
+    return value;
+}
+
+double cli_parse_double(const char *what, const char *text, double min, double max)
+{
+    char *end;
+    errno = 0;
+    double value = strtod(text, &end);
+    /* ERANGE covers overflow and also underflow: "1e-400" would silently
+     * become 0, so it is refused too. NaN fails the range test by itself. */
+    if (!starts_like_a_number(text) || *end != '\0' || errno == ERANGE || !isfinite(value) ||
+        !(value >= min && value <= max)) {
+        cli_fail("%s expects a finite number in [%g, %g], got '%s'", what, min, max, text);
+    }
+    return value;
+}
+
+/* An option's range as a long. A double bound beyond the range of long (such
+ * as 1e300 for "no limit") stands for the limit of long itself; converting it
+ * directly would be undefined behaviour. */
+static long long_bound(double bound)
+{
+    if (bound <= (double)LONG_MIN) {
+        return LONG_MIN;
+    }
+    if (bound >= (double)LONG_MAX) {
+        return LONG_MAX;
+    }
+    return (long)bound;
+}
+
+static void parse_value(const CliOption *option, const char *text)
+{
+    switch (option->kind) {
+    case CLI_INT:
+        *(long *)option->value = cli_parse_long(option->name, text, long_bound(option->min), long_bound(option->max));
+        break;
+    case CLI_DOUBLE:
+        *(double *)option->value = cli_parse_double(option->name, text, option->min, option->max);
+        break;
+    case CLI_STRING:
+        if (text[0] == '\0') {
+            cli_fail("%s expects a non-empty value", option->name);
+        }
+        *(const char **)option->value = text;
+        break;
+    case CLI_FLAG:
+        cli_fail("%s takes no value, got '%s'", option->name, text);
+    }
+}
+
+static const CliOption *find_option(const CliOption *options, size_t count, const char *name, size_t length)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (strlen(options[i].name) == length && strncmp(options[i].name, name, length) == 0) {
+            return &options[i];
+        }
+    }
+    return NULL;
+}
+
+static const char *value_placeholder(CliKind kind)
+{
+    switch (kind) {
+    case CLI_INT:
+        return " <int>";
+    case CLI_DOUBLE:
+        return " <number>";
+    case CLI_STRING:
+        return " <text>";
+    case CLI_FLAG:
+        break;
+    }
+    return "";
+}
+
+static void print_default(const CliOption *option)
+{
+    switch (option->kind) {
+    case CLI_FLAG:
+        printf("(default %s)", *(const bool *)option->value ? "on" : "off");
+        break;
+    case CLI_INT:
+        printf("(default %ld)", *(const long *)option->value);
+        break;
+    case CLI_DOUBLE:
+        printf("(default %g)", *(const double *)option->value);
+        break;
+    case CLI_STRING: {
+        const char *text = *(const char *const *)option->value;
+        if (text != NULL) {
+            printf("(default '%s')", text);
+        } else {
+            printf("(default none)");
+        }
+        break;
+    }
+    }
+}
+
+static _Noreturn void print_help(const CliOption *options, size_t count, const char *summary)
+{
+    printf("%s: %s\n", program_name, summary);
+    int width = (int)strlen("--help");
+    for (size_t i = 0; i < count; i++) {
+        int length = (int)(strlen(options[i].name) + strlen(value_placeholder(options[i].kind)));
+        width = length > width ? length : width;
+    }
+    for (size_t i = 0; i < count; i++) {
+        char usage[256];
+        snprintf(usage, sizeof usage, "%s%s", options[i].name, value_placeholder(options[i].kind));
+        printf("  %-*s  %s ", width, usage, options[i].help);
+        print_default(&options[i]);
+        printf("\n");
+    }
+    printf("  %-*s  %s\n", width, "--help", "print this help and exit");
+    exit(0);
+}
+
+void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary)
+{
+    if (argc > 0) {
+        cli_set_program_name(argv[0]);
+    }
+    /* --help wins wherever it stands, before any value has been parsed, so
+     * the defaults it shows are the real ones. */
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0) {
+            print_help(options, option_count, summary);
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strncmp(arg, "--", 2) != 0) {
+            cli_fail("unexpected argument '%s' (options start with --; see --help)", arg);
+        }
+        const char *equals = strchr(arg, '=');
+        size_t name_length = equals != NULL ? (size_t)(equals - arg) : strlen(arg);
+        const CliOption *option = find_option(options, option_count, arg, name_length);
+        if (option == NULL) {
+            cli_fail("unknown option '%.*s' (see --help)", (int)name_length, arg);
+        }
+        if (equals != NULL) {
+            parse_value(option, equals + 1);
+        } else if (option->kind == CLI_FLAG) {
+            *(bool *)option->value = true;
+        } else if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+            /* A following "--name" is the next option, not this one's value:
+             * "--n --bench" means the value was forgotten. */
+            parse_value(option, argv[++i]);
+        } else {
+            cli_fail("%s expects a value", option->name);
+        }
+    }
+}

@@ -1,0 +1,98 @@
+#include "common/cuda_util.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/bench.h"
+
+void cuda_check_result(int error, const char *call, const char *file, int line)
+{
+    if (error == cudaSuccess) {
+        return;
+    }
+    cudaError_t code = static_cast<cudaError_t>(error);
+    fprintf(stderr, "%s:%d: CUDA error: %s: %s (%s)\n", file, line, call, cudaGetErrorString(code),
+            cudaGetErrorName(code));
+    exit(1);
+}
+
+bool cuda_device_available(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        /* No driver, or no device: clear the error so that it does not show
+         * up in a later cudaGetLastError(). */
+        cudaGetLastError();
+        return false;
+    }
+    return count > 0;
+}
+
+/* A CUDA version number such as 13000 as "13.0". */
+static void format_version(char *text, size_t size, int version)
+{
+    snprintf(text, size, "%d.%d", version / 1000, version % 1000 / 10);
+}
+
+void cuda_device_describe(char *buf, size_t size)
+{
+    cudaDeviceProp prop;
+    cudaError_t error = cudaGetDeviceProperties(&prop, 0);
+    if (error != cudaSuccess) {
+        snprintf(buf, size, "no CUDA device (%s)", cudaGetErrorString(error));
+        cudaGetLastError();
+        return;
+    }
+    int runtime_version = 0, driver_version = 0;
+    CUDA_CHECK(cudaRuntimeGetVersion(&runtime_version));
+    CUDA_CHECK(cudaDriverGetVersion(&driver_version));
+    char runtime[16], driver[16];
+    format_version(runtime, sizeof runtime, runtime_version);
+    format_version(driver, sizeof driver, driver_version);
+    snprintf(buf, size, "%s, sm_%d%d, %d SMs, %.1f GiB, CUDA runtime %s, driver %s", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1u << 30), runtime, driver);
+}
+
+double cuda_theoretical_bandwidth_gbs(void)
+{
+    /* CUDA 13 removed cudaDeviceProp::memoryClockRate; the attribute remains. */
+    int clock_khz = 0, bus_bits = 0;
+    if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, 0) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return 0.0;
+    }
+    /* Double data rate: two transfers per clock, bus_bits / 8 bytes each. */
+    return 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;
+}
+
+double cuda_copy_bandwidth_gbs(size_t bytes)
+{
+    enum { WARMUP_RUNS = 2, TIMED_RUNS = 9 };
+    void *source = nullptr, *destination = nullptr;
+    CUDA_CHECK(cudaMalloc(&source, bytes));
+    CUDA_CHECK(cudaMalloc(&destination, bytes));
+    CUDA_CHECK(cudaMemset(source, 1, bytes));
+    cudaEvent_t start, stop;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    for (int i = 0; i < WARMUP_RUNS; i++) {
+        CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice));
+    }
+    double seconds[TIMED_RUNS];
+    for (int i = 0; i < TIMED_RUNS; i++) {
+        CUDA_CHECK(cudaEventRecord(start));
+        CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice));
+        CUDA_CHECK(cudaEventRecord(stop));
+        CUDA_CHECK(cudaEventSynchronize(stop));
+        float milliseconds = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start, stop));
+        seconds[i] = 1e-3 * milliseconds;
+    }
+    CUDA_CHECK(cudaEventDestroy(start));
+    CUDA_CHECK(cudaEventDestroy(stop));
+    CUDA_CHECK(cudaFree(source));
+    CUDA_CHECK(cudaFree(destination));
+    /* Each copy reads `bytes` and writes `bytes`. */
+    return gb_per_s(2.0 * (double)bytes, bench_stats_from_times(seconds, TIMED_RUNS).median);
+}

@@ -1,0 +1,50 @@
+/* cuda_util on a real device: runs only where configure found a GPU. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/cli.h"
+#include "common/cuda_util.h"
+#include "common/testing.h"
+
+enum { CUDA_ERROR_INVALID_VALUE = 1 }; /* cudaErrorInvalidValue, without the CUDA headers in C */
+
+static void check_a_failed_call(void *ctx)
+{
+    (void)ctx;
+    cuda_check_result(CUDA_ERROR_INVALID_VALUE, "cudaMalloc(&p, n)", "kernel.cu", 12);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    cli_set_program_name(argv[0]);
+    /* First, before any CUDA call, so that the forked child inherits no
+     * CUDA state; it needs no device either. */
+    ChildResult child = test_run_child(check_a_failed_call, NULL);
+    EXPECT(child.exit_status == 1 && child.err_lines == 1 &&
+               strstr(child.err, "kernel.cu:12: CUDA error: cudaMalloc(&p, n): ") == child.err &&
+               strstr(child.err, "cudaErrorInvalidValue") != NULL,
+           "a failed call exits 1 with file:line, the call and the CUDA message: status %d:\n%s", child.exit_status,
+           child.err);
+    cuda_check_result(0, "cudaDeviceSynchronize()", __FILE__, __LINE__); /* success returns */
+    if (!cuda_device_available()) {
+        test_skip("no CUDA device");
+    }
+
+    char description[256];
+    cuda_device_describe(description, sizeof description);
+    printf("%s\n", description);
+    EXPECT(strstr(description, ", sm_") != NULL && strstr(description, "CUDA runtime") != NULL,
+           "the description names the architecture and the runtime: %s", description);
+
+    double peak = cuda_theoretical_bandwidth_gbs();
+    /* 64 MiB per buffer: twice that moves through DRAM, beyond an H200's 50 MB L2. */
+    double copy = cuda_copy_bandwidth_gbs((size_t)64 << 20);
+    printf("device-to-device copy %.0f GB/s, theoretical %.0f GB/s\n", copy, peak);
+    EXPECT(isfinite(peak) && peak >= 0, "the theoretical bandwidth is a number (0 if unknown): %g", peak);
+    EXPECT(isfinite(copy) && copy > 0, "the copy bandwidth is positive: %g GB/s", copy);
+    /* A copy cannot beat the memory's peak; 5% slack for clock reporting. */
+    EXPECT(peak == 0 || copy <= 1.05 * peak, "copy %.0f GB/s within the %.0f GB/s peak", copy, peak);
+    return test_finish();
+}

@@ -39,8 +39,8 @@ static AttendInput check_inputs(const NpyArray *q, const NpyArray *k, const NpyA
     require(k->shape[0] == q->shape[0], "k.npy", "batch (dimension 0)", k->shape[0], q->shape[0]);
     require(k->shape[3] == q->shape[2], "k.npy", "head_dim (dimension 3)", k->shape[3], q->shape[2]);
     for (int d = 0; d < 4; d++)
-        require(v->shape[d] == k->shape[d], "v.npy", "a dimension of k.npy's shape", v->shape[d],
-                k->shape[d]);
+        if (v->shape[d] != k->shape[d])
+            cli_fail("v.npy: dimension %d is %zu, but k.npy's is %zu", d, v->shape[d], k->shape[d]);
     require(lens->shape[0] == q->shape[0], "lens.npy", "length", lens->shape[0], q->shape[0]);
     if (in.batch < 1 || in.n_heads < 1 || in.head_dim < 1 || in.n_kv_heads < 1 || in.max_len < 1)
         cli_fail("--attend: every dimension must be at least 1");

@@ -58,6 +58,13 @@ int block_pool_available(const BlockPool *pool)
     return pool->free_count + pool->idle_count;
 }
 
+bool block_pool_unused(const BlockPool *pool)
+{
+    for (int b = 0; b < pool->num_blocks; b++)
+        if (pool->ref_count[b] != 0) return false;
+    return block_pool_available(pool) == pool->num_blocks;
+}
+
 static void lru_append(BlockPool *pool, int32_t b)
 {
     pool->lru_prev[b] = pool->lru_tail;

@@ -70,6 +70,8 @@ void block_pool_free(BlockPool *pool);
 void block_pool_shuffle(BlockPool *pool, Rng *rng);
 /* Blocks that can be handed out now: free ones plus unused cached ones. */
 int block_pool_available(const BlockPool *pool);
+/* No block has a user: every one is free, or cached and unused. */
+bool block_pool_unused(const BlockPool *pool);
 
 BlockTable block_table_create(int capacity);
 void block_table_free(BlockTable *table); /* the table's own memory; release first */

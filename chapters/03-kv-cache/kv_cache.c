@@ -60,19 +60,18 @@ static ModelConfig config_from(const Options *o)
 /* What the chosen mode needs of the model's maximum length. */
 static void check_lengths(const Options *o)
 {
+    bool fixed_workload = o->verify || o->cow_demo || o->prefix_demo || o->preempt_demo;
+    int needed = demo_positions_needed((int)o->block_size);
+    if (fixed_workload && o->max_len < needed)
+        cli_fail("--verify and the demonstrations need --max-len of at least %d with --block-size %ld",
+                 needed, o->block_size);
+    if (fixed_workload) return;
     if (o->prompt_len > o->max_len)
         cli_fail("--prompt-len %ld is longer than the model's maximum, --max-len %ld", o->prompt_len,
                  o->max_len);
     if (o->prompt_len + o->new_tokens - 1 > o->max_len)
         cli_fail("--prompt-len %ld and --new-tokens %ld need %ld positions, more than --max-len %ld",
                  o->prompt_len, o->new_tokens, o->prompt_len + o->new_tokens - 1, o->max_len);
-    if (o->top_k > o->vocab)
-        cli_fail("--top-k %ld is larger than the vocabulary, --vocab %ld", o->top_k, o->vocab);
-    bool fixed_workload = o->verify || o->cow_demo || o->prefix_demo || o->preempt_demo;
-    int needed = demo_positions_needed((int)o->block_size);
-    if (fixed_workload && o->max_len < needed)
-        cli_fail("--verify and the demonstrations need --max-len of at least %d with --block-size %ld",
-                 needed, o->block_size);
 }
 
 int main(int argc, char **argv)
@@ -138,6 +137,8 @@ int main(int argc, char **argv)
         return 0;
     }
     ModelConfig config = config_from(&o);
+    if (o.top_k > o.vocab)
+        cli_fail("--top-k %ld is larger than the vocabulary, --vocab %ld", o.top_k, o.vocab);
     check_lengths(&o);
     Model model = model_create(&config);
     const Sampler sampler = {.temperature = o.temperature, .top_k = (int)o.top_k};

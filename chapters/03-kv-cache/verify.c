@@ -56,13 +56,6 @@ static void compare_request_sets(Comparison *c, const Request *got, const Reques
     for (int i = 0; i < n; i++) compare_requests(c, &got[i], &ref[i], vocab_size);
 }
 
-static bool every_block_returned(const BlockPool *pool)
-{
-    for (int b = 0; b < pool->num_blocks; b++)
-        if (pool->ref_count[b] != 0) return false;
-    return block_pool_available(pool) == pool->num_blocks;
-}
-
 void serve_each_alone(const Model *model, Request *requests, int n, const Sampler *sampler)
 {
     ContiguousCache cache = contiguous_cache_create(&model->config, 1);
@@ -193,7 +186,7 @@ Comparison verify_paged_vs_contiguous(const Model *model, int n_requests, int bl
     serve(model, &contiguous.base, n_requests, contiguous_requests, n_requests, sampler, &plain);
     compare_request_sets(&c, paged_requests, contiguous_requests, n_requests,
                          model->config.vocab_size);
-    c.blocks_returned = every_block_returned(&paged.pool);
+    c.blocks_returned = block_pool_unused(&paged.pool);
     c.events = blocks;
     paged_cache_free(&paged);
     contiguous_cache_free(&contiguous);
@@ -217,7 +210,7 @@ Comparison verify_parallel_sampling(const Model *model, int prompt_len, int n, i
     serve_each_alone(model, alone, n, sampler);
     compare_request_sets(&c, forked, alone, n, model->config.vocab_size);
     c.tokens_equal = c.tokens_equal && ok;
-    c.blocks_returned = every_block_returned(&cache.pool);
+    c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = (int)cache.pool.stats.copies;
     paged_cache_free(&cache);
     requests_free(first, 1);
@@ -254,7 +247,7 @@ Comparison verify_beam_search(const Model *model, int prompt_len, int width, int
         }
         c.sequences++;
     }
-    c.blocks_returned = every_block_returned(&cache.pool);
+    c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = (int)cache.pool.stats.copies;
     for (int j = 0; j < width; j++) beam_free(&beams[j]);
     array_free(beams);
@@ -280,7 +273,7 @@ Comparison verify_preemption(const Model *model, int n_requests, int block_size,
                              &(ServeOptions){0});
     serve_each_alone(model, alone, n_requests, sampler);
     compare_request_sets(&c, squeezed, alone, n_requests, model->config.vocab_size);
-    c.blocks_returned = every_block_returned(&cache.pool);
+    c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = stats.preemptions;
     paged_cache_free(&cache);
     requests_free(squeezed, n_requests);
@@ -302,7 +295,7 @@ Comparison verify_prefix_caching(const Model *model, int n_requests, int num_blo
                              &(ServeOptions){.prefix_cache = &cache});
     serve_each_alone(model, alone, n_requests, sampler);
     compare_request_sets(&c, shared, alone, n_requests, model->config.vocab_size);
-    c.blocks_returned = every_block_returned(&cache.pool);
+    c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = (int)stats.reused_tokens;
     paged_cache_free(&cache);
     requests_free(shared, n_requests);

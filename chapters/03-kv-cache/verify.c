@@ -152,20 +152,29 @@ static Request *mixed_requests(const Model *model, int n)
     return requests_random(&model->config, &rng, n, 3, 61, 5, 41);
 }
 
-Comparison verify_batch_vs_alone(const Model *model, int n_requests, const Sampler *sampler)
+Comparison verify_served_vs_alone(const Model *model, KvCache *cache, int n_slots,
+                                  Request *requests, int n, const Sampler *sampler,
+                                  const ServeOptions *options, ServeStats *stats)
 {
     Comparison c = comparison_new();
+    Request *alone = requests_copy(&model->config, requests, n);
+    *stats = serve(model, cache, n_slots, requests, n, sampler, options);
+    serve_each_alone(model, alone, n, sampler);
+    compare_request_sets(&c, requests, alone, n, model->config.vocab_size);
+    requests_free(alone, n);
+    return c;
+}
+
+Comparison verify_batch_vs_alone(const Model *model, int n_requests, const Sampler *sampler)
+{
     Request *batched = mixed_requests(model, n_requests);
-    Request *alone = requests_copy(&model->config, batched, n_requests);
     ContiguousCache cache = contiguous_cache_create(&model->config, n_requests);
-    ServeStats stats = serve(model, &cache.base, n_requests, batched, n_requests, sampler,
-                             &(ServeOptions){0});
-    serve_each_alone(model, alone, n_requests, sampler);
-    compare_request_sets(&c, batched, alone, n_requests, model->config.vocab_size);
+    ServeStats stats;
+    Comparison c = verify_served_vs_alone(model, &cache.base, n_requests, batched, n_requests,
+                                          sampler, &(ServeOptions){0}, &stats);
     c.events = stats.max_running;
     contiguous_cache_free(&cache);
     requests_free(batched, n_requests);
-    requests_free(alone, n_requests);
     return c;
 }
 
@@ -260,45 +269,37 @@ Comparison verify_beam_search(const Model *model, int prompt_len, int width, int
 Comparison verify_preemption(const Model *model, int n_requests, int block_size,
                              const Sampler *sampler)
 {
-    Comparison c = comparison_new();
     Request *squeezed = mixed_requests(model, n_requests);
-    Request *alone = requests_copy(&model->config, squeezed, n_requests);
     int num_blocks = 1;
     for (int i = 0; i < n_requests; i++) {
         int blocks = paged_kv_blocks_for(squeezed[i].prompt_len + squeezed[i].max_new, block_size);
         if (blocks + 1 > num_blocks) num_blocks = blocks + 1;
     }
     PagedCache cache = paged_cache_create(&model->config, n_requests, num_blocks, block_size, false);
-    ServeStats stats = serve(model, &cache.base, n_requests, squeezed, n_requests, sampler,
-                             &(ServeOptions){0});
-    serve_each_alone(model, alone, n_requests, sampler);
-    compare_request_sets(&c, squeezed, alone, n_requests, model->config.vocab_size);
+    ServeStats stats;
+    Comparison c = verify_served_vs_alone(model, &cache.base, n_requests, squeezed, n_requests,
+                                          sampler, &(ServeOptions){0}, &stats);
     c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = stats.preemptions;
     paged_cache_free(&cache);
     requests_free(squeezed, n_requests);
-    requests_free(alone, n_requests);
     return c;
 }
 
 Comparison verify_prefix_caching(const Model *model, int n_requests, int num_blocks,
                                  int block_size, const Sampler *sampler)
 {
-    Comparison c = comparison_new();
     Rng rng;
     rng_seed(&rng, VERIFY_SEED + 3);
     Request *shared = requests_shared_prefixes(&model->config, &rng, n_requests, 3, 5 * block_size,
                                                12, 4, 24);
-    Request *alone = requests_copy(&model->config, shared, n_requests);
     PagedCache cache = paged_cache_create(&model->config, 4, num_blocks, block_size, true);
-    ServeStats stats = serve(model, &cache.base, 4, shared, n_requests, sampler,
-                             &(ServeOptions){.prefix_cache = &cache});
-    serve_each_alone(model, alone, n_requests, sampler);
-    compare_request_sets(&c, shared, alone, n_requests, model->config.vocab_size);
+    ServeStats stats;
+    Comparison c = verify_served_vs_alone(model, &cache.base, 4, shared, n_requests, sampler,
+                                          &(ServeOptions){.prefix_cache = &cache}, &stats);
     c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = (int)stats.reused_tokens;
     paged_cache_free(&cache);
     requests_free(shared, n_requests);
-    requests_free(alone, n_requests);
     return c;
 }

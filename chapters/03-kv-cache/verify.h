@@ -35,6 +35,13 @@ void compare_requests(Comparison *c, const Request *got, const Request *ref, int
 /* Each request run alone, with a contiguous cache: the reference for batching. */
 void serve_each_alone(const Model *model, Request *requests, int n, const Sampler *sampler);
 
+/* Serve the requests together in n_slots slots of the cache, and a copy of
+ * each alone with a contiguous cache; compare. The served requests keep
+ * their results, *stats the serving statistics. */
+Comparison verify_served_vs_alone(const Model *model, KvCache *cache, int n_slots,
+                                  Request *requests, int n, const Sampler *sampler,
+                                  const ServeOptions *options, ServeStats *stats);
+
 Comparison verify_cached_vs_uncached(const Model *model, int prompt_len, int n_new,
                                      const Sampler *sampler);
 /* Cache contents and logits after prefill in chunks of `chunk` against one shot. */

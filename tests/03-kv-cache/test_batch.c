@@ -30,19 +30,16 @@ static void never_reads_unwritten_positions(const Model *model, const Sampler *s
     Rng rng;
     rng_seed(&rng, 3);
     Request *batched = requests_random(config, &rng, n, 2, 40, 3, 30);
-    Request *alone = requests_copy(config, batched, n);
     ContiguousCache cache = contiguous_cache_create(config, n);
     size_t floats = (size_t)config->n_layers * n * config->n_kv_heads * config->max_seq_len * config->head_dim;
     for (size_t i = 0; i < floats; i++) cache.keys[i] = cache.values[i] = NAN;
-    serve(model, &cache.base, n, batched, n, sampler, &(ServeOptions){0});
-    serve_each_alone(model, alone, n, sampler);
-    Comparison c = comparison_new();
-    for (int i = 0; i < n; i++) compare_requests(&c, &batched[i], &alone[i], config->vocab_size);
+    ServeStats stats;
+    Comparison c = verify_served_vs_alone(model, &cache.base, n, batched, n, sampler,
+                                          &(ServeOptions){0}, &stats);
     EXPECT(isfinite(c.max_rel_error) && c.bitwise,
            "a cache full of NaN: no logit ever saw an unwritten position");
     contiguous_cache_free(&cache);
     requests_free(batched, n);
-    requests_free(alone, n);
 }
 
 int main(void)

@@ -29,21 +29,18 @@ static void never_reads_unwritten_slots(const Model *model, int block_size, cons
     Rng rng;
     rng_seed(&rng, 4);
     Request *paged_requests = requests_random(config, &rng, n, 1, 45, 2, 33);
-    Request *alone = requests_copy(config, paged_requests, n);
     int blocks = 0;
     for (int i = 0; i < n; i++)
         blocks += paged_kv_blocks_for(paged_requests[i].prompt_len + paged_requests[i].max_new, block_size);
     PagedCache cache = paged_cache_create(config, n, blocks, block_size, false);
     for (size_t i = 0; i < config->n_layers * cache.layer_floats; i++) cache.keys[i] = cache.values[i] = NAN;
-    serve(model, &cache.base, n, paged_requests, n, sampler, &(ServeOptions){0});
-    serve_each_alone(model, alone, n, sampler);
-    Comparison c = comparison_new();
-    for (int i = 0; i < n; i++) compare_requests(&c, &paged_requests[i], &alone[i], config->vocab_size);
+    ServeStats stats;
+    Comparison c = verify_served_vs_alone(model, &cache.base, n, paged_requests, n, sampler,
+                                          &(ServeOptions){0}, &stats);
     EXPECT(isfinite(c.max_rel_error) && c.bitwise,
            "block %d, a pool full of NaN: no logit ever saw an unwritten slot", block_size);
     paged_cache_free(&cache);
     requests_free(paged_requests, n);
-    requests_free(alone, n);
 }
 
 int main(void)

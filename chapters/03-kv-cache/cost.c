@@ -69,6 +69,23 @@ static void add_row(Table *table, const CostRow *row)
     table_cell(table, "%.2f", row->predicted.flops / row->seconds / 1e9);
 }
 
+static void cost_ratio_table(const ModelConfig *c, FILE *out, TableFormat format)
+{
+    const int sizes[][2] = {{256, 25}, {1024, 100}, {4096, 100}, {4096, 1000}};
+    const char *headers[] = {"prompt", "generated", "FLOPs without / with", "bytes without / with"};
+    Table *table = table_new(4, headers, "rrrr");
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        GenerationCost with = cost_cached(c, sizes[i][0], sizes[i][1]);
+        GenerationCost without = cost_uncached(c, sizes[i][0], sizes[i][1]);
+        table_cell(table, "%d", sizes[i][0]);
+        table_cell(table, "%d", sizes[i][1]);
+        table_cell(table, "%.1f", without.flops / with.flops);
+        table_cell(table, "%.1f", without.bytes / with.bytes);
+    }
+    table_print(table, out, format);
+    table_free(table);
+}
+
 void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, TableFormat format)
 {
     const ModelConfig *c = &model->config;
@@ -107,6 +124,8 @@ void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, Table
             prompt_len, n_new, same.tokens_equal ? "yes" : "NO",
             (prompt_len + n_new - 1) * model_kv_bytes_per_token(c) / 1024,
             model_kv_bytes_per_token(c));
+    fprintf(out, "\nthe formula at other lengths:\n\n");
+    cost_ratio_table(c, out, format);
     requests_free(cached, 1);
     requests_free(uncached, 1);
 }

@@ -19,7 +19,8 @@ typedef struct {
 GenerationCost cost_cached(const ModelConfig *config, int prompt_len, int n_new);
 GenerationCost cost_uncached(const ModelConfig *config, int prompt_len, int n_new);
 
-/* Generate both ways, timing each, and print prediction and measurement. */
+/* Generate both ways, timing each, and print prediction and measurement;
+ * then the predicted ratios at other lengths. */
 void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, TableFormat format);
 
 #endif

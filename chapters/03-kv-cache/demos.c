@@ -128,7 +128,6 @@ static void tokens_cell(Table *t, const Request *r, const Request *ref)
     table_cell(t, "%s", text);
 }
 
-// ANCHOR: show_a_write_into_a_shared_block
 void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out,
                         TableFormat format)
 {
@@ -173,7 +172,6 @@ void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
     for (int k = 0; k < 3; k++) requests_free(runs[k], n);
     requests_free(first, 1);
 }
-// ANCHOR_END: show_a_write_into_a_shared_block
 
 void demo_prefix_caching(const Model *model, int block_size, const Sampler *sampler, FILE *out,
                          TableFormat format)

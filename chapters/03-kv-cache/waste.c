@@ -294,7 +294,8 @@ void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FI
         table_cell(pool, "%.1f", p.mean_running);
         table_cell(pool, "%d", p.stalls);
         table_cell(pool, "%d", p.fragmented_stalls);
-        table_cell(pool, "%.1f%%", 100 * p.free_share_at_fragmented_stalls);
+        if (p.fragmented_stalls > 0) table_cell(pool, "%.1f%%", 100 * p.free_share_at_fragmented_stalls);
+        else table_cell(pool, "-");
         table_cell(pool, "%d", p.preemptions);
     }
     table_print(pool, out, format);

@@ -142,7 +142,7 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
     double bytes_per_position = 2.0 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
     double read_gbs = read_bandwidth_gbs(cache_bytes, 1);
     fprintf(out, "decode attention, one thread: %d query heads, %d kv heads of %d, float32; "
-                 "keys and values about %.0f MiB per context length\n"
+                 "keys and values about %.0f MiB per context length\n\n"
                  "read bandwidth of this machine, one thread, same size: %.1f GB/s\n\n",
             BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, cache_bytes / 1048576.0, read_gbs);
     const char *headers[] = {"context", "sequences", "same output", "contiguous GB/s",

@@ -83,31 +83,32 @@ void attend_contiguous(const float *queries, int n_queries, const float *keys,
 // ANCHOR_END: attend_over_contiguous_keys
 
 // ANCHOR: attend_through_block_table
+/* One kv head's slots of logical block b, found through the block table; the
+ * next block is requested from memory while this one is in use. */
+static const float *block_of(const float *pool, PagedKvShape shape, const int32_t *block_table,
+                             int kv_head, int b, int blocks)
+{
+    if (b + 1 < blocks)
+        prefetch_block(pool + paged_kv_offset(shape, block_table[b + 1], kv_head, 0),
+                       shape.block_size * shape.head_dim);
+    return pool + paged_kv_offset(shape, block_table[b], kv_head, 0);
+}
+
 void attend_paged(const float *queries, int n_queries, const float *key_pool,
                   const float *value_pool, PagedKvShape shape, const int32_t *block_table,
                   int kv_head, int length, float *scores, float *out)
 {
     int head_dim = shape.head_dim, block_size = shape.block_size;
     int blocks = paged_kv_blocks_for(length, block_size);
-    for (int b = 0; b < blocks; b++) {
-        int first = b * block_size;
-        int count = paged_kv_positions_in_block(length, b, block_size);
-        const float *keys = key_pool + paged_kv_offset(shape, block_table[b], kv_head, 0);
-        if (b + 1 < blocks)
-            prefetch_block(key_pool + paged_kv_offset(shape, block_table[b + 1], kv_head, 0),
-                           block_size * head_dim);
-        score_keys(queries, n_queries, keys, count, head_dim, scores + first, length);
-    }
+    for (int b = 0; b < blocks; b++)
+        score_keys(queries, n_queries, block_of(key_pool, shape, block_table, kv_head, b, blocks),
+                   paged_kv_positions_in_block(length, b, block_size), head_dim,
+                   scores + b * block_size, length);
     softmax_rows(scores, n_queries, length);
     memset(out, 0, sizeof(float) * n_queries * head_dim);
-    for (int b = 0; b < blocks; b++) {
-        int first = b * block_size;
-        int count = paged_kv_positions_in_block(length, b, block_size);
-        const float *values = value_pool + paged_kv_offset(shape, block_table[b], kv_head, 0);
-        if (b + 1 < blocks)
-            prefetch_block(value_pool + paged_kv_offset(shape, block_table[b + 1], kv_head, 0),
-                           block_size * head_dim);
-        add_weighted_values(scores + first, n_queries, length, values, count, head_dim, out);
-    }
+    for (int b = 0; b < blocks; b++)
+        add_weighted_values(scores + b * block_size, n_queries, length,
+                            block_of(value_pool, shape, block_table, kv_head, b, blocks),
+                            paged_kv_positions_in_block(length, b, block_size), head_dim, out);
 }
 // ANCHOR_END: attend_through_block_table

@@ -1,0 +1,27 @@
+/* Single-query softmax attention for decoding, over keys and values stored
+ * contiguously or in the blocks of a paged pool.
+ *
+ * Both versions call the same three steps (score the keys, softmax, sum the
+ * weighted values) in the same position order, so for the same keys and
+ * values they return bit-for-bit the same output. The softmax scale is
+ * 1/sqrt(head_dim). */
+#ifndef KV_CACHE_ATTENTION_H
+#define KV_CACHE_ATTENTION_H
+
+#include <stdint.h>
+
+#include "kernels/paged_kv.h"
+
+/* n_queries query vectors [n_queries][head_dim] attend over `length`
+ * positions of keys and values [length][head_dim]; out is [n_queries][head_dim];
+ * scores is scratch for n_queries * length floats. */
+void attend_contiguous(const float *queries, int n_queries, const float *keys,
+                       const float *values, int length, int head_dim, float *scores, float *out);
+
+/* The same, with the positions of one kv head found through a block table in
+ * one layer's key and value pools (layout in kernels/paged_kv.h). */
+void attend_paged(const float *queries, int n_queries, const float *key_pool,
+                  const float *value_pool, PagedKvShape shape, const int32_t *block_table,
+                  int kv_head, int length, float *scores, float *out);
+
+#endif

@@ -9,7 +9,7 @@
 -- every SVG figure in its group <book> (`|> offset-error.svg <book>`), which
 -- the rules below take as input: a command may only read a generated file
 -- that its rule declares.
-local CHAPTERS = { '01-layernorm', '02-cancellation', '04-softmax-topk' }
+local CHAPTERS = { '01-layernorm', '02-cancellation', '03-kv-cache', '04-softmax-topk' }
 
 local function chapter_dir(name) return '../chapters/' .. name end
 

@@ -63,6 +63,16 @@ rejects_saying() {
     fi
 }
 
+# rejects_mentioning TEXT ARGS...: status 2 and one error line that contains TEXT.
+rejects_mentioning() {
+    text=$1
+    shift
+    run_program "$@"
+    if [ $status -ne 2 ] || ! is_one_error_line || ! grep -q -F -- "$text" "$err"; then
+        fail "$name $* (status $status): expected status 2 and one error line mentioning '$text'"
+    fi
+}
+
 # accepts ARGS...: status 0, something on stdout, nothing on stderr.
 accepts() {
     run_program "$@"

@@ -2,49 +2,29 @@
 # Bad input to kv_cache: every case must print nothing on stdout, exactly one
 # line "kv_cache: error: ..." on stderr naming the problem, and exit 2.
 set -u
-program=../../chapters/03-kv-cache/kv_cache
-checks=0 failed=0
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+. ../cli-checks.sh
+cli_program ../../chapters/03-kv-cache/kv_cache
 
-# reject TEXT_IN_MESSAGE ARGS...
-reject() {
-    expected=$1
-    shift
-    checks=$((checks + 1))
-    "$program" "$@" > "$out" 2> "$err"
-    status=$?
-    if [ $status -ne 2 ] || [ -s "$out" ] || [ "$(wc -l < "$err")" -ne 1 ] \
-       || ! grep -q "^kv_cache: error: .*$expected" "$err"; then
-        failed=$((failed + 1))
-        echo "FAIL: kv_cache $* (status $status): expected status 2 and one line with '$expected'"
-        sed 's/^/    stdout: /' "$out"
-        sed 's/^/    stderr: /' "$err"
-    fi
-}
+rejects_mentioning "--bogus" --bogus
+rejects_mentioning "--layers" --layers abc
+rejects_mentioning "--layers" --layers 3x
+rejects_mentioning "--block-size" --block-size 0
+rejects_mentioning "--block-size" --block-size -4
+rejects_mentioning "multiple of --kv-heads" --heads 6 --kv-heads 4
+rejects_mentioning "even" --head-dim 15
+rejects_mentioning "longer than the model's maximum" --prompt-len 3000
+rejects_mentioning "need 2099 positions" --prompt-len 2000 --new-tokens 100
+rejects_mentioning "choose one of" --verify --cost
+rejects_mentioning "--bench only" --quick
+rejects_mentioning "larger than the vocabulary" --top-k 500
+rejects_mentioning "--temperature" --temperature -1
+rejects_mentioning "--vocab" --vocab 3
+rejects_mentioning "at least 381" --verify --max-len 200
+rejects_mentioning "q.npy" --attend /nonexistent-directory
 
-reject "--bogus" --bogus
-reject "--layers" --layers abc
-reject "--layers" --layers 3x
-reject "--block-size" --block-size 0
-reject "--block-size" --block-size -4
-reject "multiple of --kv-heads" --heads 6 --kv-heads 4
-reject "even" --head-dim 15
-reject "longer than the model's maximum" --prompt-len 3000
-reject "need 2099 positions" --prompt-len 2000 --new-tokens 100
-reject "choose one of" --verify --cost
-reject "--bench only" --quick
-reject "larger than the vocabulary" --top-k 500
-reject "--temperature" --temperature -1
-reject "--vocab" --vocab 3
-reject "at least 381" --verify --max-len 200
-reject "q.npy" --attend /nonexistent-directory
-
-if "$program" --help > "$out" 2> "$err" && grep -q -- "--block-size" "$out"; then
-    checks=$((checks + 1))
-else
-    failed=$((failed + 1))
-    echo "FAIL: kv_cache --help should list the options and exit 0"
+accepts --help
+if ! grep -q -- "--block-size" "$out"; then
+    fail "kv_cache --help should list the options"
 fi
-echo "$checks checks, $failed failed"
-[ $failed -eq 0 ]
+
+cli_finish

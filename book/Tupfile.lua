@@ -9,6 +9,9 @@
 -- every SVG figure in its group <book> (`|> offset-error.svg <book>`), which
 -- the rules below take as input: a command may only read a generated file
 -- that its rule declares.
+-- `./configure --no-book` (a machine without pandoc or gnuplot) leaves the book out.
+if tup.getconfig('BOOK') == 'n' then return end
+
 local CHAPTERS = { '01-layernorm', '02-cancellation', '03-kv-cache', '04-softmax-topk' }
 
 local function chapter_dir(name) return '../chapters/' .. name end

@@ -143,12 +143,26 @@ static void print_default(const CliOption *option)
     case CLI_FLAG:
         printf("(default %s)", *(const bool *)option->value ? "on" : "off");
         break;
-    case CLI_INT:
-        printf("(default %ld)", *(const long *)option->value);
+    /* A default outside the accepted range is a "not given" marker that the
+     * program tests for: there is no default value to show. */
+    case CLI_INT: {
+        long value = *(const long *)option->value;
+        if (value < option->min || value > option->max) {
+            printf("(optional)");
+        } else {
+            printf("(default %ld)", value);
+        }
         break;
-    case CLI_DOUBLE:
-        printf("(default %g)", *(const double *)option->value);
+    }
+    case CLI_DOUBLE: {
+        double value = *(const double *)option->value;
+        if (value < option->min || value > option->max) {
+            printf("(optional)");
+        } else {
+            printf("(default %g)", value);
+        }
         break;
+    }
     case CLI_STRING: {
         const char *text = *(const char *const *)option->value;
         if (text != NULL) {

@@ -7,39 +7,49 @@
  *   ./kv_cache --waste          how much reserved memory holds tokens
  *   ./kv_cache --bench          decode attention, paged against contiguous
  *   ./kv_cache --attend DIR     attention over .npy inputs, both layouts
+ *   ./kv_cache --accuracy       quantized caches against float32
+ *   ./kv_cache --memory         the KV cache of real models
  *
  * and the demonstrations --cow-demo, --prefix-demo, --preempt-demo. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "accuracy.h"
 #include "attend_npy.h"
 #include "attention_bench.h"
 #include "common/bench.h"
 #include "common/cli.h"
 #include "cost.h"
 #include "demos.h"
+#include "memory.h"
 #include "model.h"
+#include "paged_cache.h"
 #include "waste.h"
 
 #define WASTE_SEED 7
 #define WASTE_MAX_LEN 2048
 #define WASTE_POOL_SLOTS 65536
 #define QUICK_BENCH_BYTES (64u << 20)
+/* The accuracy experiment: a prompt, then 256 generated tokens. */
+#define ACCURACY_PROMPT_LEN 64
+#define ACCURACY_NEW_TOKENS 256
+#define ACCURACY_SEED 2025
 
 typedef struct {
-    bool verify, cost, waste, waste_data, bench, cow_demo, prefix_demo, preempt_demo;
+    bool verify, cost, waste, waste_data, bench, cow_demo, prefix_demo, preempt_demo, accuracy, memory;
     const char *attend_dir;
     bool markdown, quick;
     long vocab, dim, layers, heads, kv_heads, head_dim, hidden, max_len, seed;
-    long prompt_len, new_tokens, block_size, top_k, requests;
+    long prompt_len, new_tokens, block_size, top_k, requests, int4_group;
     double temperature;
 } Options;
 
 static int modes_chosen(const Options *o)
 {
     bool modes[] = {o->verify, o->cost, o->waste, o->waste_data, o->bench, o->cow_demo,
-                    o->prefix_demo, o->preempt_demo, o->attend_dir != NULL};
+                    o->prefix_demo, o->preempt_demo, o->accuracy, o->memory,
+                    o->attend_dir != NULL};
     int n = 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) n += modes[i];
     return n;
@@ -66,6 +76,11 @@ static void check_lengths(const Options *o)
         cli_fail("--verify and the demonstrations need --max-len of at least %d with --block-size %ld",
                  needed, o->block_size);
     if (fixed_workload) return;
+    if (o->accuracy) {
+        if (o->max_len < ACCURACY_PROMPT_LEN + ACCURACY_NEW_TOKENS)
+            cli_fail("--accuracy needs --max-len of at least %d", ACCURACY_PROMPT_LEN + ACCURACY_NEW_TOKENS);
+        return;
+    }
     if (o->prompt_len > o->max_len)
         cli_fail("--prompt-len %ld is longer than the model's maximum, --max-len %ld", o->prompt_len,
                  o->max_len);
@@ -82,6 +97,7 @@ int main(int argc, char **argv)
         .kv_heads = d.n_kv_heads, .head_dim = d.head_dim, .hidden = d.hidden_dim,
         .max_len = d.max_seq_len, .seed = (long)d.seed,
         .prompt_len = 1024, .new_tokens = 100, .block_size = 16, .top_k = 40, .requests = 2000,
+        .int4_group = KV_DEFAULT_INT4_GROUP,
         .temperature = 0.8,
     };
     const CliOption options[] = {
@@ -95,6 +111,10 @@ int main(int argc, char **argv)
         {"--cow-demo", CLI_FLAG, &o.cow_demo, 0, 0, "forked sequences writing a shared block, with and without copy-on-write"},
         {"--prefix-demo", CLI_FLAG, &o.prefix_demo, 0, 0, "prefix caching on requests with shared system prompts"},
         {"--preempt-demo", CLI_FLAG, &o.preempt_demo, 0, 0, "too few blocks: preemption and refusal"},
+        {"--accuracy", CLI_FLAG, &o.accuracy, 0, 0,
+         "quantized caches against float32 over a 256-token generation"},
+        {"--memory", CLI_FLAG, &o.memory, 0, 0,
+         "the KV cache of real models: bytes per token, what fits on a card, FLOPs per byte"},
         {"--markdown", CLI_FLAG, &o.markdown, 0, 0, "print tables as Markdown"},
         {"--quick", CLI_FLAG, &o.quick, 0, 0, "--bench with a 64 MiB cache instead of one above the last-level cache"},
         {"--vocab", CLI_INT, &o.vocab, 4, 1000000, "vocabulary size"},
@@ -111,19 +131,26 @@ int main(int argc, char **argv)
         {"--block-size", CLI_INT, &o.block_size, 1, 256, "positions per block of the paged cache"},
         {"--temperature", CLI_DOUBLE, &o.temperature, 0, 100, "sampling temperature; 0 is greedy"},
         {"--top-k", CLI_INT, &o.top_k, 0, 1000000, "sample among the k likeliest tokens; 0: all"},
+        {"--int4-group", CLI_INT, &o.int4_group, 1, 1024, "INT4 channels per scale: 32 or 64"},
         {"--requests", CLI_INT, &o.requests, 1, 1000000, "requests in the trace of --waste"},
     };
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
               "kv_cache: a transformer decoding loop without a cache, with a contiguous one and with a paged one");
     if (modes_chosen(&o) > 1)
         cli_fail("choose one of --verify, --cost, --waste, --waste-data, --bench, --attend, "
-                 "--cow-demo, --prefix-demo, --preempt-demo");
+                 "--cow-demo, --prefix-demo, --preempt-demo, --accuracy, --memory");
     if (o.quick && !o.bench) cli_fail("--quick applies to --bench only");
+    if (o.int4_group != 32 && o.int4_group != 64)
+        cli_fail("--int4-group must be 32 or 64, got %ld", o.int4_group);
     TableFormat format = o.markdown ? TABLE_MARKDOWN : TABLE_TEXT;
     int block_size = (int)o.block_size;
 
     if (o.attend_dir) {
         attend_npy_directory(o.attend_dir, block_size);
+        return 0;
+    }
+    if (o.memory) {
+        memory_report(stdout, format);
         return 0;
     }
     if (o.waste || o.waste_data) {
@@ -140,6 +167,12 @@ int main(int argc, char **argv)
     if (o.top_k > o.vocab)
         cli_fail("--top-k %ld is larger than the vocabulary, --vocab %ld", o.top_k, o.vocab);
     check_lengths(&o);
+    if (o.accuracy) {
+        const AccuracySetup setup = {ACCURACY_PROMPT_LEN, ACCURACY_NEW_TOKENS, block_size, (int)o.int4_group,
+                                     ACCURACY_SEED};
+        accuracy_report(&config, &setup, stdout, format);
+        return 0;
+    }
     Model model = model_create(&config);
     const Sampler sampler = {.temperature = o.temperature, .top_k = (int)o.top_k};
     if (o.verify) demo_verify(&model, block_size, stdout, format);

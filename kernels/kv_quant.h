@@ -233,41 +233,61 @@ HOST_DEVICE static inline int kv_quantize(float x, float scale)
 }
 // ANCHOR_END: choose_a_scale_and_round
 
+/* The integer stored for `channel` in a quantized row. */
+HOST_DEVICE static inline int kv_load_integer(KvBlockLayout l, const uint8_t *row, int channel)
+{
+    if (l.number == KV_NUMBER_INT8) {
+        return (int8_t)row[channel];
+    }
+    return channel % 2 == 0 ? int4_low(row[channel / 2]) : int4_high(row[channel / 2]);
+}
+
 /* Number `channel` of row `slot` as a float. */
 HOST_DEVICE static inline float kv_load(KvBlockLayout l, const uint8_t *head, int slot, int channel)
 {
     const uint8_t *row = head + (size_t)slot * kv_row_bytes(l);
-    switch (l.number) {
-    case KV_NUMBER_FLOAT32: {
+    if (l.number == KV_NUMBER_FLOAT32) {
         float x;
         memcpy(&x, row + 4 * (size_t)channel, sizeof x);
         return x;
     }
-    case KV_NUMBER_FP16: {
+    if (l.number == KV_NUMBER_FP16) {
         uint16_t bits;
         memcpy(&bits, row + 2 * (size_t)channel, sizeof bits);
         return half_to_float(bits);
     }
-    case KV_NUMBER_INT8:
-        return (float)(int8_t)row[channel] * kv_load_scale(l, head, kv_scale_index(l, slot, channel));
-    case KV_NUMBER_INT4: {
-        uint8_t byte = row[channel / 2];
-        int q = channel % 2 == 0 ? int4_low(byte) : int4_high(byte);
-        return (float)q * kv_load_scale(l, head, kv_scale_index(l, slot, channel));
-    }
-    }
-    return NAN;
+    return (float)kv_load_integer(l, row, channel) * kv_load_scale(l, head, kv_scale_index(l, slot, channel));
 }
 
-/* A whole row (head_dim numbers) as floats. */
+/* A whole row (head_dim numbers) as floats; a scale is read once per group. */
 HOST_DEVICE static inline void kv_load_row(KvBlockLayout l, const uint8_t *head, int slot, float *out)
 {
+    const uint8_t *row = head + (size_t)slot * kv_row_bytes(l);
+    int head_dim = l.shape.head_dim;
     if (l.number == KV_NUMBER_FLOAT32) {
-        memcpy(out, head + (size_t)slot * kv_row_bytes(l), kv_row_bytes(l));
-        return;
-    }
-    for (int c = 0; c < l.shape.head_dim; c++) {
-        out[c] = kv_load(l, head, slot, c);
+        memcpy(out, row, kv_row_bytes(l));
+    } else if (l.number == KV_NUMBER_FP16) {
+        for (int c = 0; c < head_dim; c++) {
+            out[c] = kv_load(l, head, slot, c);
+        }
+    } else if (l.axis == KV_SCALE_PER_CHANNEL) {
+        for (int c = 0; c < head_dim; c++) {
+            out[c] = (float)kv_load_integer(l, row, c) * kv_load_scale(l, head, c);
+        }
+    } else {
+        for (int first = 0; first < head_dim; first += l.group) {
+            int end = first + l.group < head_dim ? first + l.group : head_dim;
+            float scale = kv_load_scale(l, head, kv_scale_index(l, slot, first));
+            int c = first;
+            /* INT4 two at a time, a byte each, from an even channel on. */
+            for (; l.number == KV_NUMBER_INT4 && c % 2 == 0 && c + 1 < end; c += 2) {
+                out[c] = (float)int4_low(row[c / 2]) * scale;
+                out[c + 1] = (float)int4_high(row[c / 2]) * scale;
+            }
+            for (; c < end; c++) {
+                out[c] = (float)kv_load_integer(l, row, c) * scale;
+            }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 /* Decode-attention throughput: the paged cache against the contiguous one,
- * over the same keys and values, at several context lengths. */
+ * over the same keys and values, at several context lengths; then the paged
+ * cache in each block format (float32, fp16, INT8, INT4, KIVI). */
 #ifndef KV_CACHE_ATTENTION_BENCH_H
 #define KV_CACHE_ATTENTION_BENCH_H
 

@@ -9,6 +9,7 @@
  *   ./kv_cache --attend DIR     attention over .npy inputs, both layouts
  *   ./kv_cache --accuracy       quantized caches against float32
  *   ./kv_cache --memory         the KV cache of real models
+ *   ./kv_cache --gpu [--bench]  the CUDA decode kernels: checked, or timed
  *
  * and the demonstrations --cow-demo, --prefix-demo, --preempt-demo. */
 #include <stdbool.h>
@@ -22,6 +23,7 @@
 #include "common/cli.h"
 #include "cost.h"
 #include "demos.h"
+#include "gpu.h"
 #include "memory.h"
 #include "model.h"
 #include "paged_cache.h"
@@ -38,8 +40,8 @@
 
 typedef struct {
     bool verify, cost, waste, waste_data, bench, cow_demo, prefix_demo, preempt_demo, accuracy, memory;
-    const char *attend_dir;
-    bool markdown, quick;
+    const char *attend_dir, *show_results, *results, *commit;
+    bool markdown, quick, gpu;
     long vocab, dim, layers, heads, kv_heads, head_dim, hidden, max_len, seed;
     long prompt_len, new_tokens, block_size, top_k, requests, int4_group;
     double temperature;
@@ -49,7 +51,7 @@ static int modes_chosen(const Options *o)
 {
     bool modes[] = {o->verify, o->cost, o->waste, o->waste_data, o->bench, o->cow_demo,
                     o->prefix_demo, o->preempt_demo, o->accuracy, o->memory,
-                    o->attend_dir != NULL};
+                    o->attend_dir != NULL, o->show_results != NULL};
     int n = 0;
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) n += modes[i];
     return n;
@@ -107,7 +109,8 @@ int main(int argc, char **argv)
         {"--waste-data", CLI_FLAG, &o.waste_data, 0, 0, "the waste experiment as data for the figure"},
         {"--bench", CLI_FLAG, &o.bench, 0, 0, "decode-attention throughput, paged against contiguous"},
         {"--attend", CLI_STRING, &o.attend_dir, 0, 0,
-         "read q.npy, k.npy, v.npy, lens.npy from DIR; write out_contiguous.npy, out_paged.npy"},
+         "read q.npy, k.npy, v.npy, lens.npy from DIR; write out_contiguous.npy, out_paged.npy, out_int8.npy, "
+         "out_int4.npy"},
         {"--cow-demo", CLI_FLAG, &o.cow_demo, 0, 0, "forked sequences writing a shared block, with and without copy-on-write"},
         {"--prefix-demo", CLI_FLAG, &o.prefix_demo, 0, 0, "prefix caching on requests with shared system prompts"},
         {"--preempt-demo", CLI_FLAG, &o.preempt_demo, 0, 0, "too few blocks: preemption and refusal"},
@@ -115,6 +118,10 @@ int main(int argc, char **argv)
          "quantized caches against float32 over a 256-token generation"},
         {"--memory", CLI_FLAG, &o.memory, 0, 0,
          "the KV cache of real models: bytes per token, what fits on a card, FLOPs per byte"},
+        {"--gpu", CLI_FLAG, &o.gpu, 0, 0, "check the CUDA decode kernels (with --bench: time them)"},
+        {"--results", CLI_STRING, &o.results, 0, 0, "with --gpu --bench: write the results (Markdown) here"},
+        {"--commit", CLI_STRING, &o.commit, 0, 0, "with --gpu --bench: the commit to stamp (else $GIT_COMMIT)"},
+        {"--show-results", CLI_STRING, &o.show_results, 0, 0, "print a GPU results file, or say there is none"},
         {"--markdown", CLI_FLAG, &o.markdown, 0, 0, "print tables as Markdown"},
         {"--quick", CLI_FLAG, &o.quick, 0, 0, "--bench with a 64 MiB cache instead of one above the last-level cache"},
         {"--vocab", CLI_INT, &o.vocab, 4, 1000000, "vocabulary size"},
@@ -138,7 +145,9 @@ int main(int argc, char **argv)
               "kv_cache: a transformer decoding loop without a cache, with a contiguous one and with a paged one");
     if (modes_chosen(&o) > 1)
         cli_fail("choose one of --verify, --cost, --waste, --waste-data, --bench, --attend, "
-                 "--cow-demo, --prefix-demo, --preempt-demo, --accuracy, --memory");
+                 "--cow-demo, --prefix-demo, --preempt-demo, --accuracy, --memory, --show-results");
+    if (o.gpu && modes_chosen(&o) > o.bench) cli_fail("--gpu goes alone (the check) or with --bench");
+    if ((o.results || o.commit) && !(o.gpu && o.bench)) cli_fail("--results and --commit go with --gpu --bench");
     if (o.quick && !o.bench) cli_fail("--quick applies to --bench only");
     if (o.int4_group != 32 && o.int4_group != 64)
         cli_fail("--int4-group must be 32 or 64, got %ld", o.int4_group);
@@ -146,9 +155,18 @@ int main(int argc, char **argv)
     int block_size = (int)o.block_size;
 
     if (o.attend_dir) {
-        attend_npy_directory(o.attend_dir, block_size);
+        attend_npy_directory(o.attend_dir, block_size, (int)o.int4_group);
         return 0;
     }
+    if (o.show_results) {
+        show_gpu_results(o.show_results);
+        return 0;
+    }
+    if (o.gpu && o.bench) {
+        gpu_bench(o.quick, o.results, o.commit, format);
+        return 0;
+    }
+    if (o.gpu) return gpu_check(stdout) == 0 ? 0 : 1;
     if (o.memory) {
         memory_report(stdout, format);
         return 0;

@@ -60,14 +60,6 @@ static PagedKvShape shape_of(int block_size, int head_dim)
     return shape;
 }
 
-/* The integer stored for (slot, channel) of a quantized row. */
-static int stored_integer(KvBlockLayout l, const uint8_t *head, int slot, int channel)
-{
-    const uint8_t *row = head + (size_t)slot * kv_row_bytes(l);
-    if (l.number == KV_NUMBER_INT8) return (int8_t)row[channel];
-    return channel % 2 == 0 ? int4_low(row[channel / 2]) : int4_high(row[channel / 2]);
-}
-
 /* Quantize `rows` rows through a per-token layout and check each number
  * against half a step of its own group's scale; the integers stay within
  * qmax, and every group's largest number uses the largest integer. */
@@ -84,7 +76,7 @@ static void check_per_token_rows(KvFormat format, int group, int head_dim, const
             float scale = kv_load_scale(l, head, kv_scale_index(l, s, c));
             float got = kv_load(l, head, s, c), want = x[(size_t)s * head_dim + c];
             double error = fabs((double)got - want);
-            int q = stored_integer(l, head, s, c);
+            int q = kv_load_integer(l, head + (size_t)s * kv_row_bytes(l), c);
             within_qmax = within_qmax && q >= -kv_qmax(l.number) && q <= kv_qmax(l.number);
             if (scale > 0) {
                 worst_share = fmax(worst_share, error / (scale / 2));
@@ -254,6 +246,35 @@ static void unquantized_rows(void)
     EXPECT(halves, "fp16 rows hold each number rounded to fp16");
 }
 
+/* kv_load_row (fast, a scale per group) reads what kv_load reads number by
+ * number, for every format, odd head_dims, odd and short groups. */
+static void rows_read_like_numbers(void)
+{
+    const int head_dims[] = {2, 13, 64, 130}, groups[] = {3, 5, 32, 64};
+    Rng rng;
+    rng_seed(&rng, 9);
+    bool same = true;
+    for (int format = 0; format < KV_FORMAT_COUNT; format++)
+        for (int d = 0; d < 4; d++)
+            for (int g = 0; g < 4; g++) {
+                PagedKvShape shape = {5, 1, head_dims[d]};
+                KvBlockLayout l = kv_layout((KvFormat)format, true, shape, groups[g]);
+                uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
+                float *rows = ALLOC_ARRAY(float, 5 * (size_t)head_dims[d]), row[130];
+                rng_fill_normal_f32(&rng, rows, 5 * (size_t)head_dims[d], 0, 1);
+                if (l.axis == KV_SCALE_PER_CHANNEL) kv_store_block_per_channel(l, head, rows, 5);
+                else
+                    for (int s = 0; s < 5; s++) kv_store_row(l, head, s, rows + (size_t)s * head_dims[d]);
+                for (int s = 0; s < 5; s++) {
+                    kv_load_row(l, head, s, row);
+                    for (int c = 0; c < head_dims[d]; c++) same = same && row[c] == kv_load(l, head, s, c);
+                }
+                array_free(head);
+                array_free(rows);
+            }
+    EXPECT(same, "a row read whole equals its numbers read one by one, in every layout");
+}
+
 static double bits_per_number(KvBlockLayout l)
 {
     return 8.0 * (double)kv_head_bytes(l) / ((double)l.shape.block_size * l.shape.head_dim);
@@ -305,6 +326,7 @@ int main(void)
     extreme_values();
     per_channel_blocks();
     unquantized_rows();
+    rows_read_like_numbers();
     sizes_and_offsets();
     return test_finish();
 }

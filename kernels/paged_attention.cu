@@ -275,8 +275,10 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
                 float dot = 0.0f;
 #pragma unroll
                 for (int i = 0; i < kChannels; i++) {
-                    float key = Plan::kKeysPerChannel ? k[i] * channel_scale[i] : k[i];
-                    dot += q[i] * key;
+                    if constexpr (Plan::kKeysPerChannel) {
+                        k[i] *= channel_scale[i];
+                    }
+                    dot += q[i] * k[i];
                 }
 #pragma unroll
                 for (int offset = kLanes / 2; offset > 0; offset /= 2) {

@@ -201,16 +201,32 @@ void accuracy_measure_all(const Model *model, const AccuracySetup *setup, Accura
     requests_free(reference, 1);
 }
 
-static void accuracy_table(const AccuracyResult *results, FILE *out, TableFormat format)
+static void sizes_table(const AccuracyResult *results, FILE *out, TableFormat format)
 {
-    const char *headers[] = {"cache", "bits per key / value", "bytes per position", "attention error, mean",
-                             "max", "KL, mean (nats)", "max", "same top-1"};
-    Table *t = table_new(8, headers, "lrrrrrrr");
+    const char *headers[] = {"cache", "bits per key", "bits per value", "bytes per position", "of float32",
+                             "of fp16"};
+    Table *t = table_new(6, headers, "lrrrrr");
+    double float32 = results[KV_FORMAT_FLOAT32].bytes_per_position, fp16 = results[KV_FORMAT_FP16].bytes_per_position;
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
         const AccuracyResult *r = &results[f];
         table_cell(t, "%s", kv_format_name(r->format));
-        table_cell(t, "%.3g / %.3g", r->bits_per_key, r->bits_per_value);
+        table_cell(t, "%.4g", r->bits_per_key);
+        table_cell(t, "%.4g", r->bits_per_value);
         table_cell(t, "%.0f", r->bytes_per_position);
+        table_cell(t, "%.3f", r->bytes_per_position / float32);
+        table_cell(t, "%.3f", r->bytes_per_position / fp16);
+    }
+    table_print(t, out, format);
+    table_free(t);
+}
+
+static void accuracy_table(const AccuracyResult *results, FILE *out, TableFormat format)
+{
+    const char *headers[] = {"cache", "attention error, mean", "max", "KL, mean (nats)", "max", "same top-1"};
+    Table *t = table_new(6, headers, "lrrrrr");
+    for (int f = 0; f < KV_FORMAT_COUNT; f++) {
+        const AccuracyResult *r = &results[f];
+        table_cell(t, "%s", kv_format_name(r->format));
         table_cell(t, "%.2e", r->attention_error_mean);
         table_cell(t, "%.2e", r->attention_error_max);
         table_cell(t, "%.2e", r->kl_mean);
@@ -223,22 +239,23 @@ static void accuracy_table(const AccuracyResult *results, FILE *out, TableFormat
 
 void accuracy_report(const ModelConfig *config, const AccuracySetup *setup, FILE *out, TableFormat format)
 {
-    fprintf(out, "%d layers, %d query heads, %d kv heads of %d; a prompt of %d tokens, then %d greedy tokens "
-                 "fed again through each cache; blocks of %d, INT4 groups of %d channels\n\n",
-            config->n_layers, config->n_heads, config->n_kv_heads, config->head_dim, setup->prompt_len,
-            setup->n_new, setup->block_size, setup->int4_group);
+    fprintf(out, "%d layers, %d query heads, %d kv heads of %d; blocks of %d, INT4 groups of %d channels. "
+                 "A prompt of %d tokens, then %d greedy tokens fed again through each cache.\n\n",
+            config->n_layers, config->n_heads, config->n_kv_heads, config->head_dim, setup->block_size,
+            setup->int4_group, setup->prompt_len, setup->n_new);
     AccuracyResult results[KV_FORMAT_COUNT];
     for (int outliers = 0; outliers < 2; outliers++) {
         Model model = model_create(config);
+        if (outliers) model_add_key_outliers(&model, ACCURACY_OUTLIER_PAIRS, ACCURACY_OUTLIER_GAIN);
+        accuracy_measure_all(&model, setup, results);
         if (outliers) {
-            model_add_key_outliers(&model, ACCURACY_OUTLIER_PAIRS, ACCURACY_OUTLIER_GAIN);
-            fprintf(out, "\nwith key outliers: the last %d rotary pairs of every kv head's keys %g times "
-                         "larger\n\n",
+            fprintf(out, "\nwith key outliers: the last %d rotary pairs of every kv head's keys %g times larger\n\n",
                     ACCURACY_OUTLIER_PAIRS, ACCURACY_OUTLIER_GAIN);
         } else {
-            fprintf(out, "the seeded model as it is:\n\n");
+            fprintf(out, "what each format stores:\n\n");
+            sizes_table(results, out, format);
+            fprintf(out, "\nthe seeded model as it is:\n\n");
         }
-        accuracy_measure_all(&model, setup, results);
         accuracy_table(results, out, format);
         model_free(&model);
     }

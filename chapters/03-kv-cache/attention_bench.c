@@ -162,10 +162,7 @@ static bool first_sequence_matches(const DecodeBatch *b, const float *out)
     return ok;
 }
 
-// ANCHOR: time_decode_attention_in_each_format
-/* The same decode step over caches in each format: the bytes it reads and
- * the time it takes, against float32's. */
-static void format_report(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
+void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
 {
     enum { CONTEXT = 4000 };
     double float_bytes_per_seq = (double)CONTEXT * 2 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
@@ -173,7 +170,9 @@ static void format_report(int block_size, size_t cache_bytes, FILE *out, TableFo
     batch = batch > 0 ? batch : 1;
     int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
     for (int s = 0; s < batch; s++) lengths[s] = CONTEXT;
-    fprintf(out, "\none decode step over %d sequences of %d positions, each cache format:\n\n", batch, CONTEXT);
+    fprintf(out, "decode attention, one thread: %d query heads, %d kv heads of %d; one step over %d sequences of "
+                 "%d positions, in each cache format\n\n",
+            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT);
     const char *headers[] = {"cache", "bytes read per position", "bytes / float32's", "matches the reference",
                              "ms", "float32's time / this", "GB/s of cache read"};
     Table *t = table_new(7, headers, "lrrlrrr");
@@ -205,7 +204,6 @@ static void format_report(int block_size, size_t cache_bytes, FILE *out, TableFo
     table_free(t);
     array_free(lengths);
 }
-// ANCHOR_END: time_decode_attention_in_each_format
 
 void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
 {
@@ -239,5 +237,4 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
     }
     table_print(t, out, format);
     table_free(t);
-    format_report(block_size, cache_bytes, out, format);
 }

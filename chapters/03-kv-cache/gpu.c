@@ -172,7 +172,6 @@ static void timing_cells(Table *t, Timing timing, const char *why, double copy_g
     table_cell(t, "%.0f%%", 100 * gbs / copy_gbs);
 }
 
-// ANCHOR: time_every_format_at_long_context
 /* Every format, both versions, at one long context: the bytes each reads,
  * the bandwidth it reaches, and its speed against fp16's. */
 static Table *formats_table(int batch, int context, double copy_gbs)
@@ -205,7 +204,6 @@ static Table *formats_table(int batch, int context, double copy_gbs)
     }
     return t;
 }
-// ANCHOR_END: time_every_format_at_long_context
 
 /* Version 1 against version 2, fp16, over context lengths and batch sizes. */
 static Table *split_table(const int *contexts, int n_contexts, const int *batches, int n_batches)

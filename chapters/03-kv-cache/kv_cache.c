@@ -6,6 +6,7 @@
  *   ./kv_cache --cost           FLOPs, bytes and time with and without a cache
  *   ./kv_cache --waste          how much reserved memory holds tokens
  *   ./kv_cache --bench          decode attention, paged against contiguous
+ *   ./kv_cache --bench --formats  decode attention in each cache format
  *   ./kv_cache --attend DIR     attention over .npy inputs, both layouts
  *   ./kv_cache --accuracy       quantized caches against float32
  *   ./kv_cache --memory         the KV cache of real models
@@ -41,7 +42,7 @@
 typedef struct {
     bool verify, cost, waste, waste_data, bench, cow_demo, prefix_demo, preempt_demo, accuracy, memory;
     const char *attend_dir, *show_results, *results, *commit;
-    bool markdown, quick, gpu;
+    bool markdown, quick, gpu, formats;
     long vocab, dim, layers, heads, kv_heads, head_dim, hidden, max_len, seed;
     long prompt_len, new_tokens, block_size, top_k, requests, int4_group;
     double temperature;
@@ -118,6 +119,7 @@ int main(int argc, char **argv)
          "quantized caches against float32 over a 256-token generation"},
         {"--memory", CLI_FLAG, &o.memory, 0, 0,
          "the KV cache of real models: bytes per token, what fits on a card, FLOPs per byte"},
+        {"--formats", CLI_FLAG, &o.formats, 0, 0, "with --bench: time the cache formats instead of the layouts"},
         {"--gpu", CLI_FLAG, &o.gpu, 0, 0, "check the CUDA decode kernels (with --bench: time them)"},
         {"--results", CLI_STRING, &o.results, 0, 0, "with --gpu --bench: write the results (Markdown) here"},
         {"--commit", CLI_STRING, &o.commit, 0, 0, "with --gpu --bench: the commit to stamp (else $GIT_COMMIT)"},
@@ -149,6 +151,7 @@ int main(int argc, char **argv)
     if (o.gpu && modes_chosen(&o) > o.bench) cli_fail("--gpu goes alone (the check) or with --bench");
     if ((o.results || o.commit) && !(o.gpu && o.bench)) cli_fail("--results and --commit go with --gpu --bench");
     if (o.quick && !o.bench) cli_fail("--quick applies to --bench only");
+    if (o.formats && (!o.bench || o.gpu)) cli_fail("--formats goes with --bench (on the CPU)");
     if (o.int4_group != 32 && o.int4_group != 64)
         cli_fail("--int4-group must be 32 or 64, got %ld", o.int4_group);
     TableFormat format = o.markdown ? TABLE_MARKDOWN : TABLE_TEXT;
@@ -177,8 +180,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (o.bench) {
-        attention_bench_report(block_size, o.quick ? QUICK_BENCH_BYTES : bench_large_bytes(), stdout,
-                               format);
+        size_t bytes = o.quick ? QUICK_BENCH_BYTES : bench_large_bytes();
+        if (o.formats) attention_bench_formats(block_size, bytes, stdout, format);
+        else attention_bench_report(block_size, bytes, stdout, format);
         return 0;
     }
     ModelConfig config = config_from(&o);

@@ -5,10 +5,8 @@
 #include "kernels/paged_attention_gpu.h"
 
 #include <algorithm>
-#include <cstdarg>
 #include <cstdio>
 
-#include "common/bench.h"
 #include "common/cuda_util.h"
 #include "kernels/kv_quant.h"
 #include "kernels/online_attention.h"
@@ -408,14 +406,6 @@ void launch(int version, KvFormat format, int head_dim, const KernelParams &p, d
     }
 }
 
-void set_error(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(err, err_size, fmt, args);
-    va_end(args);
-}
-
 template <typename T>
 T *device_copy(const T *host, size_t count)
 {
@@ -445,29 +435,29 @@ static bool problem_ok(const PagedAttentionProblem *p, char *err, size_t err_siz
 {
     const PagedKvShape &s = p->shape;
     if (static_cast<int>(p->format) < 0 || p->format >= KV_FORMAT_COUNT) {
-        set_error(err, err_size, "unknown cache format %d", static_cast<int>(p->format));
+        snprintf(err, err_size, "unknown cache format %d", static_cast<int>(p->format));
     } else if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) {
-        set_error(err, err_size, "head_dim %d: the kernels take 64, 128 or 256", s.head_dim);
+        snprintf(err, err_size, "head_dim %d: the kernels take 64, 128 or 256", s.head_dim);
     } else if ((p->format == KV_FORMAT_INT4 || p->format == KV_FORMAT_KIVI4) && p->int4_group != 32 &&
                p->int4_group != 64) {
-        set_error(err, err_size, "INT4 groups of %d channels: the kernels take 32 or 64", p->int4_group);
+        snprintf(err, err_size, "INT4 groups of %d channels: the kernels take 32 or 64", p->int4_group);
     } else if (p->batch < 1 || p->batch > kMaxGridYZ || p->n_heads < 1 || s.n_kv_heads < 1 ||
                p->n_heads % s.n_kv_heads != 0) {
-        set_error(err, err_size, "batch %d, %d heads, %d kv heads: need 1..%d sequences and kv heads dividing heads",
+        snprintf(err, err_size, "batch %d, %d heads, %d kv heads: need 1..%d sequences and kv heads dividing heads",
                   p->batch, p->n_heads, s.n_kv_heads, kMaxGridYZ);
     } else if (s.block_size < 1 || p->max_blocks < 1 || p->num_blocks < 1) {
-        set_error(err, err_size, "block size, blocks per table and pool must be at least 1");
+        snprintf(err, err_size, "block size, blocks per table and pool must be at least 1");
     } else {
         for (int b = 0; b < p->batch; b++) {
             if (p->lengths[b] < 1 || p->lengths[b] > p->max_blocks * s.block_size) {
-                set_error(err, err_size, "sequence %d: length %d outside 1..%d", b, p->lengths[b],
+                snprintf(err, err_size, "sequence %d: length %d outside 1..%d", b, p->lengths[b],
                           p->max_blocks * s.block_size);
                 return false;
             }
             for (int i = 0; i < paged_kv_blocks_for(p->lengths[b], s.block_size); i++) {
                 int32_t block = p->block_tables[static_cast<size_t>(b) * p->max_blocks + i];
                 if (block < 0 || block >= p->num_blocks) {
-                    set_error(err, err_size, "sequence %d: block %d is %d, outside the pool of %d", b, i, block,
+                    snprintf(err, err_size, "sequence %d: block %d is %d, outside the pool of %d", b, i, block,
                               p->num_blocks);
                     return false;
                 }
@@ -521,12 +511,12 @@ extern "C" int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, in
         partition_tokens = paged_kv_blocks_for(PAGED_ATTENTION_DEFAULT_PARTITION, block_size) * block_size;
     }
     if (partition_tokens < 0 || partition_tokens % block_size != 0) {
-        set_error(err, err_size, "a partition of %d positions: must be a positive multiple of the block size %d",
+        snprintf(err, err_size, "a partition of %d positions: must be a positive multiple of the block size %d",
                   partition_tokens, block_size);
         return 0;
     }
     if (paged_kv_blocks_for(run->max_length, partition_tokens) > kMaxGridYZ) {
-        set_error(err, err_size, "a partition of %d positions cuts %d positions into more than %d", partition_tokens,
+        snprintf(err, err_size, "a partition of %d positions cuts %d positions into more than %d", partition_tokens,
                   run->max_length, kMaxGridYZ);
         return 0;
     }
@@ -554,7 +544,7 @@ static bool launch_step(PagedAttentionGpuRun *run, int version, int partition_to
         return true;
     }
     if (version != 2) {
-        set_error(err, err_size, "no version %d: there are 1 and 2", version);
+        snprintf(err, err_size, "no version %d: there are 1 and 2", version);
         return false;
     }
     p.partition_tokens = paged_attention_gpu_partition(run, partition_tokens, err, err_size);
@@ -591,31 +581,29 @@ extern "C" int paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int versi
     return 0;
 }
 
+namespace {
+
+struct TimedStep {
+    PagedAttentionGpuRun *run;
+    int version, partition_tokens;
+};
+
+void launch_timed_step(void *ctx)
+{
+    TimedStep *step = static_cast<TimedStep *>(ctx);
+    char err[256];
+    launch_step(step->run, step->version, step->partition_tokens, err, sizeof err);
+}
+
+} // namespace
+
 extern "C" double paged_attention_gpu_run_time_ms(PagedAttentionGpuRun *run, int version, int partition_tokens,
                                                   int runs)
 {
-    enum { WARMUP_RUNS = 2, MAX_RUNS = 101 };
     char err[256];
-    runs = std::max(1, std::min(runs, static_cast<int>(MAX_RUNS)));
-    for (int i = 0; i < WARMUP_RUNS; i++) {
-        if (!launch_step(run, version, partition_tokens, err, sizeof err)) {
-            return -1.0;
-        }
+    if (version != 1 && (version != 2 || paged_attention_gpu_partition(run, partition_tokens, err, sizeof err) == 0)) {
+        return -1.0;
     }
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    double seconds[MAX_RUNS];
-    for (int i = 0; i < runs; i++) {
-        CUDA_CHECK(cudaEventRecord(start));
-        launch_step(run, version, partition_tokens, err, sizeof err);
-        CUDA_CHECK(cudaEventRecord(stop));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        float milliseconds = 0.0f;
-        CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start, stop));
-        seconds[i] = 1e-3 * milliseconds;
-    }
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    return 1e3 * bench_stats_from_times(seconds, runs).median;
+    TimedStep step = {run, version, partition_tokens};
+    return 1e3 * cuda_median_seconds(launch_timed_step, &step, 2, std::max(1, runs));
 }

@@ -119,25 +119,25 @@ static void round_trips_within_half_a_step(void)
     array_free(x);
 }
 
-/* With largest 127 the INT8 scale is exactly 1: x.5 rounds to the even integer. */
+/* A row whose largest magnitude is qmax has scale exactly 1, so it reads
+ * back its integers: x.5 must come back as the even integer. */
+static void check_ties(KvFormat format, const float *x, const float *want, int n, const char *what)
+{
+    KvBlockLayout l = kv_layout(format, true, shape_of(1, n), 32);
+    uint8_t head[64] = {0};
+    kv_store_row(l, head, 0, x);
+    bool all = kv_load_scale(l, head, 0) == 1.0f;
+    for (int c = 0; c < n; c++) all = all && kv_load(l, head, 0, c) == want[c];
+    EXPECT(all, "%s", what);
+}
+
 static void ties_round_to_even(void)
 {
     const float x[8] = {127.0f, 0.5f, 1.5f, 2.5f, -0.5f, -1.5f, 126.5f, -127.0f};
     const float want[8] = {127.0f, 0.0f, 2.0f, 2.0f, 0.0f, -2.0f, 126.0f, -127.0f};
-    KvBlockLayout l = kv_layout(KV_FORMAT_INT8, true, shape_of(1, 8), 0);
-    uint8_t head[64] = {0};
-    kv_store_row(l, head, 0, x);
-    bool all = kv_load_scale(l, head, 0) == 1.0f;
-    for (int c = 0; c < 8; c++) all = all && kv_load(l, head, 0, c) == want[c];
-    EXPECT(all, "INT8 with scale 1: ties round to even, +-127 exact");
-    /* INT4: largest 7 gives scale 1 too. */
+    check_ties(KV_FORMAT_INT8, x, want, 8, "INT8 with scale 1: ties round to even, +-127 exact");
     const float y[4] = {7.0f, 3.5f, -2.5f, 0.49f}, want_y[4] = {7.0f, 4.0f, -2.0f, 0.0f};
-    KvBlockLayout l4 = kv_layout(KV_FORMAT_INT4, true, shape_of(1, 4), 32);
-    uint8_t head4[64] = {0};
-    kv_store_row(l4, head4, 0, y);
-    bool all4 = kv_load_scale(l4, head4, 0) == 1.0f;
-    for (int c = 0; c < 4; c++) all4 = all4 && kv_load(l4, head4, 0, c) == want_y[c];
-    EXPECT(all4, "INT4 with scale 1: 3.5 -> 4, -2.5 -> -2, 0.49 -> 0");
+    check_ties(KV_FORMAT_INT4, y, want_y, 4, "INT4 with scale 1: 3.5 -> 4, -2.5 -> -2, 0.49 -> 0");
 }
 
 /* One row of 64 channels, groups of 32: each case fills group 0 and leaves

@@ -1,5 +1,6 @@
 /* kv_cache: a small transformer decoding loop with no cache, a contiguous
- * cache and a paged cache, and the experiments of Chapter 3.
+ * cache and a paged cache (in float32 or quantized blocks), and the
+ * experiments of Chapter 3.
  *
  *   ./kv_cache                  generate with both caches and compare
  *   ./kv_cache --verify         every equality the chapter claims, measured
@@ -7,7 +8,7 @@
  *   ./kv_cache --waste          how much reserved memory holds tokens
  *   ./kv_cache --bench          decode attention, paged against contiguous
  *   ./kv_cache --bench --formats  decode attention in each cache format
- *   ./kv_cache --attend DIR     attention over .npy inputs, both layouts
+ *   ./kv_cache --attend DIR     attention over .npy inputs, both layouts, INT8, INT4
  *   ./kv_cache --accuracy       quantized caches against float32
  *   ./kv_cache --memory         the KV cache of real models
  *   ./kv_cache --gpu [--bench]  the CUDA decode kernels: checked, or timed
@@ -116,7 +117,8 @@ int main(int argc, char **argv)
         {"--prefix-demo", CLI_FLAG, &o.prefix_demo, 0, 0, "prefix caching on requests with shared system prompts"},
         {"--preempt-demo", CLI_FLAG, &o.preempt_demo, 0, 0, "too few blocks: preemption and refusal"},
         {"--accuracy", CLI_FLAG, &o.accuracy, 0, 0,
-         "quantized caches against float32 over a 256-token generation"},
+         "quantized caches against float32 over a 256-token generation (the book adds "
+         "--head-dim 128 --block-size 32)"},
         {"--memory", CLI_FLAG, &o.memory, 0, 0,
          "the KV cache of real models: bytes per token, what fits on a card, FLOPs per byte"},
         {"--formats", CLI_FLAG, &o.formats, 0, 0, "with --bench: time the cache formats instead of the layouts"},
@@ -144,7 +146,8 @@ int main(int argc, char **argv)
         {"--requests", CLI_INT, &o.requests, 1, 1000000, "requests in the trace of --waste"},
     };
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
-              "kv_cache: a transformer decoding loop without a cache, with a contiguous one and with a paged one");
+              "kv_cache: a transformer decoding loop without a cache, with a contiguous one, a paged one and "
+              "a quantized one; the memory of real models' caches; CUDA decode-attention kernels");
     if (modes_chosen(&o) > 1)
         cli_fail("choose one of --verify, --cost, --waste, --waste-data, --bench, --attend, "
                  "--cow-demo, --prefix-demo, --preempt-demo, --accuracy, --memory, --show-results");

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "common/alloc.h"
 #include "common/bench.h"
 
 void cuda_check_result(int error, const char *call, const char *file, int line)
@@ -66,23 +67,18 @@ double cuda_theoretical_bandwidth_gbs(void)
     return 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;
 }
 
-double cuda_copy_bandwidth_gbs(size_t bytes)
+double cuda_median_seconds(void (*launch)(void *ctx), void *ctx, int warmup, int runs)
 {
-    enum { WARMUP_RUNS = 2, TIMED_RUNS = 9 };
-    void *source = nullptr, *destination = nullptr;
-    CUDA_CHECK(cudaMalloc(&source, bytes));
-    CUDA_CHECK(cudaMalloc(&destination, bytes));
-    CUDA_CHECK(cudaMemset(source, 1, bytes));
+    for (int i = 0; i < warmup; i++) {
+        launch(ctx);
+    }
     cudaEvent_t start, stop;
     CUDA_CHECK(cudaEventCreate(&start));
     CUDA_CHECK(cudaEventCreate(&stop));
-    for (int i = 0; i < WARMUP_RUNS; i++) {
-        CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice));
-    }
-    double seconds[TIMED_RUNS];
-    for (int i = 0; i < TIMED_RUNS; i++) {
+    double *seconds = static_cast<double *>(array_alloc(static_cast<size_t>(runs), sizeof(double)));
+    for (int i = 0; i < runs; i++) {
         CUDA_CHECK(cudaEventRecord(start));
-        CUDA_CHECK(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDeviceToDevice));
+        launch(ctx);
         CUDA_CHECK(cudaEventRecord(stop));
         CUDA_CHECK(cudaEventSynchronize(stop));
         float milliseconds = 0;
@@ -91,8 +87,36 @@ double cuda_copy_bandwidth_gbs(size_t bytes)
     }
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
-    CUDA_CHECK(cudaFree(source));
-    CUDA_CHECK(cudaFree(destination));
+    double median = bench_stats_from_times(seconds, runs).median;
+    array_free(seconds);
+    return median;
+}
+
+namespace {
+
+struct Copy {
+    void *source, *destination;
+    size_t bytes;
+};
+
+void copy_once(void *ctx)
+{
+    const Copy *copy = static_cast<const Copy *>(ctx);
+    CUDA_CHECK(cudaMemcpyAsync(copy->destination, copy->source, copy->bytes, cudaMemcpyDeviceToDevice));
+}
+
+} // namespace
+
+double cuda_copy_bandwidth_gbs(size_t bytes)
+{
+    enum { WARMUP_RUNS = 2, TIMED_RUNS = 9 };
+    Copy copy = {nullptr, nullptr, bytes};
+    CUDA_CHECK(cudaMalloc(&copy.source, bytes));
+    CUDA_CHECK(cudaMalloc(&copy.destination, bytes));
+    CUDA_CHECK(cudaMemset(copy.source, 1, bytes));
+    double seconds = cuda_median_seconds(copy_once, &copy, WARMUP_RUNS, TIMED_RUNS);
+    CUDA_CHECK(cudaFree(copy.source));
+    CUDA_CHECK(cudaFree(copy.destination));
     /* Each copy reads `bytes` and writes `bytes`. */
-    return gb_per_s(2.0 * (double)bytes, bench_stats_from_times(seconds, TIMED_RUNS).median);
+    return gb_per_s(2.0 * (double)bytes, seconds);
 }

@@ -20,9 +20,9 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "common/hostdevice.h"
+#include "kernels/float_bits.h"
 
 /* nvcc keeps a small array in registers only when every index is known at
  * compile time, that is when the loop is unrolled; host compilers need no
@@ -32,20 +32,6 @@
 #else
 #define TOPK_UNROLL
 #endif
-
-HOST_DEVICE static inline uint32_t float_bits(float x)
-{
-    uint32_t bits;
-    memcpy(&bits, &x, sizeof bits);
-    return bits;
-}
-
-HOST_DEVICE static inline float float_from_bits(uint32_t bits)
-{
-    float x;
-    memcpy(&x, &bits, sizeof x);
-    return x;
-}
 
 /* Below ln(FLT_MIN), exp(x) is a subnormal float or 0; softmax_exp returns 0. */
 #define SOFTMAX_EXP_FLUSH (-87.33654475f)

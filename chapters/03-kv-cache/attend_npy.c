@@ -69,19 +69,22 @@ static void attend_all_contiguous(const AttendInput *in, float *scores, float *o
         }
 }
 
-/* Copy each sequence into blocks handed out from a shuffled pool, then attend
- * through the block tables. */
-static void attend_all_paged(const AttendInput *in, int block_size, float *scores, float *out)
+/* Store each sequence in blocks of the format, handed out from a shuffled
+ * pool, then attend through the block tables. */
+static void attend_all_paged(const AttendInput *in, int block_size, KvFormat format, int int4_group,
+                             float *scores, float *out)
 {
     PagedKvShape shape = {block_size, in->n_kv_heads, in->head_dim};
+    KvBlockLayout keys = kv_layout(format, true, shape, int4_group), values = kv_layout(format, false, shape, int4_group);
     int blocks = 0;
     for (int b = 0; b < in->batch; b++) blocks += paged_kv_blocks_for(in->lens[b], block_size);
     BlockPool pool = block_pool_create(blocks, block_size, false);
     Rng rng;
     rng_seed(&rng, 1);
     block_pool_shuffle(&pool, &rng);
-    size_t pool_floats = (size_t)blocks * paged_kv_block_floats(shape);
-    float *key_pool = ALLOC_ARRAY(float, pool_floats), *value_pool = ALLOC_ARRAY(float, pool_floats);
+    uint8_t *key_pool = ALLOC_ARRAY(uint8_t, (size_t)blocks * kv_block_bytes(keys));
+    uint8_t *value_pool = ALLOC_ARRAY(uint8_t, (size_t)blocks * kv_block_bytes(values));
+    float *tile = ALLOC_ARRAY(float, (size_t)block_size * in->head_dim);
     int group = in->n_heads / in->n_kv_heads;
     for (int b = 0; b < in->batch; b++) {
         BlockTable table = block_table_create(paged_kv_blocks_for(in->lens[b], block_size));
@@ -89,23 +92,37 @@ static void attend_all_paged(const AttendInput *in, int block_size, float *score
         block_table_reserve(&pool, &table, in->lens[b], &no_copy);
         for (int h = 0; h < in->n_kv_heads; h++) {
             for (int p = 0; p < in->lens[b]; p++) {
-                size_t at = paged_kv_position_offset(shape, table.blocks, h, p);
-                memcpy(key_pool + at, kv_row(in, in->k, b, h, p), sizeof(float) * in->head_dim);
-                memcpy(value_pool + at, kv_row(in, in->v, b, h, p), sizeof(float) * in->head_dim);
+                int32_t block = table.blocks[p / block_size];
+                kv_store_row(keys, key_pool + kv_head_offset(keys, block, h), p % block_size, kv_row(in, in->k, b, h, p));
+                kv_store_row(values, value_pool + kv_head_offset(values, block, h), p % block_size,
+                             kv_row(in, in->v, b, h, p));
             }
             size_t q = ((size_t)b * in->n_heads + (size_t)h * group) * in->head_dim;
-            attend_paged(in->q + q, group, key_pool, value_pool, shape, table.blocks, h, in->lens[b],
-                         scores, out + q);
+            if (format == KV_FORMAT_FLOAT32)
+                attend_paged(in->q + q, group, (const float *)key_pool, (const float *)value_pool, shape, table.blocks,
+                             h, in->lens[b], scores, out + q);
+            else
+                attend_paged_quantized(in->q + q, group, (KvPool){key_pool, keys}, (KvPool){value_pool, values},
+                                       table.blocks, h, in->lens[b], tile, scores, out + q);
         }
         block_table_release(&pool, &table);
         block_table_free(&table);
     }
     array_free(key_pool);
     array_free(value_pool);
+    array_free(tile);
     block_pool_free(&pool);
 }
 
-void attend_npy_directory(const char *dir, int block_size)
+static void save_output(const char *dir, const char *name, const AttendInput *in, const float *out)
+{
+    char path[4096];
+    size_t out_shape[3] = {(size_t)in->batch, (size_t)in->n_heads, (size_t)in->head_dim};
+    path_in(path, sizeof path, dir, name);
+    npy_save_or_exit(path, NPY_FLOAT32, 3, out_shape, out);
+}
+
+void attend_npy_directory(const char *dir, int block_size, int int4_group)
 {
     char path[4096];
     const size_t any3[3] = {0, 0, 0}, any4[4] = {0, 0, 0, 0}, any1[1] = {0};
@@ -122,13 +139,14 @@ void attend_npy_directory(const char *dir, int block_size)
     size_t out_floats = (size_t)in.batch * in.n_heads * in.head_dim;
     float *scores = ALLOC_ARRAY(float, (size_t)(in.n_heads / in.n_kv_heads) * in.max_len);
     float *out = ALLOC_ARRAY(float, out_floats);
-    size_t out_shape[3] = {(size_t)in.batch, (size_t)in.n_heads, (size_t)in.head_dim};
     attend_all_contiguous(&in, scores, out);
-    path_in(path, sizeof path, dir, "out_contiguous.npy");
-    npy_save_or_exit(path, NPY_FLOAT32, 3, out_shape, out);
-    attend_all_paged(&in, block_size, scores, out);
-    path_in(path, sizeof path, dir, "out_paged.npy");
-    npy_save_or_exit(path, NPY_FLOAT32, 3, out_shape, out);
+    save_output(dir, "out_contiguous.npy", &in, out);
+    const KvFormat formats[] = {KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4};
+    const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy"};
+    for (int f = 0; f < 3; f++) {
+        attend_all_paged(&in, block_size, formats[f], int4_group, scores, out);
+        save_output(dir, names[f], &in, out);
+    }
 
     array_free(scores);
     array_free(out);

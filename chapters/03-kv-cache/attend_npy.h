@@ -3,10 +3,12 @@
  * [batch, n_kv_heads, max_len, head_dim] and lens.npy [batch] (int32) from a
  * directory; write out_contiguous.npy and out_paged.npy [batch, n_heads,
  * head_dim]: each query attends over the first lens[b] positions with softmax
- * scale 1/sqrt(head_dim). Bad input: one line on stderr, exit 2. */
+ * scale 1/sqrt(head_dim); and out_int8.npy and out_int4.npy, the same through
+ * INT8 and INT4 blocks (INT4 groups of int4_group channels). Bad input: one
+ * line on stderr, exit 2. */
 #ifndef KV_CACHE_ATTEND_NPY_H
 #define KV_CACHE_ATTEND_NPY_H
 
-void attend_npy_directory(const char *dir, int block_size);
+void attend_npy_directory(const char *dir, int block_size, int int4_group);
 
 #endif

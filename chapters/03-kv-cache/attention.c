@@ -112,3 +112,36 @@ void attend_paged(const float *queries, int n_queries, const float *key_pool,
                             paged_kv_positions_in_block(length, b, block_size), head_dim, out);
 }
 // ANCHOR_END: attend_through_block_table
+
+// ANCHOR: attend_through_quantized_blocks
+/* One kv head's slots of logical block b, dequantized into the tile. */
+static const float *dequantized_block(KvPool pool, const int32_t *block_table, int kv_head, int b,
+                                      int count, float *tile)
+{
+    const uint8_t *head = pool.bytes + kv_head_offset(pool.layout, block_table[b], kv_head);
+    for (int slot = 0; slot < count; slot++)
+        kv_load_row(pool.layout, head, slot, tile + (size_t)slot * pool.layout.shape.head_dim);
+    return tile;
+}
+
+void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values,
+                            const int32_t *block_table, int kv_head, int length, float *tile,
+                            float *scores, float *out)
+{
+    int head_dim = keys.layout.shape.head_dim, block_size = keys.layout.shape.block_size;
+    int blocks = paged_kv_blocks_for(length, block_size);
+    for (int b = 0; b < blocks; b++) {
+        int count = paged_kv_positions_in_block(length, b, block_size);
+        score_keys(queries, n_queries, dequantized_block(keys, block_table, kv_head, b, count, tile), count,
+                   head_dim, scores + b * block_size, length);
+    }
+    softmax_rows(scores, n_queries, length);
+    memset(out, 0, sizeof(float) * n_queries * head_dim);
+    for (int b = 0; b < blocks; b++) {
+        int count = paged_kv_positions_in_block(length, b, block_size);
+        add_weighted_values(scores + b * block_size, n_queries, length,
+                            dequantized_block(values, block_table, kv_head, b, count, tile), count,
+                            head_dim, out);
+    }
+}
+// ANCHOR_END: attend_through_quantized_blocks

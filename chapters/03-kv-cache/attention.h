@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 
+#include "kernels/kv_quant.h"
 #include "kernels/paged_kv.h"
 
 /* n_queries query vectors [n_queries][head_dim] attend over `length`
@@ -23,5 +24,17 @@ void attend_contiguous(const float *queries, int n_queries, const float *keys,
 void attend_paged(const float *queries, int n_queries, const float *key_pool,
                   const float *value_pool, PagedKvShape shape, const int32_t *block_table,
                   int kv_head, int length, float *scores, float *out);
+
+/* One layer's pool of keys or of values, in any block format. */
+typedef struct {
+    const uint8_t *bytes;
+    KvBlockLayout layout;
+} KvPool;
+
+/* attend_paged over blocks in any format: each block is dequantized into
+ * `tile` (block_size * head_dim floats) when it is read, and nowhere else. */
+void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values,
+                            const int32_t *block_table, int kv_head, int length, float *tile,
+                            float *scores, float *out);
 
 #endif

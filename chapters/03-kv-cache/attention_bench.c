@@ -3,11 +3,14 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "accuracy.h"
 #include "attention.h"
 #include "block_pool.h"
 #include "common/alloc.h"
 #include "common/bench.h"
+#include "common/check.h"
 #include "common/rng.h"
+#include "decode_batch.h"
 
 /* The attention shape of an 8B-parameter Llama 3 layer: 32 query heads sharing 8 kv heads of 128. */
 enum { BENCH_HEADS = 32, BENCH_KV_HEADS = 8, BENCH_HEAD_DIM = 128 };
@@ -134,6 +137,72 @@ static void time_alternately(AttentionBench *b, BenchStats *contiguous, BenchSta
     }
     *contiguous = bench_stats_from_times(contiguous_seconds, TIMED_RUNS);
     *paged = bench_stats_from_times(paged_seconds, TIMED_RUNS);
+}
+
+typedef struct {
+    const DecodeBatch *batch;
+    float *out;
+} FormatRun;
+
+static void attend_in_format(void *context)
+{
+    FormatRun *run = context;
+    decode_batch_attend_cpu(run->batch, run->out);
+}
+
+/* The CPU output of the first sequence against the double reference (the
+ * tolerance of test_quantized_attention). */
+static bool first_sequence_matches(const DecodeBatch *b, const float *out)
+{
+    size_t per_seq = (size_t)b->n_heads * b->shape.head_dim;
+    double *ref = ALLOC_ARRAY(double, per_seq);
+    decode_batch_reference(b, 0, ref);
+    bool ok = check_close_f32(out, ref, per_seq, 2e-5, 1e-4).ok;
+    array_free(ref);
+    return ok;
+}
+
+void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
+{
+    enum { CONTEXT = 4000 };
+    double float_bytes_per_seq = (double)CONTEXT * 2 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
+    int batch = (int)(cache_bytes / float_bytes_per_seq);
+    batch = batch > 0 ? batch : 1;
+    int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
+    for (int s = 0; s < batch; s++) lengths[s] = CONTEXT;
+    fprintf(out, "decode attention, one thread: %d query heads, %d kv heads of %d; one step over %d sequences of "
+                 "%d positions, in each cache format\n\n",
+            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT);
+    const char *headers[] = {"cache", "bytes read per position", "bytes / float32's", "matches the reference",
+                             "ms", "float32's time / this", "GB/s of cache read"};
+    Table *t = table_new(7, headers, "lrrlrrr");
+    double float_seconds = 0.0, float_bytes = 0.0;
+    for (int f = 0; f < KV_FORMAT_COUNT; f++) {
+        const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f,
+                                        32, 9};
+        DecodeBatch b = decode_batch_create(&shape, lengths);
+        FormatRun run = {&b, ALLOC_ARRAY(float, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM)};
+        attend_in_format(&run);
+        bool ok = first_sequence_matches(&b, run.out);
+        BenchStats stats = bench_run(attend_in_format, &run, 1, 5);
+        double bytes = decode_batch_cache_bytes(&b);
+        if (f == KV_FORMAT_FLOAT32) {
+            float_seconds = stats.median;
+            float_bytes = bytes;
+        }
+        table_cell(t, "%s", kv_format_name((KvFormat)f));
+        table_cell(t, "%.0f", bytes / ((double)batch * CONTEXT));
+        table_cell(t, "%.3f", bytes / float_bytes);
+        table_cell(t, "%s", ok ? "yes" : "NO");
+        table_cell(t, "%.2f", 1e3 * stats.median);
+        table_cell(t, "%.2f", float_seconds / stats.median);
+        table_cell(t, "%.2f", gb_per_s(bytes, stats.median));
+        array_free(run.out);
+        decode_batch_free(&b);
+    }
+    table_print(t, out, format);
+    table_free(t);
+    array_free(lengths);
 }
 
 void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, TableFormat format)

@@ -1,8 +1,8 @@
 /* The interface between the model and a key/value cache.
  *
  * The forward pass never knows how keys and values are stored: it asks the
- * cache for room, for the address of one position's key and value, and for
- * the attention of a group of query heads over a sequence's first `length`
+ * cache for room, to store one position's key and value, and for the
+ * attention of a group of query heads over a sequence's first `length`
  * positions. The contiguous cache and the paged cache implement it; the
  * model code is the same for both, so any difference between their logits
  * is a difference in the caches. */
@@ -19,9 +19,10 @@ struct KvCache {
      * ones plus the new tokens of the next forward pass). False when the
      * cache has no room; nothing has changed then. */
     bool (*reserve)(KvCache *cache, int seq, int length);
-    /* Where the key and the value of (seq, layer, kv_head, position) live. */
-    void (*locate)(KvCache *cache, int seq, int layer, int kv_head, int position, float **key,
-                   float **value);
+    /* Store the key and the value (head_dim floats each) of
+     * (seq, layer, kv_head, position), in whatever form the cache keeps. */
+    void (*store)(KvCache *cache, int seq, int layer, int kv_head, int position, const float *key,
+                  const float *value);
     /* Attention of the n_queries query heads that share kv_head, over the
      * positions [0, length) of seq: out[q][head_dim]. `scores` is scratch
      * for n_queries * length floats. */

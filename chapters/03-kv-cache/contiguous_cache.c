@@ -1,5 +1,7 @@
 #include "contiguous_cache.h"
 
+#include <string.h>
+
 #include "attention.h"
 #include "common/alloc.h"
 
@@ -21,13 +23,13 @@ static bool contiguous_reserve(KvCache *base, int seq, int length)
     return length <= cache->max_len;
 }
 
-static void contiguous_locate(KvCache *base, int seq, int layer, int kv_head, int position,
-                              float **key, float **value)
+static void contiguous_store(KvCache *base, int seq, int layer, int kv_head, int position,
+                             const float *key, const float *value)
 {
     ContiguousCache *cache = (ContiguousCache *)base;
     size_t at = contiguous_cache_offset(cache, layer, seq, kv_head, position);
-    *key = cache->keys + at;
-    *value = cache->values + at;
+    memcpy(cache->keys + at, key, sizeof(float) * cache->head_dim);
+    memcpy(cache->values + at, value, sizeof(float) * cache->head_dim);
 }
 
 static void contiguous_attend(const KvCache *base, int seq, int layer, int kv_head, int length,
@@ -54,7 +56,7 @@ static int contiguous_max_length(const KvCache *base)
 ContiguousCache contiguous_cache_create(const ModelConfig *c, int n_seqs)
 {
     ContiguousCache cache = {
-        .base = {contiguous_reserve, contiguous_locate, contiguous_attend, contiguous_release,
+        .base = {contiguous_reserve, contiguous_store, contiguous_attend, contiguous_release,
                  contiguous_max_length},
         .n_layers = c->n_layers,
         .n_seqs = n_seqs,

@@ -117,6 +117,19 @@ void model_free(Model *m)
     *m = (Model){0};
 }
 
+// ANCHOR: give_keys_outlier_channels
+void model_add_key_outliers(Model *m, int pairs, float gain)
+{
+    const ModelConfig *c = &m->config;
+    int kv_width = c->n_kv_heads * c->head_dim;
+    for (int l = 0; l < c->n_layers; l++)
+        for (int input = 0; input < c->dim; input++)
+            for (int h = 0; h < c->n_kv_heads; h++)
+                for (int channel = c->head_dim - 2 * pairs; channel < c->head_dim; channel++)
+                    m->layers[l].wk[(size_t)input * kv_width + h * c->head_dim + channel] *= gain;
+}
+// ANCHOR_END: give_keys_outlier_channels
+
 double model_matmul_flops_per_token(const ModelConfig *c)
 {
     double q_width = (double)c->n_heads * c->head_dim, kv_width = (double)c->n_kv_heads * c->head_dim;
@@ -222,41 +235,34 @@ static RowMap map_rows(const SeqChunk *chunks, int n_chunks)
     return map;
 }
 
-// ANCHOR: write_new_keys_and_values
-static void store_keys_values(KvCache *cache, const ModelConfig *c, int layer, const RowMap *map,
-                              const float *k, const float *v)
-{
-    size_t bytes = sizeof(float) * c->head_dim;
-    for (int r = 0; r < map->rows; r++)
-        for (int h = 0; h < c->n_kv_heads; h++) {
-            float *key, *value;
-            cache->locate(cache, map->seq[r], layer, h, map->position[r], &key, &value);
-            size_t at = ((size_t)r * c->n_kv_heads + h) * c->head_dim;
-            memcpy(key, k + at, bytes);
-            memcpy(value, v + at, bytes);
-        }
-}
-// ANCHOR_END: write_new_keys_and_values
-
-// ANCHOR: attend_each_row_to_its_past
-/* Row r sits at position p and attends to positions 0..p of its own
- * sequence, which are in the cache by now: that bound is the causal mask. */
-static void attend_rows(const KvCache *cache, const ModelConfig *c, int layer, const RowMap *map,
-                        const float *q, float *out)
+// ANCHOR: store_then_attend_row_by_row
+/* Row r sits at position p of its sequence: it stores its keys and values,
+ * then attends to positions 0..p, which are in the cache by now. That bound
+ * is the causal mask. Going row by row, each row reads the cache as it was
+ * when its position was the newest, which matters for formats whose scales
+ * span positions: there, storing a later key may change how an earlier one
+ * reads back. */
+static void store_and_attend_rows(KvCache *cache, const ModelConfig *c, int layer, const RowMap *map,
+                                  const float *q, const float *k, const float *v, float *out)
 {
     int group = c->n_heads / c->n_kv_heads, max_length = 0;
     for (int r = 0; r < map->rows; r++)
         if (map->position[r] + 1 > max_length) max_length = map->position[r] + 1;
     float *scores = ALLOC_ARRAY(float, (size_t)group * max_length);
-    for (int r = 0; r < map->rows; r++)
+    for (int r = 0; r < map->rows; r++) {
+        for (int h = 0; h < c->n_kv_heads; h++) {
+            size_t at = ((size_t)r * c->n_kv_heads + h) * c->head_dim;
+            cache->store(cache, map->seq[r], layer, h, map->position[r], k + at, v + at);
+        }
         for (int h = 0; h < c->n_kv_heads; h++) {
             size_t at = ((size_t)r * c->n_heads + (size_t)h * group) * c->head_dim;
             cache->attend(cache, map->seq[r], layer, h, map->position[r] + 1, q + at, group, scores,
                           out + at);
         }
+    }
     array_free(scores);
 }
-// ANCHOR_END: attend_each_row_to_its_past
+// ANCHOR_END: store_then_attend_row_by_row
 
 typedef struct {
     float *x, *xn, *q, *k, *v, *attn, *proj, *gate, *up;
@@ -298,8 +304,7 @@ static void transformer_block(const Model *m, KvCache *cache, int layer, const R
     matmul(a->xn, w->wv, a->v, rows, c->dim, kv_width);
     rope_rows(m, a->q, map->position, rows, c->n_heads);
     rope_rows(m, a->k, map->position, rows, c->n_kv_heads);
-    store_keys_values(cache, c, layer, map, a->k, a->v);
-    attend_rows(cache, c, layer, map, a->q, a->attn);
+    store_and_attend_rows(cache, c, layer, map, a->q, a->k, a->v, a->attn);
     matmul(a->attn, w->wo, a->proj, rows, q_width, c->dim);
     add_rows(a->x, a->proj, (size_t)rows * c->dim);
 

@@ -58,6 +58,11 @@ bool model_config_check(const ModelConfig *config, char *err, size_t err_size);
 Model model_create(const ModelConfig *config);
 void model_free(Model *model);
 
+/* Give the keys outlier channels, as trained models have: multiply the
+ * columns of every layer's wk that make the last `pairs` rotary pairs of each
+ * kv head (the slowest-turning ones) by `gain`. */
+void model_add_key_outliers(Model *model, int pairs, float gain);
+
 /* Multiply-adds of the weight matrices for one token (the logits excluded),
  * and for the logits of one token. */
 double model_matmul_flops_per_token(const ModelConfig *config);

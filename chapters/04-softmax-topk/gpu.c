@@ -1,27 +1,15 @@
 #include "gpu.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
 #include "common/cli.h"
+#include "common/results.h"
 
 void show_gpu_results(const char *path)
 {
-    FILE *file = fopen(path, "r");
-    if (file == NULL) {
-        printf("No GPU results yet: no file %s. On a machine with a GPU,\n"
-               "  softmax_topk --gpu --bench --results %s --commit $(git rev-parse HEAD)\n"
-               "writes it, stamped with the device, the CUDA version, the date and the commit.\n",
-               path, path);
-        return;
-    }
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, file)) > 0) {
-        fwrite(buffer, 1, n, stdout);
-    }
-    fclose(file);
+    char command[512];
+    snprintf(command, sizeof command, "softmax_topk --gpu --bench --results %s --commit $(git rev-parse HEAD)", path);
+    results_show(path, command);
 }
 
 #ifdef HAVE_CUDA
@@ -164,10 +152,7 @@ static Table *decode_step_table(const float *logits)
 
 static void print_stamp(FILE *out, const char *device, const char *commit, double copy_gbs, size_t rows)
 {
-    char date[64];
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    fprintf(out, "device: %s  \ndate: %s  \ncommit: %s  \n", device, date, commit);
+    results_stamp(out, device, commit);
     fprintf(out, "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run; "
                  "%zu rows, each kernel validated against the double reference before timing, median of %d launches\n\n",
             copy_gbs, rows, TIMED_LAUNCHES);
@@ -179,9 +164,7 @@ void gpu_bench(bool quick, const char *results_path, const char *commit, TableFo
     const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
     size_t rows = quick ? QUICK_ROWS : BENCH_ROWS, vocab_count = quick ? 1 : 4;
     const size_t *vocabs = quick ? quick_vocabs : all_vocabs;
-    if (commit == NULL) {
-        commit = getenv("GIT_COMMIT") != NULL ? getenv("GIT_COMMIT") : "unknown";
-    }
+    commit = results_commit(commit);
     char device[256];
     cuda_device_describe(device, sizeof device);
     float *logits = bench_logits_new(rows * all_vocabs[3], bench_max_threads());
@@ -193,10 +176,7 @@ void gpu_bench(bool quick, const char *results_path, const char *commit, TableFo
     printf("\none row (a decode step), V = 128256:\n\n");
     table_print(decode, stdout, format);
     if (results_path != NULL) {
-        FILE *out = fopen(results_path, "w");
-        if (out == NULL) {
-            cli_fail_status(1, "--results %s: cannot write the file", results_path);
-        }
+        FILE *out = results_create(results_path);
         fprintf(out, "GPU results of softmax_topk --gpu --bench%s\n\n", quick ? " --quick" : "");
         print_stamp(out, device, commit, copy_gbs, rows);
         table_print(batch, out, TABLE_MARKDOWN);

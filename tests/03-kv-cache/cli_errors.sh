@@ -21,6 +21,26 @@ rejects_mentioning "--temperature" --temperature -1
 rejects_mentioning "--vocab" --vocab 3
 rejects_mentioning "at least 381" --verify --max-len 200
 rejects_mentioning "q.npy" --attend /nonexistent-directory
+rejects_mentioning "--int4-group must be 32 or 64" --accuracy --int4-group 48
+rejects_mentioning "--int4-group" --int4-group 0
+rejects_mentioning "choose one of" --accuracy --memory
+rejects_mentioning "--accuracy needs --max-len" --accuracy --max-len 100
+rejects_mentioning "--gpu goes alone" --gpu --memory
+rejects_mentioning "--results and --commit go with --gpu --bench" --results out.md
+rejects_mentioning "--results and --commit go with --gpu --bench" --gpu --commit abc123
+rejects_mentioning "--show-results" --show-results
+rejects_mentioning "--formats goes with --bench" --formats
+rejects_mentioning "--formats goes with --bench" --gpu --bench --formats
+runs_on_gpu_or_says_why --gpu
+
+accepts --memory
+if ! grep -q "Llama-3.1-405B" "$out"; then
+    fail "kv_cache --memory should list the real models"
+fi
+accepts --show-results "$scratch/none.md"
+if ! grep -q "No GPU results yet" "$out"; then
+    fail "kv_cache --show-results on a missing file should say there are none"
+fi
 
 accepts --help
 if ! grep -q -- "--block-size" "$out"; then

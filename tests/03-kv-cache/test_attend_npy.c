@@ -1,7 +1,9 @@
 /* The .npy interface: --attend DIR reads q, k, v and lens, and writes the
- * attention computed through the contiguous and the paged layouts. Both are
- * checked against a double-precision reference computed here, and inputs
- * that disagree are refused with one line and exit status 2. */
+ * attention computed through the contiguous and the paged layouts, and
+ * through INT8 and INT4 blocks. Each is checked against a double-precision
+ * reference computed here (over the numbers as INT8 or INT4 store them, for
+ * those), and inputs that disagree are refused with one line and exit
+ * status 2. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,10 +16,11 @@
 #include "common/npy.h"
 #include "common/rng.h"
 #include "common/testing.h"
+#include "kernels/kv_quant.h"
 
 enum { B = 3, H = 6, KVH = 2, L = 37, D = 12 };
-static const char *const file_names[] = {"q.npy", "k.npy", "v.npy", "lens.npy",
-                                         "out_contiguous.npy", "out_paged.npy"};
+static const char *const file_names[] = {"q.npy",          "k.npy",         "v.npy",        "lens.npy",
+                                         "out_contiguous.npy", "out_paged.npy", "out_int8.npy", "out_int4.npy"};
 
 typedef struct {
     char dir[64];
@@ -76,10 +79,44 @@ static NpyArray load_output(const Inputs *in, const char *name)
     return npy_load_or_exit(path, NPY_FLOAT32, 3, shape);
 }
 
+/* Keys and values as a format stores them: each row quantized and read back. */
+static Inputs *as_stored(const Inputs *in, KvFormat format)
+{
+    Inputs *stored = ALLOC_ARRAY(Inputs, 1);
+    *stored = *in;
+    PagedKvShape one_row = {1, 1, D};
+    KvBlockLayout l = kv_layout(format, true, one_row, 32);
+    uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
+    for (size_t r = 0; r < (size_t)B * KVH * L; r++) {
+        kv_store_row(l, head, 0, in->k + r * D);
+        kv_load_row(l, head, 0, stored->k + r * D);
+        kv_store_row(l, head, 0, in->v + r * D);
+        kv_load_row(l, head, 0, stored->v + r * D);
+    }
+    array_free(head);
+    return stored;
+}
+
+static void quantized_output_matches(const Inputs *in, KvFormat format, const char *name, const double *exact,
+                                     double within)
+{
+    Inputs *stored = as_stored(in, format);
+    double *ref = ALLOC_ARRAY(double, (size_t)B * H * D);
+    reference(stored, ref);
+    NpyArray got = load_output(in, name);
+    CloseReport r = check_close_f32(got.data, ref, (size_t)B * H * D, 1e-5, 1e-5);
+    EXPECT(close_report_print(stdout, name, &r), "%s matches the double reference over the stored numbers", name);
+    CloseReport loose = check_close_f32(got.data, exact, (size_t)B * H * D, within, 0);
+    EXPECT(close_report_print(stdout, name, &loose), "%s is within %g of the unquantized attention", name, within);
+    npy_free(&got);
+    array_free(ref);
+    array_free(stored);
+}
+
 static void outputs_match_reference(Inputs *in)
 {
     save_all(in);
-    attend_npy_directory(in->dir, 16);
+    attend_npy_directory(in->dir, 16, 32);
     NpyArray contiguous = load_output(in, "out_contiguous.npy"), paged = load_output(in, "out_paged.npy");
     double *ref = ALLOC_ARRAY(double, (size_t)B * H * D);
     reference(in, ref);
@@ -89,6 +126,10 @@ static void outputs_match_reference(Inputs *in)
     EXPECT(close_report_print(stdout, "out_contiguous.npy", &r), "contiguous output matches double");
     EXPECT(memcmp(contiguous.data, paged.data, sizeof(float) * B * H * D) == 0,
            "out_paged.npy is bit-identical to out_contiguous.npy");
+    /* Values in [-1, 1] off by at most half a step: 1/254 (INT8), 1/14 (INT4),
+     * plus what the keys' rounding does to the weights: a few times that. */
+    quantized_output_matches(in, KV_FORMAT_INT8, "out_int8.npy", ref, 0.02);
+    quantized_output_matches(in, KV_FORMAT_INT4, "out_int4.npy", ref, 0.3);
     array_free(ref);
     npy_free(&contiguous);
     npy_free(&paged);
@@ -96,7 +137,7 @@ static void outputs_match_reference(Inputs *in)
 
 static void attend_in_child(void *dir)
 {
-    attend_npy_directory(dir, 16);
+    attend_npy_directory(dir, 16, 32);
 }
 
 /* Save a broken file in place of a good one: the run must end with status 2

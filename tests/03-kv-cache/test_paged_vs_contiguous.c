@@ -1,9 +1,9 @@
 /* Decoding through the paged cache gives the same logits as the contiguous
  * cache, bit for bit, at several block sizes; every block comes back; and no
  * sequence reads a slot it did not write (the pool starts full of NaN). */
-#include <stdio.h>
-
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "chapters/03-kv-cache/paged_cache.h"
 #include "chapters/03-kv-cache/trace.h"
@@ -33,7 +33,9 @@ static void never_reads_unwritten_slots(const Model *model, int block_size, cons
     for (int i = 0; i < n; i++)
         blocks += paged_kv_blocks_for(paged_requests[i].prompt_len + paged_requests[i].max_new, block_size);
     PagedCache cache = paged_cache_create(config, n, blocks, block_size, false);
-    for (size_t i = 0; i < config->n_layers * cache.layer_floats; i++) cache.keys[i] = cache.values[i] = NAN;
+    /* All bits set is a NaN float. */
+    memset(cache.keys, 0xff, config->n_layers * cache.key_layer_bytes);
+    memset(cache.values, 0xff, config->n_layers * cache.value_layer_bytes);
     ServeStats stats;
     Comparison c = verify_served_vs_alone(model, &cache.base, n, paged_requests, n, sampler,
                                           &(ServeOptions){0}, &stats);

@@ -1,0 +1,44 @@
+#include "common/results.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "common/cli.h"
+
+const char *results_commit(const char *given)
+{
+    if (given != NULL) return given;
+    const char *from_environment = getenv("GIT_COMMIT");
+    return from_environment != NULL ? from_environment : "unknown";
+}
+
+void results_stamp(FILE *out, const char *device, const char *commit)
+{
+    char date[64];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    fprintf(out, "device: %s  \ndate: %s  \ncommit: %s  \n", device, date, commit);
+}
+
+FILE *results_create(const char *path)
+{
+    FILE *file = fopen(path, "w");
+    if (file == NULL) cli_fail_status(1, "--results %s: cannot write the file", path);
+    return file;
+}
+
+void results_show(const char *path, const char *command)
+{
+    FILE *file = fopen(path, "r");
+    if (file == NULL) {
+        printf("No GPU results yet: no file %s. On a machine with a GPU,\n"
+               "  %s\n"
+               "writes it, stamped with the device, the CUDA version, the date and the commit.\n",
+               path, command);
+        return;
+    }
+    char buffer[4096];
+    size_t n;
+    while ((n = fread(buffer, 1, sizeof buffer, file)) > 0) fwrite(buffer, 1, n, stdout);
+    fclose(file);
+}

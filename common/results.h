@@ -1,0 +1,29 @@
+/* Results files: what a GPU benchmark measured, written by the program on a
+ * machine with a GPU and shown by the book wherever it is built. A results
+ * file says where it came from (device, date, commit) in its first lines. */
+#ifndef COMMON_RESULTS_H
+#define COMMON_RESULTS_H
+
+#include <stdio.h>
+
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+/* The commit to stamp: `given` if not NULL, else $GIT_COMMIT, else "unknown". */
+const char *results_commit(const char *given);
+
+/* "device: ...", "date: ..." (now, UTC) and "commit: ..." lines, each
+ * ending in a Markdown line break. */
+void results_stamp(FILE *out, const char *device, const char *commit);
+
+/* Open a results file for writing, or stop with one line and status 1. */
+FILE *results_create(const char *path);
+
+/* Print the results file at `path`; when there is none, say so, and that
+ * `command` (a command line) run on a machine with a GPU writes it. */
+void results_show(const char *path, const char *command);
+
+COMMON_END_C
+
+#endif

@@ -1,0 +1,356 @@
+/* Quantized KV-cache blocks: how a block stores its numbers, and the
+ * quantize, dequantize, pack and unpack steps, shared by the CPU cache of
+ * Chapter 3 and the CUDA decode kernels (kernels/paged_attention.cu).
+ *
+ * A block of one layer holds block_size positions of every kv head. Each kv
+ * head's part of a block is one run of bytes:
+ *
+ *     [slot][row bytes]     the numbers, a row of head_dim per position
+ *     [scales]              fp16 scales (quantized formats only)
+ *
+ * float32 and fp16 rows hold the numbers themselves. INT8 and INT4 rows hold
+ * integers q, and a number reads back as q * scale: symmetric quantization,
+ * with one scale shared by a group of numbers,
+ *
+ *   - per token: the `group` consecutive channels of one position share a
+ *     scale (INT8: the whole row; INT4: 32 or 64 channels);
+ *   - per channel: one channel of all the block's positions shares a scale
+ *     (keys in the KIVI layout: their outliers live in fixed channels).
+ *
+ * INT4 packs two numbers per byte. In quantized formats the rows and the
+ * scales each start 16 bytes apart from the start of the run, so a GPU
+ * thread can load them 16 bytes at a time. */
+#ifndef KERNELS_KV_QUANT_H
+#define KERNELS_KV_QUANT_H
+
+#include <float.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/hostdevice.h"
+#include "kernels/fp16.h"
+#include "kernels/paged_kv.h"
+
+/* How one number of a row is stored. */
+typedef enum { KV_NUMBER_FLOAT32, KV_NUMBER_FP16, KV_NUMBER_INT8, KV_NUMBER_INT4 } KvNumber;
+
+/* Which numbers share a scale. */
+typedef enum { KV_SCALE_NONE, KV_SCALE_PER_TOKEN, KV_SCALE_PER_CHANNEL } KvScaleAxis;
+
+typedef struct {
+    KvNumber number;
+    KvScaleAxis axis;
+    int group;          /* per token: channels sharing a scale (the last group may be shorter) */
+    PagedKvShape shape; /* block_size, n_kv_heads, head_dim */
+} KvBlockLayout;
+
+/* The formats of a whole cache: how its keys and its values are stored. */
+typedef enum {
+    KV_FORMAT_FLOAT32,
+    KV_FORMAT_FP16,
+    KV_FORMAT_INT8, /* one scale per position and kv head */
+    KV_FORMAT_INT4, /* one scale per group of channels of a position */
+    KV_FORMAT_KIVI4, /* INT4: keys per channel, values per position (KIVI) */
+    KV_FORMAT_COUNT
+} KvFormat;
+
+HOST_DEVICE static inline int kv_number_bits(KvNumber number)
+{
+    return number == KV_NUMBER_FLOAT32 ? 32 : number == KV_NUMBER_FP16 ? 16 : number == KV_NUMBER_INT8 ? 8 : 4;
+}
+
+/* The largest integer a quantized number uses: symmetric, so INT4 uses
+ * -7..7 (and leaves -8 unused), INT8 -127..127. */
+HOST_DEVICE static inline int kv_qmax(KvNumber number)
+{
+    return number == KV_NUMBER_INT8 ? 127 : 7;
+}
+
+HOST_DEVICE static inline KvBlockLayout kv_layout(KvFormat format, bool keys, PagedKvShape shape, int int4_group)
+{
+    KvBlockLayout layout = {KV_NUMBER_FLOAT32, KV_SCALE_NONE, shape.head_dim, shape};
+    switch (format) {
+    case KV_FORMAT_FLOAT32:
+    case KV_FORMAT_COUNT:
+        break;
+    case KV_FORMAT_FP16:
+        layout.number = KV_NUMBER_FP16;
+        break;
+    case KV_FORMAT_INT8:
+        layout.number = KV_NUMBER_INT8;
+        layout.axis = KV_SCALE_PER_TOKEN;
+        break;
+    case KV_FORMAT_INT4:
+    case KV_FORMAT_KIVI4:
+        layout.number = KV_NUMBER_INT4;
+        layout.axis = format == KV_FORMAT_KIVI4 && keys ? KV_SCALE_PER_CHANNEL : KV_SCALE_PER_TOKEN;
+        layout.group = int4_group;
+        break;
+    }
+    return layout;
+}
+
+HOST_DEVICE static inline size_t kv_round_up_16(size_t bytes)
+{
+    return (bytes + 15) / 16 * 16;
+}
+
+/* Bytes of one position's row of numbers (scales excluded). */
+HOST_DEVICE static inline size_t kv_row_bytes(KvBlockLayout l)
+{
+    return ((size_t)l.shape.head_dim * kv_number_bits(l.number) + 7) / 8;
+}
+
+HOST_DEVICE static inline int kv_groups_per_row(KvBlockLayout l)
+{
+    return (l.shape.head_dim + l.group - 1) / l.group;
+}
+
+/* Scales in one kv head's part of a block. */
+HOST_DEVICE static inline int kv_scale_count(KvBlockLayout l)
+{
+    switch (l.axis) {
+    case KV_SCALE_PER_TOKEN:
+        return l.shape.block_size * kv_groups_per_row(l);
+    case KV_SCALE_PER_CHANNEL:
+        return l.shape.head_dim;
+    case KV_SCALE_NONE:
+        break;
+    }
+    return 0;
+}
+
+/* Where the scales start in one kv head's part of a block; unquantized rows
+ * need no padding, so that a float32 block is laid out as kernels/paged_kv.h says. */
+HOST_DEVICE static inline size_t kv_scales_offset(KvBlockLayout l)
+{
+    size_t rows = (size_t)l.shape.block_size * kv_row_bytes(l);
+    return l.axis == KV_SCALE_NONE ? rows : kv_round_up_16(rows);
+}
+
+// ANCHOR: size_one_kv_head_of_a_block
+/* Bytes of one kv head's part of a block: its rows, then its fp16 scales. */
+HOST_DEVICE static inline size_t kv_head_bytes(KvBlockLayout l)
+{
+    if (l.axis == KV_SCALE_NONE) {
+        return kv_scales_offset(l);
+    }
+    return kv_round_up_16(kv_scales_offset(l) + 2 * (size_t)kv_scale_count(l));
+}
+
+HOST_DEVICE static inline size_t kv_block_bytes(KvBlockLayout l)
+{
+    return (size_t)l.shape.n_kv_heads * kv_head_bytes(l);
+}
+
+/* Offset in bytes of (physical block, kv head) in one layer's pool. */
+HOST_DEVICE static inline size_t kv_head_offset(KvBlockLayout l, int32_t physical_block, int kv_head)
+{
+    return ((size_t)physical_block * l.shape.n_kv_heads + kv_head) * kv_head_bytes(l);
+}
+// ANCHOR_END: size_one_kv_head_of_a_block
+
+/* Which scale a number of (slot, channel) uses. */
+HOST_DEVICE static inline int kv_scale_index(KvBlockLayout l, int slot, int channel)
+{
+    if (l.axis == KV_SCALE_PER_CHANNEL) {
+        return channel;
+    }
+    return slot * kv_groups_per_row(l) + channel / l.group;
+}
+
+HOST_DEVICE static inline float kv_load_scale(KvBlockLayout l, const uint8_t *head, int index)
+{
+    uint16_t bits;
+    memcpy(&bits, head + kv_scales_offset(l) + 2 * (size_t)index, sizeof bits);
+    return half_to_float(bits);
+}
+
+HOST_DEVICE static inline void kv_store_scale(KvBlockLayout l, uint8_t *head, int index, uint16_t bits)
+{
+    memcpy(head + kv_scales_offset(l) + 2 * (size_t)index, &bits, sizeof bits);
+}
+
+// ANCHOR: pack_two_int4_in_a_byte
+/* Two INT4 numbers per byte: channel 2i in the low nibble, 2i + 1 in the
+ * high one, each stored as q + 8 (0..15 for q in -8..7). */
+HOST_DEVICE static inline uint8_t int4_pack(int low, int high)
+{
+    return (uint8_t)((low + 8) | (high + 8) << 4);
+}
+
+HOST_DEVICE static inline int int4_low(uint8_t byte)
+{
+    return (byte & 0xf) - 8;
+}
+
+HOST_DEVICE static inline int int4_high(uint8_t byte)
+{
+    return (byte >> 4) - 8;
+}
+// ANCHOR_END: pack_two_int4_in_a_byte
+
+// ANCHOR: choose_a_scale_and_round
+/* The largest magnitude of n numbers, `stride` floats apart. A NaN wins (and
+ * then stays), so that a group holding one gets a NaN scale. */
+HOST_DEVICE static inline float kv_largest_magnitude(const float *x, int n, int stride)
+{
+    float largest = 0.0f;
+    for (int i = 0; i < n; i++) {
+        float magnitude = fabsf(x[(size_t)i * stride]);
+        largest = magnitude > largest || magnitude != magnitude ? magnitude : largest;
+    }
+    return largest;
+}
+
+/* The scale of a group whose largest magnitude is `largest`: largest / qmax,
+ * rounded UP to the next fp16. Rounding up keeps |x| / scale <= qmax for
+ * every x of the group, so no integer ever needs clamping; it also keeps a
+ * tiny nonzero group from getting a zero scale. A group too large for fp16
+ * (largest > qmax * 65504) gets an infinite scale, and a group with a NaN or
+ * an infinity a NaN or infinite one: such a group reads back as NaN, loudly. */
+HOST_DEVICE static inline uint16_t kv_scale_for(float largest, int qmax)
+{
+    float scale = largest / (float)qmax;
+    uint16_t bits = half_from_float(scale);
+    if (half_to_float(bits) < scale) {
+        bits++; /* the next half up: positive halves are ordered like their bits */
+    }
+    return bits;
+}
+
+/* The integer that stores x: x / scale rounded to nearest (ties to even).
+ * A zero scale (an all-zero group) and a non-finite one store 0. */
+HOST_DEVICE static inline int kv_quantize(float x, float scale)
+{
+    if (!(scale > 0.0f && scale <= FLT_MAX)) {
+        return 0;
+    }
+    return (int)rintf(x / scale);
+}
+// ANCHOR_END: choose_a_scale_and_round
+
+/* The integer stored for `channel` in a quantized row. */
+HOST_DEVICE static inline int kv_load_integer(KvBlockLayout l, const uint8_t *row, int channel)
+{
+    if (l.number == KV_NUMBER_INT8) {
+        return (int8_t)row[channel];
+    }
+    return channel % 2 == 0 ? int4_low(row[channel / 2]) : int4_high(row[channel / 2]);
+}
+
+/* Number `channel` of row `slot` as a float. */
+HOST_DEVICE static inline float kv_load(KvBlockLayout l, const uint8_t *head, int slot, int channel)
+{
+    const uint8_t *row = head + (size_t)slot * kv_row_bytes(l);
+    if (l.number == KV_NUMBER_FLOAT32) {
+        float x;
+        memcpy(&x, row + 4 * (size_t)channel, sizeof x);
+        return x;
+    }
+    if (l.number == KV_NUMBER_FP16) {
+        uint16_t bits;
+        memcpy(&bits, row + 2 * (size_t)channel, sizeof bits);
+        return half_to_float(bits);
+    }
+    return (float)kv_load_integer(l, row, channel) * kv_load_scale(l, head, kv_scale_index(l, slot, channel));
+}
+
+/* A whole row (head_dim numbers) as floats; a scale is read once per group. */
+HOST_DEVICE static inline void kv_load_row(KvBlockLayout l, const uint8_t *head, int slot, float *out)
+{
+    const uint8_t *row = head + (size_t)slot * kv_row_bytes(l);
+    int head_dim = l.shape.head_dim;
+    if (l.number == KV_NUMBER_FLOAT32) {
+        memcpy(out, row, kv_row_bytes(l));
+    } else if (l.number == KV_NUMBER_FP16) {
+        for (int c = 0; c < head_dim; c++) {
+            out[c] = kv_load(l, head, slot, c);
+        }
+    } else if (l.axis == KV_SCALE_PER_CHANNEL) {
+        for (int c = 0; c < head_dim; c++) {
+            out[c] = (float)kv_load_integer(l, row, c) * kv_load_scale(l, head, c);
+        }
+    } else {
+        for (int first = 0; first < head_dim; first += l.group) {
+            int end = first + l.group < head_dim ? first + l.group : head_dim;
+            float scale = kv_load_scale(l, head, kv_scale_index(l, slot, first));
+            int c = first;
+            /* INT4 two at a time, a byte each, from an even channel on. */
+            for (; l.number == KV_NUMBER_INT4 && c % 2 == 0 && c + 1 < end; c += 2) {
+                out[c] = (float)int4_low(row[c / 2]) * scale;
+                out[c + 1] = (float)int4_high(row[c / 2]) * scale;
+            }
+            for (; c < end; c++) {
+                out[c] = (float)kv_load_integer(l, row, c) * scale;
+            }
+        }
+    }
+}
+
+/* Write integer q for (slot, channel) of a quantized row. Writing INT4
+ * rewrites the channel's nibble and keeps its neighbour's. */
+HOST_DEVICE static inline void kv_store_integer(KvBlockLayout l, uint8_t *head, int slot, int channel, int q)
+{
+    uint8_t *row = head + (size_t)slot * kv_row_bytes(l);
+    if (l.number == KV_NUMBER_INT8) {
+        row[channel] = (uint8_t)(int8_t)q;
+        return;
+    }
+    uint8_t *byte = &row[channel / 2];
+    *byte = channel % 2 == 0 ? int4_pack(q, int4_high(*byte)) : int4_pack(int4_low(*byte), q);
+}
+
+// ANCHOR: quantize_one_position
+/* Store one position's row of head_dim floats, in a layout whose scales do
+ * not span positions (unquantized, or quantized per token). */
+HOST_DEVICE static inline void kv_store_row(KvBlockLayout l, uint8_t *head, int slot, const float *x)
+{
+    uint8_t *row = head + (size_t)slot * kv_row_bytes(l);
+    if (l.number == KV_NUMBER_FLOAT32) {
+        memcpy(row, x, kv_row_bytes(l));
+        return;
+    }
+    if (l.number == KV_NUMBER_FP16) {
+        for (int c = 0; c < l.shape.head_dim; c++) {
+            uint16_t bits = half_from_float(x[c]);
+            memcpy(row + 2 * (size_t)c, &bits, sizeof bits);
+        }
+        return;
+    }
+    int qmax = kv_qmax(l.number);
+    for (int first = 0; first < l.shape.head_dim; first += l.group) {
+        int count = l.shape.head_dim - first < l.group ? l.shape.head_dim - first : l.group;
+        uint16_t scale_bits = kv_scale_for(kv_largest_magnitude(x + first, count, 1), qmax);
+        kv_store_scale(l, head, kv_scale_index(l, slot, first), scale_bits);
+        float scale = half_to_float(scale_bits);
+        for (int c = first; c < first + count; c++) {
+            kv_store_integer(l, head, slot, c, kv_quantize(x[c], scale));
+        }
+    }
+}
+// ANCHOR_END: quantize_one_position
+
+// ANCHOR: quantize_a_block_per_channel
+/* Store the rows of slots 0..count-1 (count <= block_size) of a block whose
+ * scales are per channel: each channel's scale comes from its `count`
+ * numbers, so the block is rewritten whole whenever a position is added. */
+HOST_DEVICE static inline void kv_store_block_per_channel(KvBlockLayout l, uint8_t *head, const float *rows,
+                                                          int count)
+{
+    int head_dim = l.shape.head_dim, qmax = kv_qmax(l.number);
+    for (int c = 0; c < head_dim; c++) {
+        uint16_t scale_bits = kv_scale_for(kv_largest_magnitude(rows + c, count, head_dim), qmax);
+        kv_store_scale(l, head, c, scale_bits);
+        float scale = half_to_float(scale_bits);
+        for (int slot = 0; slot < count; slot++) {
+            kv_store_integer(l, head, slot, c, kv_quantize(rows[(size_t)slot * head_dim + c], scale));
+        }
+    }
+}
+// ANCHOR_END: quantize_a_block_per_channel
+
+#endif

@@ -1,0 +1,609 @@
+/* Paged decode attention, versions 1 and 2 (see kernels/paged_attention_gpu.h).
+ * The block layout, the dequantization steps and the online softmax come
+ * from kernels/kv_quant.h, kernels/fp16.h and kernels/online_attention.h,
+ * the same functions the CPU cache and its tests use. */
+#include "kernels/paged_attention_gpu.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/cuda_util.h"
+#include "kernels/kv_quant.h"
+#include "kernels/online_attention.h"
+
+namespace {
+
+constexpr int kWarpSize = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * kWarpSize;
+/* Positions whose loads a token group issues before using the first. */
+constexpr int kUnroll = 4;
+/* A grid's y and z dimensions. */
+constexpr int kMaxGridYZ = 65535;
+
+constexpr KvNumber number_of(KvFormat format)
+{
+    return format == KV_FORMAT_FLOAT32 ? KV_NUMBER_FLOAT32
+           : format == KV_FORMAT_FP16  ? KV_NUMBER_FP16
+           : format == KV_FORMAT_INT8  ? KV_NUMBER_INT8
+                                       : KV_NUMBER_INT4;
+}
+
+constexpr int bits_of(KvNumber number)
+{
+    return number == KV_NUMBER_FLOAT32 ? 32 : number == KV_NUMBER_FP16 ? 16 : number == KV_NUMBER_INT8 ? 8 : 4;
+}
+
+// ANCHOR: share_a_position_among_lanes
+/* How a warp covers positions: each lane loads 16 bytes of a key row (8 for
+ * INT4, to leave registers for its 16 channels; more channels when head_dim
+ * needs more than 32 lanes' worth), so one position takes kLanes lanes and a
+ * warp works on kTokens positions at once. A lane always holds the same
+ * kChannels channels of every row, of the query and of the output. */
+template <KvFormat kFormat, int kHeadDim>
+struct LanePlan {
+    static constexpr KvNumber kNumber = number_of(kFormat);
+    static constexpr int kBits = bits_of(kNumber);
+    static constexpr int kLoadBytes = kBits == 4 ? 8 : 16;
+    static constexpr int kChannels = std::max(kLoadBytes * 8 / kBits, kHeadDim / kWarpSize);
+    static constexpr int kLanes = kHeadDim / kChannels;
+    static constexpr int kTokens = kWarpSize / kLanes;
+    static constexpr int kWords = kChannels * kBits / 32; /* 32-bit words of a lane's part of a row */
+    static constexpr bool kKeysPerChannel = kFormat == KV_FORMAT_KIVI4;
+    static constexpr bool kScaledPerToken = kNumber == KV_NUMBER_INT8 || kNumber == KV_NUMBER_INT4;
+    static_assert(kHeadDim % kChannels == 0 && kLanes >= 1 && kLanes <= kWarpSize && kWarpSize % kLanes == 0,
+                  "a row must split evenly over at most a warp");
+    static_assert(kWords % 2 == 0, "a lane loads 8 or 16 bytes at a time");
+};
+// ANCHOR_END: share_a_position_among_lanes
+
+struct KernelParams {
+    const float *queries;
+    const uint8_t *key_pool, *value_pool;
+    const int32_t *block_tables, *lengths;
+    KvBlockLayout keys, values;
+    int n_heads, max_blocks;
+    int partition_tokens, max_partitions; /* version 2 */
+    float *out;
+    float *partial_acc;          /* [batch][n_heads][max_partitions][head_dim] */
+    SoftmaxState *partial_state; /* [batch][n_heads][max_partitions] */
+};
+
+/* A lane's words of a row, in 16-byte loads, or 8-byte ones when that is
+ * all there is (rows and lane offsets are aligned to them: kv_quant.h). */
+template <int kWords>
+__device__ __forceinline__ void load_words(const uint8_t *from, uint32_t (&words)[kWords])
+{
+    if constexpr (kWords % 4 == 0) {
+        const uint4 *vectors = reinterpret_cast<const uint4 *>(from);
+#pragma unroll
+        for (int v = 0; v < kWords / 4; v++) {
+            uint4 x = vectors[v];
+            words[4 * v] = x.x, words[4 * v + 1] = x.y, words[4 * v + 2] = x.z, words[4 * v + 3] = x.w;
+        }
+    } else {
+        const uint2 *vectors = reinterpret_cast<const uint2 *>(from);
+#pragma unroll
+        for (int v = 0; v < kWords / 2; v++) {
+            uint2 x = vectors[v];
+            words[2 * v] = x.x, words[2 * v + 1] = x.y;
+        }
+    }
+}
+
+// ANCHOR: dequantize_in_registers
+/* A lane's kChannels numbers of one row, from the bytes it loaded, times
+ * `scale` (1 for unscaled formats). The arithmetic is kernels/kv_quant.h's:
+ * an fp16 through half_to_float, an INT4 nibble through int4_low/int4_high. */
+template <KvNumber kNumber, int kChannels, int kWords>
+__device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], float scale, float (&x)[kChannels])
+{
+#pragma unroll
+    for (int i = 0; i < kChannels; i++) {
+        if constexpr (kNumber == KV_NUMBER_FLOAT32) {
+            x[i] = __uint_as_float(words[i]);
+        } else if constexpr (kNumber == KV_NUMBER_FP16) {
+            x[i] = half_to_float(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
+        } else if constexpr (kNumber == KV_NUMBER_INT8) {
+            x[i] = static_cast<float>(static_cast<int8_t>(words[i / 4] >> (8 * (i % 4)))) * scale;
+        } else {
+            uint8_t byte = static_cast<uint8_t>(words[i / 8] >> (8 * (i / 2 % 4)));
+            x[i] = static_cast<float>(i % 2 == 0 ? int4_low(byte) : int4_high(byte)) * scale;
+        }
+    }
+}
+// ANCHOR_END: dequantize_in_registers
+
+/* What a lane loads for one position: its bytes of the key and value rows,
+ * and the per-token scales of its channels. */
+template <class Plan>
+struct LaneSlot {
+    uint32_t key[Plan::kWords], value[Plan::kWords];
+    float key_scale, value_scale;
+};
+
+template <class Plan>
+__device__ __forceinline__ void load_slot(const KernelParams &p, const uint8_t *key_head, const uint8_t *value_head,
+                                          int slot, int first_channel, LaneSlot<Plan> &s)
+{
+    size_t offset = static_cast<size_t>(first_channel) * Plan::kBits / 8;
+    load_words(key_head + slot * kv_row_bytes(p.keys) + offset, s.key);
+    load_words(value_head + slot * kv_row_bytes(p.values) + offset, s.value);
+    s.key_scale = 1.0f;
+    s.value_scale = 1.0f;
+    if constexpr (Plan::kScaledPerToken) {
+        /* A lane's channels lie in one scale group (kChannels divides the group). */
+        s.value_scale = kv_load_scale(p.values, value_head, kv_scale_index(p.values, slot, first_channel));
+        if constexpr (!Plan::kKeysPerChannel) {
+            s.key_scale = kv_load_scale(p.keys, key_head, kv_scale_index(p.keys, slot, first_channel));
+        }
+    }
+}
+
+/* A lane's share of every partial state: the softmax state of the positions
+ * its token group has seen and its channels of their weighted values. */
+template <int kChannels>
+struct LaneState {
+    SoftmaxState softmax;
+    float acc[kChannels];
+};
+
+// ANCHOR: merge_lanes_warps_and_blocks
+/* Merge the token groups of a warp: lanes kLanes apart hold the same
+ * channels, so a butterfly over offsets kLanes, 2 kLanes, ... < 32 merges
+ * them all (every lane ends with the whole warp's state). */
+template <int kLanes, int kChannels>
+__device__ void merge_token_groups(LaneState<kChannels> &state)
+{
+#pragma unroll
+    for (int offset = kLanes; offset < kWarpSize; offset *= 2) {
+        SoftmaxState other;
+        other.max = __shfl_xor_sync(kFullMask, state.softmax.max, offset);
+        other.sum = __shfl_xor_sync(kFullMask, state.softmax.sum, offset);
+        float other_acc[kChannels];
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            other_acc[i] = __shfl_xor_sync(kFullMask, state.acc[i], offset);
+        }
+        state.softmax = attention_merge(state.softmax, state.acc, other, other_acc, kChannels);
+    }
+}
+
+/* Merge the warps of a thread block through shared memory, in warp order:
+ * thread t finishes channels t, t + kThreads, ... into block_acc, and every
+ * thread returns the block's softmax state. */
+template <int kHeadDim, int kLanes, int kChannels>
+__device__ SoftmaxState merge_warps(const LaneState<kChannels> &state, float *block_acc)
+{
+    __shared__ float warp_acc[kWarps][kHeadDim];
+    __shared__ SoftmaxState warp_softmax[kWarps];
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    if (lane < kLanes) {
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            warp_acc[warp][lane * kChannels + i] = state.acc[i];
+        }
+        if (lane == 0) {
+            warp_softmax[warp] = state.softmax;
+        }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < kHeadDim; c += kThreads) {
+        SoftmaxState merged = softmax_state_empty();
+        float acc = 0.0f;
+        for (int w = 0; w < kWarps; w++) {
+            merged = attention_merge(merged, &acc, warp_softmax[w], &warp_acc[w][c], 1);
+        }
+        block_acc[c] = acc;
+    }
+    /* The states alone, merged in the same order: the same values as above. */
+    SoftmaxState merged = softmax_state_empty();
+    for (int w = 0; w < kWarps; w++) {
+        merged = softmax_state_merge(merged, warp_softmax[w]);
+    }
+    return merged;
+}
+// ANCHOR_END: merge_lanes_warps_and_blocks
+
+// ANCHOR: attend_over_a_range_of_positions
+/* The state of query head `head` of sequence `seq` over positions
+ * [begin, end), begin a multiple of the block size. Token group g of the
+ * thread block takes logical blocks g, g + groups, ...; within a block it
+ * takes the positions in order, pushing each score into its online state. */
+template <KvFormat kFormat, int kHeadDim>
+__device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, int begin, int end, float *block_acc)
+{
+    using Plan = LanePlan<kFormat, kHeadDim>;
+    constexpr int kChannels = Plan::kChannels, kLanes = Plan::kLanes, kGroups = kWarps * Plan::kTokens;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int first_channel = lane % kLanes * kChannels, token_group = warp * Plan::kTokens + lane / kLanes;
+    const int kv_head = head / (p.n_heads / p.keys.shape.n_kv_heads), block_size = p.keys.shape.block_size;
+    const int32_t *table = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
+    const float inverse_sqrt_d = 1.0f / sqrtf(static_cast<float>(kHeadDim));
+
+    float q[kChannels];
+    const float4 *q4 = reinterpret_cast<const float4 *>(
+        p.queries + (static_cast<size_t>(seq) * p.n_heads + head) * kHeadDim + first_channel);
+#pragma unroll
+    for (int i = 0; i < kChannels / 4; i++) {
+        float4 v = q4[i];
+        q[4 * i] = v.x, q[4 * i + 1] = v.y, q[4 * i + 2] = v.z, q[4 * i + 3] = v.w;
+    }
+    LaneState<kChannels> state;
+    state.softmax = softmax_state_empty();
+#pragma unroll
+    for (int i = 0; i < kChannels; i++) {
+        state.acc[i] = 0.0f;
+    }
+
+    const int first_block = begin / block_size, blocks = paged_kv_blocks_for(end, block_size) - first_block;
+    for (int round = 0; round < blocks; round += kGroups) {
+        /* Every lane runs every iteration (the shuffles need the whole warp);
+         * a token group without a block, or past its block's last position,
+         * computes on zeros and keeps nothing. */
+        const int b = first_block + round + token_group;
+        const bool has_block = round + token_group < blocks;
+        const int count = has_block ? min(block_size, end - b * block_size) : 0;
+        const uint8_t *key_head = nullptr, *value_head = nullptr;
+        float channel_scale[Plan::kKeysPerChannel ? kChannels : 1];
+        if (has_block) {
+            key_head = p.key_pool + kv_head_offset(p.keys, table[b], kv_head);
+            value_head = p.value_pool + kv_head_offset(p.values, table[b], kv_head);
+        }
+        if constexpr (Plan::kKeysPerChannel) {
+#pragma unroll
+            for (int i = 0; i < kChannels; i++) {
+                channel_scale[i] = has_block ? kv_load_scale(p.keys, key_head, first_channel + i) : 0.0f;
+            }
+        }
+        const int warp_count = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(count)));
+        for (int slot = 0; slot < warp_count; slot += kUnroll) {
+            LaneSlot<Plan> loaded[kUnroll] = {};
+#pragma unroll
+            for (int u = 0; u < kUnroll; u++) {
+                if (slot + u < count) {
+                    load_slot<Plan>(p, key_head, value_head, slot + u, first_channel, loaded[u]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; u++) {
+                float k[kChannels];
+                dequantize<Plan::kNumber>(loaded[u].key, loaded[u].key_scale, k);
+                float dot = 0.0f;
+#pragma unroll
+                for (int i = 0; i < kChannels; i++) {
+                    if constexpr (Plan::kKeysPerChannel) {
+                        k[i] *= channel_scale[i];
+                    }
+                    dot += q[i] * k[i];
+                }
+#pragma unroll
+                for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+                    dot += __shfl_xor_sync(kFullMask, dot, offset);
+                }
+                if (slot + u < count) {
+                    float rescale, weight, v[kChannels];
+                    state.softmax = attention_push(state.softmax, dot * inverse_sqrt_d, &rescale, &weight);
+                    dequantize<Plan::kNumber>(loaded[u].value, loaded[u].value_scale, v);
+#pragma unroll
+                    for (int i = 0; i < kChannels; i++) {
+                        state.acc[i] = state.acc[i] * rescale + weight * v[i];
+                    }
+                }
+            }
+        }
+    }
+    merge_token_groups<kLanes>(state);
+    return merge_warps<kHeadDim, kLanes>(state, block_acc);
+}
+// ANCHOR_END: attend_over_a_range_of_positions
+
+// ANCHOR: give_each_head_a_block
+/* Version 1: block (query head, sequence) walks the whole context. Each
+ * thread divides the channels it merged by the block's sum. */
+template <KvFormat kFormat, int kHeadDim>
+__global__ void __launch_bounds__(kThreads) whole_context_kernel(KernelParams p)
+{
+    __shared__ float block_acc[kHeadDim];
+    const int head = blockIdx.x, seq = blockIdx.y;
+    SoftmaxState state = attend_range<kFormat, kHeadDim>(p, seq, head, 0, p.lengths[seq], block_acc);
+    float *out = p.out + (static_cast<size_t>(seq) * p.n_heads + head) * kHeadDim;
+    for (int c = threadIdx.x; c < kHeadDim; c += kThreads) {
+        out[c] = block_acc[c] / state.sum;
+    }
+}
+// ANCHOR_END: give_each_head_a_block
+
+// ANCHOR: split_the_context_into_partitions
+/* Version 2, first kernel: block (query head, sequence, partition) attends
+ * over its partition and writes the partial state, not yet divided by its
+ * sum. Partitions past a sequence's end have nothing to do. */
+template <KvFormat kFormat, int kHeadDim>
+__global__ void __launch_bounds__(kThreads) partition_kernel(KernelParams p)
+{
+    __shared__ float block_acc[kHeadDim];
+    const int head = blockIdx.x, seq = blockIdx.y, partition = blockIdx.z;
+    const int length = p.lengths[seq], begin = partition * p.partition_tokens;
+    if (begin >= length) {
+        return; /* the same for the whole block: no thread is left waiting at a barrier */
+    }
+    const int end = min(length, begin + p.partition_tokens);
+    SoftmaxState state = attend_range<kFormat, kHeadDim>(p, seq, head, begin, end, block_acc);
+    size_t item = (static_cast<size_t>(seq) * p.n_heads + head) * p.max_partitions + partition;
+    for (int c = threadIdx.x; c < kHeadDim; c += kThreads) {
+        p.partial_acc[item * kHeadDim + c] = block_acc[c];
+    }
+    if (threadIdx.x == 0) {
+        p.partial_state[item] = state;
+    }
+}
+
+/* Version 2, second kernel: block (query head, sequence) merges the
+ * sequence's partitions in order, one thread per channel. */
+__global__ void merge_partitions_kernel(KernelParams p, int head_dim)
+{
+    const int head = blockIdx.x, seq = blockIdx.y;
+    const int partitions = (p.lengths[seq] + p.partition_tokens - 1) / p.partition_tokens;
+    const size_t first = (static_cast<size_t>(seq) * p.n_heads + head) * p.max_partitions;
+    for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
+        SoftmaxState state = softmax_state_empty();
+        float acc = 0.0f;
+        for (int i = 0; i < partitions; i++) {
+            state = attention_merge(state, &acc, p.partial_state[first + i],
+                                    &p.partial_acc[(first + i) * head_dim + c], 1);
+        }
+        p.out[(static_cast<size_t>(seq) * p.n_heads + head) * head_dim + c] = acc / state.sum;
+    }
+}
+// ANCHOR_END: split_the_context_into_partitions
+
+template <KvFormat kFormat, int kHeadDim>
+void launch_format(int version, const KernelParams &p, dim3 grid)
+{
+    if (version == 1) {
+        whole_context_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
+    } else {
+        partition_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
+    }
+}
+
+template <int kHeadDim>
+void launch_head_dim(int version, KvFormat format, const KernelParams &p, dim3 grid)
+{
+    switch (format) {
+    case KV_FORMAT_FLOAT32:
+        launch_format<KV_FORMAT_FLOAT32, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_FP16:
+        launch_format<KV_FORMAT_FP16, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_INT8:
+        launch_format<KV_FORMAT_INT8, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_INT4:
+        launch_format<KV_FORMAT_INT4, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_KIVI4:
+    case KV_FORMAT_COUNT:
+        launch_format<KV_FORMAT_KIVI4, kHeadDim>(version, p, grid);
+        break;
+    }
+}
+
+void launch(int version, KvFormat format, int head_dim, const KernelParams &p, dim3 grid)
+{
+    switch (head_dim) {
+    case 64:
+        launch_head_dim<64>(version, format, p, grid);
+        break;
+    case 128:
+        launch_head_dim<128>(version, format, p, grid);
+        break;
+    default:
+        launch_head_dim<256>(version, format, p, grid);
+        break;
+    }
+}
+
+template <typename T>
+T *device_copy(const T *host, size_t count)
+{
+    T *device = nullptr;
+    CUDA_CHECK(cudaMalloc(&device, count * sizeof(T)));
+    CUDA_CHECK(cudaMemcpy(device, host, count * sizeof(T), cudaMemcpyHostToDevice));
+    return device;
+}
+
+} // namespace
+
+struct PagedAttentionGpuRun {
+    PagedAttentionProblem problem; /* the host pointers are not kept */
+    KvBlockLayout keys, values;
+    int max_length;
+    float *queries, *out;
+    uint8_t *key_pool, *value_pool;
+    int32_t *block_tables, *lengths;
+    float *partial_acc;
+    SoftmaxState *partial_state;
+    size_t workspace_items; /* (sequence, head, partition) items the workspace holds */
+};
+
+/* The problem's scalars and host arrays must make every device read land
+ * inside the copies: lengths within the tables, blocks within the pool. */
+static bool problem_ok(const PagedAttentionProblem *p, char *err, size_t err_size)
+{
+    const PagedKvShape &s = p->shape;
+    if (static_cast<int>(p->format) < 0 || p->format >= KV_FORMAT_COUNT) {
+        snprintf(err, err_size, "unknown cache format %d", static_cast<int>(p->format));
+    } else if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) {
+        snprintf(err, err_size, "head_dim %d: the kernels take 64, 128 or 256", s.head_dim);
+    } else if ((p->format == KV_FORMAT_INT4 || p->format == KV_FORMAT_KIVI4) && p->int4_group != 32 &&
+               p->int4_group != 64) {
+        snprintf(err, err_size, "INT4 groups of %d channels: the kernels take 32 or 64", p->int4_group);
+    } else if (p->batch < 1 || p->batch > kMaxGridYZ || p->n_heads < 1 || s.n_kv_heads < 1 ||
+               p->n_heads % s.n_kv_heads != 0) {
+        snprintf(err, err_size, "batch %d, %d heads, %d kv heads: need 1..%d sequences and kv heads dividing heads",
+                  p->batch, p->n_heads, s.n_kv_heads, kMaxGridYZ);
+    } else if (s.block_size < 1 || p->max_blocks < 1 || p->num_blocks < 1) {
+        snprintf(err, err_size, "block size, blocks per table and pool must be at least 1");
+    } else {
+        for (int b = 0; b < p->batch; b++) {
+            if (p->lengths[b] < 1 || p->lengths[b] > p->max_blocks * s.block_size) {
+                snprintf(err, err_size, "sequence %d: length %d outside 1..%d", b, p->lengths[b],
+                          p->max_blocks * s.block_size);
+                return false;
+            }
+            for (int i = 0; i < paged_kv_blocks_for(p->lengths[b], s.block_size); i++) {
+                int32_t block = p->block_tables[static_cast<size_t>(b) * p->max_blocks + i];
+                if (block < 0 || block >= p->num_blocks) {
+                    snprintf(err, err_size, "sequence %d: block %d is %d, outside the pool of %d", b, i, block,
+                              p->num_blocks);
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+    return false;
+}
+
+extern "C" PagedAttentionGpuRun *paged_attention_gpu_run_new(const PagedAttentionProblem *problem, char *err,
+                                                            size_t err_size)
+{
+    if (!problem_ok(problem, err, err_size)) {
+        return nullptr;
+    }
+    PagedAttentionGpuRun *run = new PagedAttentionGpuRun();
+    const PagedAttentionProblem &p = *problem;
+    run->problem = p;
+    run->keys = kv_layout(p.format, true, p.shape, p.int4_group);
+    run->values = kv_layout(p.format, false, p.shape, p.int4_group);
+    run->max_length = *std::max_element(p.lengths, p.lengths + p.batch);
+    size_t query_floats = static_cast<size_t>(p.batch) * p.n_heads * p.shape.head_dim;
+    run->queries = device_copy(p.queries, query_floats);
+    run->key_pool = device_copy(p.key_pool, p.num_blocks * kv_block_bytes(run->keys));
+    run->value_pool = device_copy(p.value_pool, p.num_blocks * kv_block_bytes(run->values));
+    run->block_tables = device_copy(p.block_tables, static_cast<size_t>(p.batch) * p.max_blocks);
+    run->lengths = device_copy(p.lengths, static_cast<size_t>(p.batch));
+    CUDA_CHECK(cudaMalloc(&run->out, query_floats * sizeof(float)));
+    return run;
+}
+
+extern "C" void paged_attention_gpu_run_free(PagedAttentionGpuRun *run)
+{
+    if (run == nullptr) {
+        return;
+    }
+    void *buffers[] = {run->queries, run->out, run->key_pool, run->value_pool, run->block_tables,
+                       run->lengths, run->partial_acc, run->partial_state};
+    for (void *buffer : buffers) {
+        CUDA_CHECK(cudaFree(buffer));
+    }
+    delete run;
+}
+
+extern "C" int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, char *err,
+                                             size_t err_size)
+{
+    int block_size = run->problem.shape.block_size;
+    if (partition_tokens == 0) {
+        partition_tokens = paged_kv_blocks_for(PAGED_ATTENTION_DEFAULT_PARTITION, block_size) * block_size;
+    }
+    if (partition_tokens < 0 || partition_tokens % block_size != 0) {
+        snprintf(err, err_size, "a partition of %d positions: must be a positive multiple of the block size %d",
+                  partition_tokens, block_size);
+        return 0;
+    }
+    if (paged_kv_blocks_for(run->max_length, partition_tokens) > kMaxGridYZ) {
+        snprintf(err, err_size, "a partition of %d positions cuts %d positions into more than %d", partition_tokens,
+                  run->max_length, kMaxGridYZ);
+        return 0;
+    }
+    return partition_tokens;
+}
+
+/* Queue one decode step; false (nothing queued) on a bad version or partition. */
+static bool launch_step(PagedAttentionGpuRun *run, int version, int partition_tokens, char *err, size_t err_size)
+{
+    const PagedAttentionProblem &pr = run->problem;
+    KernelParams p = {};
+    p.queries = run->queries;
+    p.key_pool = run->key_pool;
+    p.value_pool = run->value_pool;
+    p.block_tables = run->block_tables;
+    p.lengths = run->lengths;
+    p.keys = run->keys;
+    p.values = run->values;
+    p.n_heads = pr.n_heads;
+    p.max_blocks = pr.max_blocks;
+    p.out = run->out;
+    if (version == 1) {
+        launch(1, pr.format, pr.shape.head_dim, p, dim3(pr.n_heads, pr.batch));
+        CUDA_CHECK(cudaGetLastError());
+        return true;
+    }
+    if (version != 2) {
+        snprintf(err, err_size, "no version %d: there are 1 and 2", version);
+        return false;
+    }
+    p.partition_tokens = paged_attention_gpu_partition(run, partition_tokens, err, err_size);
+    if (p.partition_tokens == 0) {
+        return false;
+    }
+    p.max_partitions = paged_kv_blocks_for(run->max_length, p.partition_tokens);
+    size_t items = static_cast<size_t>(pr.batch) * pr.n_heads * p.max_partitions;
+    if (items > run->workspace_items) {
+        CUDA_CHECK(cudaFree(run->partial_acc));
+        CUDA_CHECK(cudaFree(run->partial_state));
+        CUDA_CHECK(cudaMalloc(&run->partial_acc, items * pr.shape.head_dim * sizeof(float)));
+        CUDA_CHECK(cudaMalloc(&run->partial_state, items * sizeof(SoftmaxState)));
+        run->workspace_items = items;
+    }
+    p.partial_acc = run->partial_acc;
+    p.partial_state = run->partial_state;
+    launch(2, pr.format, pr.shape.head_dim, p, dim3(pr.n_heads, pr.batch, p.max_partitions));
+    CUDA_CHECK(cudaGetLastError());
+    merge_partitions_kernel<<<dim3(pr.n_heads, pr.batch), pr.shape.head_dim>>>(p, pr.shape.head_dim);
+    CUDA_CHECK(cudaGetLastError());
+    return true;
+}
+
+extern "C" int paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int version, int partition_tokens, float *out,
+                                            char *err, size_t err_size)
+{
+    if (!launch_step(run, version, partition_tokens, err, err_size)) {
+        return -1;
+    }
+    const PagedAttentionProblem &p = run->problem;
+    size_t floats = static_cast<size_t>(p.batch) * p.n_heads * p.shape.head_dim;
+    CUDA_CHECK(cudaMemcpy(out, run->out, floats * sizeof(float), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+namespace {
+
+struct TimedStep {
+    PagedAttentionGpuRun *run;
+    int version, partition_tokens;
+};
+
+void launch_timed_step(void *ctx)
+{
+    TimedStep *step = static_cast<TimedStep *>(ctx);
+    char err[256];
+    launch_step(step->run, step->version, step->partition_tokens, err, sizeof err);
+}
+
+} // namespace
+
+extern "C" double paged_attention_gpu_run_time_ms(PagedAttentionGpuRun *run, int version, int partition_tokens,
+                                                  int runs)
+{
+    char err[256];
+    if (version != 1 && (version != 2 || paged_attention_gpu_partition(run, partition_tokens, err, sizeof err) == 0)) {
+        return -1.0;
+    }
+    TimedStep step = {run, version, partition_tokens};
+    return 1e3 * cuda_median_seconds(launch_timed_step, &step, 2, std::max(1, runs));
+}

@@ -1,0 +1,74 @@
+/* Paged decode attention on a CUDA GPU: one new query per head and
+ * sequence attends over the sequence's keys and values, found through its
+ * block table in a pool of blocks in any format of kernels/kv_quant.h
+ * (float32, fp16, INT8, INT4, INT4 with keys per channel), dequantized in
+ * registers as they are read. Two versions:
+ *
+ *   1  one thread block per (sequence, query head) walks the whole context,
+ *      with an online softmax; a query head reads the kv head of its group;
+ *   2  split-K (flash-decoding): the context is cut into partitions of
+ *      `partition_tokens` positions, one thread block each, every one
+ *      writing its partial output, max and sum; a second kernel merges the
+ *      partitions with Chapter 4's (max, sum) rescaling.
+ *
+ * Inside a thread block, a few lanes share one position (16 bytes of its
+ * key row each), the lanes of a warp take several positions at once, and
+ * the warps' partial states are merged at the end with the same merge
+ * (kernels/online_attention.h). Supported: head_dim 64, 128 or 256; INT4
+ * groups of 32 or 64 channels; any block size. C-callable. */
+#ifndef KERNELS_PAGED_ATTENTION_GPU_H
+#define KERNELS_PAGED_ATTENTION_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/hostdevice.h"
+#include "kernels/kv_quant.h"
+
+COMMON_BEGIN_C
+
+#define PAGED_ATTENTION_VERSIONS 2
+/* Version 2's partition when none is given: a multiple of the block size. */
+#define PAGED_ATTENTION_DEFAULT_PARTITION 512
+
+/* A decode step's inputs, in host memory. */
+typedef struct {
+    int batch, n_heads;
+    PagedKvShape shape; /* block_size, n_kv_heads, head_dim */
+    KvFormat format;
+    int int4_group;
+    const float *queries;                 /* [batch][n_heads][head_dim] */
+    const uint8_t *key_pool, *value_pool; /* num_blocks blocks of kv_layout(format, ...) each */
+    int num_blocks;
+    const int32_t *block_tables; /* [batch][max_blocks] */
+    int max_blocks;
+    const int32_t *lengths; /* [batch], each in [1, max_blocks * block_size] */
+} PagedAttentionProblem;
+
+/* The problem copied to the device once, with the outputs and workspace. */
+typedef struct PagedAttentionGpuRun PagedAttentionGpuRun;
+
+/* NULL, with one line in err, when the problem is out of range (a head_dim
+ * or INT4 group the kernels do not take, a length or block number outside
+ * the tables or the pool). */
+PagedAttentionGpuRun *paged_attention_gpu_run_new(const PagedAttentionProblem *problem, char *err, size_t err_size);
+void paged_attention_gpu_run_free(PagedAttentionGpuRun *run);
+
+/* Partitions of version 2: partition_tokens 0 means the default, rounded up
+ * to a multiple of the block size; otherwise it must be such a multiple.
+ * The partition actually used, or 0 (with err) when it cannot be. */
+int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, char *err,
+                                  size_t err_size);
+
+/* Run `version` (1 or 2) once and copy the output to out[batch][n_heads][head_dim].
+ * 0, or -1 with one line in err for a bad version or partition. */
+int paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int version, int partition_tokens, float *out, char *err,
+                                 size_t err_size);
+
+/* Median milliseconds per decode step (both kernels for version 2) over
+ * `runs` launches after two untimed ones; -1 on a bad version or partition. */
+double paged_attention_gpu_run_time_ms(PagedAttentionGpuRun *run, int version, int partition_tokens, int runs);
+
+COMMON_END_C
+
+#endif

@@ -1,0 +1,57 @@
+/* Problems the decode kernels cannot take are refused before anything is
+ * copied to a GPU, with one line saying why: a head_dim or INT4 group the
+ * kernels were not built for, kv heads that do not divide the query heads,
+ * lengths outside the block tables, blocks outside the pool. Runs without
+ * a GPU. */
+#include <string.h>
+
+#include "common/testing.h"
+#include "kernels/paged_attention_gpu.h"
+
+static const float queries[8 * 64];
+static const uint8_t pool[4 * 4096];
+static const int32_t tables[2 * 2] = {0, 1, 2, 3};
+
+static PagedAttentionProblem valid(void)
+{
+    static const int32_t lengths[2] = {20, 32};
+    return (PagedAttentionProblem){
+        .batch = 2, .n_heads = 4, .shape = {16, 2, 64}, .format = KV_FORMAT_INT4, .int4_group = 32,
+        .queries = queries, .key_pool = pool, .value_pool = pool, .num_blocks = 4,
+        .block_tables = tables, .max_blocks = 2, .lengths = lengths,
+    };
+}
+
+static void refused(PagedAttentionProblem problem, const char *expected)
+{
+    char err[256] = "";
+    PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
+    EXPECT(run == NULL && strstr(err, expected) != NULL, "refused, mentioning '%s': %s", expected, err);
+    paged_attention_gpu_run_free(run);
+}
+
+int main(void)
+{
+    PagedAttentionProblem p = valid();
+    p.shape.head_dim = 96;
+    refused(p, "head_dim 96");
+    p = valid();
+    p.int4_group = 16;
+    refused(p, "INT4 groups of 16");
+    p = valid();
+    p.n_heads = 3;
+    refused(p, "kv heads dividing");
+    p = valid();
+    const int32_t too_long[2] = {20, 33}, empty[2] = {0, 5};
+    p.lengths = too_long;
+    refused(p, "length 33 outside 1..32");
+    p.lengths = empty;
+    refused(p, "length 0");
+    p = valid();
+    p.num_blocks = 3;
+    refused(p, "outside the pool of 3");
+    p = valid();
+    p.format = KV_FORMAT_COUNT;
+    refused(p, "unknown cache format");
+    return test_finish();
+}

@@ -27,14 +27,15 @@ FILE *results_create(const char *path)
     return file;
 }
 
-void results_show(const char *path, const char *command)
+void results_show(const char *path)
 {
     FILE *file = fopen(path, "r");
     if (file == NULL) {
-        printf("No GPU results yet: no file %s. On a machine with a GPU,\n"
-               "  %s\n"
-               "writes it, stamped with the device, the CUDA version, the date and the commit.\n",
-               path, command);
+        printf("No results recorded yet: there is no file `%s`. On a machine with a GPU,\n"
+               "`bash .ci/gpu-session COMMIT OUTDIR` runs this chapter's GPU benchmark and\n"
+               "PyTorch's side by side, and writes it, stamped with the device, the CUDA\n"
+               "version, the date and the commit.\n",
+               path);
         return;
     }
     char buffer[4096];

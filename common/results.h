@@ -20,9 +20,10 @@ void results_stamp(FILE *out, const char *device, const char *commit);
 /* Open a results file for writing, or stop with one line and status 1. */
 FILE *results_create(const char *path);
 
-/* Print the results file at `path`; when there is none, say so, and that
- * `command` (a command line) run on a machine with a GPU writes it. */
-void results_show(const char *path, const char *command);
+/* Print the results file at `path` (a GPU benchmark's, or PyTorch's
+ * side-by-side); when there is none, say so, and what writes it: the GPU
+ * session script, .ci/gpu-session, on a machine with a GPU. */
+void results_show(const char *path);
 
 COMMON_END_C
 

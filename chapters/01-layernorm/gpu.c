@@ -2,11 +2,11 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "chapters/01-layernorm/gpu_device.h"
 #include "common/bench.h"
 #include "common/cli.h"
+#include "common/results.h"
 #include "common/cuda_util.h"
 #include "kernels/layernorm.h"
 
@@ -139,27 +139,22 @@ typedef struct {
     double bytes_per_element; /* read x + write y; read x, dy + write dx */
 } GpuBenchRow;
 
+/* 512 MiB: ten times an H200's 50 MB L2, so the kernels stream from HBM. */
+#define GPU_BENCH_TENSOR_BYTES ((size_t)512 << 20)
+
 static const GpuBenchRow gpu_bench_rows[] = {
     {true, 1, 8}, {true, 2, 8}, {true, 3, 8}, {false, 1, 12}, {false, 2, 12},
 };
 
-static void bench(const GpuOptions *o, FILE *out, const char *commit)
+/* Time every version at each width and fill a table; `copy` is the
+ * device-to-device bandwidth measured in the same run. */
+static Table *bench_table(int runs, double copy)
 {
-    const size_t widths[] = {768, 1024, 4096}, tensor_bytes = (size_t)512 << 20; /* 10x an H200's L2 */
-    int runs = o->quick ? 5 : 20;
-    char device[256], date[64];
-    cuda_device_describe(device, sizeof device);
-    time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    double copy = cuda_copy_bandwidth_gbs(tensor_bytes);
-    fprintf(out,
-            "%s; measured %s at commit %s. Each n x d tensor %zu MiB; median of %d runs; device-to-device "
-            "copy %.0f GB/s in the same run.\n\n",
-            device, date, commit, tensor_bytes >> 20, runs, copy);
+    const size_t widths[] = {768, 1024, 4096};
     const char *headers[] = {"pass", "version", "d", "rows", "time", "GB/s", "of copy", "vs version 1"};
     Table *table = table_new(8, headers, "lrrrrrrr");
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
-        size_t d = widths[w], n = tensor_bytes / sizeof(float) / d;
+        size_t d = widths[w], n = GPU_BENCH_TENSOR_BYTES / sizeof(float) / d;
         DeviceProblem *g = device_problem_new(n, d, 0);
         device_problem_fill_pattern(g);
         double baseline = 0.0;
@@ -183,7 +178,33 @@ static void bench(const GpuOptions *o, FILE *out, const char *commit)
         }
         device_problem_free(g);
     }
-    table_print(table, out, o->format);
+    return table;
+}
+
+static void print_bench(FILE *out, const Table *table, TableFormat format, int runs, double copy)
+{
+    fprintf(out, "Each n x d tensor %zu MiB; median of %d runs; device-to-device copy %.0f GB/s in the same run.\n\n",
+            GPU_BENCH_TENSOR_BYTES >> 20, runs, copy);
+    table_print(table, out, format);
+}
+
+/* Measure once; print the table, and write the same table to the results
+ * file, stamped with the device, the date and the commit. */
+static void bench(const GpuOptions *o, const char *device)
+{
+    int runs = o->quick ? 5 : 20;
+    double copy = cuda_copy_bandwidth_gbs(GPU_BENCH_TENSOR_BYTES);
+    Table *table = bench_table(runs, copy);
+    print_bench(stdout, table, o->format, runs, copy);
+    if (o->results != NULL) {
+        FILE *file = results_create(o->results);
+        results_stamp(file, device, results_commit(o->commit));
+        fprintf(file, "\n");
+        print_bench(file, table, TABLE_MARKDOWN, runs, copy);
+        if (fclose(file) != 0)
+            cli_fail_status(1, "--results %s: cannot write the file", o->results);
+        printf("\nwrote %s\n", o->results);
+    }
     table_free(table);
 }
 // ANCHOR_END: benchmark_on_the_gpu
@@ -192,9 +213,6 @@ int gpu_main(const GpuOptions *o)
 {
     if (!cuda_device_available())
         cli_fail("--gpu: no CUDA device available");
-    const char *commit = o->commit != NULL ? o->commit : getenv("GIT_COMMIT");
-    if (o->results != NULL && commit == NULL)
-        cli_fail("--results: say which commit was measured, with --commit or $GIT_COMMIT");
     char device[256];
     cuda_device_describe(device, sizeof device);
     printf("%s\n", device);
@@ -206,16 +224,7 @@ int gpu_main(const GpuOptions *o)
     }
     if (o->bench) {
         printf("\n");
-        bench(o, stdout, commit != NULL ? commit : "unknown");
-        if (o->results != NULL) {
-            FILE *file = fopen(o->results, "w");
-            if (file == NULL)
-                cli_fail_status(1, "cannot write %s", o->results);
-            bench(o, file, commit);
-            if (fclose(file) != 0)
-                cli_fail_status(1, "cannot write %s", o->results);
-            printf("\nwrote %s\n", o->results);
-        }
+        bench(o, device);
     }
     return 0;
 }

@@ -13,6 +13,7 @@
 #include "chapters/01-layernorm/problem.h"
 #include "chapters/01-layernorm/stability.h"
 #include "common/cli.h"
+#include "common/results.h"
 #include "common/table.h"
 #ifdef HAVE_CUDA
 #include "chapters/01-layernorm/gpu.h"
@@ -20,7 +21,7 @@
 
 typedef struct {
     bool gradcheck, edge_cases, complexity, cache_memory, bench, quick, gpu, markdown;
-    const char *failure, *load, *save, *results, *commit;
+    const char *failure, *load, *save, *results, *commit, *show_results;
     long n, d, seed, kernel;
     double eps;
 } Options;
@@ -148,6 +149,7 @@ int main(int argc, char **argv)
         {"--kernel", CLI_INT, &o.kernel, 0, 3, "with --gpu: only kernel version N (0: all)"},
         {"--results", CLI_STRING, &o.results, 0, 0, "with --gpu --bench: write the results table to this file"},
         {"--commit", CLI_STRING, &o.commit, 0, 0, "with --gpu --bench: the commit to stamp (else $GIT_COMMIT)"},
+        {"--show-results", CLI_STRING, &o.show_results, 0, 0, "print a results file, or say there is none"},
         {"--load", CLI_STRING, &o.load, 0, 0, "read x, gamma, beta, dy (.npy, float32) from this directory"},
         {"--save", CLI_STRING, &o.save, 0, 0, "write inputs and results (.npy) to this directory"},
         {"--n", CLI_INT, &o.n, 1, 1 << 24, "rows"},
@@ -159,9 +161,10 @@ int main(int argc, char **argv)
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
               "layer norm forward and backward, gradient checks, edge cases and benchmarks");
     int cpu_modes = o.gradcheck + o.edge_cases + o.complexity + o.cache_memory + (o.failure != NULL) +
-                    (o.bench && !o.gpu);
+                    (o.bench && !o.gpu) + (o.show_results != NULL);
     if (cpu_modes + o.gpu > 1)
-        cli_fail("choose one of --gradcheck, --edge-cases, --complexity, --cache-memory, --failure, --bench, --gpu");
+        cli_fail("choose one of --gradcheck, --edge-cases, --complexity, --cache-memory, --failure, --bench, --gpu, "
+                 "--show-results");
     if ((double)o.n * (double)o.d > (double)(1L << 28))
         cli_fail("--n x --d = %ld x %ld is more than 2^28 elements", o.n, o.d);
     require(o.quick, o.bench, "--quick", "--bench");
@@ -179,6 +182,10 @@ int main(int argc, char **argv)
     }
     if (o.cache_memory) {
         cache_memory_print(stdout, table_format(&o));
+        return 0;
+    }
+    if (o.show_results != NULL) {
+        results_show(o.show_results);
         return 0;
     }
     if (o.failure != NULL) {

@@ -23,7 +23,5 @@ int gpu_check(FILE *out);
  * the device, the CUDA version, the date and the commit. */
 void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format);
 
-/* Print the results file, or say that no GPU run has been recorded. */
-void show_gpu_results(const char *path);
 
 #endif

@@ -23,6 +23,7 @@
 #include "attention_bench.h"
 #include "common/bench.h"
 #include "common/cli.h"
+#include "common/results.h"
 #include "cost.h"
 #include "demos.h"
 #include "gpu.h"
@@ -165,7 +166,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (o.show_results) {
-        show_gpu_results(o.show_results);
+        results_show(o.show_results);
         return 0;
     }
     if (o.gpu && o.bench) {

@@ -5,13 +5,6 @@
 #include "common/cli.h"
 #include "common/results.h"
 
-void show_gpu_results(const char *path)
-{
-    char command[512];
-    snprintf(command, sizeof command, "softmax_topk --gpu --bench --results %s --commit $(git rev-parse HEAD)", path);
-    results_show(path, command);
-}
-
 #ifdef HAVE_CUDA
 
 #include "bench_cpu.h"

@@ -29,7 +29,5 @@ void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab
  * CUDA version, the date and `commit` (or $GIT_COMMIT). */
 void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format);
 
-/* Print a results file gpu_bench wrote, or one line saying there is none. */
-void show_gpu_results(const char *path);
 
 #endif

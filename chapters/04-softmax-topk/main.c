@@ -12,6 +12,7 @@
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/cli.h"
+#include "common/results.h"
 #include "common/npy.h"
 #include "common/rng.h"
 #include "compare.h"
@@ -270,7 +271,7 @@ int main(int argc, char **argv)
     TableFormat format = o.markdown ? TABLE_MARKDOWN : TABLE_TEXT;
     int threads = o.threads == NOT_GIVEN ? bench_max_threads() : (int)o.threads;
     if (o.show_results != NULL) {
-        show_gpu_results(o.show_results);
+        results_show(o.show_results);
     } else if (o.bench && o.gpu) {
         gpu_bench(o.quick, o.results, o.commit, format);
     } else if (o.bench) {

@@ -38,7 +38,7 @@ if ! grep -q "Llama-3.1-405B" "$out"; then
     fail "kv_cache --memory should list the real models"
 fi
 accepts --show-results "$scratch/none.md"
-if ! grep -q "No GPU results yet" "$out"; then
+if ! grep -q "No results recorded yet" "$out"; then
     fail "kv_cache --show-results on a missing file should say there are none"
 fi
 

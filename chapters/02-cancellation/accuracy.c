@@ -7,7 +7,7 @@
 #include "common/alloc.h"
 #include "common/rng.h"
 
-const char *const method_names[METHOD_COUNT] = {"naive", "two-pass", "Welford", "corrected two-pass"};
+const char *const method_names[METHOD_COUNT] = {"naive", "two-pass", "Welford", "corrected two-pass", "blocked"};
 
 const char *precision_name(Precision precision)
 {
@@ -44,6 +44,7 @@ static void compute_variances_f32(const float *x, size_t n, double variance[METH
     variance[METHOD_TWO_PASS] = variance_two_pass_f32(x, n);
     variance[METHOD_WELFORD] = variance_welford_f32(x, n);
     variance[METHOD_CORRECTED_TWO_PASS] = variance_corrected_two_pass_f32(x, n);
+    variance[METHOD_BLOCKED] = variance_blocked_f32(x, n);
 }
 
 static void compute_variances_f64(const double *x, size_t n, double variance[METHOD_COUNT])
@@ -52,6 +53,7 @@ static void compute_variances_f64(const double *x, size_t n, double variance[MET
     variance[METHOD_TWO_PASS] = variance_two_pass_f64(x, n);
     variance[METHOD_WELFORD] = variance_welford_f64(x, n);
     variance[METHOD_CORRECTED_TWO_PASS] = variance_corrected_two_pass_f64(x, n);
+    variance[METHOD_BLOCKED] = variance_blocked_f64(x, n);
 }
 
 AccuracyTrial run_accuracy_trial(Precision precision, double offset, size_t n, uint64_t seed)
@@ -88,6 +90,30 @@ double mean_error_bound(size_t n, double kappa, double u)
     return gamma_bound((double)n, u) * kappa;
 }
 
+// ANCHOR: bound_the_blocked_method
+/* Chunks of b values are summed in the precision, the k chunk states
+ * folded in double. kappa_shift: the spread of the data measured from
+ * x[0], in units of sigma. eps sigma bounds the error of every mean in
+ * the fold. */
+static double blocked_error_bound(Precision precision,
+                                  const AccuracyTrial *trial)
+{
+    double u = unit_roundoff(precision);
+    double u_fold = unit_roundoff(PRECISION_DOUBLE);
+    double n = (double)trial->n, b = fmin(n, VARIANCE_CHUNK);
+    double k = ceil(n / VARIANCE_CHUNK);
+    double sigma = sqrt(trial->reference.variance);
+    double kappa_shift = trial->reference.max_from_first / sigma;
+    double eps = (gamma_bound(b + 1, u) + gamma_bound(7 * k, u_fold)) *
+                 kappa_shift;
+    /* Rounding the sums of non-negative terms; shifting; the errors of
+     * the means, in the merges' cross terms, their squares and the
+     * chunks' sums of squared deviations. */
+    return gamma_bound(b + 2, u) + gamma_bound(2 * k + 6, u_fold) +
+           2 * kappa_shift * u + 4 * eps + 5 * eps * eps;
+}
+// ANCHOR_END: bound_the_blocked_method
+
 // ANCHOR: bound_each_method
 double error_bound(Method method, Precision precision,
                    const AccuracyTrial *trial)
@@ -121,6 +147,8 @@ double error_bound(Method method, Precision precision,
         return gamma_bound(n + 4, u) * q + 2 * r * g * sqrt(q) + g * g * q +
                gamma_bound(2, u) * pow(r + g * sqrt(q), 2);
     }
+    case METHOD_BLOCKED:
+        return blocked_error_bound(precision, trial);
     case METHOD_COUNT:
         break;
     }

@@ -18,8 +18,14 @@ typedef enum {
     METHOD_TWO_PASS,
     METHOD_WELFORD,
     METHOD_CORRECTED_TWO_PASS,
+    METHOD_BLOCKED,
     METHOD_COUNT
 } Method;
+
+/* The chapter's accuracy sections (one data set, the offset sweep, the
+ * theory figure) compare the first four; the blocked method, the payoff at
+ * the end, has a table of its own. */
+enum { TEXTBOOK_METHOD_COUNT = METHOD_BLOCKED };
 
 extern const char *const method_names[METHOD_COUNT];
 const char *precision_name(Precision precision);

@@ -27,7 +27,7 @@
 #endif
 
 typedef struct {
-    bool offset_sweep, layernorm_demo, merge_demo, derivative, gpu, bench, markdown;
+    bool offset_sweep, blocked_sweep, layernorm_demo, merge_demo, derivative, gpu, bench, markdown;
     const char *theory_data, *derivative_data, *precision_text;
     long n, seed;
     double offset;
@@ -94,7 +94,7 @@ static void show_one_data_set(const Options *options)
            trial.reference.variance, trial.reference.kappa);
     const char *headers[] = {"method", "variance", "square root", "relative error"};
     Table *table = table_new(4, headers, "lrrr");
-    for (int m = 0; m < METHOD_COUNT; m++) {
+    for (int m = 0; m < TEXTBOOK_METHOD_COUNT; m++) {
         table_cell(table, "%s", method_names[m]);
         number_cell(table, trial.variance[m]);
         number_cell(table, standard_deviation(options->precision, trial.variance[m]));
@@ -104,19 +104,70 @@ static void show_one_data_set(const Options *options)
     table_free(table);
 }
 
-static void show_offset_sweep(const Options *options)
+/* A column of the offset sweep: what a method gave, its relative error, or
+ * the bound its analysis puts on that error. */
+typedef enum { COLUMN_VALUE, COLUMN_ERROR, COLUMN_BOUND } ColumnKind;
+
+typedef struct {
+    const char *header;
+    ColumnKind kind;
+    Method method;
+} SweepColumn;
+
+static const SweepColumn textbook_columns[] = {
+    {"naive gives", COLUMN_VALUE, METHOD_NAIVE},
+    {"naive", COLUMN_ERROR, METHOD_NAIVE},
+    {"two-pass", COLUMN_ERROR, METHOD_TWO_PASS},
+    {"Welford", COLUMN_ERROR, METHOD_WELFORD},
+    {"corrected two-pass", COLUMN_ERROR, METHOD_CORRECTED_TWO_PASS},
+};
+
+static const SweepColumn blocked_columns[] = {
+    {"two-pass", COLUMN_ERROR, METHOD_TWO_PASS},
+    {"Welford", COLUMN_ERROR, METHOD_WELFORD},
+    {"corrected two-pass", COLUMN_ERROR, METHOD_CORRECTED_TWO_PASS},
+    {"blocked", COLUMN_ERROR, METHOD_BLOCKED},
+    {"blocked bound", COLUMN_BOUND, METHOD_BLOCKED},
+};
+
+static void sweep_cell(Table *table, const SweepColumn *column, Precision precision, const AccuracyTrial *trial)
 {
-    const char *headers[] = {"offset", "kappa", "naive gives", "naive", "two-pass", "Welford", "corrected two-pass"};
-    Table *table = table_new(7, headers, "rrrrrrr");
+    switch (column->kind) {
+    case COLUMN_VALUE:
+        table_cell(table, "%.3g", trial->variance[column->method]);
+        break;
+    case COLUMN_ERROR:
+        error_cell(table, trial->relative_error[column->method]);
+        break;
+    case COLUMN_BOUND:
+        table_cell(table, "%.1e", error_bound(column->method, precision, trial));
+        break;
+    }
+}
+
+/* One row per decade of offset, from 1 until rounding to the format leaves
+ * no spread: the offset, kappa, then the given columns. */
+static void show_offset_sweep(const Options *options, const SweepColumn *columns, size_t count)
+{
+    const char **headers = ALLOC_ARRAY(const char *, count + 2);
+    headers[0] = "offset";
+    headers[1] = "kappa";
+    for (size_t c = 0; c < count; c++) {
+        headers[2 + c] = columns[c].header;
+    }
+    char *alignment = ALLOC_ARRAY(char, count + 3); /* zero-filled, so the string ends */
+    memset(alignment, 'r', count + 2);
+    Table *table = table_new((int)count + 2, headers, alignment);
+    array_free(alignment);
+    array_free(headers);
     double offset = 1.0;
     for (; spread_survives_rounding(options->precision, offset); offset *= 10) {
         AccuracyTrial trial = run_accuracy_trial(options->precision, offset, (size_t)options->n,
                                                  (uint64_t)options->seed);
         table_cell(table, "%.0e", offset);
         table_cell(table, "%.1e", trial.reference.kappa);
-        table_cell(table, "%.3g", trial.variance[METHOD_NAIVE]);
-        for (int m = 0; m < METHOD_COUNT; m++) {
-            error_cell(table, trial.relative_error[m]);
+        for (size_t c = 0; c < count; c++) {
+            sweep_cell(table, &columns[c], options->precision, &trial);
         }
     }
     table_print(table, stdout, table_format(options));
@@ -140,20 +191,20 @@ static void write_theory_block(FILE *file, Precision precision, size_t n)
         if (!spread_survives_rounding(precision, offset)) {
             break;
         }
-        double kappa = 0.0, worst[METHOD_COUNT] = {0}, bound[METHOD_COUNT] = {0};
+        double kappa = 0.0, worst[TEXTBOOK_METHOD_COUNT] = {0}, bound[TEXTBOOK_METHOD_COUNT] = {0};
         for (uint64_t seed = 1; seed <= FIGURE_SEEDS; seed++) {
             AccuracyTrial trial = run_accuracy_trial(precision, offset, n, seed);
             kappa = fmax(kappa, trial.reference.kappa);
-            for (int m = 0; m < METHOD_COUNT; m++) {
+            for (int m = 0; m < TEXTBOOK_METHOD_COUNT; m++) {
                 worst[m] = fmax(worst[m], trial.relative_error[m]);
                 bound[m] = fmax(bound[m], error_bound((Method)m, precision, &trial));
             }
         }
         fprintf(file, "%.6e", kappa);
-        for (int m = 0; m < METHOD_COUNT; m++) {
+        for (int m = 0; m < TEXTBOOK_METHOD_COUNT; m++) {
             fprintf(file, " %.6e", worst[m]);
         }
-        for (int m = 0; m < METHOD_COUNT; m++) {
+        for (int m = 0; m < TEXTBOOK_METHOD_COUNT; m++) {
             fprintf(file, " %.6e", bound[m]);
         }
         fprintf(file, "\n");
@@ -357,14 +408,15 @@ static void run_bench(const Options *options)
     Rng rng;
     rng_seed(&rng, (uint64_t)options->seed);
     rng_fill_normal_f64(&rng, x, n, 1e4, DATA_SPREAD);
-    double memcpy_gbs = memcpy_bandwidth_gbs(bytes, 1);
+    double memcpy_gbs = memcpy_bandwidth_gbs(bytes, 1), read_gbs = read_bandwidth_gbs(bytes, 1);
     char cache[64] = "last-level cache size unknown";
     if (bench_llc_bytes() > 0) {
         snprintf(cache, sizeof cache, "last-level cache %.0f MiB", bench_llc_bytes() / 1048576.0);
     }
     printf("One thread, %zu doubles (%.0f MiB; %s), median of %d runs.\n"
-           "memcpy, one thread: %.1f GB/s (bytes read + bytes written).\n\n",
-           n, bytes / 1048576.0, cache, BENCH_RUNS, memcpy_gbs);
+           "memcpy, one thread: %.1f GB/s (bytes read + bytes written).\n"
+           "read, one thread: %.1f GB/s (a sum in independent lanes: bytes read).\n\n",
+           n, bytes / 1048576.0, cache, BENCH_RUNS, memcpy_gbs, read_gbs);
 
     // ANCHOR: count_the_bytes_each_method_reads
     struct {
@@ -376,10 +428,11 @@ static void run_bench(const Options *options)
         {"two-pass", variance_two_pass_f64, 2},
         {"Welford", variance_welford_f64, 1},
         {"corrected two-pass", variance_corrected_two_pass_f64, 2},
+        {"blocked", variance_blocked_f64, 1}, /* the second pass hits L1 */
     };
     // ANCHOR_END: count_the_bytes_each_method_reads
-    const char *headers[] = {"method", "passes", "ms", "GB/s read", "of memcpy", "time / naive"};
-    Table *table = table_new(6, headers, "lrrrrr");
+    const char *headers[] = {"method", "passes", "ms", "GB/s read", "of memcpy", "of read", "time / naive"};
+    Table *table = table_new(7, headers, "lrrrrrr");
     double naive_seconds = 0.0;
     for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
         BenchContext context = {.variance = methods[m].variance, .x = x, .n = n};
@@ -393,6 +446,7 @@ static void run_bench(const Options *options)
         table_cell(table, "%.0f", stats.median * 1e3);
         table_cell(table, "%.1f", gbs);
         table_cell(table, "%.0f%%", 100 * gbs / memcpy_gbs);
+        table_cell(table, "%.0f%%", 100 * gbs / read_gbs);
         table_cell(table, "%.2f", stats.median / naive_seconds);
     }
     table_print(table, stdout, table_format(options));
@@ -417,6 +471,8 @@ int main(int argc, char **argv)
     const CliOption cli[] = {
         {"--offset-sweep", CLI_FLAG, &options.offset_sweep, 0, 0,
          "mode: table of each method's relative error for offsets 1, 10, 100, ..."},
+        {"--blocked-sweep", CLI_FLAG, &options.blocked_sweep, 0, 0,
+         "mode: the same sweep for the blocked method, with its bound, next to the stable ones"},
         {"--theory-data", CLI_STRING, &options.theory_data, 0, 0,
          "mode: write errors and bounds against kappa, float and double, to this file"},
         {"--layernorm-demo", CLI_FLAG, &options.layernorm_demo, 0, 0,
@@ -428,24 +484,28 @@ int main(int argc, char **argv)
         {"--derivative-data", CLI_STRING, &options.derivative_data, 0, 0,
          "mode: write the derivative errors against the step to this file"},
         {"--gpu", CLI_FLAG, &options.gpu, 0, 0, "mode: row variances on the GPU against the CPU reference"},
-        {"--bench", CLI_FLAG, &options.bench, 0, 0, "mode: throughput of each method against memcpy"},
+        {"--bench", CLI_FLAG, &options.bench, 0, 0, "mode: throughput of each method against memcpy and a plain read"},
         {"--n", CLI_INT, &options.n, 2, 1e7, "values per data set (all but --derivative*, --gpu, --bench)"},
         {"--offset", CLI_DOUBLE, &options.offset, -1e30, 1e30, "offset of the data (no mode, --merge-demo)"},
-        {"--precision", CLI_STRING, &options.precision_text, 0, 0, "float or double (no mode, --offset-sweep)"},
+        {"--precision", CLI_STRING, &options.precision_text, 0, 0,
+         "float or double (no mode, --offset-sweep, --blocked-sweep)"},
         {"--seed", CLI_INT, &options.seed, 0, 1e18, "random seed"},
         {"--markdown", CLI_FLAG, &options.markdown, 0, 0, "print tables as Markdown"},
     };
     cli_parse(argc, argv, cli, sizeof cli / sizeof cli[0],
-              "the variance four ways, in float and double, against the exact value; no mode: one data set");
+              "the variance four ways (five with the blocked one), in float and double, against the exact value; "
+              "no mode: one data set");
     options.precision = parse_precision(options.precision_text);
 
-    int modes = options.offset_sweep + options.layernorm_demo + options.merge_demo + options.derivative +
+    int modes = options.offset_sweep + options.blocked_sweep + options.layernorm_demo + options.merge_demo + options.derivative +
                 options.gpu + options.bench + (options.theory_data != NULL) + (options.derivative_data != NULL);
     if (modes > 1) {
         cli_fail("choose one mode at a time (see --help)");
     }
     if (options.offset_sweep) {
-        show_offset_sweep(&options);
+        show_offset_sweep(&options, textbook_columns, sizeof textbook_columns / sizeof textbook_columns[0]);
+    } else if (options.blocked_sweep) {
+        show_offset_sweep(&options, blocked_columns, sizeof blocked_columns / sizeof blocked_columns[0]);
     } else if (options.theory_data != NULL) {
         write_theory_data(&options);
     } else if (options.layernorm_demo) {

@@ -3,6 +3,8 @@
 
 #include <math.h>
 
+#include "kernels/welford.h"
+
 /* GCC's quadruple precision, done in software: slow, but only the reference
  * uses it. __extension__ keeps -Wpedantic quiet about a type ISO C11 lacks. */
 __extension__ typedef _Float128 quad;

@@ -66,6 +66,7 @@ reject --seed -1
 reject --markdown=yes
 reject --bench --gpu
 reject --offset-sweep --layernorm-demo
+reject --offset-sweep --blocked-sweep
 reject --theory-data a.dat --derivative-data b.dat
 # A file that cannot be written is not the user's syntax: status 1, as in common/.
 stops 1 --theory-data /nonexistent-directory/x.dat
@@ -75,6 +76,7 @@ accept --n 2
 accept --offset 1e20
 accept --n 2 --offset=-1e4 --precision=float
 accept --offset-sweep --precision float --n 64 --markdown
+accept --blocked-sweep --precision float --n 64 --markdown
 
 # --gpu: the comparison where a GPU is, else exactly one line and status 2.
 checks=$((checks + 1))

@@ -17,15 +17,18 @@ static void test_one_value(void)
     float xf[1] = {3.7f};
     double xd[1] = {-2.1e8};
     /* One value has no spread, and every method sees it: x*x - x*x, a
-     * deviation of exactly 0, a Welford mean equal to x after one step. */
+     * deviation of exactly 0, a Welford mean equal to x after one step, a
+     * value minus itself as the blocked method's shifted data. */
     EXPECT(variance_naive_f32(xf, 1) == 0.0f, "naive, float, n = 1");
     EXPECT(variance_two_pass_f32(xf, 1) == 0.0f, "two-pass, float, n = 1");
     EXPECT(variance_welford_f32(xf, 1) == 0.0f, "Welford, float, n = 1");
     EXPECT(variance_corrected_two_pass_f32(xf, 1) == 0.0f, "corrected, float, n = 1");
+    EXPECT(variance_blocked_f32(xf, 1) == 0.0f, "blocked, float, n = 1");
     EXPECT(variance_naive_f64(xd, 1) == 0.0, "naive, double, n = 1");
     EXPECT(variance_two_pass_f64(xd, 1) == 0.0, "two-pass, double, n = 1");
     EXPECT(variance_welford_f64(xd, 1) == 0.0, "Welford, double, n = 1");
     EXPECT(variance_corrected_two_pass_f64(xd, 1) == 0.0, "corrected, double, n = 1");
+    EXPECT(variance_blocked_f64(xd, 1) == 0.0, "blocked, double, n = 1");
 }
 
 static void test_two_values(void)
@@ -76,9 +79,9 @@ static void test_constant_data(void)
     EXPECT(two_pass >= 0.0 && two_pass <= limit, "two-pass of constant 0.1: %g, limit %g", two_pass, limit);
 }
 
-/* Every method within its bound for every data set of the theory figure
- * (which includes every offset of the decade sweep, seed 1); the bounds are
- * derived in chapter.md and coded in error_bound(). */
+/* Every method (the blocked one too) within its bound for every data set of
+ * the theory figure, which includes every offset of the decade sweep, seed 1;
+ * the bounds are derived in chapter.md and coded in error_bound(). */
 static void test_bounds_hold_across_the_figure(Precision precision)
 {
     int offsets = 0;
@@ -167,6 +170,23 @@ static void test_corrected_two_pass_survives(void)
     }
 }
 
+/* The chapter's claim for the blocked method: its bound does not grow with
+ * the offset. The data are the same z at every offset (seed 1), so kappa_shift
+ * changes only by the rounding of the stored values: between the smallest and
+ * the largest bound of the sweep, less than a factor 2, in both precisions. */
+static void test_blocked_bound_does_not_grow(Precision precision)
+{
+    double smallest = INFINITY, largest = 0.0;
+    for (double offset = 1.0; spread_survives_rounding(precision, offset); offset *= 10) {
+        AccuracyTrial trial = run_accuracy_trial(precision, offset, N, SEED);
+        double bound = error_bound(METHOD_BLOCKED, precision, &trial);
+        smallest = fmin(smallest, bound);
+        largest = fmax(largest, bound);
+    }
+    EXPECT(largest <= 2 * smallest, "%s: blocked bound from %.2e to %.2e across the sweep", precision_name(precision),
+           smallest, largest);
+}
+
 int main(void)
 {
     test_one_value();
@@ -178,5 +198,7 @@ int main(void)
     test_naive_collapses();
     test_two_pass_collapses_later();
     test_corrected_two_pass_survives();
+    test_blocked_bound_does_not_grow(PRECISION_FLOAT);
+    test_blocked_bound_does_not_grow(PRECISION_DOUBLE);
     return test_finish();
 }

@@ -44,8 +44,15 @@ static float sum_f32(const float *x, size_t n)
 /* Two things keep a one-pass row kernel at the speed of memory.
  *
  * Prefetch: while a row is worked on in cache, nothing is loading from
- * memory; asking for the next row during that work keeps memory busy.
- * One prefetch per 64-byte cache line, two per LANES floats.
+ * memory; asking for the rows ahead during that work keeps memory busy.
+ * One prefetch per 64-byte cache line. The next row is asked for during
+ * the second pass, into L1, where the first pass of that row will read it.
+ * The row after it is asked for during the third pass, one line for each
+ * line of y written: otherwise memory would see a phase of reads only (the
+ * first pass) and then one of writes only (the third), and with rows of
+ * 16 KiB each phase is long enough to leave the other direction idle. That
+ * row goes to L2: it is needed only after the next one, and L1 is full
+ * with this row, gamma and beta.
  *
  * Streaming stores: an ordinary store first reads the cache line it
  * writes into (to own it), so writing y costs a read of y as well. A
@@ -56,6 +63,18 @@ static float sum_f32(const float *x, size_t n)
  * a fence, so that everything it wrote is in place before the parallel
  * loop ends (a fence per row would wait for each row's stores to drain).
  * Without AVX it is a plain copy. */
+typedef struct {
+    const float *next, *after_next;
+} RowsAhead;
+
+/* The rows after `row`; the last rows prefetch themselves (a prefetch
+ * address must stay inside the tensor to be valid C). */
+static RowsAhead rows_ahead(const float *x, size_t row, size_t n, size_t d)
+{
+    RowsAhead ahead = {x + (row + 1 < n ? row + 1 : row) * d, x + (row + 2 < n ? row + 2 : row) * d};
+    return ahead;
+}
+
 static void prefetch_lanes(const float *next_row, size_t i)
 {
     __builtin_prefetch(next_row + i);
@@ -126,17 +145,18 @@ static void normalize_span(float *restrict out, const float *restrict x, const f
 
 /* One row, read from memory once: the first pass brings it into the L1
  * cache (a row of 4096 floats is 16 KiB) and the other two read it there. */
-static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, const float *next_row,
+static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, RowsAhead ahead,
                             const float *gamma, const float *beta, size_t d, float eps)
 {
     float first_mean = sum_f32(x, d) / (float)d;
     float sum_dev, sum_dev_sq;
-    deviation_sums_f32(&sum_dev, &sum_dev_sq, x, d, first_mean, next_row);
+    deviation_sums_f32(&sum_dev, &sum_dev_sq, x, d, first_mean, ahead.next);
     LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
     size_t j = unaligned_head(y, d);
     normalize_span(y, x, gamma, beta, j, stats);
     for (; j + BLOCK <= d; j += BLOCK) {
         float block[BLOCK];
+        __builtin_prefetch(ahead.after_next + j, 0, 2);
         normalize_span(block, x + j, gamma + j, beta + j, BLOCK, stats);
         store_block_streaming(y + j, block);
     }
@@ -151,10 +171,9 @@ void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, c
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
-        for (size_t row = 0; row < n; row++) {
-            const float *next_row = x + (row + 1 < n ? row + 1 : row) * d;
-            forward_row_f32(y + row * d, mean + row, rstd + row, x + row * d, next_row, gamma, beta, d, eps);
-        }
+        for (size_t row = 0; row < n; row++)
+            forward_row_f32(y + row * d, mean + row, rstd + row, x + row * d, rows_ahead(x, row, n, d), gamma,
+                            beta, d, eps);
         streaming_stores_done();
     }
 }

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/alloc.h"
 
@@ -48,29 +49,44 @@ static void offer_all(TopkCollector *top, const float *logits, size_t begin, siz
 }
 // ANCHOR_END: offer_each_logit
 
-enum { OFFER_GROUP = 16 };
+enum { OFFER_BLOCK = 32 };
 
-// ANCHOR: offer_groups_above_threshold
-/* The same, but 16 logits are first tested against the threshold at once
- * (one vector comparison), and only a group with a logit above it is
- * offered one by one: in a chunk that may hold a candidate, most groups
- * still hold none. */
-static void offer_groups(TopkCollector *top, const float *logits, size_t begin, size_t end)
+// ANCHOR: offer_only_logits_above_threshold
+/* Bit i is set if logit i of the block is above the threshold. gcc turns
+ * this loop into two vector comparisons and a few instructions that gather
+ * their results into one integer. A NaN sets no bit: a row with a NaN is
+ * done again from the start (see fused_row). */
+static uint32_t above_threshold_mask(const float *block, float threshold)
 {
-    for (size_t group = begin; group < end; group += OFFER_GROUP) {
-        size_t group_end = end - group < OFFER_GROUP ? end : group + OFFER_GROUP;
-        float threshold = top->threshold.value;
-        int above = topk_is_sentinel(top->threshold);
-#pragma omp simd reduction(| : above)
-        for (size_t i = group; i < group_end; i++) {
-            above |= !(logits[i] <= threshold);
-        }
-        if (above) {
-            offer_all(top, logits, group, group_end);
+    uint32_t mask = 0;
+    for (int i = 0; i < OFFER_BLOCK; i++) {
+        mask |= (uint32_t)(block[i] > threshold) << i;
+    }
+    return mask;
+}
+
+/* Offer the logits begin .. end-1 of a chunk that may hold a candidate.
+ * Until the collector holds K entries, every logit gets in. After that,
+ * only the logits whose bit is set are offered, lowest bit first, so in
+ * order: most logits of such a chunk are still no candidates, and a loop
+ * that branched on each one would mispredict at every candidate. The mask
+ * is taken with the threshold at the start of its block; the threshold
+ * only rises, so the offer compares again. */
+static void offer_above_threshold(TopkCollector *top, const float *logits, size_t begin, size_t end)
+{
+    size_t i = begin;
+    for (; i < end && topk_is_sentinel(top->threshold); i++) {
+        topk_collector_offer(top, topk_entry(logits[i], (int32_t)i));
+    }
+    for (; i + OFFER_BLOCK <= end; i += OFFER_BLOCK) {
+        for (uint32_t mask = above_threshold_mask(logits + i, top->threshold.value); mask != 0; mask &= mask - 1) {
+            size_t above = i + (size_t)__builtin_ctz(mask);
+            topk_collector_offer(top, topk_entry(logits[above], (int32_t)above));
         }
     }
+    offer_all(top, logits, i, end);
 }
-// ANCHOR_END: offer_groups_above_threshold
+// ANCHOR_END: offer_only_logits_above_threshold
 
 // ANCHOR: compute_softmax_in_three_passes
 static const TopkEntry *naive_row(const float *logits, size_t vocab, TopkCollector *top, float *probabilities)
@@ -103,81 +119,167 @@ static const TopkEntry *online_row(const float *logits, size_t vocab, TopkCollec
 }
 // ANCHOR_END: compute_online_then_select
 
-// ANCHOR: summarise_chunk_with_vectors
-SoftmaxState chunk_state(const float *logits, int n)
+LaneSums lane_sums_empty(void)
 {
-    float max = -INFINITY;
-#pragma omp simd reduction(max : max)
-    for (int i = 0; i < n; i++) {
-        max = logits[i] > max ? logits[i] : max;
-    }
-    if (max == INFINITY) {
-        /* inf - inf is NaN: let the scalar update count the infinities. */
-        SoftmaxState state = softmax_state_empty();
-        for (int i = 0; i < n; i++) {
-            state = softmax_state_push(state, logits[i]);
-        }
-        return state;
-    }
-    /* All -inf (or NaN): every weight is exp(-inf) = 0, and a NaN stays. */
-    float reference = max == -INFINITY ? 0.0f : max;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int i = 0; i < n; i++) {
-        sum += softmax_exp(logits[i] - reference);
-    }
-    return (SoftmaxState){max, sum};
+    LaneSums empty = {.max = -INFINITY};
+    return empty;
 }
-// ANCHOR_END: summarise_chunk_with_vectors
 
-/* 256 logits: 1 KiB, in L1 for the second look, and long enough that the
- * two exps of the merge and the threshold test vanish per logit. */
+// ANCHOR: add_chunk_to_lane_sums
+/* One pass over a chunk of n logits (n a multiple of LANES): adds
+ * exp(x - max) of each logit to its lane's sum and returns the chunk's
+ * largest logit (NaN ignored). Each lane keeps its own maximum and sum, so
+ * no vector instruction waits for the one before it. The sums are right
+ * only if no logit exceeds `max`; the caller checks with the maximum this
+ * returns. While every logit so far is -inf, max is -inf and
+ * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
+ * exp(-inf) = 0, as it should. (inline: as a function of its own, called
+ * twice, it would keep the 64 sums in memory instead of registers.) */
+static inline float add_weights_below(float sums[LANES], const float *chunk, int n, float max)
+{
+    float reference = max == -INFINITY ? 0.0f : max;
+    float maxima[LANES];
+    for (int lane = 0; lane < LANES; lane++) {
+        maxima[lane] = -INFINITY;
+    }
+    for (int i = 0; i < n; i += LANES) {
+        for (int lane = 0; lane < LANES; lane++) {
+            float x = chunk[i + lane];
+            maxima[lane] = x > maxima[lane] ? x : maxima[lane];
+            sums[lane] += softmax_exp(x - reference);
+        }
+    }
+    float chunk_max = -INFINITY;
+#pragma omp simd reduction(max : chunk_max)
+    for (int lane = 0; lane < LANES; lane++) {
+        chunk_max = maxima[lane] > chunk_max ? maxima[lane] : chunk_max;
+    }
+    return chunk_max;
+}
+
+/* A new maximum: what was summed against the old one shrinks, by the factor
+ * of the recurrence, once for all lanes. */
+static void raise_max(LaneSums *row, float max)
+{
+    float scale = softmax_weight(row->max, max);
+    for (int lane = 0; lane < LANES; lane++) {
+        row->sums[lane] *= scale;
+    }
+    row->max = max;
+}
+
+/* The chunk is summed on the guess that it holds no new maximum, which is
+ * true of all but about 1 + ln(chunks) chunks of a row in random order (the
+ * admissions of a top 1). When the guess is wrong, the row's sums are
+ * rescaled and the chunk, still in L1, is summed again from its maximum.
+ * The chunk gets its own sums first, so that no sum runs over more than a
+ * few hundred terms one after another. */
+float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
+{
+    float sums[LANES] = {0};
+    float max = add_weights_below(sums, chunk, n, row->max);
+    if (max > row->max) {
+        raise_max(row, max);
+        memset(sums, 0, sizeof sums);
+        add_weights_below(sums, chunk, n, max);
+    }
+    for (int lane = 0; lane < LANES; lane++) {
+        row->sums[lane] += sums[lane];
+    }
+    return max;
+}
+// ANCHOR_END: add_chunk_to_lane_sums
+
+/* Halve the lanes until one is left: a tree of sums of similar size. */
+SoftmaxState lane_sums_state(const LaneSums *row)
+{
+    float sums[LANES];
+    memcpy(sums, row->sums, sizeof sums);
+    for (int width = LANES / 2; width > 0; width /= 2) {
+        for (int lane = 0; lane < width; lane++) {
+            sums[lane] += sums[lane + width];
+        }
+    }
+    return (SoftmaxState){row->max, sums[0]};
+}
+
+/* 256 logits: 1 KiB, still in L1 when the chunk is looked at again (for a
+ * new maximum or a candidate), and long enough that the work per chunk,
+ * across the lanes, vanishes per logit. */
 enum { FUSED_CHUNK = 256 };
 
 // ANCHOR: skip_chunks_without_candidates
 /* Can this chunk hold an entry of the top K? Not if its largest logit is at
  * most the threshold's: an equal logit here has a larger index, so it ranks
- * after. But a NaN (which the max ignores) always might, and so might -inf
- * while the collector is not yet full. */
-static bool chunk_may_hold_candidates(SoftmaxState chunk, TopkEntry threshold)
+ * after. But -inf might, while the collector is not yet full. (NaN, which
+ * the maximum ignores, is dealt with for the whole row.) */
+static bool chunk_may_hold_candidates(float max, TopkEntry threshold)
 {
-    return chunk.max > threshold.value || isnan(chunk.sum) || topk_is_sentinel(threshold);
+    return max > threshold.value || topk_is_sentinel(threshold);
 }
 // ANCHOR_END: skip_chunks_without_candidates
 
+// ANCHOR: prefetch_at_two_distances
 /* The hardware prefetcher keeps only a little ahead of a loop this busy
- * with arithmetic; asking for the logits a few chunks ahead keeps the
- * memory busy while the core computes. (A prefetch never faults, but the
- * address must stay inside the row to be valid C.) */
-enum { PREFETCH_AHEAD = 8 * FUSED_CHUNK, CACHE_LINE_FLOATS = 16 };
+ * with arithmetic, and stops at every 4 KiB page. So the loop asks for the
+ * lines itself, at two distances: 16 chunks ahead into L2, which starts the
+ * slow trip to memory early, and 4 chunks ahead into L1, just in time.
+ * `readable` is how many logits from `chunk` on may be read: the rest of
+ * the row and the rows after it, so that the next row is on its way while
+ * this one ends. (A prefetch never faults, but its address must stay inside
+ * the array to be valid C.) always_inline: to gcc, a function that only
+ * prefetches has no effect, and it deletes the calls. */
+enum { CACHE_LINE_FLOATS = 16, NEAR_AHEAD = 4 * FUSED_CHUNK, FAR_AHEAD = 16 * FUSED_CHUNK };
 
-static void prefetch_chunk_ahead(const float *logits, size_t begin, size_t vocab)
+static inline __attribute__((always_inline)) void prefetch_ahead(const float *chunk, size_t readable)
 {
-    size_t from = begin + PREFETCH_AHEAD, to = from + FUSED_CHUNK < vocab ? from + FUSED_CHUNK : vocab;
-    for (size_t i = from; i < to; i += CACHE_LINE_FLOATS) {
-        __builtin_prefetch(logits + i);
+    if (readable >= NEAR_AHEAD + FUSED_CHUNK) {
+        for (int i = NEAR_AHEAD; i < NEAR_AHEAD + FUSED_CHUNK; i += CACHE_LINE_FLOATS) {
+            __builtin_prefetch(chunk + i, 0, 3);
+        }
+    }
+    if (readable >= FAR_AHEAD + FUSED_CHUNK) {
+        for (int i = FAR_AHEAD; i < FAR_AHEAD + FUSED_CHUNK; i += CACHE_LINE_FLOATS) {
+            __builtin_prefetch(chunk + i, 0, 1);
+        }
     }
 }
+// ANCHOR_END: prefetch_at_two_distances
 
 // ANCHOR: fuse_softmax_and_topk_in_one_pass
-static const TopkEntry *fused_row(const float *logits, size_t vocab, TopkCollector *top, SoftmaxState *state)
+static const TopkEntry *fused_row(const float *logits, size_t vocab, size_t readable, TopkCollector *top,
+                                  SoftmaxState *state)
 {
-    *state = softmax_state_empty();
-    for (size_t begin = 0; begin < vocab; begin += FUSED_CHUNK) {
-        size_t end = vocab - begin < FUSED_CHUNK ? vocab : begin + FUSED_CHUNK;
-        prefetch_chunk_ahead(logits, begin, vocab);
-        SoftmaxState chunk = chunk_state(logits + begin, (int)(end - begin));
-        *state = softmax_state_merge(*state, chunk);
-        if (chunk_may_hold_candidates(chunk, top->threshold)) {
-            offer_groups(top, logits, begin, end);
+    LaneSums row = lane_sums_empty();
+    size_t whole_lanes = vocab - vocab % LANES;
+    for (size_t begin = 0; begin < whole_lanes; begin += FUSED_CHUNK) {
+        size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
+        prefetch_ahead(logits + begin, readable - begin);
+        float max = lane_sums_add_chunk(&row, logits + begin, (int)(end - begin));
+        if (chunk_may_hold_candidates(max, top->threshold)) {
+            offer_above_threshold(top, logits, begin, end);
         }
+    }
+    *state = lane_sums_state(&row);
+    /* The last vocab % LANES logits, one by one. */
+    for (size_t i = whole_lanes; i < vocab; i++) {
+        *state = softmax_state_push(*state, logits[i]);
+    }
+    offer_all(top, logits, whole_lanes, vocab);
+    if (isnan(state->sum)) {
+        /* A NaN or +inf in the row (see lane_sums_add_chunk): the online
+         * version handles every special value, one logit at a time. */
+        topk_collector_restart(top);
+        return online_row(logits, vocab, top, state);
     }
     return topk_collector_finish(top);
 }
 // ANCHOR_END: fuse_softmax_and_topk_in_one_pass
 
-void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch,
-                      float *probs, int64_t *indices)
+/* `readable`: logits that may be read from the start of the row on (at
+ * least vocab), for the fused version's prefetching. */
+static void row_with_lookahead(CpuVersion version, const float *logits, size_t vocab, size_t readable, int k,
+                               RowScratch *scratch, float *probs, int64_t *indices)
 {
     TopkCollector top;
     topk_collector_init(&top, k, scratch->candidates);
@@ -196,7 +298,7 @@ void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int
         break;
     case CPU_FUSED:
     default:
-        best = fused_row(logits, vocab, &top, &state);
+        best = fused_row(logits, vocab, readable, &top, &state);
         break;
     }
     // ANCHOR: normalise_only_the_winners
@@ -207,6 +309,12 @@ void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int
     // ANCHOR_END: normalise_only_the_winners
 }
 
+void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch,
+                      float *probs, int64_t *indices)
+{
+    row_with_lookahead(version, logits, vocab, vocab, k, scratch, probs, indices);
+}
+
 void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,
                        float *probs, int64_t *indices)
 {
@@ -215,8 +323,9 @@ void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, siz
         RowScratch scratch = row_scratch_new(version, vocab, k);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
-            softmax_topk_row(version, logits + row * vocab, vocab, k, &scratch, probs + row * (size_t)k,
-                             indices + row * (size_t)k);
+            /* The rows after this one follow it in memory. */
+            row_with_lookahead(version, logits + row * vocab, vocab, (rows - row) * vocab, k, &scratch,
+                               probs + row * (size_t)k, indices + row * (size_t)k);
         }
         row_scratch_free(&scratch);
     }

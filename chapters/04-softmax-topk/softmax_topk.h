@@ -51,8 +51,28 @@ void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, siz
  * row, with nothing from the fast versions but the order of logits. */
 void softmax_topk_reference(const float *logits, size_t vocab, int k, double *probs, int64_t *indices);
 
-/* The online state of a block of n <= a few hundred logits, computed with
- * vector instructions: first the maximum, then the sum of exp(x - max). */
-SoftmaxState chunk_state(const float *logits, int n);
+/* The online state of a row read chunk by chunk with vector instructions,
+ * as the fused version reads it: the running maximum, and the sum of
+ * exp(x - max) kept in LANES partial sums, one per vector lane (64: four
+ * AVX-512 or eight AVX2 registers, enough independent additions to hide
+ * their latency). */
+#define LANES 64
+
+typedef struct {
+    float max;
+    float sums[LANES];
+} LaneSums;
+
+/* The state of no logits: max -inf, sums 0. */
+LaneSums lane_sums_empty(void);
+
+/* Add a chunk of n logits, n a multiple of LANES; returns the chunk's
+ * largest logit (NaN ignored). A NaN, or a +inf (inf - inf is NaN), makes
+ * the sums NaN: the caller must then start again with the scalar
+ * recurrence, softmax_state_push, which handles both. */
+float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n);
+
+/* The (max, sum) state of everything added, the lanes summed in a tree. */
+SoftmaxState lane_sums_state(const LaneSums *row);
 
 #endif

@@ -25,6 +25,11 @@ void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage)
     }
 }
 
+void topk_collector_restart(TopkCollector *collector)
+{
+    topk_collector_init(collector, collector->k, collector->entries);
+}
+
 static void swap_entries(TopkEntry *a, TopkEntry *b)
 {
     TopkEntry swap = *a;

@@ -34,6 +34,9 @@ size_t topk_collector_storage(int k);
 /* Start collecting the best k (k >= 1) into `storage`. */
 void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage);
 
+/* Forget everything offered so far: collect from scratch, in the same storage. */
+void topk_collector_restart(TopkCollector *collector);
+
 /* Take an entry that ranks before the threshold. */
 void topk_collector_admit(TopkCollector *collector, TopkEntry entry);
 

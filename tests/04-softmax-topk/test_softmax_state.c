@@ -1,6 +1,6 @@
 /* The online softmax building blocks of kernels/softmax_topk.h, on the CPU:
  * the exp they use, the weights with their limits, the recurrence, the
- * merge, and the vectorised chunk summary of the fused CPU version. */
+ * merge, and the lane sums of the fused CPU version. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -166,31 +166,73 @@ static void test_hard_states(void)
            (double)s.sum);
 }
 
-/* The fused version's chunk summary (vectorised) agrees with the scalar recurrence. */
-static void test_chunk_state(void)
+/* The fused version's lane sums, fed a row chunk by chunk. */
+static SoftmaxState add_in_chunks(const float *x, int n, int chunk)
 {
+    LaneSums sums = lane_sums_empty();
+    for (int begin = 0; begin < n; begin += chunk) {
+        int size = n - begin < chunk ? n - begin : chunk;
+        float max = lane_sums_add_chunk(&sums, x + begin, size);
+        float expected = -INFINITY;
+        for (int i = begin; i < begin + size; i++) {
+            expected = x[i] > expected ? x[i] : expected;
+        }
+        EXPECT(max == expected, "chunk at %d: max %g, expected %g", begin, (double)max, (double)expected);
+    }
+    return lane_sums_state(&sums);
+}
+
+/* They agree with the scalar recurrence, for chunks of one vector block up to
+ * several, in random order and with a new maximum in every chunk (the sums
+ * rescaled each time). */
+static void test_lane_sums(void)
+{
+    enum { N = 40 * LANES };
+    float *x = ALLOC_ARRAY(float, N);
     Rng rng;
     rng_seed(&rng, 6);
-    float x[300];
-    rng_fill_normal_f32(&rng, x, 300, 0.0, 5.0);
-    for (int n = 1; n <= 300; n += 23) {
-        SoftmaxState vector = chunk_state(x, n), scalar = push_all(x, (size_t)n);
-        /* Sums of at most 300 terms in two orders: 300 * 2^-24 = 1.8e-5 at worst. */
-        EXPECT(vector.max == scalar.max && is_close(vector.sum, scalar.sum, 0.0, 2e-5),
-               "chunk of %d: (%g, %.9g) vs recurrence (%g, %.9g)", n, (double)vector.max, (double)vector.sum,
-               (double)scalar.max, (double)scalar.sum);
+    rng_fill_normal_f32(&rng, x, N, 0.0, 5.0);
+    const int chunks[] = {LANES, 3 * LANES, 4 * LANES};
+    for (int c = 0; c < 3; c++) {
+        SoftmaxState lanes = add_in_chunks(x, N, chunks[c]), scalar = push_all(x, N);
+        /* Sums of 2560 terms in two orders; each lane adds 40 of them one after
+         * another and the lanes meet in a tree: 1e-5 is far above either error. */
+        EXPECT(lanes.max == scalar.max && is_close(lanes.sum, scalar.sum, 0.0, 1e-5),
+               "chunks of %d: (%g, %.9g) vs recurrence (%g, %.9g)", chunks[c], (double)lanes.max,
+               (double)lanes.sum, (double)scalar.max, (double)scalar.sum);
     }
-    float special[5] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    SoftmaxState s = chunk_state(special, 5);
-    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "chunk of -inf: empty state");
-    special[3] = NAN;
-    s = chunk_state(special, 5);
-    EXPECT(s.max == -INFINITY && isnan(s.sum), "chunk of -inf and NaN: NaN sum");
-    float infinities[4] = {INFINITY, 1.0f, INFINITY, NAN};
-    s = chunk_state(infinities, 3);
-    EXPECT(s.max == INFINITY && s.sum == 2.0f, "chunk with two +inf: sum %g", (double)s.sum);
-    s = chunk_state(infinities, 4);
-    EXPECT(isnan(s.sum), "chunk with +inf and NaN: NaN sum");
+    for (int i = 0; i < N; i++) {
+        x[i] = -30.0f + 60.0f * (float)i / N;
+    }
+    SoftmaxState lanes = add_in_chunks(x, N, LANES), scalar = push_all(x, N);
+    EXPECT(lanes.max == scalar.max && is_close(lanes.sum, scalar.sum, 0.0, 1e-5),
+           "increasing: (%g, %.9g) vs recurrence (%g, %.9g)", (double)lanes.max, (double)lanes.sum,
+           (double)scalar.max, (double)scalar.sum);
+    array_free(x);
+}
+
+/* The special values: -inf weighs 0, even while it is the maximum; NaN and
+ * +inf make the sum NaN, which tells the fused version to use the scalar
+ * recurrence for that row. */
+static void test_lane_sums_special(void)
+{
+    float x[2 * LANES];
+    for (int i = 0; i < 2 * LANES; i++) {
+        x[i] = -INFINITY;
+    }
+    SoftmaxState s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "all -inf: (%g, %g), expected the empty state", (double)s.max,
+           (double)s.sum);
+    x[LANES + 5] = 2.0f;
+    s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == 2.0f && s.sum == 1.0f, "one finite among -inf: (%g, %g), expected (2, 1)", (double)s.max,
+           (double)s.sum);
+    x[7] = NAN;
+    s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == 2.0f && isnan(s.sum), "a NaN: sum %g, expected NaN", (double)s.sum);
+    x[7] = INFINITY;
+    s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == INFINITY && isnan(s.sum), "a +inf: sum %g, expected NaN", (double)s.sum);
 }
 
 int main(void)
@@ -201,6 +243,7 @@ int main(void)
     test_recurrence();
     test_merge();
     test_hard_states();
-    test_chunk_state();
+    test_lane_sums();
+    test_lane_sums_special();
     return test_finish();
 }

@@ -100,10 +100,10 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
 {
     const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
     const size_t *vocabs = quick ? quick_vocabs : all_vocabs;
-    size_t vocab_count = quick ? 1 : 4;
-    const int all_ks[] = {1, 8, 64, 256}, quick_ks[] = {8, 64};
+    size_t vocab_count = quick ? 1 : sizeof all_vocabs / sizeof all_vocabs[0];
+    const int all_ks[] = {1, 8, 16, 64, 256}, quick_ks[] = {8, 64};
     const int *ks = quick ? quick_ks : all_ks;
-    size_t k_count = quick ? 2 : 4;
+    size_t k_count = quick ? 2 : sizeof all_ks / sizeof all_ks[0];
     BenchData data = bench_data_new(threads);
     print_bench_header(&data);
     const char *headers[] = {"V", "K", "threads", "naive G/s", "online G/s", "fused G/s", "fused / naive",

@@ -19,11 +19,19 @@ const char *cpu_version_name(CpuVersion version)
     return "?";
 }
 
+/* 256 logits: 1 KiB, still in L1 when the chunk is summed again for a new
+ * maximum, and long enough that the work per chunk, across the lanes,
+ * vanishes per logit. */
+enum { FUSED_CHUNK = 256 };
+
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k)
 {
-    RowScratch scratch = {NULL, ALLOC_ARRAY(TopkEntry, topk_collector_storage(k))};
+    RowScratch scratch = {NULL, ALLOC_ARRAY(TopkEntry, topk_collector_storage(k)), NULL};
     if (version == CPU_NAIVE) {
         scratch.probabilities = ALLOC_ARRAY(float, vocab);
+    }
+    if (version == CPU_FUSED) {
+        scratch.chunk_maxima = ALLOC_ARRAY(float, (vocab + FUSED_CHUNK - 1) / FUSED_CHUNK);
     }
     return scratch;
 }
@@ -32,7 +40,8 @@ void row_scratch_free(RowScratch *scratch)
 {
     array_free(scratch->probabilities);
     array_free(scratch->candidates);
-    *scratch = (RowScratch){NULL, NULL};
+    array_free(scratch->chunk_maxima);
+    *scratch = (RowScratch){NULL, NULL, NULL};
 }
 
 // ANCHOR: offer_each_logit
@@ -51,42 +60,40 @@ static void offer_all(TopkCollector *top, const float *logits, size_t begin, siz
 
 enum { OFFER_BLOCK = 32 };
 
-// ANCHOR: offer_only_logits_above_threshold
-/* Bit i is set if logit i of the block is above the threshold. gcc turns
- * this loop into two vector comparisons and a few instructions that gather
- * their results into one integer. A NaN sets no bit: a row with a NaN is
- * done again from the start (see fused_row). */
-static uint32_t above_threshold_mask(const float *block, float threshold)
+// ANCHOR: offer_only_logits_that_reach_threshold
+/* Bit i is set if logit i of the block is at least the threshold: equal may
+ * be enough, when the threshold is a raised sentinel (see fused_row). gcc
+ * turns this loop into two vector comparisons and a few instructions that
+ * gather their results into one integer. The rows that reach this have no
+ * NaN (see fused_row). */
+static uint32_t reaching_threshold_mask(const float *block, float threshold)
 {
     uint32_t mask = 0;
     for (int i = 0; i < OFFER_BLOCK; i++) {
-        mask |= (uint32_t)(block[i] > threshold) << i;
+        mask |= (uint32_t)(block[i] >= threshold) << i;
     }
     return mask;
 }
 
-/* Offer the logits begin .. end-1 of a chunk that may hold a candidate.
- * Until the collector holds K entries, every logit gets in. After that,
- * only the logits whose bit is set are offered, lowest bit first, so in
- * order: most logits of such a chunk are still no candidates, and a loop
- * that branched on each one would mispredict at every candidate. The mask
- * is taken with the threshold at the start of its block; the threshold
- * only rises, so the offer compares again. */
-static void offer_above_threshold(TopkCollector *top, const float *logits, size_t begin, size_t end)
+/* Offer the logits begin .. end-1 of a chunk that may hold a candidate:
+ * only those whose bit is set, lowest bit first, so in order. Most logits
+ * of such a chunk are still no candidates, and a loop that branched on each
+ * one would mispredict at every candidate. The mask is taken with the
+ * threshold at the start of its block; the threshold only rises, and an
+ * equal logit may rank after it, so the offer compares again. */
+static void offer_reaching_threshold(TopkCollector *top, const float *logits, size_t begin, size_t end)
 {
     size_t i = begin;
-    for (; i < end && topk_is_sentinel(top->threshold); i++) {
-        topk_collector_offer(top, topk_entry(logits[i], (int32_t)i));
-    }
     for (; i + OFFER_BLOCK <= end; i += OFFER_BLOCK) {
-        for (uint32_t mask = above_threshold_mask(logits + i, top->threshold.value); mask != 0; mask &= mask - 1) {
+        for (uint32_t mask = reaching_threshold_mask(logits + i, top->threshold.value); mask != 0;
+             mask &= mask - 1) {
             size_t above = i + (size_t)__builtin_ctz(mask);
             topk_collector_offer(top, topk_entry(logits[above], (int32_t)above));
         }
     }
     offer_all(top, logits, i, end);
 }
-// ANCHOR_END: offer_only_logits_above_threshold
+// ANCHOR_END: offer_only_logits_that_reach_threshold
 
 // ANCHOR: compute_softmax_in_three_passes
 static const TopkEntry *naive_row(const float *logits, size_t vocab, TopkCollector *top, float *probabilities)
@@ -122,23 +129,26 @@ static const TopkEntry *online_row(const float *logits, size_t vocab, TopkCollec
 LaneSums lane_sums_empty(void)
 {
     LaneSums empty = {.max = -INFINITY};
+    for (int lane = 0; lane < LANES; lane++) {
+        empty.maxima[lane] = -INFINITY;
+    }
     return empty;
 }
 
 // ANCHOR: add_chunk_to_lane_sums
 /* One pass over a chunk of n logits (n a multiple of LANES): adds
- * exp(x - max) of each logit to its lane's sum and returns the chunk's
- * largest logit (NaN ignored). Each lane keeps its own maximum and sum, so
+ * exp(x - max) of each logit to its lane's sum, keeps each lane's largest
+ * logit in `maxima` and returns the chunk's largest (NaN ignored). Each lane keeps its own maximum and sum, so
  * no vector instruction waits for the one before it. The sums are right
  * only if no logit exceeds `max`; the caller checks with the maximum this
  * returns. While every logit so far is -inf, max is -inf and
  * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
  * exp(-inf) = 0, as it should. (inline: as a function of its own, called
  * twice, it would keep the 64 sums in memory instead of registers.) */
-static inline float add_weights_below(float sums[LANES], const float *chunk, int n, float max)
+static inline float add_weights_below(float sums[LANES], float maxima[LANES], const float *chunk, int n,
+                                      float max)
 {
     float reference = max == -INFINITY ? 0.0f : max;
-    float maxima[LANES];
     for (int lane = 0; lane < LANES; lane++) {
         maxima[lane] = -INFINITY;
     }
@@ -176,15 +186,16 @@ static void raise_max(LaneSums *row, float max)
  * few hundred terms one after another. */
 float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
 {
-    float sums[LANES] = {0};
-    float max = add_weights_below(sums, chunk, n, row->max);
+    float sums[LANES] = {0}, maxima[LANES];
+    float max = add_weights_below(sums, maxima, chunk, n, row->max);
     if (max > row->max) {
         raise_max(row, max);
         memset(sums, 0, sizeof sums);
-        add_weights_below(sums, chunk, n, max);
+        add_weights_below(sums, maxima, chunk, n, max);
     }
     for (int lane = 0; lane < LANES; lane++) {
         row->sums[lane] += sums[lane];
+        row->maxima[lane] = maxima[lane] > row->maxima[lane] ? maxima[lane] : row->maxima[lane];
     }
     return max;
 }
@@ -203,19 +214,68 @@ SoftmaxState lane_sums_state(const LaneSums *row)
     return (SoftmaxState){row->max, sums[0]};
 }
 
-/* 256 logits: 1 KiB, still in L1 when the chunk is looked at again (for a
- * new maximum or a candidate), and long enough that the work per chunk,
- * across the lanes, vanishes per logit. */
-enum { FUSED_CHUNK = 256 };
+// ANCHOR: bound_the_kth_best_from_below
+/* The lane maxima are LANES different logits of the row, so their k-th
+ * largest is at most the row's k-th largest. It is the smallest lane
+ * maximum with fewer than k others above it. Counting the others above
+ * every lane at once, one other lane at a time, takes LANES vector
+ * comparisons and no branch. */
+float lane_sums_topk_floor(const LaneSums *row, int k)
+{
+    if (k > LANES) {
+        return -INFINITY;
+    }
+    int above[LANES] = {0};
+    for (int other = 0; other < LANES; other++) {
+        for (int lane = 0; lane < LANES; lane++) {
+            above[lane] += row->maxima[other] > row->maxima[lane];
+        }
+    }
+    float floor = INFINITY;
+#pragma omp simd reduction(min : floor)
+    for (int lane = 0; lane < LANES; lane++) {
+        floor = above[lane] < k && row->maxima[lane] < floor ? row->maxima[lane] : floor;
+    }
+    return floor;
+}
+// ANCHOR_END: bound_the_kth_best_from_below
 
 // ANCHOR: skip_chunks_without_candidates
-/* Can this chunk hold an entry of the top K? Not if its largest logit is at
- * most the threshold's: an equal logit here has a larger index, so it ranks
- * after. But -inf might, while the collector is not yet full. (NaN, which
- * the maximum ignores, is dealt with for the whole row.) */
-static bool chunk_may_hold_candidates(float max, TopkEntry threshold)
+/* Can the chunk that starts at `first` hold an entry of the top K? The best
+ * entry it could hold is its maximum at its first index; the chunks are
+ * looked at in order, so the threshold, unless a sentinel, has a smaller
+ * index, and an equal logit here ranks after it. (NaN, which the maximum
+ * ignores, is dealt with for the whole row.) */
+static bool chunk_may_hold_candidates(float max, size_t first, TopkEntry threshold)
 {
-    return max > threshold.value || topk_is_sentinel(threshold);
+    return topk_ranks_before(topk_entry(max, (int32_t)first), threshold);
+}
+
+static void offer_chunk(TopkCollector *top, const float *logits, size_t whole_lanes, size_t chunk, float max)
+{
+    size_t begin = chunk * FUSED_CHUNK;
+    if (chunk_may_hold_candidates(max, begin, top->threshold)) {
+        size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
+        offer_reaching_threshold(top, logits, begin, end);
+    }
+}
+
+/* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
+ * with one mask. */
+static void offer_chunks_that_may_hold_candidates(TopkCollector *top, const float *logits,
+                                                  const float *chunk_maxima, size_t whole_lanes)
+{
+    size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
+    for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK) {
+        for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, top->threshold.value); mask != 0;
+             mask &= mask - 1) {
+            size_t chunk = c + (size_t)__builtin_ctz(mask);
+            offer_chunk(top, logits, whole_lanes, chunk, chunk_maxima[chunk]);
+        }
+    }
+    for (; c < chunks; c++) {
+        offer_chunk(top, logits, whole_lanes, c, chunk_maxima[c]);
+    }
 }
 // ANCHOR_END: skip_chunks_without_candidates
 
@@ -248,30 +308,30 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const float *ch
 
 // ANCHOR: fuse_softmax_and_topk_in_one_pass
 static const TopkEntry *fused_row(const float *logits, size_t vocab, size_t readable, TopkCollector *top,
-                                  SoftmaxState *state)
+                                  SoftmaxState *state, float *chunk_maxima)
 {
     LaneSums row = lane_sums_empty();
     size_t whole_lanes = vocab - vocab % LANES;
     for (size_t begin = 0; begin < whole_lanes; begin += FUSED_CHUNK) {
         size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
         prefetch_ahead(logits + begin, readable - begin);
-        float max = lane_sums_add_chunk(&row, logits + begin, (int)(end - begin));
-        if (chunk_may_hold_candidates(max, top->threshold)) {
-            offer_above_threshold(top, logits, begin, end);
-        }
+        chunk_maxima[begin / FUSED_CHUNK] = lane_sums_add_chunk(&row, logits + begin, (int)(end - begin));
     }
     *state = lane_sums_state(&row);
     /* The last vocab % LANES logits, one by one. */
     for (size_t i = whole_lanes; i < vocab; i++) {
         *state = softmax_state_push(*state, logits[i]);
     }
-    offer_all(top, logits, whole_lanes, vocab);
     if (isnan(state->sum)) {
         /* A NaN or +inf in the row (see lane_sums_add_chunk): the online
          * version handles every special value, one logit at a time. */
-        topk_collector_restart(top);
         return online_row(logits, vocab, top, state);
     }
+    /* The row is in L2 now; the top K is taken from the few chunks that
+     * can hold one of it. */
+    topk_collector_raise_floor(top, lane_sums_topk_floor(&row, top->k));
+    offer_chunks_that_may_hold_candidates(top, logits, chunk_maxima, whole_lanes);
+    offer_all(top, logits, whole_lanes, vocab);
     return topk_collector_finish(top);
 }
 // ANCHOR_END: fuse_softmax_and_topk_in_one_pass
@@ -298,7 +358,7 @@ static void row_with_lookahead(CpuVersion version, const float *logits, size_t v
         break;
     case CPU_FUSED:
     default:
-        best = fused_row(logits, vocab, readable, &top, &state);
+        best = fused_row(logits, vocab, readable, &top, &state, scratch->chunk_maxima);
         break;
     }
     // ANCHOR: normalise_only_the_winners

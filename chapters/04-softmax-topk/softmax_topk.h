@@ -29,10 +29,12 @@ const char *cpu_version_name(CpuVersion version);
 #define SOFTMAX_TOPK_MAX_VOCAB ((size_t)1 << 30)
 
 /* Working memory for one row at a time: the naive version's probability
- * array and the top-K collector's storage. One per thread. */
+ * array, the top-K collector's storage and the fused version's chunk
+ * maxima. One per thread. */
 typedef struct {
     float *probabilities;
     TopkEntry *candidates;
+    float *chunk_maxima; /* the fused version's: the largest logit of each chunk */
 } RowScratch;
 
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k);
@@ -55,15 +57,16 @@ void softmax_topk_reference(const float *logits, size_t vocab, int k, double *pr
  * as the fused version reads it: the running maximum, and the sum of
  * exp(x - max) kept in LANES partial sums, one per vector lane (64: four
  * AVX-512 or eight AVX2 registers, enough independent additions to hide
- * their latency). */
+ * their latency). Each lane also keeps the largest logit it has seen. */
 #define LANES 64
 
 typedef struct {
     float max;
     float sums[LANES];
+    float maxima[LANES];
 } LaneSums;
 
-/* The state of no logits: max -inf, sums 0. */
+/* The state of no logits: max -inf, sums 0, lane maxima -inf. */
 LaneSums lane_sums_empty(void);
 
 /* Add a chunk of n logits, n a multiple of LANES; returns the chunk's
@@ -74,5 +77,10 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n);
 
 /* The (max, sum) state of everything added, the lanes summed in a tree. */
 SoftmaxState lane_sums_state(const LaneSums *row);
+
+/* The k-th largest of the lane maxima (-inf when k > LANES): k different
+ * logits are at least this large, so no logit below it is among the k best
+ * of the row. NaN, which the maxima ignore, must be dealt with apart. */
+float lane_sums_topk_floor(const LaneSums *row, int k);
 
 #endif

@@ -25,9 +25,14 @@ void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage)
     }
 }
 
-void topk_collector_restart(TopkCollector *collector)
+void topk_collector_raise_floor(TopkCollector *collector, float floor)
 {
-    topk_collector_init(collector, collector->k, collector->entries);
+    collector->threshold = topk_entry(floor, TOPK_NO_INDEX);
+    if (collector->uses_list) {
+        for (int j = 0; j < collector->k; j++) {
+            collector->entries[j] = collector->threshold;
+        }
+    }
 }
 
 static void swap_entries(TopkEntry *a, TopkEntry *b)

@@ -34,8 +34,12 @@ size_t topk_collector_storage(int k);
 /* Start collecting the best k (k >= 1) into `storage`. */
 void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage);
 
-/* Forget everything offered so far: collect from scratch, in the same storage. */
-void topk_collector_restart(TopkCollector *collector);
+/* Before the first offer: only logits >= floor can be among the K best, so
+ * the collector takes no other. Its sentinels are raised to the floor: an
+ * entry (floor, TOPK_NO_INDEX) ranks after every logit >= floor (their
+ * indices are smaller) and before every logit below it. The floor must be
+ * right: at least K logits of the stream are >= floor. */
+void topk_collector_raise_floor(TopkCollector *collector, float floor);
 
 /* Take an entry that ranks before the threshold. */
 void topk_collector_admit(TopkCollector *collector, TopkEntry entry);

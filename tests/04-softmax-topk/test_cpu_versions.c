@@ -65,6 +65,26 @@ static void test_shapes(void)
     }
 }
 
+/* Logits of three values only: the K-th best is tied with hundreds of
+ * others, in many chunks. The fused version offers only logits at least
+ * its floor, which here equals the K-th best: the ties at the floor must
+ * get in, by index. */
+static void test_ties_at_floor(void)
+{
+    enum { ROWS = 3, VOCAB = 3001 };
+    float *logits = ALLOC_ARRAY(float, ROWS * VOCAB);
+    for (size_t i = 0; i < ROWS * VOCAB; i++) {
+        logits[i] = (float)((i * 7919) % 3);
+    }
+    const int ks[] = {1, 8, 16, 33, 64, 1500};
+    for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++) {
+        char what[64];
+        snprintf(what, sizeof what, "three values, K = %d", ks[b]);
+        EXPECT(run_and_check(CPU_FUSED, what, logits, ROWS, VOCAB, ks[b], 1), "fused: %s", what);
+    }
+    array_free(logits);
+}
+
 /* Rows split over threads give the same bits as one thread. */
 static void test_threads(void)
 {
@@ -92,6 +112,7 @@ int main(void)
 {
     test_hard_inputs();
     test_shapes();
+    test_ties_at_floor();
     test_threads();
     return test_finish();
 }

@@ -4,6 +4,8 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "chapters/04-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
@@ -235,6 +237,45 @@ static void test_lane_sums_special(void)
     EXPECT(s.max == INFINITY && isnan(s.sum), "a +inf: sum %g, expected NaN", (double)s.sum);
 }
 
+static int compare_descending(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* The floor is the k-th largest lane maximum (ties included), and so at
+ * most the row's k-th largest logit; above LANES there is no floor. */
+static void test_topk_floor(void)
+{
+    enum { N = 7 * LANES };
+    float x[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((i * 37) % 101) * 0.5f; /* 101 values, ties among the lane maxima */
+    }
+    LaneSums row = lane_sums_empty();
+    lane_sums_add_chunk(&row, x, N);
+    float sorted_maxima[LANES], sorted_logits[N];
+    for (int lane = 0; lane < LANES; lane++) {
+        sorted_maxima[lane] = -INFINITY;
+        for (int i = lane; i < N; i += LANES) {
+            sorted_maxima[lane] = x[i] > sorted_maxima[lane] ? x[i] : sorted_maxima[lane];
+        }
+    }
+    memcpy(sorted_logits, x, sizeof x);
+    qsort(sorted_maxima, LANES, sizeof(float), compare_descending);
+    qsort(sorted_logits, N, sizeof(float), compare_descending);
+    const int ks[] = {1, 2, 5, 16, 63, LANES};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        int k = ks[t];
+        float floor = lane_sums_topk_floor(&row, k);
+        EXPECT(floor == sorted_maxima[k - 1] && floor <= sorted_logits[k - 1],
+               "k = %d: floor %g, k-th lane maximum %g, k-th logit %g", k, (double)floor,
+               (double)sorted_maxima[k - 1], (double)sorted_logits[k - 1]);
+    }
+    EXPECT(lane_sums_topk_floor(&row, LANES + 1) == -INFINITY, "k = LANES + 1: floor %g, expected -inf",
+           (double)lane_sums_topk_floor(&row, LANES + 1));
+}
+
 int main(void)
 {
     test_exp_accuracy();
@@ -245,5 +286,6 @@ int main(void)
     test_hard_states();
     test_lane_sums();
     test_lane_sums_special();
+    test_topk_floor();
     return test_finish();
 }

@@ -270,6 +270,40 @@ static void test_collector(void)
     EXPECT(wrong == 0, "collector: %d of %d cases differ from a full sort", wrong, cases);
 }
 
+/* A collector whose floor is the k-th best value takes every entry equal
+ * to it that belongs to the top k (the streams are full of ties and come
+ * in no order of index), and the list and the buffer both end up with the
+ * k best. */
+static void test_collector_floor(void)
+{
+    Rng rng;
+    rng_seed(&rng, 47);
+    const int ks[] = {1, 7, TOPK_LIST_MAX_K, TOPK_LIST_MAX_K + 1, 64};
+    int wrong = 0, cases = 0;
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        for (int repeat = 0; repeat < 20; repeat++) {
+            enum { N = 1000 };
+            int k = ks[t];
+            TopkEntry *stream = ALLOC_ARRAY(TopkEntry, N);
+            random_entries(&rng, stream, N, false);
+            TopkEntry *expected = sorted_copy(stream, N);
+            TopkEntry *storage = ALLOC_ARRAY(TopkEntry, topk_collector_storage(k));
+            TopkCollector collector;
+            topk_collector_init(&collector, k, storage);
+            topk_collector_raise_floor(&collector, expected[k - 1].value);
+            for (int i = 0; i < N; i++) {
+                topk_collector_offer(&collector, stream[i]);
+            }
+            wrong += !same_entries(topk_collector_finish(&collector), expected, k);
+            cases++;
+            array_free(expected);
+            array_free(storage);
+            array_free(stream);
+        }
+    }
+    EXPECT(wrong == 0, "collector with a floor: %d of %d cases differ from a full sort", wrong, cases);
+}
+
 int main(void)
 {
     test_order();
@@ -279,5 +313,6 @@ int main(void)
     test_merge_tree();
     test_select_and_sort();
     test_collector();
+    test_collector_floor();
     return test_finish();
 }

@@ -225,6 +225,9 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
     if (k > LANES) {
         return -INFINITY;
     }
+    if (k == 1) {
+        return row->max; /* the largest lane maximum, without counting */
+    }
     int above[LANES] = {0};
     for (int other = 0; other < LANES; other++) {
         for (int lane = 0; lane < LANES; lane++) {

@@ -110,6 +110,10 @@ Grid grid;
 uint3 current_block;
 std::vector<Thread> threads;
 Thread *current;
+/* The block's progress: threads ended, threads at the barrier, and for
+ * each warp the lanes waiting at a collective. */
+unsigned exited_threads, threads_at_barrier;
+std::vector<unsigned> lanes_waiting;
 unsigned long long launches;
 std::vector<std::pair<void *, size_t>> static_shared;
 std::map<const void *, int> max_dynamic_shared;
@@ -167,7 +171,7 @@ unsigned lanes_at(unsigned warp, const Thread &like)
     for (unsigned lane = 0; lane < lanes_in_warp(warp); lane++) {
         const Thread &t = lane_thread(warp, static_cast<int>(lane));
         if (t.state == State::at_collective && t.kind == like.kind && t.mask == like.mask &&
-            std::strcmp(t.name, like.name) == 0) {
+            (t.name == like.name || std::strcmp(t.name, like.name) == 0)) {
             lanes |= 1u << lane;
         }
     }
@@ -220,6 +224,7 @@ void check_collective(unsigned warp, int first_lane)
 /* Carry out the collective of the lanes in `mask` (all waiting at it). */
 void complete_collective(unsigned warp, unsigned mask)
 {
+    lanes_waiting[warp] &= ~mask;
     const Thread &first = lane_thread(warp, __builtin_ctz(mask));
     uint64_t combined = first.kind == Collective::all ? 1 : 0;
     for (int lane = 0; lane < kWarpSize; lane++) {
@@ -264,21 +269,48 @@ void complete_collective(unsigned warp, unsigned mask)
     }
 }
 
-/* Carry out every collective whose lanes have all arrived; true if any. */
-bool complete_collectives()
+/* All the lanes of `mask` wait at collectives, not all at the same one.
+ * Name the mismatch from the lowest lane's point of view when all the lanes
+ * it names wait too (a stable message whatever the order of arrival). */
+[[noreturn]] void report_mismatch(unsigned warp, unsigned mask)
 {
-    bool any = false;
-    unsigned warps = (grid.threads_per_block + kWarpSize - 1) / kWarpSize;
-    for (unsigned warp = 0; warp < warps; warp++) {
-        for (unsigned lane = 0; lane < lanes_in_warp(warp); lane++) {
-            if (lane_thread(warp, static_cast<int>(lane)).state == State::at_collective) {
-                check_collective(warp, static_cast<int>(lane));
-                complete_collective(warp, lane_thread(warp, static_cast<int>(lane)).mask);
-                any = true;
-            }
+    int first = __builtin_ctz(mask);
+    if ((lanes_waiting[warp] & lane_thread(warp, first).mask) == lane_thread(warp, first).mask) {
+        check_collective(warp, first);
+    }
+    for (int lane = first; lane < kWarpSize; lane++) {
+        if ((mask >> lane & 1u) && lane_thread(warp, lane).mask == mask) {
+            check_collective(warp, lane);
         }
     }
-    return any;
+    kernel_bug("warp %u: lanes %s wait at collectives that do not match (an emulator bug: it cannot say how)", warp,
+               lane_list(mask).c_str());
+}
+
+/* No thread can run and some have not ended: a collective waits for a lane
+ * that will never come. Name it. */
+[[noreturn]] void report_deadlock()
+{
+    for (unsigned warp = 0; warp < lanes_waiting.size(); warp++) {
+        if (lanes_waiting[warp] != 0) {
+            check_collective(warp, __builtin_ctz(lanes_waiting[warp]));
+        }
+    }
+    kernel_bug("no thread can go on, yet the emulator sees no collective missing a lane (an emulator bug)");
+}
+
+/* Once every thread that has not ended is at the barrier, it opens. */
+void open_barrier_if_complete()
+{
+    if (threads_at_barrier == 0 || threads_at_barrier + exited_threads < grid.threads_per_block) {
+        return;
+    }
+    for (unsigned i = 0; i < grid.threads_per_block; i++) {
+        if (threads[i].state == State::at_barrier) {
+            threads[i].state = State::runnable;
+        }
+    }
+    threads_at_barrier = 0;
 }
 
 void thread_entry()
@@ -286,6 +318,9 @@ void thread_entry()
     fiber_started();
     grid.thread_body(grid.context);
     current->state = State::exited;
+    exited_threads++;
+    /* An ended thread counts as arrived at the barrier. */
+    open_barrier_if_complete();
     fiber_exit(current->fiber);
 }
 
@@ -309,26 +344,21 @@ void run_block(uint3 block, bool reverse)
         t.state = State::runnable;
         fiber_prepare(t.fiber, thread_entry);
     }
-    unsigned exited = 0;
-    while (exited < count) {
+    exited_threads = 0;
+    threads_at_barrier = 0;
+    lanes_waiting.assign((count + kWarpSize - 1) / kWarpSize, 0);
+    while (exited_threads < count) {
+        bool progress = false;
         for (unsigned k = 0; k < count; k++) {
             Thread &t = threads[reverse ? count - 1 - k : k];
-            if (t.state != State::runnable) {
-                continue;
+            if (t.state == State::runnable) {
+                current = &t;
+                fiber_resume(t.fiber);
+                progress = true;
             }
-            current = &t;
-            fiber_resume(t.fiber);
-            exited += t.state == State::exited;
         }
-        if (exited == count || complete_collectives()) {
-            continue;
-        }
-        /* No collective waits, so every thread that has not exited is at
-         * the barrier: it opens. */
-        for (unsigned i = 0; i < count; i++) {
-            if (threads[i].state == State::at_barrier) {
-                threads[i].state = State::runnable;
-            }
+        if (!progress) {
+            report_deadlock();
         }
     }
 }
@@ -388,6 +418,8 @@ int shuffle_source(const char *name, int lane, int source, int width, bool earli
     return outside || source < 0 ? -1 : source;
 }
 
+/* The lane that completes a collective carries it out and goes on; the
+ * others wait (the scheduler resumes them once it is done). */
 uint64_t warp_collective(const char *name, Collective kind, unsigned mask, uint64_t value, int source)
 {
     Thread &self = *current;
@@ -397,6 +429,20 @@ uint64_t warp_collective(const char *name, Collective kind, unsigned mask, uint6
     self.mask = mask;
     self.value = value;
     self.source = source;
+    unsigned warp = self.linear / kWarpSize;
+    int lane = static_cast<int>(self.linear % kWarpSize);
+    lanes_waiting[warp] |= 1u << lane;
+    if (!(mask >> lane & 1u)) {
+        check_collective(warp, lane); /* reports the mask that leaves the lane out */
+    }
+    if ((lanes_waiting[warp] & mask) == mask) {
+        /* Every lane named has arrived: at this collective, or a bug. */
+        if ((lanes_at(warp, self) & mask) != mask) {
+            report_mismatch(warp, mask);
+        }
+        complete_collective(warp, mask);
+        return self.result;
+    }
     fiber_yield(self.fiber);
     return self.result;
 }
@@ -404,7 +450,11 @@ uint64_t warp_collective(const char *name, Collective kind, unsigned mask, uint6
 void syncthreads()
 {
     current->state = State::at_barrier;
-    fiber_yield(current->fiber);
+    threads_at_barrier++;
+    open_barrier_if_complete();
+    if (current->state == State::at_barrier) {
+        fiber_yield(current->fiber);
+    }
 }
 
 SharedRegistration::SharedRegistration(void *address, size_t bytes)

@@ -8,10 +8,11 @@
  * What real hardware would not do (a collective missing a lane, lanes at
  * different collectives, a barrier some thread can never reach) stops the
  * program with one line naming the kernel, the block, the warp and the
- * lanes. Even blocks run their threads in index order, odd ones in reverse
- * (the parity flips with every launch), and shared memory starts as NaN
- * bytes: a read of another thread's write with no barrier between sees a
- * stale value in one of the two orders. */
+ * lanes. A warp runs as far as it can before the next one starts. Even
+ * blocks run their warps and lanes in index order, odd ones in reverse (the
+ * parity flips with every launch), and shared memory starts as NaN bytes: a
+ * read of another thread's write with no barrier between sees a stale or a
+ * too new value in one of the two orders. */
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -332,6 +333,30 @@ void poison_shared()
     std::memset(grid.dynamic_shared, kPoison, grid.dynamic_shared_bytes);
 }
 
+/* Run the lanes of `warp` until none can go on: each runs until it waits
+ * (at a collective, which the last lane to arrive completes, or at the
+ * barrier) or ends. A warp runs as far as it can before the next one
+ * starts: on a GPU warps drift apart between barriers, and a read of
+ * another warp's shared memory without a barrier between then sees it
+ * written too early or too late. True if any lane ran. */
+bool run_warp(unsigned warp, bool reverse)
+{
+    unsigned lanes = lanes_in_warp(warp);
+    bool ran = false, progress = true;
+    while (progress) {
+        progress = false;
+        for (unsigned k = 0; k < lanes; k++) {
+            Thread &t = lane_thread(warp, static_cast<int>(reverse ? lanes - 1 - k : k));
+            if (t.state == State::runnable) {
+                current = &t;
+                fiber_resume(t.fiber);
+                progress = ran = true;
+            }
+        }
+    }
+    return ran;
+}
+
 void run_block(uint3 block, bool reverse)
 {
     current_block = block;
@@ -347,15 +372,11 @@ void run_block(uint3 block, bool reverse)
     exited_threads = 0;
     threads_at_barrier = 0;
     lanes_waiting.assign((count + kWarpSize - 1) / kWarpSize, 0);
+    unsigned warps = static_cast<unsigned>(lanes_waiting.size());
     while (exited_threads < count) {
         bool progress = false;
-        for (unsigned k = 0; k < count; k++) {
-            Thread &t = threads[reverse ? count - 1 - k : k];
-            if (t.state == State::runnable) {
-                current = &t;
-                fiber_resume(t.fiber);
-                progress = true;
-            }
+        for (unsigned k = 0; k < warps; k++) {
+            progress |= run_warp(reverse ? warps - 1 - k : k, reverse);
         }
         if (!progress) {
             report_deadlock();

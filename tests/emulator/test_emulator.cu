@@ -79,6 +79,54 @@ void test_barriers()
     EXPECT(neighbour_errors(false, 2) > 0, "without the barrier, two blocks read stale values");
 }
 
+/* Shared memory reused in a second round: each warp's lane 0 publishes a
+ * value, every thread reads the next warp's. Without the barrier that
+ * closes the first round, a warp that runs ahead overwrites its slot before
+ * the previous warp has read it, as warps do on a GPU. */
+constexpr int kRoundWarps = 4;
+
+template <bool kClosingBarrier>
+__global__ void publish_twice(int *out)
+{
+    __shared__ int slot[kRoundWarps];
+    int warp = threadIdx.x / 32;
+    for (int round = 0; round < 2; round++) {
+        if (threadIdx.x % 32 == 0) {
+            slot[warp] = 100 * round + warp;
+        }
+        __syncthreads();
+        out[round * blockDim.x + threadIdx.x] = slot[(warp + 1) % kRoundWarps];
+        if (kClosingBarrier) {
+            __syncthreads();
+        }
+    }
+}
+
+int publish_errors(bool closing_barrier)
+{
+    const int threads = 32 * kRoundWarps;
+    DeviceInts out(2 * threads, -1);
+    if (closing_barrier) {
+        publish_twice<true><<<1, threads>>>(out.data);
+    } else {
+        publish_twice<false><<<1, threads>>>(out.data);
+    }
+    std::vector<int> got = out.host();
+    int errors = 0;
+    for (int round = 0; round < 2; round++) {
+        for (int t = 0; t < threads; t++) {
+            errors += got[round * threads + t] != 100 * round + (t / 32 + 1) % kRoundWarps;
+        }
+    }
+    return errors;
+}
+
+void test_warps_drift_apart()
+{
+    EXPECT(publish_errors(true) == 0, "with the closing barrier every round reads its own values");
+    EXPECT(publish_errors(false) > 0, "without it, a warp that runs ahead overwrites a slot still to be read");
+}
+
 /* Threads that exit early count as arrived at later barriers. */
 __global__ void barrier_after_exits(int *out)
 {
@@ -394,6 +442,7 @@ void test_device()
 int main()
 {
     test_barriers();
+    test_warps_drift_apart();
     test_exited_threads_count_as_arrived();
     test_collectives();
     test_partial_warp();

@@ -179,9 +179,9 @@ unsigned lanes_at(unsigned warp, const Thread &like)
     return lanes;
 }
 
-/* Every lane named in the first waiting lane's mask must be waiting at the
- * same collective with the same mask; otherwise real hardware would hang
- * or return garbage. */
+/* Every lane named in the mask of the waiting lane `first_lane` must wait
+ * at the same collective with the same mask; otherwise real hardware would
+ * hang or return garbage. Returns only if they do. */
 void check_collective(unsigned warp, int first_lane)
 {
     const Thread &first = lane_thread(warp, first_lane);
@@ -200,25 +200,18 @@ void check_collective(unsigned warp, int first_lane)
                        warp, lanes.c_str(), first.name, first.mask, lane, grid.threads_per_block);
         }
         const Thread &other = lane_thread(warp, lane);
-        std::string why;
-        switch (other.state) {
-        case State::exited:
-            why = "has exited";
-            break;
-        case State::at_barrier:
-            why = "waits at __syncthreads: they can never meet";
-            break;
-        default:
-            why = std::string("is at ") + other.name + (other.mask != first.mask ? " with mask " : "");
-            if (other.mask != first.mask) {
-                char hex[16];
-                snprintf(hex, sizeof hex, "0x%08x", other.mask);
-                why += hex;
-            }
-            break;
+        char why[128];
+        if (other.state == State::exited) {
+            snprintf(why, sizeof why, "has exited");
+        } else if (other.state == State::at_barrier) {
+            snprintf(why, sizeof why, "waits at __syncthreads: they can never meet");
+        } else if (other.mask != first.mask) {
+            snprintf(why, sizeof why, "is at %s with mask 0x%08x", other.name, other.mask);
+        } else {
+            snprintf(why, sizeof why, "is at %s", other.name);
         }
         kernel_bug("warp %u: lanes %s wait at %s (mask 0x%08x), but lane %d %s", warp, lanes.c_str(), first.name,
-                   first.mask, lane, why.c_str());
+                   first.mask, lane, why);
     }
 }
 
@@ -544,11 +537,6 @@ cudaError_t cudaGetLastError(void)
     return error;
 }
 
-cudaError_t cudaPeekAtLastError(void)
-{
-    return emu::last_error;
-}
-
 const char *cudaGetErrorName(cudaError_t error)
 {
     switch (error) {
@@ -562,8 +550,6 @@ const char *cudaGetErrorName(cudaError_t error)
         return "cudaErrorInvalidConfiguration";
     case cudaErrorInvalidDevice:
         return "cudaErrorInvalidDevice";
-    case cudaErrorNotSupported:
-        return "cudaErrorNotSupported";
     }
     return "cudaErrorUnknown";
 }
@@ -581,8 +567,6 @@ const char *cudaGetErrorString(cudaError_t error)
         return "invalid configuration argument";
     case cudaErrorInvalidDevice:
         return "invalid device ordinal";
-    case cudaErrorNotSupported:
-        return "operation not supported";
     }
     return "unknown error";
 }
@@ -599,11 +583,6 @@ cudaError_t cudaGetDevice(int *device)
     return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device)
-{
-    return device == 0 ? cudaSuccess : record(cudaErrorInvalidDevice);
-}
-
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
 {
     if (device != 0) {
@@ -612,9 +591,6 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device)
     *prop = cudaDeviceProp{};
     snprintf(prop->name, sizeof prop->name, "CUDA emulator on the CPU");
     prop->totalGlobalMem = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    prop->sharedMemPerBlock = emu::kDefaultSharedBytes;
-    prop->warpSize = emu::kWarpSize;
-    prop->maxThreadsPerBlock = emu::kMaxThreadsPerBlock;
     /* The semantics emulated are those of sm_90, which the kernels are built for. */
     prop->major = 9;
     prop->minor = 0;
@@ -628,26 +604,8 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
         return record(cudaErrorInvalidDevice);
     }
     switch (attr) {
-    case cudaDevAttrMaxThreadsPerBlock:
-        *value = emu::kMaxThreadsPerBlock;
-        break;
-    case cudaDevAttrMaxSharedMemoryPerBlock:
-        *value = emu::kDefaultSharedBytes;
-        break;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-        *value = emu::kOptInSharedBytes;
-        break;
-    case cudaDevAttrWarpSize:
-        *value = emu::kWarpSize;
-        break;
     case cudaDevAttrMultiProcessorCount:
         *value = emu::kMultiprocessors;
-        break;
-    case cudaDevAttrComputeCapabilityMajor:
-        *value = 9;
-        break;
-    case cudaDevAttrComputeCapabilityMinor:
-        *value = 0;
         break;
     case cudaDevAttrMemoryClockRate:
     case cudaDevAttrGlobalMemoryBusWidth:

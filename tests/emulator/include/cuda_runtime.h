@@ -1,7 +1,7 @@
-/* The CUDA runtime as the emulator provides it: enough of the API, the
- * built-in variables and the warp intrinsics for the project's kernels to be
- * compiled by g++ and run on the CPU (tests/emulator/README section in the
- * top README: "GPU kernels without a GPU").
+/* The CUDA runtime as the emulator provides it: the part of the API, the
+ * built-in variables and the warp intrinsics that the project's kernels
+ * use, for them to be compiled by g++ and run on the CPU (the README's
+ * section "GPU kernels without a GPU").
  *
  * Like nvcc, the build includes this header ahead of every .cu file
  * (g++ -include cuda_runtime.h) and defines __CUDACC__; it does not define
@@ -83,7 +83,6 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevice = 101,
-    cudaErrorNotSupported = 801,
 };
 typedef cudaError_t cudaError;
 
@@ -96,15 +95,9 @@ enum cudaMemcpyKind {
 };
 
 enum cudaDeviceAttr {
-    cudaDevAttrMaxThreadsPerBlock = 1,
-    cudaDevAttrMaxSharedMemoryPerBlock = 8,
-    cudaDevAttrWarpSize = 10,
     cudaDevAttrMultiProcessorCount = 16,
     cudaDevAttrMemoryClockRate = 36,
     cudaDevAttrGlobalMemoryBusWidth = 37,
-    cudaDevAttrComputeCapabilityMajor = 75,
-    cudaDevAttrComputeCapabilityMinor = 76,
-    cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
 };
 
 enum cudaFuncAttribute {
@@ -114,9 +107,6 @@ enum cudaFuncAttribute {
 struct cudaDeviceProp {
     char name[256];
     size_t totalGlobalMem;
-    size_t sharedMemPerBlock;
-    int warpSize;
-    int maxThreadsPerBlock;
     int major, minor;
     int multiProcessorCount;
 };
@@ -126,13 +116,11 @@ typedef struct EmuStream *cudaStream_t;
 
 extern "C" {
 cudaError_t cudaGetLastError(void);
-cudaError_t cudaPeekAtLastError(void);
 const char *cudaGetErrorString(cudaError_t error);
 const char *cudaGetErrorName(cudaError_t error);
 
 cudaError_t cudaGetDeviceCount(int *count);
 cudaError_t cudaGetDevice(int *device);
-cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device);
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device);
 cudaError_t cudaRuntimeGetVersion(int *version);
@@ -288,11 +276,6 @@ inline int __popc(unsigned x)
 inline float __uint_as_float(unsigned x)
 {
     return emu::from_bits<float>(x);
-}
-
-inline unsigned __float_as_uint(float x)
-{
-    return static_cast<unsigned>(emu::to_bits(x));
 }
 
 /* Cache hints (read-only path, streaming) change nothing on the CPU. */

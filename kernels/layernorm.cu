@@ -396,14 +396,19 @@ extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean,
     return NULL;
 }
 
-/* Enough blocks of backward 2 to fill the GPU a few times over, but never
- * more than rows: each block writes a partial row of 2 * d floats. */
+/* Enough blocks of backward 2 to fill the GPU a few times over, and at
+ * least LN_BACKWARD_CHUNKS, so that no block sums more rows of dgamma in
+ * float than a CPU chunk does (on a GPU with few multiprocessors, 4 blocks
+ * per SM would each sum hundreds of rows); never more than rows: each block
+ * writes a partial row of 2 * d floats. */
 static int backward_v2_blocks(size_t n)
 {
     int device, sms;
     CUDA_CHECK(cudaGetDevice(&device));
     CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     size_t blocks = 4 * (size_t)sms;
+    if (blocks < LN_BACKWARD_CHUNKS)
+        blocks = LN_BACKWARD_CHUNKS;
     return (int)(n < blocks ? n : blocks);
 }
 

@@ -16,6 +16,12 @@ typedef struct {
     float mean, rstd;
 } LnRowStats;
 
+/* dgamma and dbeta are sums over rows, formed in float in at least this
+ * many chunks of rows (CPU) or thread blocks (GPU) and then added in
+ * double: no chunk sums more than n / 256 rows in float, whatever the number
+ * of threads or of multiprocessors, and the tests' tolerance rests on that. */
+#define LN_BACKWARD_CHUNKS 256
+
 // ANCHOR: compute_rstd
 /* 1 / sqrt(var + eps), as two correctly rounded operations (IEEE sqrt and
  * division on both CPU and GPU; never an approximate rsqrt), so that the

@@ -249,11 +249,9 @@ static void backward_row_f32(float *dx, float *dgamma_part, float *dbeta_part, c
  * n * d of the rows): no two threads write the same memory, and the result
  * is the same bits for any number of threads. A GPU does the same with one
  * partial row per thread block. */
-enum { BACKWARD_CHUNKS = 256 };
-
 static size_t backward_chunks(size_t n)
 {
-    return n < BACKWARD_CHUNKS ? n : BACKWARD_CHUNKS;
+    return n < LN_BACKWARD_CHUNKS ? n : LN_BACKWARD_CHUNKS;
 }
 
 size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)

@@ -9,19 +9,36 @@
 #include "common/testing.h"
 #include "kernels/layernorm.h"
 
+/* The tests' CUDA emulator, which runs every GPU thread on the CPU, builds
+ * this test with -DGPU_TEST_MAX_ROWS=301: every shape keeps its width and
+ * alignment, and 301 rows are still a multiple of no block and more than
+ * backward 2 has blocks. */
+#ifndef GPU_TEST_MAX_ROWS
+#define GPU_TEST_MAX_ROWS 4097
+#endif
+
+static size_t rows_at_most(size_t n)
+{
+    return n < GPU_TEST_MAX_ROWS ? n : GPU_TEST_MAX_ROWS;
+}
+
 static void test_every_version_on_every_shape(void)
 {
-    for (int s = 0; s < gpu_check_shape_count; s++)
+    for (int s = 0; s < gpu_check_shape_count; s++) {
+        GpuCheckShape shape = gpu_check_shapes[s];
+        shape.n = rows_at_most(shape.n);
         for (int f = 1; f <= LAYERNORM_FORWARD_VERSIONS; f++)
             for (int b = 1; b <= LAYERNORM_BACKWARD_VERSIONS; b++)
-                EXPECT(gpu_check_versions(&gpu_check_shapes[s], f, b, 17, stdout), "forward %d, backward %d, %zu x %zu (%s)",
-                       f, b, gpu_check_shapes[s].n, gpu_check_shapes[s].d, gpu_check_shapes[s].why);
+                EXPECT(gpu_check_versions(&shape, f, b, 17, stdout), "forward %d, backward %d, %zu x %zu (%s)", f, b,
+                       shape.n, shape.d, shape.why);
+    }
 }
 
 /* No floating-point atomics: two runs give the same bits. */
 static void test_backward_is_deterministic(void)
 {
-    LnProblem a = ln_problem_new(4097, 768, 1e-5f), b = ln_problem_new(4097, 768, 1e-5f);
+    size_t n = rows_at_most(4097);
+    LnProblem a = ln_problem_new(n, 768, 1e-5f), b = ln_problem_new(n, 768, 1e-5f);
     ln_problem_fill_random(&a, 18, 0.0, 1.0);
     ln_problem_fill_random(&b, 18, 0.0, 1.0);
     EXPECT(gpu_run_problem(&a, 3, 2, 0) == NULL && gpu_run_problem(&b, 3, 2, 0) == NULL, "both runs launched");

@@ -23,6 +23,7 @@
 typedef struct {
     int k;
     bool uses_list;      /* k <= TOPK_LIST_MAX_K, and no floor raised */
+    bool has_floor;      /* topk_collector_raise_floor was called */
     TopkEntry *entries;  /* list: k entries, best first; buffer: candidates */
     int count;           /* buffer: candidates held */
     int capacity;        /* buffer: candidates it can hold */
@@ -40,7 +41,8 @@ void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage);
  * the collector takes no other. Its threshold is raised to the floor: an
  * entry (floor, TOPK_NO_INDEX) ranks after every logit >= floor (their
  * indices are smaller) and before every logit below it. The floor must be
- * right: at least K logits of the stream are >= floor. A floor close to the
+ * right: at least K logits of the stream are >= floor, and the stream must
+ * hold no NaN (the order of numbers sorts it). A floor close to the
  * K-th best lets few more than K in, so the collector keeps them in the
  * buffer, whatever K: appended without a comparison, and sorted once at the
  * end (topk_collector_finish) without guessing, where the list would

@@ -45,8 +45,8 @@ void topk_collector_init(TopkCollector *collector, int k, TopkEntry *storage);
  * hold no NaN (the order of numbers sorts it). A floor close to the
  * K-th best lets few more than K in, so the collector keeps them in the
  * buffer, whatever K: appended without a comparison, and sorted once at the
- * end (topk_collector_finish) without guessing, where the list would
- * insert each one, a guessed branch at every step. */
+ * end (topk_collector_finish) without a branch, where the list would stop
+ * each insertion at a place the processor cannot predict. */
 void topk_collector_raise_floor(TopkCollector *collector, float floor);
 
 /* Take an entry that ranks before the threshold. */
@@ -62,8 +62,9 @@ static inline void topk_collector_offer(TopkCollector *collector, TopkEntry entr
 // ANCHOR_END: offer_candidate_to_collector
 
 /* The k best, sorted best first (sentinels where fewer than k were offered).
- * The buffer's few dozen candidates are sorted by counting, more by a
- * selection and a quicksort. */
+ * The few dozen candidates of a collector with a floor are sorted by
+ * counting; more, or a stream that may hold NaN, by a selection and a
+ * quicksort. */
 const TopkEntry *topk_collector_finish(TopkCollector *collector);
 
 /* Reorder entries[0 .. count) so that the first k are the k best, with the

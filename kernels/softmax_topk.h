@@ -158,16 +158,26 @@ HOST_DEVICE static inline bool topk_is_sentinel(TopkEntry entry)
 }
 
 // ANCHOR: rank_logits_with_ties_and_nan
-/* Does a come before b in the output? Larger logit first, equal logits by
- * lower index, NaN above everything. Indices are unique within a row, so
- * this is a strict total order: every correct top-K returns the same list. */
+/* The order of two entries that are not NaN: larger logit first, equal
+ * logits by lower index. Joined with | and &, not || and &&, which would be
+ * branches that go either way as the values fall: a CPU that must guess
+ * them is wrong half the time, and a loop of these comparisons with no
+ * branch can be vectorised. */
+HOST_DEVICE static inline bool topk_number_ranks_before(TopkEntry a, TopkEntry b)
+{
+    return (a.value > b.value) | ((a.value == b.value) & (a.index < b.index));
+}
+
+/* Does a come before b in the output? The order above, with NaN above
+ * everything. Indices are unique within a row, so this is a strict total
+ * order: every correct top-K returns the same list. */
 HOST_DEVICE static inline bool topk_ranks_before(TopkEntry a, TopkEntry b)
 {
     bool a_nan = isnan(a.value), b_nan = isnan(b.value);
     if (a_nan || b_nan) {
         return a_nan && (!b_nan || a.index < b.index);
     }
-    return a.value > b.value || (a.value == b.value && a.index < b.index);
+    return topk_number_ranks_before(a, b);
 }
 // ANCHOR_END: rank_logits_with_ties_and_nan
 

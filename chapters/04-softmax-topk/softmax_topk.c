@@ -62,7 +62,7 @@ enum { OFFER_BLOCK = 32 };
 
 // ANCHOR: offer_only_logits_that_reach_threshold
 /* Bit i is set if logit i of the block is at least the threshold: equal may
- * be enough, when the threshold is a raised sentinel (see fused_row). gcc
+ * be enough, when the threshold is the floor (see fused_row). gcc
  * turns this loop into two vector comparisons and a few instructions that
  * gather their results into one integer. The rows that reach this have no
  * NaN (see fused_row). */
@@ -246,8 +246,8 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
 // ANCHOR: skip_chunks_without_candidates
 /* Can the chunk that starts at `first` hold an entry of the top K? The best
  * entry it could hold is its maximum at its first index; the chunks are
- * looked at in order, so the threshold, unless a sentinel, has a smaller
- * index, and an equal logit here ranks after it. (NaN, which the maximum
+ * looked at in order, so the threshold, unless it has no index (the
+ * floor), has a smaller index, and an equal logit here ranks after it. (NaN, which the maximum
  * ignores, is dealt with for the whole row.) */
 static bool chunk_may_hold_candidates(float max, size_t first, TopkEntry threshold)
 {

@@ -92,7 +92,7 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
 {
     const size_t widths[] = {768, 1024, 4096};
     const Pass passes[] = {{"forward", run_forward, 2 * sizeof(float)}, {"backward", run_backward, 3 * sizeof(float)}};
-    const int timed_runs = quick ? 3 : 7;
+    const int timed_runs = quick ? 5 : 7;
     size_t bytes = bench_large_bytes(), count = bytes / sizeof(float);
     int thread_counts[] = {1, bench_max_threads()};
     BenchArrays a = {0};

@@ -645,8 +645,8 @@ __device__ void block_sort_list(TopkEntry *list, int k)
 /* A block per row (blocks loop over rows). The first pass over the row
  * makes the online state and the first digit's counts; three more find the
  * K-th key; a fifth collects the winners, which are sorted in shared
- * memory. The row is read five times: from L2 after the first, for a row of
- * up to a few MB. */
+ * memory. The row is read five times; the later reads come from L2 when
+ * the row is still there. */
 __global__ void radix_select_kernel(const float *logits, int rows, int vocab, int k, float *probs,
                                     int64_t *indices)
 {

@@ -195,7 +195,8 @@ HOST_DEVICE static inline uint32_t topk_radix_key(float x)
         return UINT32_MAX;
     }
     uint32_t bits = float_bits(x == 0.0f ? 0.0f : x);
-    return bits >> 31 ? ~bits : bits | 0x80000000u;
+    bool negative = bits >> 31;
+    return negative ? ~bits : bits | 0x80000000u;
 }
 // ANCHOR_END: map_a_logit_to_an_ordered_key
 

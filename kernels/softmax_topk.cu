@@ -1,4 +1,4 @@
-/* Softmax + top-K kernels, versions 1 to 4 (see kernels/softmax_topk_gpu.h).
+/* Softmax + top-K kernels, versions 1 to 5 (see kernels/softmax_topk_gpu.h).
  * The arithmetic and the order of logits come from kernels/softmax_topk.h,
  * the same functions the CPU code and its tests use. */
 #include "kernels/softmax_topk_gpu.h"
@@ -25,6 +25,11 @@ constexpr int kRegisterMaxK = 32;
 constexpr size_t kSharedBytes = 48 * 1024;
 /* Version 4 gives each block at least this many logits of a row. */
 constexpr int kMinSliceLength = 1024;
+/* Version 5 selects with 8-bit digits, 4 for a 32-bit key; its list of K
+ * sits in shared memory (8 KiB at the limit). */
+constexpr int kRadixBits = 8;
+constexpr int kRadixDigits = 1 << kRadixBits;
+constexpr int kRadixMaxK = 1024;
 
 /* ---- Warp-level pieces ------------------------------------------------ */
 
@@ -467,6 +472,208 @@ __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const Soft
 }
 // ANCHOR_END: split_rows_across_blocks
 
+/* ---- Version 5: radix select, K <= 1024 --------------------------------- */
+
+/* The online state of the whole block, the same in every thread: the warps
+ * merge their lanes, then every thread merges the warps' states in the same
+ * order. The syncs on both sides let the caller reuse `states` right away. */
+__device__ SoftmaxState block_merge_states(SoftmaxState state, SoftmaxState *states)
+{
+    state = warp_merge_states(state);
+    __syncthreads();
+    if (lane_id() == 0) {
+        states[warp_id()] = state;
+    }
+    __syncthreads();
+    SoftmaxState block = states[0];
+    for (int w = 1; w < kBlockWarps; w++) {
+        block = softmax_state_merge(block, states[w]);
+    }
+    __syncthreads();
+    return block;
+}
+
+/* The K-th key of a row, found digit by digit from the top: `prefix` holds
+ * the digits found so far (the bits in `mask`), and `above` counts the keys
+ * of the row above every key that starts with the prefix. */
+struct RadixSelection {
+    uint32_t prefix, mask;
+    int above;
+};
+
+/* Count the keys of the row that start with the prefix, by their next
+ * digit (bits shift .. shift + 7). The first pass (mask 0: every key) also
+ * returns this thread's online state of the row. */
+template <bool kWithState>
+__device__ SoftmaxState count_digits(const float *x, int vocab, RadixSelection selection, int shift,
+                                     unsigned *histogram)
+{
+    for (int digit = threadIdx.x; digit < kRadixDigits; digit += blockDim.x) {
+        histogram[digit] = 0;
+    }
+    __syncthreads();
+    SoftmaxState state = softmax_state_empty();
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        float value = x[i];
+        if (kWithState) {
+            state = softmax_state_push(state, value);
+        }
+        uint32_t key = topk_radix_key(value);
+        if ((key & selection.mask) == selection.prefix) {
+            atomicAdd(&histogram[(key >> shift) % kRadixDigits], 1u);
+        }
+    }
+    __syncthreads();
+    return state;
+}
+
+// ANCHOR: select_the_kth_key_digit_by_digit
+/* One thread walks the digits from the largest down, adding their counts
+ * to `above` while that stays below k: the K-th key's digit is the one
+ * where the count would reach k. Invariant: above < k, and at least
+ * k - above keys start with the prefix, so the walk stops at a digit. */
+__device__ void select_digit(const unsigned *histogram, int shift, int k, RadixSelection *selection)
+{
+    int digit = kRadixDigits - 1;
+    while (selection->above + static_cast<int>(histogram[digit]) < k) {
+        selection->above += static_cast<int>(histogram[digit]);
+        digit--;
+    }
+    selection->prefix |= static_cast<uint32_t>(digit) << shift;
+    selection->mask |= static_cast<uint32_t>(kRadixDigits - 1) << shift;
+}
+
+/* After the 4 digits, prefix is the K-th key itself: `above` keys are
+ * larger, and the K-th is among those equal to it. The first pass also
+ * makes this thread's online state of the row. */
+__device__ RadixSelection select_kth_key(const float *x, int vocab, int k, unsigned *histogram,
+                                         RadixSelection *shared_selection, SoftmaxState *state)
+{
+    RadixSelection selection = {0, 0, 0};
+    for (int shift = 32 - kRadixBits; shift >= 0; shift -= kRadixBits) {
+        if (shift == 32 - kRadixBits) {
+            *state = count_digits<true>(x, vocab, selection, shift, histogram);
+        } else {
+            count_digits<false>(x, vocab, selection, shift, histogram);
+        }
+        if (threadIdx.x == 0) {
+            select_digit(histogram, shift, k, &selection);
+            *shared_selection = selection;
+        }
+        __syncthreads();
+        selection = *shared_selection;
+        __syncthreads();
+    }
+    return selection;
+}
+// ANCHOR_END: select_the_kth_key_digit_by_digit
+
+/* How many threads of the block below this one have the flag set (a ballot
+ * within the warp, the warps' counts through shared memory), and in `total`
+ * how many in all. */
+__device__ int block_count_below(bool flag, int *warp_counts, int *total)
+{
+    unsigned ballot = __ballot_sync(kFullMask, flag);
+    if (lane_id() == 0) {
+        warp_counts[warp_id()] = __popc(ballot);
+    }
+    __syncthreads();
+    int below = __popc(ballot & ((1u << lane_id()) - 1u));
+    *total = 0;
+    for (int w = 0; w < kBlockWarps; w++) {
+        below += w < warp_id() ? warp_counts[w] : 0;
+        *total += warp_counts[w];
+    }
+    __syncthreads();
+    return below;
+}
+
+// ANCHOR: collect_the_winners_in_index_order
+/* Every entry with a key above the K-th's wins; of the entries equal to it,
+ * the k - above with the smallest indices. The block walks the row in
+ * tiles, in index order, and numbers the equal entries as it goes (a count
+ * of the equal ones below each thread): equal entry number r wins when
+ * r < k - above. Winners above the K-th key take places 0 .. above - 1 in
+ * any order (a counter), the equal ones the places after them. */
+__device__ void collect_winners(const float *x, int vocab, int k, RadixSelection kth, TopkEntry *list,
+                                int *warp_counts, int *next_place)
+{
+    if (threadIdx.x == 0) {
+        *next_place = 0;
+    }
+    int equal_before_tile = 0;
+    for (int tile = 0; tile < vocab; tile += blockDim.x) {
+        int i = tile + static_cast<int>(threadIdx.x);
+        float value = i < vocab ? x[i] : 0.0f;
+        uint32_t key = topk_radix_key(value);
+        bool equal = i < vocab && key == kth.prefix;
+        int equal_in_tile;
+        int rank = equal_before_tile + block_count_below(equal, warp_counts, &equal_in_tile);
+        if (i < vocab && key > kth.prefix) {
+            list[atomicAdd(next_place, 1)] = topk_entry(value, i);
+        } else if (equal && rank < k - kth.above) {
+            list[kth.above + rank] = topk_entry(value, i);
+        }
+        equal_before_tile += equal_in_tile;
+    }
+}
+// ANCHOR_END: collect_the_winners_in_index_order
+
+/* Sort list[0 .. k) best first: padded with sentinels to a power of two,
+ * which rank after every real entry, then a bitonic network. */
+__device__ void block_sort_list(TopkEntry *list, int k)
+{
+    int padded = 1;
+    while (padded < k) {
+        padded *= 2;
+    }
+    for (int i = k + static_cast<int>(threadIdx.x); i < padded; i += blockDim.x) {
+        list[i] = topk_sentinel();
+    }
+    __syncthreads();
+    for (int run = 2; run <= padded; run *= 2) {
+        for (int stride = run / 2; stride > 0; stride /= 2) {
+            for (int i = threadIdx.x; i < padded; i += blockDim.x) {
+                topk_bitonic_step(list, i, run, stride);
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// ANCHOR: give_each_row_a_block_and_a_radix_select
+/* A block per row (blocks loop over rows). The first pass over the row
+ * makes the online state and the first digit's counts; three more find the
+ * K-th key; a fifth collects the winners, which are sorted in shared
+ * memory. The row is read five times; the later reads come from L2 when
+ * the row is still there. */
+__global__ void radix_select_kernel(const float *logits, int rows, int vocab, int k, float *probs,
+                                    int64_t *indices)
+{
+    __shared__ unsigned histogram[kRadixDigits];
+    __shared__ TopkEntry list[kRadixMaxK];
+    __shared__ SoftmaxState states[kBlockWarps];
+    __shared__ int warp_counts[kBlockWarps];
+    __shared__ RadixSelection shared_selection;
+    __shared__ int next_place;
+    for (int row = blockIdx.x; row < rows; row += gridDim.x) {
+        const float *x = logits + static_cast<size_t>(row) * vocab;
+        SoftmaxState state;
+        RadixSelection kth = select_kth_key(x, vocab, k, histogram, &shared_selection, &state);
+        state = block_merge_states(state, states);
+        collect_winners(x, vocab, k, kth, list, warp_counts, &next_place);
+        block_sort_list(list, k);
+        for (int j = threadIdx.x; j < k; j += blockDim.x) {
+            size_t out = static_cast<size_t>(row) * k + j;
+            probs[out] = softmax_probability(state, list[j].value);
+            indices[out] = list[j].index;
+        }
+        /* The next row reuses the list. */
+        __syncthreads();
+    }
+}
+// ANCHOR_END: give_each_row_a_block_and_a_radix_select
+
 /* ---- Launch configuration ----------------------------------------------- */
 
 int next_power_of_two(int n)
@@ -578,7 +785,7 @@ struct SoftmaxTopkGpuRun {
 
 int softmax_topk_gpu_max_k(int kernel)
 {
-    return kernel == 2 ? kRegisterMaxK : kMaxK;
+    return kernel == 2 ? kRegisterMaxK : kernel == 5 ? kRadixMaxK : kMaxK;
 }
 
 const char *softmax_topk_gpu_name(int kernel)
@@ -592,6 +799,8 @@ const char *softmax_topk_gpu_name(int kernel)
         return "block per row, float4 loads, cross-warp merge";
     case 4:
         return "several blocks per row, merged by a second kernel";
+    case 5:
+        return "block per row, radix select of the K-th key";
     default:
         return "?";
     }
@@ -701,6 +910,10 @@ static void launch(const SoftmaxTopkGpuRun *run)
         CUDA_CHECK(cudaGetLastError());
         merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k)>>>(
             run->partial_lists, run->partial_states, rows, k, run->splits, run->probs, run->indices);
+        break;
+    case 5:
+        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k,
+                                                                               run->probs, run->indices);
         break;
     }
     CUDA_CHECK(cudaGetLastError());

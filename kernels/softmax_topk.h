@@ -181,6 +181,25 @@ HOST_DEVICE static inline bool topk_ranks_before(TopkEntry a, TopkEntry b)
 }
 // ANCHOR_END: rank_logits_with_ties_and_nan
 
+// ANCHOR: map_a_logit_to_an_ordered_key
+/* A 32-bit key whose unsigned order is the order of logits by value: a
+ * larger key ranks earlier, equal keys are a tie (broken by index, as in
+ * topk_ranks_before). A positive float's bits already grow with its value:
+ * setting the sign bit puts them above every negative one. A negative
+ * float's bits grow as it falls: flipping them all reverses that. -0.0 is
+ * made +0.0 first, since the two compare equal, and every NaN gets the
+ * largest key, as NaN ranks above everything (+inf's key is smaller). */
+HOST_DEVICE static inline uint32_t topk_radix_key(float x)
+{
+    if (isnan(x)) {
+        return UINT32_MAX;
+    }
+    uint32_t bits = float_bits(x == 0.0f ? 0.0f : x);
+    bool negative = bits >> 31;
+    return negative ? ~bits : bits | 0x80000000u;
+}
+// ANCHOR_END: map_a_logit_to_an_ordered_key
+
 HOST_DEVICE static inline void topk_fill_sentinels(TopkEntry *list, int k)
 {
     for (int j = 0; j < k; j++) {

@@ -1,4 +1,4 @@
-/* Softmax + top-K on a CUDA GPU: four numbered versions, naive to best.
+/* Softmax + top-K on a CUDA GPU: five numbered versions, naive to best.
  *
  *   1  naive: one kernel makes three passes over each row (max, sum, then
  *      writes every probability to a [rows, V] array), a second kernel
@@ -10,7 +10,10 @@
  *      with 16-byte loads; the warps' partial states are merged in a tree,
  *      K <= 256;
  *   4  for small batches: several blocks per row, each producing the partial
- *      state of a slice, merged by a second kernel, K <= 256.
+ *      state of a slice, merged by a second kernel, K <= 256;
+ *   5  for large K: a block per row finds the K-th largest key by radix
+ *      select (a histogram of 8 bits at a time), then collects the winners
+ *      in index order and sorts them in shared memory, K <= 1024.
  *
  * All of them return, for each row, the K largest probabilities and their
  * indices in the order of kernels/softmax_topk.h (which holds the logic they
@@ -26,7 +29,7 @@
 
 COMMON_BEGIN_C
 
-#define GPU_KERNEL_COUNT 4
+#define GPU_KERNEL_COUNT 5
 
 /* The largest K kernel `kernel` (1 .. GPU_KERNEL_COUNT) supports. */
 int softmax_topk_gpu_max_k(int kernel);

@@ -77,7 +77,7 @@ static double validated_time_ms(int kernel, const GpuCase *c, char *why, size_t 
 static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs, size_t vocab_count,
                           double copy_gbs)
 {
-    const int ks[] = {1, 8, 64, 256};
+    const int ks[] = {1, 8, 64, 256, 1024};
     const char *headers[] = {"V", "K", "kernel", "ms", "GB/s", "of copy bandwidth", "vs kernel 1"};
     Table *table = table_new(7, headers, "rrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {

@@ -1,5 +1,5 @@
 /* softmax_topk: the K largest softmax probabilities of each row of logits,
- * and their indices, on the CPU (three versions) or the GPU (four kernels),
+ * and their indices, on the CPU (three versions) or the GPU (five kernels),
  * plus the tables and benchmarks of the chapter. */
 #include <errno.h>
 #include <math.h>
@@ -43,7 +43,7 @@ static Options parse_options(int argc, char **argv)
         {"--save", CLI_STRING, &o.save, 0, 0, "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
         {"--version", CLI_INT, &o.version, 1, CPU_VERSION_COUNT, "CPU version: 1 naive, 2 online, 3 fused (default)"},
         {"--gpu", CLI_FLAG, &o.gpu, 0, 0, "run on the GPU (with --bench: the GPU benchmark)"},
-        {"--kernel", CLI_INT, &o.kernel, 1, GPU_KERNEL_COUNT, "GPU kernel 1 .. 4; kernel 3 when not given"},
+        {"--kernel", CLI_INT, &o.kernel, 1, GPU_KERNEL_COUNT, "GPU kernel 1 .. 5; kernel 3 when not given"},
         {"--threads", CLI_INT, &o.threads, 1, 1024, "CPU threads (default: all cores)"},
         {"--bench", CLI_FLAG, &o.bench, 0, 0, "benchmark the CPU versions (with --gpu: the GPU kernels)"},
         {"--quick", CLI_FLAG, &o.quick, 0, 0, "with --bench: a reduced grid, V = 128256 and K in {8, 64}"},

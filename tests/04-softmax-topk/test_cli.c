@@ -83,6 +83,10 @@ static void test_bad_input(void)
     /* Without CUDA, or without a device, or (on a GPU) K above kernel 2's limit. */
     expect_usage_error(run("--gpu", "--kernel", "2", "-k", "33", NULL), "--gpu K = 33 on kernel 2",
                        "supports K <= 32", "CUDA");
+    expect_usage_error(run("--gpu", "--kernel", "6", NULL), "--kernel past the last", "--kernel expects an integer in",
+                       NULL);
+    expect_usage_error(run("--gpu", "--kernel", "5", "--vocab", "2000", "-k", "1025", NULL),
+                       "--gpu K = 1025 on kernel 5", "supports K <= 1024", "CUDA");
 
     const size_t shape2[2] = {3, 4}, shape1[1] = {12}, shape3[3] = {1, 3, 4};
     double doubles[12] = {0};

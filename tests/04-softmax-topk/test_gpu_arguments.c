@@ -18,15 +18,18 @@ int main(void)
 {
     SoftmaxTopkGpuConfig automatic = {0, 0};
     EXPECT(refused(0, 1, 10, 1, automatic, "kernel 0 does not exist"), "kernel 0");
-    EXPECT(refused(GPU_KERNEL_COUNT + 1, 1, 10, 1, automatic, "does not exist"), "kernel 5");
+    EXPECT(refused(GPU_KERNEL_COUNT + 1, 1, 10, 1, automatic, "does not exist"), "kernel after the last");
     EXPECT(refused(3, 1, 10, 11, automatic, "K = 11 must be in [1, V = 10]"), "K > V");
     EXPECT(refused(3, 1, 10, 0, automatic, "K = 0"), "K = 0");
     EXPECT(refused(2, 1, 1000, 33, automatic, "kernel 2 supports K <= 32"), "K above kernel 2's limit");
     EXPECT(refused(3, 1, 1000, 257, automatic, "kernel 3 supports K <= 256"), "K above kernel 3's limit");
+    EXPECT(refused(5, 1, 2000, 1025, automatic, "kernel 5 supports K <= 1024"), "K above kernel 5's limit");
+    EXPECT(refused(5, 1, 1000, 1001, automatic, "K = 1001 must be in [1, V = 1000]"), "K > V for kernel 5");
     EXPECT(refused(3, 0, 10, 1, automatic, "rows 0"), "no rows");
     EXPECT(refused(4, 1, 10, 1, (SoftmaxTopkGpuConfig){0, 11}, "at most 10 splits"), "more splits than logits");
     EXPECT(refused(4, 1, 100000, 256, (SoftmaxTopkGpuConfig){0, 100}, "at most"), "splits over shared memory");
     EXPECT(refused(3, 1, 10, 1, (SoftmaxTopkGpuConfig){-1, 0}, ">= 0"), "negative max_blocks");
-    EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256, "limits");
+    EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256 &&
+               softmax_topk_gpu_max_k(5) == 1024, "limits");
     return test_finish();
 }

@@ -1,10 +1,11 @@
-/* The four CUDA kernels against the double reference, on the inputs that
+/* The five CUDA kernels against the double reference, on the inputs that
  * catch the bugs seen in published versions of this kernel: several rows
  * per block and per launch (a merge that mixes rows, shared memory reused
  * too early), blocks that loop over rows, winners in the last tile, V
  * smaller than a tile, V not a multiple of 4 (rows that start unaligned
  * for the 16-byte loads), ties, NaN and infinities, K at each kernel's
- * limit, and kernel 4 with empty slices. Needs a GPU; skipped without. */
+ * limit (1024 for the radix select, with ties across its K-th key), and
+ * kernel 4 with empty slices. Needs a GPU; skipped without. */
 #include <math.h>
 #include <stdio.h>
 
@@ -123,6 +124,38 @@ static void test_mixed_rows(void)
     array_free(logits);
 }
 
+/* K up to 1024 (kernel 5 alone above 256), several rows per block and a
+ * grid of 3: random rows (ties everywhere: logits are multiples of 1/16),
+ * and rows built so that many entries share the K-th key on both sides of
+ * the boundary, where only the index decides (the radix select's tie rule):
+ * a large block of equal logits, -0.0 and +0.0 interleaved, NaNs, and all
+ * -inf but one. K = V = 1024 too. */
+static void test_large_k(void)
+{
+    enum { ROWS = 7 };
+    const size_t vocabs[] = {1024, 1500, 4099, 50257};
+    const int ks[] = {257, 1000, 1024};
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        size_t vocab = vocabs[v];
+        float *logits = ALLOC_ARRAY(float, ROWS * vocab);
+        fill_test_logits(logits, ROWS * vocab, 300 + vocab);
+        float *equal_block = logits + vocab, *zeros = logits + 2 * vocab;
+        float *with_nan = logits + 3 * vocab, *one_finite = logits + 4 * vocab;
+        for (size_t i = 0; i < vocab; i++) {
+            equal_block[i] = i % 7 == 0 ? 4.0f : i % 3 == 0 ? 1.25f : -2.0f;
+            zeros[i] = i % 11 == 0 ? 3.0f : i % 2 == 0 ? -0.0f : 0.0f;
+            with_nan[i] = i % 97 == 5 ? NAN : with_nan[i];
+            one_finite[i] = i == vocab / 2 ? -1.0f : -INFINITY;
+        }
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            if ((size_t)ks[t] <= vocab) {
+                check_all_kernels("large K: ties at the K-th key, zeros, NaN, -inf", logits, ROWS, vocab, ks[t]);
+            }
+        }
+        array_free(logits);
+    }
+}
+
 /* Kernel 4 with chosen splits, including more slices than logits to fill
  * (empty slices) and a split count that is not a power of two. */
 static void test_splits(void)
@@ -154,6 +187,7 @@ int main(void)
     test_shapes();
     test_winners_in_the_last_tile();
     test_mixed_rows();
+    test_large_k();
     test_splits();
     return test_finish();
 }

@@ -1,6 +1,7 @@
-/* The top-K building blocks of kernels/softmax_topk.h (order, insert,
+/* The top-K building blocks of kernels/softmax_topk.h (order, radix key, insert,
  * merge, bitonic step, merge tree) and the CPU collector built on them,
  * against a plain sort of everything. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,6 +95,41 @@ static void test_order(void)
     }
     EXPECT(not_total == 0, "%d pairs where the order is not strict and total", not_total);
     EXPECT(not_transitive == 0, "%d triples where the order is not transitive", not_transitive);
+}
+
+/* The radix key orders entries as topk_ranks_before does, up to the index:
+ * for every pair, key(a) > key(b) exactly when a ranks before b whatever
+ * their indices, and equal keys exactly when the index decides. Plus the
+ * values at the edges: every NaN bit pattern, the zeros, the infinities,
+ * the smallest subnormals and the largest finite floats. */
+static void test_radix_key(void)
+{
+    EXPECT(topk_radix_key(-0.0f) == topk_radix_key(0.0f), "-0 and +0 share a key");
+    EXPECT(topk_radix_key(NAN) == UINT32_MAX && topk_radix_key(-NAN) == UINT32_MAX &&
+               topk_radix_key(float_from_bits(0x7f800001u)) == UINT32_MAX,
+           "every NaN has the largest key");
+    const float edges[] = {-INFINITY, -FLT_MAX, -1.0f, -FLT_MIN, -FLT_TRUE_MIN, -0.0f,
+                           0.0f, FLT_TRUE_MIN, FLT_MIN, 1.0f, FLT_MAX, INFINITY, NAN};
+    enum { EDGES = sizeof edges / sizeof edges[0], N = 300 + EDGES };
+    TopkEntry e[N];
+    Rng rng;
+    rng_seed(&rng, 43);
+    random_entries(&rng, e, N - EDGES, true);
+    for (int i = 0; i < EDGES; i++) {
+        e[N - EDGES + i] = topk_entry(edges[i], N - EDGES + i);
+    }
+    int wrong = 0;
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < N; j++) {
+            uint32_t ki = topk_radix_key(e[i].value), kj = topk_radix_key(e[j].value);
+            TopkEntry i_first = topk_entry(e[i].value, 0), j_later = topk_entry(e[j].value, 1);
+            TopkEntry j_first = topk_entry(e[j].value, 0), i_later = topk_entry(e[i].value, 1);
+            bool i_wins_anyway = topk_ranks_before(i_first, j_later) && topk_ranks_before(i_later, j_first);
+            bool tie = topk_ranks_before(i_first, j_later) && topk_ranks_before(j_first, i_later);
+            wrong += (ki > kj) != i_wins_anyway || (ki == kj) != tie;
+        }
+    }
+    EXPECT(wrong == 0, "%d of %d pairs where the key's order differs from topk_ranks_before", wrong, N * N);
 }
 
 static void test_list_insert(void)
@@ -309,6 +345,7 @@ static void test_collector_floor(void)
 int main(void)
 {
     test_order();
+    test_radix_key();
     test_list_insert();
     test_merge();
     test_bitonic_network();

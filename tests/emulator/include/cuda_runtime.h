@@ -273,6 +273,22 @@ inline int __popc(unsigned x)
     return __builtin_popcount(x);
 }
 
+/* Threads switch only at barriers and warp collectives, so a plain
+ * read-modify-write is atomic here. */
+inline unsigned atomicAdd(unsigned *address, unsigned value)
+{
+    unsigned old = *address;
+    *address = old + value;
+    return old;
+}
+
+inline int atomicAdd(int *address, int value)
+{
+    int old = *address;
+    *address = old + value;
+    return old;
+}
+
 inline float __uint_as_float(unsigned x)
 {
     return emu::from_bits<float>(x);

@@ -138,8 +138,9 @@ LaneSums lane_sums_empty(void)
 // ANCHOR: add_chunk_to_lane_sums
 /* One pass over a chunk of n logits (n a multiple of LANES): adds
  * exp(x - max) of each logit to its lane's sum, keeps each lane's largest
- * logit in `maxima` and returns the chunk's largest (NaN ignored). Each lane keeps its own maximum and sum, so
- * no vector instruction waits for the one before it. The sums are right
+ * logit in `maxima` and returns the chunk's largest (NaN ignored). Each
+ * lane keeps its own maximum and sum, so no vector instruction waits for
+ * the one before it. The sums are right
  * only if no logit exceeds `max`; the caller checks with the maximum this
  * returns. While every logit so far is -inf, max is -inf and
  * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
@@ -247,8 +248,8 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
 /* Can the chunk that starts at `first` hold an entry of the top K? The best
  * entry it could hold is its maximum at its first index; the chunks are
  * looked at in order, so the threshold, unless it has no index (the
- * floor), has a smaller index, and an equal logit here ranks after it. (NaN, which the maximum
- * ignores, is dealt with for the whole row.) */
+ * floor), has a smaller index, and an equal logit here ranks after it.
+ * (NaN, which the maximum ignores, is dealt with for the whole row.) */
 static bool chunk_may_hold_candidates(float max, size_t first, TopkEntry threshold)
 {
     return topk_ranks_before(topk_entry(max, (int32_t)first), threshold);

@@ -4,7 +4,7 @@
 -- build/NAME.json, so its programs run once for the page and the EPUB both.
 --
 -- To add a chapter, add its directory name to CHAPTERS, in reading order. Its
--- number comes from the name (03-kv-cache is Chapter 3), its title from the
+-- number comes from the name (04-kv-cache is Chapter 4), its title from the
 -- front matter of its chapter.md, and its Tupfile must put its program and
 -- every SVG figure in its group <book> (`|> offset-error.svg <book>`), which
 -- the rules below take as input: a command may only read a generated file
@@ -12,7 +12,7 @@
 -- `./configure --no-book` (a machine without pandoc or gnuplot) leaves the book out.
 if tup.getconfig('BOOK') == 'n' then return end
 
-local CHAPTERS = { '01-layernorm', '02-cancellation', '03-kv-cache', '04-softmax-topk' }
+local CHAPTERS = { '01-cancellation', '02-layernorm', '03-softmax-topk', '04-kv-cache' }
 
 local function chapter_dir(name) return '../chapters/' .. name end
 

@@ -4,7 +4,7 @@
  * the bits: rounding to nearest with ties to even, subnormal halves (down to
  * 2^-24), infinities, and NaN (kept NaN, sign kept). On the GPU the same
  * functions use the hardware conversions, which follow the same standard;
- * tests/03-kv-cache/test_fp16.c checks the CPU side on every one of the
+ * tests/04-kv-cache/test_fp16.c checks the CPU side on every one of the
  * 65536 halves and on the rounding boundaries between each pair of them.
  *
  * Range: the largest half is 65504; a float from 65520 up (the midpoint to

@@ -1,6 +1,6 @@
 /* Quantized KV-cache blocks: how a block stores its numbers, and the
  * quantize, dequantize, pack and unpack steps, shared by the CPU cache of
- * Chapter 3 and the CUDA decode kernels (kernels/paged_attention.cu).
+ * Chapter 4 and the CUDA decode kernels (kernels/paged_attention.cu).
  *
  * A block of one layer holds block_size positions of every kv head. Each kv
  * head's part of a block is one run of bytes:

@@ -60,7 +60,7 @@ __device__ static WelfordState warp_merge_all(WelfordState state)
 // ANCHOR: normalize_a_row_per_warp
 /* Version 2: one warp per row. Lane l reads elements l, l + 32, ...: the
  * warp's loads coalesce. Each lane folds its elements into a Welford
- * state (chapter 2), the warp merges the states, and a second read of the
+ * state (chapter 1), the warp merges the states, and a second read of the
  * row (mostly from cache) writes y. */
 __global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                                      const float *beta, int n, int d, float eps)

@@ -1,5 +1,5 @@
 /* The arithmetic of one layer-norm row, written once for the CPU code in
- * chapters/01-layernorm/ and the CUDA kernels in kernels/layernorm.cu.
+ * chapters/02-layernorm/ and the CUDA kernels in kernels/layernorm.cu.
  *
  * Each function is the per-element or per-row formula only; how the sums
  * are formed (lanes on the CPU, warps and blocks on the GPU) is the
@@ -66,7 +66,7 @@ HOST_DEVICE static inline float ln_affine(float xhat, float gamma, float beta)
 
 // ANCHOR: compute_the_input_gradient
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), with g = gamma * dy:
- * the compact backward formula derived in chapter 1. */
+ * the compact backward formula derived in chapter 2. */
 HOST_DEVICE static inline float ln_dx(float g, float xhat, float mean_g, float mean_g_xhat, float rstd)
 {
     return rstd * (g - mean_g - xhat * mean_g_xhat);

@@ -2,7 +2,7 @@
  * in parts computed apart), and nothing but a running state is kept:
  *
  *   - the softmax state of the scores seen so far, (max m, sum of e^(s - m)),
- *     exactly Chapter 4's SoftmaxState with its update and merge;
+ *     exactly Chapter 3's SoftmaxState with its update and merge;
  *   - the output accumulator, sum over positions of e^(s - m) * value,
  *     not yet divided by the sum.
  *
@@ -10,12 +10,12 @@
  * e^(m_old - m_new): the accumulator with the sum. Two partial states (two
  * halves of the context) merge the same way. The CUDA decode kernels and the
  * CPU tests call these functions; the rescaling itself is softmax_weight from
- * kernels/softmax_topk.h, the one Chapter 4's merge uses. */
+ * kernels/online_softmax.h, the one Chapter 3's merge uses. */
 #ifndef KERNELS_ONLINE_ATTENTION_H
 #define KERNELS_ONLINE_ATTENTION_H
 
 #include "common/hostdevice.h"
-#include "kernels/softmax_topk.h"
+#include "kernels/online_softmax.h"
 
 // ANCHOR: push_one_score_and_rescale
 /* Take one position's score into the state. The caller then multiplies its

@@ -9,7 +9,7 @@
  *   2  split-K (flash-decoding): the context is cut into partitions of
  *      `partition_tokens` positions, one thread block each, every one
  *      writing its partial output, max and sum; a second kernel merges the
- *      partitions with Chapter 4's (max, sum) rescaling.
+ *      partitions with Chapter 3's (max, sum) rescaling.
  *
  * Inside a thread block, a few lanes share one position (16 bytes of its
  * key row each), the lanes of a warp take several positions at once, and

@@ -23,6 +23,7 @@
 
 #include "common/hostdevice.h"
 #include "kernels/float_bits.h"
+#include "kernels/online_softmax.h"
 
 /* nvcc keeps a small array in registers only when every index is known at
  * compile time, that is when the loop is unrolled; host compilers need no
@@ -32,104 +33,6 @@
 #else
 #define TOPK_UNROLL
 #endif
-
-/* Below ln(FLT_MIN), exp(x) is a subnormal float or 0; softmax_exp returns 0. */
-#define SOFTMAX_EXP_FLUSH (-87.33654475f)
-
-// ANCHOR: compute_exp_in_plain_arithmetic
-/* exp(x) for x <= 0 (softmax only ever needs exp(x - max)), within about
- * 2 ulp; exp(-inf) = 0, exp(NaN) = NaN. On the CPU, libm's expf is a
- * function call that a loop cannot vectorise; this is plain arithmetic on
- * floats and their bits, so a loop calling it vectorises (and it returns 0
- * below SOFTMAX_EXP_FLUSH instead of a subnormal). On the GPU, CUDA's own
- * expf is already a few instructions (it uses the special function unit)
- * and as accurate, so it is used. */
-HOST_DEVICE static inline float softmax_exp(float x)
-{
-#ifdef __CUDA_ARCH__
-    return expf(x);
-#else
-    /* x = n ln2 + r with n an integer and |r| <= ln2/2, so exp(x) = 2^n e^r.
-     * Adding 1.5 * 2^23 rounds x log2(e) to the integer n and leaves n in the
-     * low bits of t: no float-to-int conversion, which is undefined for NaN. */
-    const float shifter = 12582912.0f;
-    float t = fmaf(x, 1.44269504f, shifter);
-    float n = t - shifter;
-    /* ln2 in two parts (Cody and Waite): n times the first is exact. */
-    float r = fmaf(n, -0.693359375f, x);
-    r = fmaf(n, 2.12194440e-4f, r);
-    /* e^r - 1 = r + r^2 P(r), P of degree 4 interpolating (e^r - 1 - r)/r^2
-     * at the 5 Chebyshev nodes of [-ln2/2, ln2/2]: close to the best
-     * polynomial of its degree, and below float rounding there. */
-    float p = 1.392621347e-3f;
-    p = fmaf(p, r, 8.363202972e-3f);
-    p = fmaf(p, r, 4.166655444e-2f);
-    p = fmaf(p, r, 1.666657685e-1f);
-    p = fmaf(p, r, 0.5f);
-    float expm1_r = fmaf(p, r * r, r);
-    /* 2^n, built in the exponent field; n >= -126 above the flush limit. */
-    uint32_t n_mod_2_32 = float_bits(t) - float_bits(shifter);
-    float two_to_n = float_from_bits((n_mod_2_32 + 127u) << 23);
-    /* 2^n e^r = 2^n + 2^n (e^r - 1), in one rounding. */
-    return x < SOFTMAX_EXP_FLUSH ? 0.0f : fmaf(expm1_r, two_to_n, two_to_n);
-#endif
-}
-// ANCHOR_END: compute_exp_in_plain_arithmetic
-
-/* The online softmax state of a set of logits: their maximum (NaN never
- * becomes the maximum) and the sum of exp(x - max) over the set. */
-typedef struct {
-    float max;
-    float sum;
-} SoftmaxState;
-
-HOST_DEVICE static inline SoftmaxState softmax_state_empty(void)
-{
-    SoftmaxState empty = {-INFINITY, 0.0f};
-    return empty;
-}
-
-/* exp(x - max) for x <= max (or x NaN), with the two limits that plain
- * arithmetic gets wrong: x == max == +inf weighs 1, not exp(inf - inf) = NaN,
- * and when the max is -inf every x is -inf and weighs nothing. */
-HOST_DEVICE static inline float softmax_weight(float x, float max)
-{
-    if (x == max) {
-        return max == -INFINITY ? 0.0f : 1.0f;
-    }
-    return softmax_exp(x - max);
-}
-
-// ANCHOR: update_running_max_and_sum
-HOST_DEVICE static inline SoftmaxState softmax_state_push(SoftmaxState state, float x)
-{
-    if (x > state.max) {
-        /* A new maximum: what was summed against the old one shrinks. */
-        state.sum = state.sum * softmax_weight(state.max, x) + 1.0f;
-        state.max = x;
-    } else {
-        /* x <= max, or x is NaN and so becomes the sum. */
-        state.sum += softmax_weight(x, state.max);
-    }
-    return state;
-}
-// ANCHOR_END: update_running_max_and_sum
-
-// ANCHOR: merge_running_max_and_sum
-HOST_DEVICE static inline SoftmaxState softmax_state_merge(SoftmaxState a, SoftmaxState b)
-{
-    SoftmaxState merged;
-    merged.max = a.max > b.max ? a.max : b.max;
-    merged.sum = a.sum * softmax_weight(a.max, merged.max) + b.sum * softmax_weight(b.max, merged.max);
-    return merged;
-}
-// ANCHOR_END: merge_running_max_and_sum
-
-/* The softmax probability of logit x in the set the state describes. */
-HOST_DEVICE static inline float softmax_probability(SoftmaxState state, float x)
-{
-    return softmax_weight(x, state.max) / state.sum;
-}
 
 /* A candidate for the top K: a logit and its index in the row. */
 typedef struct {

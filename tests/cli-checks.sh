@@ -1,7 +1,7 @@
 # Checks of a program's command line, shared by the cli test scripts:
 #
 #     . ../cli-checks.sh
-#     cli_program ../../chapters/02-cancellation/cancellation
+#     cli_program ../../chapters/01-cancellation/cancellation
 #     rejects --n -3          # status 2, nothing on stdout, ONE line "<name>: error: ..." on stderr
 #     accepts --help          # status 0, something on stdout, nothing on stderr
 #     cli_finish              # prints "N checks, M failed"; the script's exit status

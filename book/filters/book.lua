@@ -1,9 +1,9 @@
 -- The book around the chapters, from the chapter list that book/Tupfile.lua
--- passes as -M chapters="02-cancellation 03-kv-cache ...", in reading order:
+-- passes as -M chapters="01-cancellation 02-layernorm ...", in reading order:
 --   a chapter page (-M chapter=NAME) gets its number and previous/next links;
 --   the index gets its table of contents, at the end of its div .contents;
 --   the EPUB is the index's text followed by every chapter.
--- A chapter's number comes from its directory (02-cancellation is Chapter 2),
+-- A chapter's number comes from its directory (01-cancellation is Chapter 1),
 -- its title from its chapter.md front matter, its page is NAME.html, and the
 -- filtered chapter (includes and runs done) is build/NAME.json.
 local chapter = require 'filters.chapter'

@@ -25,7 +25,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "fiber.h"
+#include "tests/emulator/fiber.h"
 
 namespace emu {
 

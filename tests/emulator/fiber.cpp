@@ -1,4 +1,4 @@
-#include "fiber.h"
+#include "tests/emulator/fiber.h"
 
 #include <cstdio>
 #include <cstdlib>

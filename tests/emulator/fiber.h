@@ -7,8 +7,8 @@
  * Under AddressSanitizer every switch is announced to it
  * (__sanitizer_start_switch_fiber / __sanitizer_finish_switch_fiber), or it
  * would take a fiber's stack for a corrupted one. */
-#ifndef EMULATOR_FIBER_H
-#define EMULATOR_FIBER_H
+#ifndef TESTS_EMULATOR_FIBER_H
+#define TESTS_EMULATOR_FIBER_H
 
 #include <cstddef>
 

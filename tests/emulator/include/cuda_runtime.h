@@ -7,8 +7,8 @@
  * (g++ -include cuda_runtime.h) and defines __CUDACC__; it does not define
  * __CUDA_ARCH__, so HOST_DEVICE helpers that have a device branch
  * (softmax_exp, the fp16 conversions) take their host branch here. */
-#ifndef EMULATOR_CUDA_RUNTIME_H
-#define EMULATOR_CUDA_RUNTIME_H
+#ifndef TESTS_EMULATOR_INCLUDE_CUDA_RUNTIME_H
+#define TESTS_EMULATOR_INCLUDE_CUDA_RUNTIME_H
 
 #include <cmath>
 #include <cstddef>

@@ -1,0 +1,29 @@
+/* Validation of the GPU row-variance kernel (kernels/welford.cu) against the
+ * CPU reference, at launch configurations chosen to hit its edge cases. Built
+ * only when CUDA is configured. */
+#ifndef CHAPTERS_01_CANCELLATION_GPU_CHECK_H
+#define CHAPTERS_01_CANCELLATION_GPU_CHECK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct {
+    size_t rows, cols;
+    int threads;     /* per block, one block per row */
+    const char *why; /* the edge case this shape exercises */
+} GpuCheckShape;
+
+extern const GpuCheckShape gpu_check_shapes[];
+extern const int gpu_check_shape_count;
+
+/* The data offset of the checks: kappa about 100, float data. */
+#define GPU_CHECK_OFFSET 100.0
+
+/* Run the kernel on rows of GPU_CHECK_OFFSET + N(0, 1) floats, compare every
+ * row's mean and variance with the exact ones, print a line for each, and
+ * return whether both are within tolerance. */
+bool check_gpu_rows(const GpuCheckShape *shape, uint64_t seed, FILE *out);
+
+#endif

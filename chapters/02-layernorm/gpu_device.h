@@ -1,0 +1,40 @@
+/* A layer-norm problem in GPU memory: the part of the chapter's GPU
+ * harness that needs the CUDA runtime (gpu_device.cu). Everything that
+ * decides what to run and how to report it is plain C, in gpu.c. */
+#ifndef CHAPTERS_02_LAYERNORM_GPU_DEVICE_H
+#define CHAPTERS_02_LAYERNORM_GPU_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "chapters/02-layernorm/problem.h"
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+typedef struct DeviceProblem DeviceProblem;
+
+/* Device arrays for an n x d problem, with the scratch space backward 2
+ * needs. misalign > 0 starts every array that many floats past an aligned
+ * address (which takes the kernels off their 16-byte-vector path). */
+DeviceProblem *device_problem_new(size_t n, size_t d, int misalign);
+void device_problem_free(DeviceProblem *g);
+
+/* Copy p's inputs (x, gamma, beta, dy) to the GPU, or the outputs back. */
+void device_problem_upload(DeviceProblem *g, const LnProblem *p);
+void device_problem_download(const DeviceProblem *g, LnProblem *p);
+
+/* Fill the inputs on the GPU with a cheap pattern, for timing. */
+void device_problem_fill_pattern(DeviceProblem *g);
+
+/* Run one kernel version; NULL, or the reason the version refused. */
+const char *device_problem_forward(DeviceProblem *g, int version, float eps);
+const char *device_problem_backward(DeviceProblem *g, int version);
+
+/* Median seconds of `runs` (1 ... 64) launches of a version, after 3
+ * untimed ones, from CUDA events; negative if the version refused. */
+double device_problem_time(DeviceProblem *g, bool forward, int version, int runs);
+
+COMMON_END_C
+
+#endif

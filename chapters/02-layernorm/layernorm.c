@@ -1,0 +1,395 @@
+#include "chapters/02-layernorm/layernorm.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#include "common/alloc.h"
+#include "kernels/layernorm_row.h"
+
+// ANCHOR: sum_in_lanes
+/* A float sum the compiler can vectorise without -ffast-math: LANES
+ * independent running sums, one per vector lane, added pairwise at the end.
+ * Vectorising `s += x[i]` would reorder the additions, which C forbids;
+ * these are separate chains, so no reordering is needed, and the result
+ * is the same bits whatever the vector width. */
+enum { LANES = 32 };
+
+static float add_lanes(float *acc)
+{
+    for (int width = LANES / 2; width > 0; width /= 2)
+        for (int k = 0; k < width; k++)
+            acc[k] += acc[k + width];
+    return acc[0];
+}
+
+static float sum_f32(const float *x, size_t n)
+{
+    float acc[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES)
+        for (int k = 0; k < LANES; k++)
+            acc[k] += x[i + k];
+    for (int k = 0; i < n; i++, k++)
+        acc[k] += x[i];
+    return add_lanes(acc);
+}
+// ANCHOR_END: sum_in_lanes
+
+// ANCHOR: prefetch_and_stream
+/* Two things keep a one-pass row kernel at the speed of memory.
+ *
+ * Prefetch: while a row is worked on in cache, nothing is loading from
+ * memory; asking for the rows ahead during that work keeps memory busy.
+ * One prefetch per 64-byte cache line. The next row is asked for during
+ * the second pass, into L1, where the first pass of that row will read it.
+ * The row after it is asked for during the third pass, one line for each
+ * line of y written: otherwise memory would see a phase of reads only (the
+ * first pass) and then one of writes only (the third), and with rows of
+ * 16 KiB each phase is long enough to leave the other direction idle. That
+ * row goes to L2: it is needed only after the next one, and L1 is full
+ * with this row, gamma and beta.
+ *
+ * Streaming stores: an ordinary store first reads the cache line it
+ * writes into (to own it), so writing y costs a read of y as well. A
+ * non-temporal store writes a whole line straight to memory instead, as
+ * memcpy does for large copies. It wants a 64-byte-aligned address (an
+ * AVX-512 vector; two AVX vectors otherwise). Streaming stores are not
+ * ordered with other stores: each thread ends its share of the rows with
+ * a fence, so that everything it wrote is in place before the parallel
+ * loop ends (a fence per row would wait for each row's stores to drain).
+ * Without AVX it is a plain copy. */
+typedef struct {
+    const float *next, *after_next;
+} RowsAhead;
+
+/* The rows after `row`; the last rows prefetch themselves (a prefetch
+ * address must stay inside the tensor to be valid C). */
+static RowsAhead rows_ahead(const float *x, size_t row, size_t n, size_t d)
+{
+    RowsAhead ahead = {x + (row + 1 < n ? row + 1 : row) * d, x + (row + 2 < n ? row + 2 : row) * d};
+    return ahead;
+}
+
+static void prefetch_lanes(const float *next_row, size_t i)
+{
+    __builtin_prefetch(next_row + i);
+    __builtin_prefetch(next_row + i + 16);
+}
+
+enum { BLOCK = 16, BLOCK_ALIGNMENT = 64 };
+
+static void store_block_streaming(float *dst, const float *block)
+{
+#if defined(__AVX512F__)
+    _mm512_stream_ps(dst, _mm512_loadu_ps(block));
+#elif defined(__AVX__)
+    _mm256_stream_ps(dst, _mm256_loadu_ps(block));
+    _mm256_stream_ps(dst + 8, _mm256_loadu_ps(block + 8));
+#else
+    memcpy(dst, block, BLOCK * sizeof *block);
+#endif
+}
+
+static void streaming_stores_done(void)
+{
+#if defined(__AVX__)
+    _mm_sfence();
+#endif
+}
+
+/* Elements before the first 64-byte boundary in dst (at most d): they are
+ * stored the ordinary way, and so is what is left after the last block. */
+static size_t unaligned_head(const float *dst, size_t d)
+{
+    size_t misaligned = (uintptr_t)dst % BLOCK_ALIGNMENT / sizeof *dst;
+    size_t head = misaligned == 0 ? 0 : BLOCK - misaligned;
+    return head < d ? head : d;
+}
+// ANCHOR_END: prefetch_and_stream
+
+/* sum(x - center) and sum((x - center)^2) in one pass, prefetching the next row. */
+static void deviation_sums_f32(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center,
+                               const float *next_row)
+{
+    float acc[LANES] = {0}, acc_sq[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= n; i += LANES) {
+        prefetch_lanes(next_row, i);
+        for (int k = 0; k < LANES; k++) {
+            float dev = x[i + k] - center;
+            acc[k] += dev;
+            acc_sq[k] += dev * dev;
+        }
+    }
+    for (int k = 0; i < n; i++, k++) {
+        float dev = x[i] - center;
+        acc[k] += dev;
+        acc_sq[k] += dev * dev;
+    }
+    *sum_dev = add_lanes(acc);
+    *sum_dev_sq = add_lanes(acc_sq);
+}
+
+// ANCHOR: normalize_rows
+static void normalize_span(float *restrict out, const float *restrict x, const float *restrict gamma,
+                           const float *restrict beta, size_t count, LnRowStats stats)
+{
+    for (size_t j = 0; j < count; j++)
+        out[j] = ln_affine(ln_normalize(x[j], stats.mean, stats.rstd), gamma[j], beta[j]);
+}
+
+/* One row, read from memory once: the first pass brings it into the L1
+ * cache (a row of 4096 floats is 16 KiB) and the other two read it there. */
+static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, RowsAhead ahead,
+                            const float *gamma, const float *beta, size_t d, float eps)
+{
+    float first_mean = sum_f32(x, d) / (float)d;
+    float sum_dev, sum_dev_sq;
+    deviation_sums_f32(&sum_dev, &sum_dev_sq, x, d, first_mean, ahead.next);
+    LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
+    size_t j = unaligned_head(y, d);
+    normalize_span(y, x, gamma, beta, j, stats);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        float block[BLOCK];
+        __builtin_prefetch(ahead.after_next + j, 0, 2);
+        normalize_span(block, x + j, gamma + j, beta + j, BLOCK, stats);
+        store_block_streaming(y + j, block);
+    }
+    normalize_span(y + j, x + j, gamma + j, beta + j, d - j, stats);
+    *mean = stats.mean;
+    *rstd = stats.rstd;
+}
+
+void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                           const float *beta, size_t n, size_t d, float eps)
+{
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (size_t row = 0; row < n; row++)
+            forward_row_f32(y + row * d, mean + row, rstd + row, x + row * d, rows_ahead(x, row, n, d), gamma,
+                            beta, d, eps);
+        streaming_stores_done();
+    }
+}
+// ANCHOR_END: normalize_rows
+
+/* sum(g) and sum(g * xhat) with g = gamma * dy, xhat recomputed from x. */
+static void backward_sums_f32(float *sum_g, float *sum_g_xhat, const float *dy, const float *x,
+                              const float *gamma, size_t d, float mean, float rstd)
+{
+    float acc_g[LANES] = {0}, acc_g_xhat[LANES] = {0};
+    size_t i = 0;
+    for (; i + LANES <= d; i += LANES)
+        for (int k = 0; k < LANES; k++) {
+            float g = gamma[i + k] * dy[i + k];
+            acc_g[k] += g;
+            acc_g_xhat[k] += g * ln_normalize(x[i + k], mean, rstd);
+        }
+    for (int k = 0; i < d; i++, k++) {
+        float g = gamma[i] * dy[i];
+        acc_g[k] += g;
+        acc_g_xhat[k] += g * ln_normalize(x[i], mean, rstd);
+    }
+    *sum_g = add_lanes(acc_g);
+    *sum_g_xhat = add_lanes(acc_g_xhat);
+}
+
+// ANCHOR: differentiate_a_row
+/* dx for `count` elements of a row, and their share of dgamma and dbeta
+ * added to the partial sums of the row's chunk. xhat is recomputed from x,
+ * mean and rstd: two operations per element instead of a stored n x d
+ * tensor. Also prefetches the next row's x and dy. */
+typedef struct {
+    float mean, rstd, mean_g, mean_g_xhat;
+    const float *next_x, *next_dy;
+} BackwardRow;
+
+static void backward_span(float *restrict dx, float *restrict dgamma_part, float *restrict dbeta_part,
+                          const float *restrict dy, const float *restrict x, const float *restrict gamma,
+                          size_t count, const BackwardRow *r)
+{
+    for (size_t j = 0; j < count; j++) {
+        float xhat = ln_normalize(x[j], r->mean, r->rstd);
+        dx[j] = ln_dx(gamma[j] * dy[j], xhat, r->mean_g, r->mean_g_xhat, r->rstd);
+        dgamma_part[j] += dy[j] * xhat;
+        dbeta_part[j] += dy[j];
+    }
+}
+
+static void backward_row_f32(float *dx, float *dgamma_part, float *dbeta_part, const float *dy, const float *x,
+                             const float *gamma, size_t d, BackwardRow r)
+{
+    float sum_g, sum_g_xhat;
+    backward_sums_f32(&sum_g, &sum_g_xhat, dy, x, gamma, d, r.mean, r.rstd);
+    r.mean_g = sum_g / (float)d;
+    r.mean_g_xhat = sum_g_xhat / (float)d;
+    size_t j = unaligned_head(dx, d);
+    backward_span(dx, dgamma_part, dbeta_part, dy, x, gamma, j, &r);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        float block[BLOCK];
+        __builtin_prefetch(r.next_x + j);
+        __builtin_prefetch(r.next_dy + j);
+        backward_span(block, dgamma_part + j, dbeta_part + j, dy + j, x + j, gamma + j, BLOCK, &r);
+        store_block_streaming(dx + j, block);
+    }
+    backward_span(dx + j, dgamma_part + j, dbeta_part + j, dy + j, x + j, gamma + j, d - j, &r);
+}
+// ANCHOR_END: differentiate_a_row
+
+// ANCHOR: sum_parameter_gradients_in_chunks
+/* dgamma and dbeta are sums over all rows. Each of a fixed number of
+ * chunks of rows sums into its own partial row, and the partials are then
+ * added in chunk order, in double (256 * d additions, nothing next to the
+ * n * d of the rows): no two threads write the same memory, and the result
+ * is the same bits for any number of threads. A GPU does the same with one
+ * partial row per thread block. */
+static size_t backward_chunks(size_t n)
+{
+    return n < LN_BACKWARD_CHUNKS ? n : LN_BACKWARD_CHUNKS;
+}
+
+size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
+{
+    return backward_chunks(n) * 2 * d;
+}
+
+void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
+                            const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
+                            size_t d)
+{
+    size_t chunks = backward_chunks(n);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (size_t chunk = 0; chunk < chunks; chunk++) {
+            float *dgamma_part = scratch + chunk * 2 * d, *dbeta_part = dgamma_part + d;
+            memset(dgamma_part, 0, 2 * d * sizeof *dgamma_part);
+            for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
+                size_t next = row + 1 < n ? row + 1 : row;
+                BackwardRow r = {mean[row], rstd[row], 0.0f, 0.0f, x + next * d, dy + next * d};
+                backward_row_f32(dx + row * d, dgamma_part, dbeta_part, dy + row * d, x + row * d, gamma, d, r);
+            }
+        }
+        streaming_stores_done();
+    }
+    double *totals = ALLOC_ARRAY(double, 2 * d); /* zeroed */
+    for (size_t chunk = 0; chunk < chunks; chunk++)
+        for (size_t j = 0; j < 2 * d; j++)
+            totals[j] += scratch[chunk * 2 * d + j];
+    for (size_t j = 0; j < d; j++) {
+        dgamma[j] = (float)totals[j];
+        dbeta[j] = (float)totals[d + j];
+    }
+    array_free(totals);
+}
+// ANCHOR_END: sum_parameter_gradients_in_chunks
+
+// ANCHOR: compute_the_reference
+/* The same corrected two-pass algorithm as the float kernel, in double:
+ * a reference whose own error stays far below float's even for a row
+ * whose mean is 1e8 times its standard deviation. */
+void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x, const double *gamma,
+                           const double *beta, size_t n, size_t d, double eps)
+{
+    for (size_t row = 0; row < n; row++) {
+        const double *xr = x + row * d;
+        double sum = 0.0, sum_dev = 0.0, sum_dev_sq = 0.0;
+        for (size_t j = 0; j < d; j++)
+            sum += xr[j];
+        double first_mean = sum / (double)d;
+        for (size_t j = 0; j < d; j++) {
+            sum_dev += xr[j] - first_mean;
+            sum_dev_sq += (xr[j] - first_mean) * (xr[j] - first_mean);
+        }
+        double correction = sum_dev / (double)d;
+        double m = first_mean + correction;
+        double r = 1.0 / sqrt(fmax(sum_dev_sq / (double)d - correction * correction, 0.0) + eps);
+        for (size_t j = 0; j < d; j++)
+            y[row * d + j] = gamma[j] * ((xr[j] - m) * r) + beta[j];
+        mean[row] = m;
+        rstd[row] = r;
+    }
+}
+// ANCHOR_END: compute_the_reference
+
+// ANCHOR: differentiate_the_reference
+void layernorm_backward_f64(double *dx, double *dgamma, double *dbeta, const double *dy, const double *x,
+                            const double *mean, const double *rstd, const double *gamma, size_t n,
+                            size_t d)
+{
+    for (size_t j = 0; j < d; j++)
+        dgamma[j] = dbeta[j] = 0.0;
+    for (size_t row = 0; row < n; row++) {
+        const double *xr = x + row * d, *dyr = dy + row * d;
+        double sum_g = 0.0, sum_g_xhat = 0.0;
+        for (size_t j = 0; j < d; j++) {
+            double g = gamma[j] * dyr[j];
+            sum_g += g;
+            sum_g_xhat += g * (xr[j] - mean[row]) * rstd[row];
+        }
+        double mean_g = sum_g / (double)d, mean_g_xhat = sum_g_xhat / (double)d;
+        for (size_t j = 0; j < d; j++) {
+            double xhat = (xr[j] - mean[row]) * rstd[row];
+            dx[row * d + j] = rstd[row] * (gamma[j] * dyr[j] - mean_g - xhat * mean_g_xhat);
+            dgamma[j] += dyr[j] * xhat;
+            dbeta[j] += dyr[j];
+        }
+    }
+}
+// ANCHOR_END: differentiate_the_reference
+
+// ANCHOR: differentiate_node_by_node
+void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, const double *dy,
+                                    const double *x, const double *gamma, size_t n, size_t d, double eps)
+{
+    double *centered = ALLOC_ARRAY(double, d), *d_centered = ALLOC_ARRAY(double, d);
+    for (size_t j = 0; j < d; j++)
+        dgamma[j] = dbeta[j] = 0.0;
+    for (size_t row = 0; row < n; row++) {
+        const double *xr = x + row * d, *dyr = dy + row * d;
+        /* Forward, keeping every node: mu, centered, var, rstd. */
+        double mu = 0.0, var = 0.0;
+        for (size_t j = 0; j < d; j++)
+            mu += xr[j];
+        mu /= (double)d;
+        for (size_t j = 0; j < d; j++) {
+            centered[j] = xr[j] - mu;
+            var += centered[j] * centered[j];
+        }
+        var /= (double)d;
+        double rstd = pow(var + eps, -0.5);
+        /* Backward, one node at a time, in reverse. */
+        double d_rstd = 0.0;
+        for (size_t j = 0; j < d; j++) {
+            double xhat = centered[j] * rstd;
+            dbeta[j] += dyr[j];                     /* y = gamma * xhat + beta */
+            dgamma[j] += dyr[j] * xhat;
+            double d_xhat = dyr[j] * gamma[j];
+            d_centered[j] = d_xhat * rstd;          /* xhat = centered * rstd */
+            d_rstd += d_xhat * centered[j];
+        }
+        double d_var = d_rstd * -0.5 * pow(var + eps, -1.5); /* rstd = (var + eps)^(-1/2) */
+        double d_mu = 0.0;
+        for (size_t j = 0; j < d; j++) {
+            d_centered[j] += d_var * 2.0 * centered[j] / (double)d; /* var = mean(centered^2) */
+            d_mu -= d_centered[j];                                  /* centered = x - mu */
+        }
+        for (size_t j = 0; j < d; j++)
+            dx[row * d + j] = d_centered[j] + d_mu / (double)d;     /* mu = mean(x) */
+    }
+    array_free(centered);
+    array_free(d_centered);
+}
+// ANCHOR_END: differentiate_node_by_node
+
+void widen_f32(double *out, const float *in, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        out[i] = in[i];
+}

@@ -1,0 +1,207 @@
+#include "chapters/02-layernorm/problem.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "chapters/02-layernorm/layernorm.h"
+#include "common/alloc.h"
+#include "common/cli.h"
+#include "common/npy.h"
+#include "common/rng.h"
+
+LnProblem ln_problem_new(size_t n, size_t d, float eps)
+{
+    LnProblem p = {.n = n, .d = d, .eps = eps};
+    p.x = ALLOC_ARRAY(float, n * d);
+    p.dy = ALLOC_ARRAY(float, n * d);
+    p.y = ALLOC_ARRAY(float, n * d);
+    p.dx = ALLOC_ARRAY(float, n * d);
+    p.gamma = ALLOC_ARRAY(float, d);
+    p.beta = ALLOC_ARRAY(float, d);
+    p.dgamma = ALLOC_ARRAY(float, d);
+    p.dbeta = ALLOC_ARRAY(float, d);
+    p.mean = ALLOC_ARRAY(float, n);
+    p.rstd = ALLOC_ARRAY(float, n);
+    return p;
+}
+
+void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x_std)
+{
+    Rng rng;
+    rng_seed(&rng, seed);
+    rng_fill_normal_f32(&rng, p->x, p->n * p->d, x_mean, x_std);
+    rng_fill_normal_f32(&rng, p->gamma, p->d, 1.0, 0.1);
+    rng_fill_normal_f32(&rng, p->beta, p->d, 0.0, 0.1);
+    rng_fill_normal_f32(&rng, p->dy, p->n * p->d, 0.0, 1.0);
+}
+
+static void join_path(char *path, const char *dir, const char *name)
+{
+    if (snprintf(path, PATH_MAX, "%s/%s", dir, name) >= PATH_MAX)
+        cli_fail("directory name too long: '%s'", dir);
+}
+
+/* Load one float32 array of the given shape (0: any length) into dest. */
+static NpyArray load_f32(const char *dir, const char *name, int ndim, const size_t *shape)
+{
+    char path[PATH_MAX];
+    join_path(path, dir, name);
+    return npy_load_or_exit(path, NPY_FLOAT32, ndim, shape);
+}
+
+static void take_data(float *dest, NpyArray *array)
+{
+    size_t count = npy_element_count(array);
+    for (size_t i = 0; i < count; i++)
+        dest[i] = ((const float *)array->data)[i];
+    npy_free(array);
+}
+
+LnProblem ln_problem_load(const char *dir, float eps)
+{
+    NpyArray x = load_f32(dir, "x.npy", 2, (size_t[]){0, 0});
+    size_t n = x.shape[0], d = x.shape[1];
+    if (n == 0 || d == 0) {
+        npy_free(&x);
+        cli_fail("%s/x.npy: need at least one row and one column, got %zu x %zu", dir, n, d);
+    }
+    NpyArray dy = load_f32(dir, "dy.npy", 2, (size_t[]){n, d});
+    NpyArray gamma = load_f32(dir, "gamma.npy", 1, (size_t[]){d});
+    NpyArray beta = load_f32(dir, "beta.npy", 1, (size_t[]){d});
+    LnProblem p = ln_problem_new(n, d, eps);
+    take_data(p.x, &x);
+    take_data(p.dy, &dy);
+    take_data(p.gamma, &gamma);
+    take_data(p.beta, &beta);
+    return p;
+}
+
+static void save_f32(const char *dir, const char *name, int ndim, const size_t *shape, const float *data)
+{
+    char path[PATH_MAX];
+    join_path(path, dir, name);
+    npy_save_or_exit(path, NPY_FLOAT32, ndim, shape, data);
+}
+
+void ln_problem_save(const LnProblem *p, const char *dir)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        cli_fail_status(1, "cannot create directory %s: %s", dir, strerror(errno));
+    const size_t matrix[2] = {p->n, p->d}, rows[1] = {p->n}, columns[1] = {p->d};
+    save_f32(dir, "x.npy", 2, matrix, p->x);
+    save_f32(dir, "gamma.npy", 1, columns, p->gamma);
+    save_f32(dir, "beta.npy", 1, columns, p->beta);
+    save_f32(dir, "dy.npy", 2, matrix, p->dy);
+    save_f32(dir, "y.npy", 2, matrix, p->y);
+    save_f32(dir, "mean.npy", 1, rows, p->mean);
+    save_f32(dir, "rstd.npy", 1, rows, p->rstd);
+    save_f32(dir, "dx.npy", 2, matrix, p->dx);
+    save_f32(dir, "dgamma.npy", 1, columns, p->dgamma);
+    save_f32(dir, "dbeta.npy", 1, columns, p->dbeta);
+}
+
+void ln_problem_free(LnProblem *p)
+{
+    float *arrays[] = {p->x, p->gamma, p->beta, p->dy, p->y, p->mean, p->rstd, p->dx, p->dgamma, p->dbeta};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+    *p = (LnProblem){0};
+}
+
+void ln_problem_run_cpu(LnProblem *p)
+{
+    layernorm_forward_f32(p->y, p->mean, p->rstd, p->x, p->gamma, p->beta, p->n, p->d, p->eps);
+    float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(p->n, p->d));
+    layernorm_backward_f32(p->dx, p->dgamma, p->dbeta, scratch, p->dy, p->x, p->mean, p->rstd, p->gamma, p->n,
+                           p->d);
+    array_free(scratch);
+}
+
+static double *widened(const float *values, size_t count)
+{
+    double *out = ALLOC_ARRAY(double, count);
+    widen_f32(out, values, count);
+    return out;
+}
+
+LnReference ln_reference_compute(const LnProblem *p)
+{
+    size_t n = p->n, d = p->d;
+    LnReference ref = {.n = n, .d = d};
+    ref.y = ALLOC_ARRAY(double, n * d);
+    ref.dx = ALLOC_ARRAY(double, n * d);
+    ref.mean = ALLOC_ARRAY(double, n);
+    ref.rstd = ALLOC_ARRAY(double, n);
+    ref.dgamma = ALLOC_ARRAY(double, d);
+    ref.dbeta = ALLOC_ARRAY(double, d);
+    double *x = widened(p->x, n * d), *dy = widened(p->dy, n * d);
+    double *gamma = widened(p->gamma, d), *beta = widened(p->beta, d);
+    layernorm_forward_f64(ref.y, ref.mean, ref.rstd, x, gamma, beta, n, d, p->eps);
+    layernorm_backward_f64(ref.dx, ref.dgamma, ref.dbeta, dy, x, ref.mean, ref.rstd, gamma, n, d);
+    array_free(x);
+    array_free(dy);
+    array_free(gamma);
+    array_free(beta);
+    return ref;
+}
+
+void ln_reference_free(LnReference *ref)
+{
+    double *arrays[] = {ref->y, ref->mean, ref->rstd, ref->dx, ref->dgamma, ref->dbeta};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+    *ref = (LnReference){0};
+}
+
+// ANCHOR: set_float_tolerances
+/* Float against the double reference. u = 2^-24 = 6e-8 is float's unit
+ * roundoff; xhat, gamma, dy are of order 1, x and dx scale with the row's
+ * standard deviation sigma = 1/rstd and with rstd, so their absolute
+ * tolerances do too. */
+LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
+{
+    size_t n = p->n, d = p->d;
+    double max_rstd = 0.0, max_sigma = 0.0;
+    for (size_t row = 0; row < n; row++) {
+        max_rstd = fmax(max_rstd, ref->rstd[row]);
+        max_sigma = fmax(max_sigma, 1.0 / ref->rstd[row]);
+    }
+    LnComparison c;
+    /* mean: the corrected two-pass mean is one rounding from exact (u |mean|), plus
+     * the float error of the correction, u times the row's spread. */
+    c.mean = check_close_f32(p->mean, ref->mean, n, 1e-7 * max_sigma, 1e-6);
+    /* rstd: var is a float sum over the row (about sqrt(d/32) roundings of u each,
+     * with luck, d/32 without); the square root halves its relative error. */
+    c.rstd = check_close_f32(p->rstd, ref->rstd, n, 0.0, 2e-6);
+    /* y: five roundings per element on values up to |y| ~ 5 (ulp 5e-7), plus rstd's error. */
+    c.y = check_close_f32(p->y, ref->y, n * d, 3e-6, 3e-6);
+    /* dx = rstd (g - mean(g) - ...): eight roundings on terms of order |g| ~ 1, with
+     * cancellation inside the brackets, then scaled by rstd. */
+    c.dx = check_close_f32(p->dx, ref->dx, n * d, 3e-6 * max_rstd, 1e-5);
+    /* dgamma, dbeta: sums over n rows of order-1 terms, so of size ~sqrt(n); each chunk of
+     * n/256 rows is summed in float (error ~ u sqrt(n/256) of the size), chunks in double. */
+    double sum_atol = 1e-6 * sqrt((double)n);
+    c.dgamma = check_close_f32(p->dgamma, ref->dgamma, d, sum_atol, 1e-5);
+    c.dbeta = check_close_f32(p->dbeta, ref->dbeta, d, sum_atol, 1e-5);
+    c.ok = c.mean.ok && c.rstd.ok && c.y.ok && c.dx.ok && c.dgamma.ok && c.dbeta.ok;
+    return c;
+}
+// ANCHOR_END: set_float_tolerances
+
+bool ln_comparison_print(FILE *out, const char *label, const LnComparison *c)
+{
+    char what[128];
+    const struct {
+        const char *name;
+        const CloseReport *report;
+    } rows[] = {{"y", &c->y}, {"mean", &c->mean}, {"rstd", &c->rstd},
+                {"dx", &c->dx}, {"dgamma", &c->dgamma}, {"dbeta", &c->dbeta}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        snprintf(what, sizeof what, "%s %s", label, rows[i].name);
+        close_report_print(out, what, rows[i].report);
+    }
+    return c->ok;
+}

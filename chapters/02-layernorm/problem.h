@@ -1,0 +1,64 @@
+/* One layer-norm problem: the inputs, the float results of the CPU (or a
+ * GPU) kernels, and their comparison with the double reference. The
+ * program, its tests and the GPU validation all go through here, so they
+ * use the same data and the same tolerances. */
+#ifndef CHAPTERS_02_LAYERNORM_PROBLEM_H
+#define CHAPTERS_02_LAYERNORM_PROBLEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/check.h"
+#include "common/hostdevice.h"
+
+COMMON_BEGIN_C
+
+typedef struct {
+    size_t n, d;
+    float eps;
+    float *x, *gamma, *beta, *dy; /* inputs: x and dy are n x d, gamma and beta d */
+    float *y, *mean, *rstd;       /* forward: y, and the cache (one mean and rstd per row) */
+    float *dx, *dgamma, *dbeta;   /* backward */
+} LnProblem;
+
+/* Zeroed arrays for an n x d problem. */
+LnProblem ln_problem_new(size_t n, size_t d, float eps);
+/* x ~ N(x_mean, x_std^2), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2), dy ~ N(0, 1), from `seed`. */
+void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x_std);
+/* Read DIR/x.npy (n x d float32), DIR/gamma.npy, DIR/beta.npy (d) and
+ * DIR/dy.npy (n x d); a missing file, another dtype or a shape that does
+ * not fit is one line on stderr and exit 2. */
+LnProblem ln_problem_load(const char *dir, float eps);
+/* Write the inputs and the results (y, mean, rstd, dx, dgamma, dbeta) to DIR,
+ * creating DIR if it does not exist (but not its parents). */
+void ln_problem_save(const LnProblem *p, const char *dir);
+void ln_problem_free(LnProblem *p);
+
+/* The CPU float kernels: forward, then backward from the cache. */
+void ln_problem_run_cpu(LnProblem *p);
+
+typedef struct {
+    size_t n, d;
+    double *y, *mean, *rstd, *dx, *dgamma, *dbeta;
+} LnReference;
+
+/* The double reference on the same (float) inputs. */
+LnReference ln_reference_compute(const LnProblem *p);
+void ln_reference_free(LnReference *ref);
+
+typedef struct {
+    CloseReport y, mean, rstd, dx, dgamma, dbeta;
+    bool ok;
+} LnComparison;
+
+/* The float results of p against the reference, with the tolerances for
+ * inputs of unit scale (see problem.c for each one's reason). */
+LnComparison ln_compare(const LnProblem *p, const LnReference *ref);
+/* One line per output, as close_report_print; returns comparison->ok. */
+bool ln_comparison_print(FILE *out, const char *label, const LnComparison *comparison);
+
+COMMON_END_C
+
+#endif

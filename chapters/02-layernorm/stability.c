@@ -1,0 +1,286 @@
+#include "chapters/02-layernorm/stability.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "chapters/02-layernorm/layernorm.h"
+#include "chapters/02-layernorm/problem.h"
+#include "chapters/01-cancellation/variance.h"
+#include "common/alloc.h"
+#include "common/rng.h"
+
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
+
+enum { SEED = 5 };
+
+/* The larger of two errors, where NaN counts as larger than anything
+ * (fmax would drop it, and hide the very failure being shown). */
+static double worse(double a, double b)
+{
+    return isnan(a) || b <= a ? a : b;
+}
+
+static double max_abs_f32(const float *values, size_t n)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++)
+        worst = worse(worst, fabs(values[i]));
+    return worst;
+}
+
+static double max_error_f32(const float *got, const double *ref, size_t n)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++)
+        worst = worse(worst, fabs(got[i] - ref[i]));
+    return worst;
+}
+
+// ANCHOR: show_zero_variance
+/* Constant rows: the variance is 0, so rstd = 1/sqrt(eps), and only eps
+ * keeps it finite. With eps = 0, xhat = 0 * inf = NaN. */
+static void zero_variance(Table *table)
+{
+    const float values[] = {0.0f, 0.1f, 1e4f};
+    const float eps_values[] = {1e-5f, 0.0f};
+    for (size_t e = 0; e < 2; e++)
+        for (size_t v = 0; v < 3; v++) {
+            LnProblem p = ln_problem_new(4, 781, eps_values[e]);
+            ln_problem_fill_random(&p, SEED, 0.0, 1.0);
+            for (size_t i = 0; i < p.n * p.d; i++)
+                p.x[i] = values[v];
+            ln_problem_run_cpu(&p);
+            for (size_t j = 0; j < p.d; j++)
+                p.y[j] -= p.beta[j]; /* first row: y - beta */
+            table_cell(table, "%g", values[v]);
+            table_cell(table, "%g", eps_values[e]);
+            table_cell(table, "%.6g", p.rstd[0]);
+            table_cell(table, "%.3g", max_abs_f32(p.y, p.d));
+            table_cell(table, "%.3g", max_abs_f32(p.dx, p.n * p.d));
+            ln_problem_free(&p);
+        }
+}
+// ANCHOR_END: show_zero_variance
+
+/* y of one row with a given mean and variance, in float. */
+static void normalize_row(float *y, const float *x, const float *gamma, const float *beta, size_t d, float mean,
+                          float var, float eps)
+{
+    float rstd = 1.0f / sqrtf(var + eps);
+    for (size_t j = 0; j < d; j++)
+        y[j] = gamma[j] * ((x[j] - mean) * rstd) + beta[j];
+}
+
+// ANCHOR: show_a_huge_mean
+/* x = offset + N(0, 1) in float. The one-pass variance E[x^2] - E[x]^2
+ * (chapter 1) subtracts two numbers of size offset^2 whose difference is
+ * 1: it is lost once offset^2 u exceeds 1. The plain two-pass variance
+ * survives, but its float mean is off by many ulps; the corrected
+ * two-pass mean of our kernel is off by at most one rounding, half an
+ * ulp of the offset, and no float kernel that stores the mean can do better. */
+static void huge_mean(Table *table)
+{
+    for (int exponent = 0; exponent <= 7; exponent++) {
+        double offset = pow(10.0, exponent);
+        LnProblem p = ln_problem_new(64, 1024, 1e-5f);
+        ln_problem_fill_random(&p, SEED, offset, 1.0);
+        LnReference ref = ln_reference_compute(&p);
+        double naive = 0.0, two_pass = 0.0;
+        for (size_t row = 0; row < p.n; row++) {
+            const float *x = p.x + row * p.d;
+            float mean = mean_f32(x, p.d);
+            normalize_row(p.y + row * p.d, x, p.gamma, p.beta, p.d, mean, variance_naive_f32(x, p.d), p.eps);
+            naive = worse(naive, max_error_f32(p.y + row * p.d, ref.y + row * p.d, p.d));
+            normalize_row(p.y + row * p.d, x, p.gamma, p.beta, p.d, mean, variance_two_pass_f32(x, p.d), p.eps);
+            two_pass = worse(two_pass, max_error_f32(p.y + row * p.d, ref.y + row * p.d, p.d));
+        }
+        layernorm_forward_f32(p.y, p.mean, p.rstd, p.x, p.gamma, p.beta, p.n, p.d, p.eps);
+        float f = (float)offset;
+        table_cell(table, "%g", offset);
+        table_cell(table, "%.3g", naive);
+        table_cell(table, "%.3g", two_pass);
+        table_cell(table, "%.3g", max_error_f32(p.y, ref.y, p.n * p.d));
+        table_cell(table, "%.3g", 0.5 * (nextafterf(f, INFINITY) - f));
+        ln_reference_free(&ref);
+        ln_problem_free(&p);
+    }
+}
+// ANCHOR_END: show_a_huge_mean
+
+// ANCHOR: show_a_tiny_eps
+/* Rows 1 + 1e-6 N(0, 1) in float: the variation is a few ulps of 1,
+ * rounding noise more than signal. eps decides what becomes of it: with
+ * eps >> var, rstd ~ 1/sqrt(eps) and xhat stays small; with eps << var,
+ * the noise is scaled up to unit variance, and the gradient's gain rstd
+ * grows to 1/sigma. */
+static void tiny_eps(Table *table)
+{
+    const float eps_values[] = {1e-2f, 1e-5f, 1e-8f, 1e-11f, 1e-14f, 1e-17f};
+    for (size_t e = 0; e < sizeof eps_values / sizeof eps_values[0]; e++) {
+        LnProblem p = ln_problem_new(64, 768, eps_values[e]);
+        ln_problem_fill_random(&p, SEED, 1.0, 1e-6);
+        ln_problem_run_cpu(&p);
+        double rstd_min = INFINITY, rstd_max = 0.0, max_xhat = 0.0;
+        for (size_t row = 0; row < p.n; row++) {
+            rstd_min = fmin(rstd_min, p.rstd[row]);
+            rstd_max = fmax(rstd_max, p.rstd[row]);
+            for (size_t j = 0; j < p.d; j++)
+                max_xhat = worse(max_xhat, fabs((p.x[row * p.d + j] - p.mean[row]) * p.rstd[row]));
+        }
+        table_cell(table, "%g", eps_values[e]);
+        table_cell(table, "%.3g ... %.3g", rstd_min, rstd_max);
+        table_cell(table, "%.3g", max_xhat);
+        table_cell(table, "%.3g", max_abs_f32(p.dx, p.n * p.d));
+        ln_problem_free(&p);
+    }
+}
+// ANCHOR_END: show_a_tiny_eps
+
+// ANCHOR: show_overflowing_squares
+/* x = scale * N(0, 1): float holds these values (up to 3.4e38), but not
+ * their squares once scale passes ~1e19. var becomes inf, rstd 0, and y
+ * silently collapses to beta: finite, and wrong. */
+enum { OVERFLOW_D = 768 };
+
+static void overflow(Table *table)
+{
+    for (int exponent = 16; exponent <= 21; exponent++) {
+        LnProblem p = ln_problem_new(16, OVERFLOW_D, 1e-5f);
+        ln_problem_fill_random(&p, SEED, 0.0, pow(10.0, exponent));
+        ln_problem_run_cpu(&p);
+        LnReference ref = ln_reference_compute(&p);
+        table_cell(table, "1e%d", exponent);
+        table_cell(table, "%.3g", max_abs_f32(p.x, p.n * p.d));
+        table_cell(table, "%.3g", p.rstd[0]);
+        table_cell(table, "%.3g", ref.rstd[0]);
+        table_cell(table, "%.3g", max_error_f32(p.y, ref.y, p.n * p.d));
+        ln_reference_free(&ref);
+        ln_problem_free(&p);
+    }
+}
+
+static void overflow_note(FILE *out)
+{
+    const double d = OVERFLOW_D, half_max = (2.0 - ldexp(1.0, -10)) * ldexp(1.0, 15); /* IEEE binary16 */
+    fprintf(out,
+            "\nA float sum of d = %.0f squares overflows once |x - mean| passes sqrt(FLT_MAX / d) = %.2g. "
+            "In half precision (largest finite value %.0f) one square overflows once |x| passes %.1f.\n",
+            d, sqrt(FLT_MAX / d), half_max, sqrt(half_max));
+}
+// ANCHOR_END: show_overflowing_squares
+
+/* |got - exact| in units of the float spacing at exact. */
+static double ulps(float got, double exact)
+{
+    float rounded = (float)exact;
+    double spacing = nextafterf(rounded, INFINITY) - rounded;
+    return fabs(got - exact) / spacing;
+}
+
+typedef struct {
+    const char *name;
+    float (*rstd)(float v);
+} RstdMethod;
+
+static float rstd_sqrt_then_divide(float v)
+{
+    return 1.0f / sqrtf(v);
+}
+
+#if defined(__SSE__)
+/* The hardware's approximate reciprocal square root (x86 rsqrtss: about 12
+ * correct bits; CUDA's rsqrtf and its fast-math 1/sqrtf are approximations too). */
+static float rstd_approximate(float v)
+{
+    return _mm_cvtss_f32(_mm_rsqrt_ss(_mm_set_ss(v)));
+}
+
+/* One Newton step r' = r (3 - v r^2) / 2 roughly doubles the correct bits. */
+static float rstd_approximate_newton(float v)
+{
+    float r = rstd_approximate(v);
+    return r * (1.5f - 0.5f * v * r * r);
+}
+#endif
+
+// ANCHOR: measure_rstd_accuracy
+/* rstd for a million values v spread log-uniformly over [1e-12, 1e12],
+ * against the exact 1/sqrt(v) in double. */
+static void rsqrt_accuracy(Table *table)
+{
+    const RstdMethod methods[] = {
+        {"1.0f / sqrtf(v), two correctly rounded operations", rstd_sqrt_then_divide},
+#if defined(__SSE__)
+        {"approximate rsqrt (x86 rsqrtss)", rstd_approximate},
+        {"approximate rsqrt + one Newton step", rstd_approximate_newton},
+#endif
+    };
+    enum { SAMPLES = 1000000 };
+    for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
+        Rng rng;
+        rng_seed(&rng, SEED);
+        double worst = 0.0;
+        long exact_count = 0;
+        for (int i = 0; i < SAMPLES; i++) {
+            float v = (float)pow(10.0, rng_uniform_range(&rng, -12.0, 12.0));
+            double exact = 1.0 / sqrt((double)v);
+            float got = methods[m].rstd(v);
+            worst = fmax(worst, ulps(got, exact));
+            exact_count += got == (float)exact;
+        }
+        table_cell(table, "%s", methods[m].name);
+        table_cell(table, "%.3g", worst);
+        table_cell(table, "%.1f%%", 100.0 * (double)exact_count / SAMPLES);
+    }
+}
+// ANCHOR_END: measure_rstd_accuracy
+
+typedef struct {
+    const char *name;
+    void (*run)(Table *table);
+    int columns;
+    const char *headers[5];
+    const char *align;
+    void (*note)(FILE *out); /* printed after the table, or NULL */
+} FailureMode;
+
+static const FailureMode failure_modes[] = {
+    {"zero-variance", zero_variance, 5, {"row value", "eps", "rstd", "max |y - beta|", "max |dx|"}, "rrrrr", NULL},
+    {"huge-mean",
+     huge_mean,
+     5,
+     {"offset", "one-pass var: max |y error|", "two-pass", "corrected two-pass (ours)", "ulp(offset)/2"},
+     "rrrrr",
+     NULL},
+    {"tiny-eps", tiny_eps, 4, {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|"}, "rrrr", NULL},
+    {"overflow",
+     overflow,
+     5,
+     {"scale", "max |x|", "rstd, float", "rstd, double", "max |y error|"},
+     "rrrrr",
+     overflow_note},
+    {"rsqrt", rsqrt_accuracy, 3, {"rstd computed as", "max error (ulp)", "correctly rounded"}, "lrr", NULL},
+};
+enum { FAILURE_MODE_COUNT = sizeof failure_modes / sizeof failure_modes[0] };
+
+const char failure_mode_names[] = "zero-variance, huge-mean, tiny-eps, overflow, rsqrt";
+
+bool failure_mode_print(const char *name, FILE *out, TableFormat format)
+{
+    for (int i = 0; i < FAILURE_MODE_COUNT; i++) {
+        const FailureMode *mode = &failure_modes[i];
+        if (strcmp(name, mode->name) != 0)
+            continue;
+        Table *table = table_new(mode->columns, mode->headers, mode->align);
+        mode->run(table);
+        table_print(table, out, format);
+        table_free(table);
+        if (mode->note != NULL)
+            mode->note(out);
+        return true;
+    }
+    return false;
+}

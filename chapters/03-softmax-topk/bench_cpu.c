@@ -1,0 +1,218 @@
+#include "chapters/03-softmax-topk/bench_cpu.h"
+
+#include <stdio.h>
+
+#include "common/alloc.h"
+#include "common/bench.h"
+#include "common/rng.h"
+#include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/softmax_topk.h"
+
+/* Naive and online run far below the memory bandwidth (they are bound by
+ * arithmetic), so they are timed on the first SLOW_ROWS rows only: whether
+ * their data comes from memory or from the cache makes little difference to
+ * them (if any, it flatters them), and the whole grid stays within a couple
+ * of minutes. The fused version reads all the rows, above the cache. */
+enum { SLOW_ROWS = 32, FUSED_TIMED_RUNS = 5, SLOW_TIMED_RUNS = 3 };
+
+typedef struct {
+    float *logits;
+    size_t count;
+    double read_gbs_one, read_gbs_all; /* read bandwidth, 1 thread and all */
+    int threads;
+} BenchData;
+
+enum { FILL_BLOCK = 1 << 20 };
+
+float *bench_logits_new(size_t count, int threads)
+{
+    float *logits = array_alloc_uninitialized(count, sizeof(float));
+    size_t blocks = (count + FILL_BLOCK - 1) / FILL_BLOCK;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t b = 0; b < blocks; b++) {
+        Rng rng;
+        rng_seed(&rng, 4000 + b);
+        size_t begin = b * FILL_BLOCK, end = begin + FILL_BLOCK < count ? begin + FILL_BLOCK : count;
+        rng_fill_normal_f32(&rng, logits + begin, end - begin, 0.0, 3.0);
+    }
+    return logits;
+}
+
+/* Measured again before each group of results: on a shared machine the
+ * bandwidth drifts, and a ratio is only as good as its two measurements
+ * are close in time. */
+static void measure_read_bandwidth(BenchData *data)
+{
+    data->read_gbs_one = read_bandwidth_gbs(data->count * sizeof(float), 1);
+    data->read_gbs_all = read_bandwidth_gbs(data->count * sizeof(float), data->threads);
+}
+
+static BenchData bench_data_new(int threads)
+{
+    BenchData data = {.count = bench_large_bytes() / sizeof(float), .threads = threads};
+    data.logits = bench_logits_new(data.count, threads);
+    measure_read_bandwidth(&data);
+    return data;
+}
+
+static void bench_data_free(BenchData *data)
+{
+    array_free(data->logits);
+}
+
+typedef struct {
+    CpuVersion version;
+    const float *logits;
+    size_t rows, vocab;
+    int k, threads;
+    float *probs;
+    int64_t *indices;
+} BenchCase;
+
+static void run_case(void *ctx)
+{
+    BenchCase *c = ctx;
+    softmax_topk_rows(c->version, c->logits, c->rows, c->vocab, c->k, c->threads, c->probs, c->indices);
+}
+
+/* Median seconds per row of `version` on the benchmark data. */
+static double seconds_per_row(const BenchData *data, CpuVersion version, size_t vocab, int k, int threads)
+{
+    bool slow = version != CPU_FUSED;
+    size_t rows = slow ? SLOW_ROWS : data->count / vocab;
+    BenchCase c = {version, data->logits, rows, vocab, k, threads, ALLOC_ARRAY(float, rows * (size_t)k),
+                   ALLOC_ARRAY(int64_t, rows * (size_t)k)};
+    BenchStats stats = bench_run(run_case, &c, 1, slow ? SLOW_TIMED_RUNS : FUSED_TIMED_RUNS);
+    array_free(c.probs);
+    array_free(c.indices);
+    return stats.median / (double)rows;
+}
+
+static void print_bench_header(const BenchData *data)
+{
+    printf("logits: %.0f MiB (the last-level cache holds %.0f MiB); fused timed on all rows, naive and online "
+           "on the first %d\n\n",
+           (double)(data->count * sizeof(float)) / (1 << 20), (double)bench_llc_bytes() / (1 << 20), SLOW_ROWS);
+}
+
+// ANCHOR: benchmark_the_grid
+void print_cpu_bench(bool quick, int threads, TableFormat format)
+{
+    const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
+    const size_t *vocabs = quick ? quick_vocabs : all_vocabs;
+    size_t vocab_count = quick ? 1 : sizeof all_vocabs / sizeof all_vocabs[0];
+    const int all_ks[] = {1, 8, 16, 64, 256}, quick_ks[] = {8, 64};
+    const int *ks = quick ? quick_ks : all_ks;
+    size_t k_count = quick ? 2 : sizeof all_ks / sizeof all_ks[0];
+    BenchData data = bench_data_new(threads);
+    print_bench_header(&data);
+    const char *headers[] = {"V", "K", "threads", "naive G/s", "online G/s", "fused G/s", "fused / naive",
+                             "read bandwidth", "fused / read bandwidth"};
+    Table *table = table_new(9, headers, "rrrrrrrrr");
+    for (size_t v = 0; v < vocab_count; v++) {
+        if (v > 0) {
+            measure_read_bandwidth(&data);
+        }
+        for (size_t t = 0; t < k_count; t++) {
+            const int thread_counts[] = {1, threads};
+            for (int c = 0; c < (threads > 1 ? 2 : 1); c++) {
+                int run_threads = thread_counts[c];
+                double per_second[CPU_VERSION_COUNT + 1];
+                for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
+                    per_second[version] = 1.0 / seconds_per_row(&data, version, vocabs[v], ks[t], run_threads);
+                }
+                double fused_elements = per_second[CPU_FUSED] * (double)vocabs[v];
+                double bandwidth = run_threads == 1 ? data.read_gbs_one : data.read_gbs_all;
+                table_cell(table, "%zu", vocabs[v]);
+                table_cell(table, "%d", ks[t]);
+                table_cell(table, "%d", run_threads);
+                for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
+                    table_cell(table, "%.3f", per_second[version] * (double)vocabs[v] * 1e-9);
+                }
+                table_cell(table, "%.1fx", per_second[CPU_FUSED] / per_second[CPU_NAIVE]);
+                table_cell(table, "%.1f GB/s", bandwidth);
+                table_cell(table, "%.0f%%", 100.0 * gb_per_s(fused_elements * sizeof(float), 1.0) / bandwidth);
+            }
+        }
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+    bench_data_free(&data);
+}
+// ANCHOR_END: benchmark_the_grid
+
+/* Reads and writes of a V-sized array per row, as the code is written. */
+typedef struct {
+    int reads, writes;
+} Traffic;
+
+static Traffic predicted_traffic(CpuVersion version)
+{
+    switch (version) {
+    case CPU_NAIVE:
+        return (Traffic){3, 1};
+    case CPU_ONLINE:
+        return (Traffic){2, 0};
+    case CPU_FUSED:
+        return (Traffic){1, 0};
+    }
+    return (Traffic){0, 0};
+}
+
+void print_traffic_table(TableFormat format)
+{
+    enum { K = 64 };
+    const size_t vocab = 128256;
+    BenchData data = bench_data_new(bench_max_threads());
+    print_bench_header(&data);
+    printf("read bandwidth on 1 thread: %.1f GB/s\n\n", data.read_gbs_one);
+    const char *headers[] = {"version", "reads of the row", "writes of the row", "bytes per row",
+                             "predicted time per row", "measured time per row", "measured / predicted"};
+    Table *table = table_new(7, headers, "lrrrrrr");
+    for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
+        Traffic traffic = predicted_traffic(version);
+        double bytes = (double)((size_t)(traffic.reads + traffic.writes) * vocab * sizeof(float));
+        double predicted = bytes / (data.read_gbs_one * 1e9);
+        double measured = seconds_per_row(&data, version, vocab, K, 1);
+        table_cell(table, "%d %s", version, cpu_version_name(version));
+        table_cell(table, "%d", traffic.reads);
+        table_cell(table, "%d", traffic.writes);
+        table_cell(table, "%.2f MB", bytes * 1e-6);
+        table_cell(table, "%.0f us", predicted * 1e6);
+        table_cell(table, "%.0f us", measured * 1e6);
+        table_cell(table, "%.1f", measured / predicted);
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+    bench_data_free(&data);
+}
+
+void print_accuracy_table(TableFormat format)
+{
+    enum { ROWS = 4, K = 64 };
+    const size_t vocabs[] = {1000, 32000, 151936};
+    const char *headers[] = {"V", "naive", "online", "fused"};
+    Table *table = table_new(4, headers, "rrrr");
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        size_t vocab = vocabs[v];
+        float *logits = ALLOC_ARRAY(float, ROWS * vocab), probs[ROWS * K];
+        int64_t indices[ROWS * K];
+        Rng rng;
+        rng_seed(&rng, vocab);
+        rng_fill_normal_f32(&rng, logits, ROWS * vocab, 0.0, 3.0);
+        table_cell(table, "%zu", vocab);
+        for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
+            softmax_topk_rows(version, logits, ROWS, vocab, K, 1, probs, indices);
+            /* rtol 1: every probability counts towards the maximum error. */
+            TopkComparison c = compare_with_reference(logits, ROWS, 1, vocab, K, probs, indices, 1.0);
+            if (c.wrong_indices > 0) {
+                table_cell(table, "wrong order");
+            } else {
+                table_cell(table, "%.1e", c.max_rel_error);
+            }
+        }
+        array_free(logits);
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+}

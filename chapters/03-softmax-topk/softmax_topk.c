@@ -1,0 +1,431 @@
+#include "chapters/03-softmax-topk/softmax_topk.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+
+const char *cpu_version_name(CpuVersion version)
+{
+    switch (version) {
+    case CPU_NAIVE:
+        return "naive";
+    case CPU_ONLINE:
+        return "online";
+    case CPU_FUSED:
+        return "fused";
+    }
+    return "?";
+}
+
+/* 256 logits: 1 KiB, still in L1 when the chunk is summed again for a new
+ * maximum, and long enough that the work per chunk, across the lanes,
+ * vanishes per logit. */
+enum { FUSED_CHUNK = 256 };
+
+RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k)
+{
+    RowScratch scratch = {NULL, ALLOC_ARRAY(TopkEntry, topk_collector_storage(k)), NULL};
+    if (version == CPU_NAIVE) {
+        scratch.probabilities = ALLOC_ARRAY(float, vocab);
+    }
+    if (version == CPU_FUSED) {
+        scratch.chunk_maxima = ALLOC_ARRAY(float, (vocab + FUSED_CHUNK - 1) / FUSED_CHUNK);
+    }
+    return scratch;
+}
+
+void row_scratch_free(RowScratch *scratch)
+{
+    array_free(scratch->probabilities);
+    array_free(scratch->candidates);
+    array_free(scratch->chunk_maxima);
+    *scratch = (RowScratch){NULL, NULL, NULL};
+}
+
+// ANCHOR: offer_each_logit
+/* Offer logits begin .. end-1 in order. Once the collector is full, an
+ * entry gets in only with a logit above the threshold's (an equal one comes
+ * later, so ranks after), or as a NaN: !(x <= t) is that test. */
+static void offer_all(TopkCollector *top, const float *logits, size_t begin, size_t end)
+{
+    for (size_t i = begin; i < end; i++) {
+        if (!(logits[i] <= top->threshold.value) || topk_is_sentinel(top->threshold)) {
+            topk_collector_offer(top, topk_entry(logits[i], (int32_t)i));
+        }
+    }
+}
+// ANCHOR_END: offer_each_logit
+
+enum { OFFER_BLOCK = 32 };
+
+// ANCHOR: offer_only_logits_that_reach_threshold
+/* Bit i is set if logit i of the block is at least the threshold: equal may
+ * be enough, when the threshold is the floor (see fused_row). gcc
+ * turns this loop into two vector comparisons and a few instructions that
+ * gather their results into one integer. The rows that reach this have no
+ * NaN (see fused_row). */
+static uint32_t reaching_threshold_mask(const float *block, float threshold)
+{
+    uint32_t mask = 0;
+    for (int i = 0; i < OFFER_BLOCK; i++) {
+        mask |= (uint32_t)(block[i] >= threshold) << i;
+    }
+    return mask;
+}
+
+/* Offer the logits begin .. end-1 of a chunk that may hold a candidate:
+ * only those whose bit is set, lowest bit first, so in order. Most logits
+ * of such a chunk are still no candidates, and a loop that branched on each
+ * one would mispredict at every candidate. The mask is taken with the
+ * threshold at the start of its block; the threshold only rises, and an
+ * equal logit may rank after it, so the offer compares again. */
+static void offer_reaching_threshold(TopkCollector *top, const float *logits, size_t begin, size_t end)
+{
+    size_t i = begin;
+    for (; i + OFFER_BLOCK <= end; i += OFFER_BLOCK) {
+        for (uint32_t mask = reaching_threshold_mask(logits + i, top->threshold.value); mask != 0;
+             mask &= mask - 1) {
+            size_t above = i + (size_t)__builtin_ctz(mask);
+            topk_collector_offer(top, topk_entry(logits[above], (int32_t)above));
+        }
+    }
+    offer_all(top, logits, i, end);
+}
+// ANCHOR_END: offer_only_logits_that_reach_threshold
+
+// ANCHOR: compute_softmax_in_three_passes
+static const TopkEntry *naive_row(const float *logits, size_t vocab, TopkCollector *top, float *probabilities)
+{
+    float max = -INFINITY;
+    for (size_t i = 0; i < vocab; i++) {
+        max = logits[i] > max ? logits[i] : max;
+    }
+    float sum = 0.0f;
+    for (size_t i = 0; i < vocab; i++) {
+        sum += softmax_weight(logits[i], max);
+    }
+    for (size_t i = 0; i < vocab; i++) {
+        probabilities[i] = softmax_weight(logits[i], max) / sum;
+        topk_collector_offer(top, topk_entry(logits[i], (int32_t)i));
+    }
+    return topk_collector_finish(top);
+}
+// ANCHOR_END: compute_softmax_in_three_passes
+
+// ANCHOR: compute_online_then_select
+static const TopkEntry *online_row(const float *logits, size_t vocab, TopkCollector *top, SoftmaxState *state)
+{
+    *state = softmax_state_empty();
+    for (size_t i = 0; i < vocab; i++) {
+        *state = softmax_state_push(*state, logits[i]);
+    }
+    offer_all(top, logits, 0, vocab);
+    return topk_collector_finish(top);
+}
+// ANCHOR_END: compute_online_then_select
+
+LaneSums lane_sums_empty(void)
+{
+    LaneSums empty = {.max = -INFINITY};
+    for (int lane = 0; lane < LANES; lane++) {
+        empty.maxima[lane] = -INFINITY;
+    }
+    return empty;
+}
+
+// ANCHOR: add_chunk_to_lane_sums
+/* One pass over a chunk of n logits (n a multiple of LANES): adds
+ * exp(x - max) of each logit to its lane's sum, keeps each lane's largest
+ * logit in `maxima` and returns the chunk's largest (NaN ignored). Each
+ * lane keeps its own maximum and sum, so no vector instruction waits for
+ * the one before it. The sums are right
+ * only if no logit exceeds `max`; the caller checks with the maximum this
+ * returns. While every logit so far is -inf, max is -inf and
+ * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
+ * exp(-inf) = 0, as it should. (inline: as a function of its own, called
+ * twice, it would keep the 64 sums in memory instead of registers.) */
+static inline float add_weights_below(float sums[LANES], float maxima[LANES], const float *chunk, int n,
+                                      float max)
+{
+    float reference = max == -INFINITY ? 0.0f : max;
+    for (int lane = 0; lane < LANES; lane++) {
+        maxima[lane] = -INFINITY;
+    }
+    for (int i = 0; i < n; i += LANES) {
+        for (int lane = 0; lane < LANES; lane++) {
+            float x = chunk[i + lane];
+            maxima[lane] = x > maxima[lane] ? x : maxima[lane];
+            sums[lane] += softmax_exp(x - reference);
+        }
+    }
+    float chunk_max = -INFINITY;
+#pragma omp simd reduction(max : chunk_max)
+    for (int lane = 0; lane < LANES; lane++) {
+        chunk_max = maxima[lane] > chunk_max ? maxima[lane] : chunk_max;
+    }
+    return chunk_max;
+}
+
+/* A new maximum: what was summed against the old one shrinks, by the factor
+ * of the recurrence, once for all lanes. */
+static void raise_max(LaneSums *row, float max)
+{
+    float scale = softmax_weight(row->max, max);
+    for (int lane = 0; lane < LANES; lane++) {
+        row->sums[lane] *= scale;
+    }
+    row->max = max;
+}
+
+/* The chunk is summed on the guess that it holds no new maximum, which is
+ * true of all but about 1 + ln(chunks) chunks of a row in random order (the
+ * admissions of a top 1). When the guess is wrong, the row's sums are
+ * rescaled and the chunk, still in L1, is summed again from its maximum.
+ * The chunk gets its own sums first, so that no sum runs over more than a
+ * few hundred terms one after another. */
+float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
+{
+    float sums[LANES] = {0}, maxima[LANES];
+    float max = add_weights_below(sums, maxima, chunk, n, row->max);
+    if (max > row->max) {
+        raise_max(row, max);
+        memset(sums, 0, sizeof sums);
+        add_weights_below(sums, maxima, chunk, n, max);
+    }
+    for (int lane = 0; lane < LANES; lane++) {
+        row->sums[lane] += sums[lane];
+        row->maxima[lane] = maxima[lane] > row->maxima[lane] ? maxima[lane] : row->maxima[lane];
+    }
+    return max;
+}
+// ANCHOR_END: add_chunk_to_lane_sums
+
+/* Halve the lanes until one is left: a tree of sums of similar size. */
+SoftmaxState lane_sums_state(const LaneSums *row)
+{
+    float sums[LANES];
+    memcpy(sums, row->sums, sizeof sums);
+    for (int width = LANES / 2; width > 0; width /= 2) {
+        for (int lane = 0; lane < width; lane++) {
+            sums[lane] += sums[lane + width];
+        }
+    }
+    return (SoftmaxState){row->max, sums[0]};
+}
+
+// ANCHOR: bound_the_kth_best_from_below
+/* The lane maxima are LANES different logits of the row, so their k-th
+ * largest is at most the row's k-th largest. It is the smallest lane
+ * maximum with fewer than k others above it. Counting the others above
+ * every lane at once, one other lane at a time, takes LANES vector
+ * comparisons and no branch. */
+float lane_sums_topk_floor(const LaneSums *row, int k)
+{
+    if (k > LANES) {
+        return -INFINITY;
+    }
+    if (k == 1) {
+        return row->max; /* the largest lane maximum, without counting */
+    }
+    int above[LANES] = {0};
+    for (int other = 0; other < LANES; other++) {
+        for (int lane = 0; lane < LANES; lane++) {
+            above[lane] += row->maxima[other] > row->maxima[lane];
+        }
+    }
+    float floor = INFINITY;
+#pragma omp simd reduction(min : floor)
+    for (int lane = 0; lane < LANES; lane++) {
+        floor = above[lane] < k && row->maxima[lane] < floor ? row->maxima[lane] : floor;
+    }
+    return floor;
+}
+// ANCHOR_END: bound_the_kth_best_from_below
+
+// ANCHOR: skip_chunks_without_candidates
+/* Can the chunk that starts at `first` hold an entry of the top K? The best
+ * entry it could hold is its maximum at its first index; the chunks are
+ * looked at in order, so the threshold, unless it has no index (the
+ * floor), has a smaller index, and an equal logit here ranks after it.
+ * (NaN, which the maximum ignores, is dealt with for the whole row.) */
+static bool chunk_may_hold_candidates(float max, size_t first, TopkEntry threshold)
+{
+    return topk_ranks_before(topk_entry(max, (int32_t)first), threshold);
+}
+
+static void offer_chunk(TopkCollector *top, const float *logits, size_t whole_lanes, size_t chunk, float max)
+{
+    size_t begin = chunk * FUSED_CHUNK;
+    if (chunk_may_hold_candidates(max, begin, top->threshold)) {
+        size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
+        offer_reaching_threshold(top, logits, begin, end);
+    }
+}
+
+/* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
+ * with one mask. */
+static void offer_chunks_that_may_hold_candidates(TopkCollector *top, const float *logits,
+                                                  const float *chunk_maxima, size_t whole_lanes)
+{
+    size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
+    for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK) {
+        for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, top->threshold.value); mask != 0;
+             mask &= mask - 1) {
+            size_t chunk = c + (size_t)__builtin_ctz(mask);
+            offer_chunk(top, logits, whole_lanes, chunk, chunk_maxima[chunk]);
+        }
+    }
+    for (; c < chunks; c++) {
+        offer_chunk(top, logits, whole_lanes, c, chunk_maxima[c]);
+    }
+}
+// ANCHOR_END: skip_chunks_without_candidates
+
+// ANCHOR: prefetch_at_two_distances
+/* The hardware prefetcher keeps only a little ahead of a loop this busy
+ * with arithmetic, and stops at every 4 KiB page. So the loop asks for the
+ * lines itself, at two distances: 16 chunks ahead into L2, which starts the
+ * slow trip to memory early, and 4 chunks ahead into L1, just in time.
+ * `readable` is how many logits from `chunk` on may be read: the rest of
+ * the row and the rows after it, so that the next row is on its way while
+ * this one ends. (A prefetch never faults, but its address must stay inside
+ * the array to be valid C.) always_inline: to gcc, a function that only
+ * prefetches has no effect, and it deletes the calls. */
+enum { CACHE_LINE_FLOATS = 16, NEAR_AHEAD = 4 * FUSED_CHUNK, FAR_AHEAD = 16 * FUSED_CHUNK };
+
+static inline __attribute__((always_inline)) void prefetch_ahead(const float *chunk, size_t readable)
+{
+    if (readable >= NEAR_AHEAD + FUSED_CHUNK) {
+        for (int i = NEAR_AHEAD; i < NEAR_AHEAD + FUSED_CHUNK; i += CACHE_LINE_FLOATS) {
+            __builtin_prefetch(chunk + i, 0, 3);
+        }
+    }
+    if (readable >= FAR_AHEAD + FUSED_CHUNK) {
+        for (int i = FAR_AHEAD; i < FAR_AHEAD + FUSED_CHUNK; i += CACHE_LINE_FLOATS) {
+            __builtin_prefetch(chunk + i, 0, 1);
+        }
+    }
+}
+// ANCHOR_END: prefetch_at_two_distances
+
+// ANCHOR: fuse_softmax_and_topk_in_one_pass
+static const TopkEntry *fused_row(const float *logits, size_t vocab, size_t readable, TopkCollector *top,
+                                  SoftmaxState *state, float *chunk_maxima)
+{
+    LaneSums row = lane_sums_empty();
+    size_t whole_lanes = vocab - vocab % LANES;
+    for (size_t begin = 0; begin < whole_lanes; begin += FUSED_CHUNK) {
+        size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
+        prefetch_ahead(logits + begin, readable - begin);
+        chunk_maxima[begin / FUSED_CHUNK] = lane_sums_add_chunk(&row, logits + begin, (int)(end - begin));
+    }
+    *state = lane_sums_state(&row);
+    /* The last vocab % LANES logits, one by one. */
+    for (size_t i = whole_lanes; i < vocab; i++) {
+        *state = softmax_state_push(*state, logits[i]);
+    }
+    if (isnan(state->sum)) {
+        /* A NaN or +inf in the row (see lane_sums_add_chunk): the online
+         * version handles every special value, one logit at a time. */
+        return online_row(logits, vocab, top, state);
+    }
+    /* The row is in L2 now; the top K is taken from the few chunks that
+     * can hold one of it. */
+    topk_collector_raise_floor(top, lane_sums_topk_floor(&row, top->k));
+    offer_chunks_that_may_hold_candidates(top, logits, chunk_maxima, whole_lanes);
+    offer_all(top, logits, whole_lanes, vocab);
+    return topk_collector_finish(top);
+}
+// ANCHOR_END: fuse_softmax_and_topk_in_one_pass
+
+/* `readable`: logits that may be read from the start of the row on (at
+ * least vocab), for the fused version's prefetching. */
+static void row_with_lookahead(CpuVersion version, const float *logits, size_t vocab, size_t readable, int k,
+                               RowScratch *scratch, float *probs, int64_t *indices)
+{
+    TopkCollector top;
+    topk_collector_init(&top, k, scratch->candidates);
+    SoftmaxState state;
+    const TopkEntry *best;
+    switch (version) {
+    case CPU_NAIVE:
+        best = naive_row(logits, vocab, &top, scratch->probabilities);
+        for (int j = 0; j < k; j++) {
+            probs[j] = scratch->probabilities[best[j].index];
+            indices[j] = best[j].index;
+        }
+        return;
+    case CPU_ONLINE:
+        best = online_row(logits, vocab, &top, &state);
+        break;
+    case CPU_FUSED:
+    default:
+        best = fused_row(logits, vocab, readable, &top, &state, scratch->chunk_maxima);
+        break;
+    }
+    // ANCHOR: normalise_only_the_winners
+    for (int j = 0; j < k; j++) {
+        probs[j] = softmax_probability(state, best[j].value);
+        indices[j] = best[j].index;
+    }
+    // ANCHOR_END: normalise_only_the_winners
+}
+
+void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch,
+                      float *probs, int64_t *indices)
+{
+    row_with_lookahead(version, logits, vocab, vocab, k, scratch, probs, indices);
+}
+
+void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,
+                       float *probs, int64_t *indices)
+{
+#pragma omp parallel num_threads(threads)
+    {
+        RowScratch scratch = row_scratch_new(version, vocab, k);
+#pragma omp for schedule(static)
+        for (size_t row = 0; row < rows; row++) {
+            /* The rows after this one follow it in memory. */
+            row_with_lookahead(version, logits + row * vocab, vocab, (rows - row) * vocab, k, &scratch,
+                               probs + row * (size_t)k, indices + row * (size_t)k);
+        }
+        row_scratch_free(&scratch);
+    }
+}
+
+static int compare_ranks(const void *a, const void *b)
+{
+    TopkEntry x = *(const TopkEntry *)a, y = *(const TopkEntry *)b;
+    return topk_ranks_before(x, y) ? -1 : topk_ranks_before(y, x) ? 1 : 0;
+}
+
+/* exp(x - max) in double, with the limits of softmax_weight. */
+static double reference_weight(double x, double max)
+{
+    if (x == max) {
+        return max == -INFINITY ? 0.0 : 1.0;
+    }
+    return exp(x - max);
+}
+
+void softmax_topk_reference(const float *logits, size_t vocab, int k, double *probs, int64_t *indices)
+{
+    TopkEntry *sorted = ALLOC_ARRAY(TopkEntry, vocab);
+    double max = -INFINITY;
+    for (size_t i = 0; i < vocab; i++) {
+        sorted[i] = topk_entry(logits[i], (int32_t)i);
+        max = logits[i] > max ? logits[i] : max;
+    }
+    qsort(sorted, vocab, sizeof *sorted, compare_ranks);
+    double sum = 0.0;
+    for (size_t i = 0; i < vocab; i++) {
+        sum += reference_weight(logits[i], max);
+    }
+    for (int j = 0; j < k; j++) {
+        probs[j] = reference_weight(sorted[j].value, max) / sum;
+        indices[j] = sorted[j].index;
+    }
+    array_free(sorted);
+}

@@ -1,0 +1,86 @@
+/* Softmax + top-K on the CPU, in the three versions the chapter builds:
+ *
+ *   1 naive:  pass 1 max, pass 2 sum of exp, pass 3 write every probability
+ *             (a V-sized array) and select the top K;
+ *   2 online: pass 1 the online (max, sum) recurrence, pass 2 select;
+ *   3 fused:  one pass, keeping the (max, sum) state and the top K at once,
+ *             chunk by chunk with vector instructions.
+ *
+ * Output for each row: the K largest probabilities, best first, in the
+ * order of the logits (equal logits: lower index first; NaN first), and
+ * their indices. Conventions for NaN and infinities: kernels/softmax_topk.h.
+ * Indices are int32 inside (vocab < 2^31), int64 in the output as in
+ * PyTorch. */
+#ifndef CHAPTERS_03_SOFTMAX_TOPK_SOFTMAX_TOPK_H
+#define CHAPTERS_03_SOFTMAX_TOPK_SOFTMAX_TOPK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chapters/03-softmax-topk/topk_collect.h"
+
+typedef enum { CPU_NAIVE = 1, CPU_ONLINE = 2, CPU_FUSED = 3 } CpuVersion;
+#define CPU_VERSION_COUNT 3
+
+/* "naive", "online", "fused". */
+const char *cpu_version_name(CpuVersion version);
+
+/* The largest vocabulary the row functions take (indices are int32). */
+#define SOFTMAX_TOPK_MAX_VOCAB ((size_t)1 << 30)
+
+/* Working memory for one row at a time: the naive version's probability
+ * array, the top-K collector's storage and the fused version's chunk
+ * maxima. One per thread. */
+typedef struct {
+    float *probabilities;
+    TopkEntry *candidates;
+    float *chunk_maxima; /* the fused version's: the largest logit of each chunk */
+} RowScratch;
+
+RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k);
+void row_scratch_free(RowScratch *scratch);
+
+/* One row of `vocab` logits -> k probabilities and indices (1 <= k <= vocab). */
+void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch,
+                      float *probs, int64_t *indices);
+
+/* Many rows: logits [rows, vocab] -> probs and indices [rows, k], rows split
+ * across `threads` OpenMP threads (the results do not depend on it). */
+void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,
+                       float *probs, int64_t *indices);
+
+/* The reference: the same contract computed in double, by sorting the whole
+ * row, with nothing from the fast versions but the order of logits. */
+void softmax_topk_reference(const float *logits, size_t vocab, int k, double *probs, int64_t *indices);
+
+/* The online state of a row read chunk by chunk with vector instructions,
+ * as the fused version reads it: the running maximum, and the sum of
+ * exp(x - max) kept in LANES partial sums, one per vector lane (64: four
+ * AVX-512 or eight AVX2 registers, enough independent additions to hide
+ * their latency). Each lane also keeps the largest logit it has seen. */
+#define LANES 64
+
+typedef struct {
+    float max;
+    float sums[LANES];
+    float maxima[LANES];
+} LaneSums;
+
+/* The state of no logits: max -inf, sums 0, lane maxima -inf. */
+LaneSums lane_sums_empty(void);
+
+/* Add a chunk of n logits, n a multiple of LANES; returns the chunk's
+ * largest logit (NaN ignored). A NaN, or a +inf (inf - inf is NaN), makes
+ * the sums NaN: the caller must then start again with the scalar
+ * recurrence, softmax_state_push, which handles both. */
+float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n);
+
+/* The (max, sum) state of everything added, the lanes summed in a tree. */
+SoftmaxState lane_sums_state(const LaneSums *row);
+
+/* The k-th largest of the lane maxima (-inf when k > LANES): k different
+ * logits are at least this large, so no logit below it is among the k best
+ * of the row. NaN, which the maxima ignore, must be dealt with apart. */
+float lane_sums_topk_floor(const LaneSums *row, int k);
+
+#endif

@@ -1,0 +1,49 @@
+/* What a quantized cache does to a generation, measured on the chapter's
+ * decoder: a greedy generation with a float32 cache is the reference, and
+ * the same tokens are fed again through a cache in each format (teacher
+ * forcing), so that every step compares next-token distributions over the
+ * same text. Every attention the model computes on the way is also computed
+ * over the same keys and values unquantized, and compared. */
+#ifndef CHAPTERS_04_KV_CACHE_ACCURACY_H
+#define CHAPTERS_04_KV_CACHE_ACCURACY_H
+
+#include <stdio.h>
+
+#include "common/table.h"
+#include "kernels/kv_quant.h"
+#include "chapters/04-kv-cache/model.h"
+
+typedef struct {
+    int prompt_len, n_new; /* the reference: a random prompt, then n_new greedy tokens */
+    int block_size, int4_group;
+    uint64_t seed;         /* of the prompt */
+} AccuracySetup;
+
+typedef struct {
+    KvFormat format;
+    double bytes_per_position;          /* keys and values of every layer, scales included */
+    double bits_per_key, bits_per_value; /* per number, scales included */
+    /* ||attention out - float attention out|| / ||float attention out|| over
+     * every layer, query head and position of the run. */
+    double attention_error_mean, attention_error_max;
+    /* KL(float || quantized) of the next-token distributions, in nats, over steps. */
+    double kl_mean, kl_max;
+    double top1_agreement; /* share of steps whose most likely next token is the float one's */
+    int steps;
+} AccuracyResult;
+
+/* The accuracy of each format against the float32 reference, in format
+ * order (KV_FORMAT_FLOAT32 first, which must come out exact). */
+void accuracy_measure_all(const Model *model, const AccuracySetup *setup, AccuracyResult *results);
+
+/* Keys with outlier channels: the pairs and gain the experiment gives them. */
+#define ACCURACY_OUTLIER_PAIRS 2
+#define ACCURACY_OUTLIER_GAIN 10.0f
+
+/* The table for the model as it is and with key outliers added, and the
+ * cache sizes of the formats. */
+void accuracy_report(const ModelConfig *config, const AccuracySetup *setup, FILE *out, TableFormat format);
+
+const char *kv_format_name(KvFormat format);
+
+#endif

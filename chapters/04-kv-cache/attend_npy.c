@@ -1,0 +1,157 @@
+#include "chapters/04-kv-cache/attend_npy.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "chapters/04-kv-cache/attention.h"
+#include "chapters/04-kv-cache/block_pool.h"
+#include "common/alloc.h"
+#include "common/cli.h"
+#include "common/npy.h"
+#include "common/rng.h"
+
+typedef struct {
+    int batch, n_heads, n_kv_heads, max_len, head_dim;
+    const float *q, *k, *v;
+    const int32_t *lens;
+} AttendInput;
+
+static void path_in(char *path, size_t size, const char *dir, const char *name)
+{
+    if (snprintf(path, size, "%s/%s", dir, name) >= (int)size)
+        cli_fail("--attend: directory name too long: '%s'", dir);
+}
+
+static void require(bool ok, const char *name, const char *what, size_t got, size_t expected)
+{
+    if (!ok) cli_fail("%s: %s is %zu, expected %zu", name, what, got, expected);
+}
+
+/* Shapes that agree with each other, and lengths in [1, max_len]. */
+static AttendInput check_inputs(const NpyArray *q, const NpyArray *k, const NpyArray *v,
+                                const NpyArray *lens)
+{
+    AttendInput in = {
+        .batch = (int)q->shape[0], .n_heads = (int)q->shape[1], .head_dim = (int)q->shape[2],
+        .n_kv_heads = (int)k->shape[1], .max_len = (int)k->shape[2],
+        .q = q->data, .k = k->data, .v = v->data, .lens = lens->data,
+    };
+    require(k->shape[0] == q->shape[0], "k.npy", "batch (dimension 0)", k->shape[0], q->shape[0]);
+    require(k->shape[3] == q->shape[2], "k.npy", "head_dim (dimension 3)", k->shape[3], q->shape[2]);
+    for (int d = 0; d < 4; d++)
+        if (v->shape[d] != k->shape[d])
+            cli_fail("v.npy: dimension %d is %zu, but k.npy's is %zu", d, v->shape[d], k->shape[d]);
+    require(lens->shape[0] == q->shape[0], "lens.npy", "length", lens->shape[0], q->shape[0]);
+    if (in.batch < 1 || in.n_heads < 1 || in.head_dim < 1 || in.n_kv_heads < 1 || in.max_len < 1)
+        cli_fail("--attend: every dimension must be at least 1");
+    if (in.n_heads % in.n_kv_heads != 0)
+        cli_fail("q.npy has %d heads, not a multiple of k.npy's %d kv heads", in.n_heads, in.n_kv_heads);
+    for (int b = 0; b < in.batch; b++)
+        if (in.lens[b] < 1 || in.lens[b] > in.max_len)
+            cli_fail("lens.npy: lens[%d] = %d, expected 1..%d (k.npy's dimension 2)", b, in.lens[b],
+                     in.max_len);
+    return in;
+}
+
+static const float *kv_row(const AttendInput *in, const float *kv, int b, int h, int p)
+{
+    return kv + (((size_t)b * in->n_kv_heads + h) * in->max_len + p) * in->head_dim;
+}
+
+static void attend_all_contiguous(const AttendInput *in, float *scores, float *out)
+{
+    int group = in->n_heads / in->n_kv_heads;
+    for (int b = 0; b < in->batch; b++)
+        for (int h = 0; h < in->n_kv_heads; h++) {
+            size_t q = ((size_t)b * in->n_heads + (size_t)h * group) * in->head_dim;
+            attend_contiguous(in->q + q, group, kv_row(in, in->k, b, h, 0), kv_row(in, in->v, b, h, 0),
+                              in->lens[b], in->head_dim, scores, out + q);
+        }
+}
+
+/* Store each sequence in blocks of the format, handed out from a shuffled
+ * pool, then attend through the block tables. */
+static void attend_all_paged(const AttendInput *in, int block_size, KvFormat format, int int4_group,
+                             float *scores, float *out)
+{
+    PagedKvShape shape = {block_size, in->n_kv_heads, in->head_dim};
+    KvBlockLayout keys = kv_layout(format, true, shape, int4_group), values = kv_layout(format, false, shape, int4_group);
+    int blocks = 0;
+    for (int b = 0; b < in->batch; b++) blocks += paged_kv_blocks_for(in->lens[b], block_size);
+    BlockPool pool = block_pool_create(blocks, block_size, false);
+    Rng rng;
+    rng_seed(&rng, 1);
+    block_pool_shuffle(&pool, &rng);
+    uint8_t *key_pool = ALLOC_ARRAY(uint8_t, (size_t)blocks * kv_block_bytes(keys));
+    uint8_t *value_pool = ALLOC_ARRAY(uint8_t, (size_t)blocks * kv_block_bytes(values));
+    float *tile = ALLOC_ARRAY(float, (size_t)block_size * in->head_dim);
+    int group = in->n_heads / in->n_kv_heads;
+    for (int b = 0; b < in->batch; b++) {
+        BlockTable table = block_table_create(paged_kv_blocks_for(in->lens[b], block_size));
+        BlockCopy no_copy;
+        block_table_reserve(&pool, &table, in->lens[b], &no_copy);
+        for (int h = 0; h < in->n_kv_heads; h++) {
+            for (int p = 0; p < in->lens[b]; p++) {
+                int32_t block = table.blocks[p / block_size];
+                kv_store_row(keys, key_pool + kv_head_offset(keys, block, h), p % block_size, kv_row(in, in->k, b, h, p));
+                kv_store_row(values, value_pool + kv_head_offset(values, block, h), p % block_size,
+                             kv_row(in, in->v, b, h, p));
+            }
+            size_t q = ((size_t)b * in->n_heads + (size_t)h * group) * in->head_dim;
+            if (format == KV_FORMAT_FLOAT32)
+                attend_paged(in->q + q, group, (const float *)key_pool, (const float *)value_pool, shape, table.blocks,
+                             h, in->lens[b], scores, out + q);
+            else
+                attend_paged_quantized(in->q + q, group, (KvPool){key_pool, keys}, (KvPool){value_pool, values},
+                                       table.blocks, h, in->lens[b], tile, scores, out + q);
+        }
+        block_table_release(&pool, &table);
+        block_table_free(&table);
+    }
+    array_free(key_pool);
+    array_free(value_pool);
+    array_free(tile);
+    block_pool_free(&pool);
+}
+
+static void save_output(const char *dir, const char *name, const AttendInput *in, const float *out)
+{
+    char path[4096];
+    size_t out_shape[3] = {(size_t)in->batch, (size_t)in->n_heads, (size_t)in->head_dim};
+    path_in(path, sizeof path, dir, name);
+    npy_save_or_exit(path, NPY_FLOAT32, 3, out_shape, out);
+}
+
+void attend_npy_directory(const char *dir, int block_size, int int4_group)
+{
+    char path[4096];
+    const size_t any3[3] = {0, 0, 0}, any4[4] = {0, 0, 0, 0}, any1[1] = {0};
+    path_in(path, sizeof path, dir, "q.npy");
+    NpyArray q = npy_load_or_exit(path, NPY_FLOAT32, 3, any3);
+    path_in(path, sizeof path, dir, "k.npy");
+    NpyArray k = npy_load_or_exit(path, NPY_FLOAT32, 4, any4);
+    path_in(path, sizeof path, dir, "v.npy");
+    NpyArray v = npy_load_or_exit(path, NPY_FLOAT32, 4, any4);
+    path_in(path, sizeof path, dir, "lens.npy");
+    NpyArray lens = npy_load_or_exit(path, NPY_INT32, 1, any1);
+    AttendInput in = check_inputs(&q, &k, &v, &lens);
+
+    size_t out_floats = (size_t)in.batch * in.n_heads * in.head_dim;
+    float *scores = ALLOC_ARRAY(float, (size_t)(in.n_heads / in.n_kv_heads) * in.max_len);
+    float *out = ALLOC_ARRAY(float, out_floats);
+    attend_all_contiguous(&in, scores, out);
+    save_output(dir, "out_contiguous.npy", &in, out);
+    const KvFormat formats[] = {KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4};
+    const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy"};
+    for (int f = 0; f < 3; f++) {
+        attend_all_paged(&in, block_size, formats[f], int4_group, scores, out);
+        save_output(dir, names[f], &in, out);
+    }
+
+    array_free(scores);
+    array_free(out);
+    npy_free(&q);
+    npy_free(&k);
+    npy_free(&v);
+    npy_free(&lens);
+}

@@ -1,0 +1,240 @@
+#include "chapters/04-kv-cache/attention_bench.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "chapters/04-kv-cache/accuracy.h"
+#include "chapters/04-kv-cache/attention.h"
+#include "chapters/04-kv-cache/block_pool.h"
+#include "common/alloc.h"
+#include "common/bench.h"
+#include "common/check.h"
+#include "common/rng.h"
+#include "chapters/04-kv-cache/decode_batch.h"
+
+/* The attention shape of an 8B-parameter Llama 3 layer: 32 query heads sharing 8 kv heads of 128. */
+enum { BENCH_HEADS = 32, BENCH_KV_HEADS = 8, BENCH_HEAD_DIM = 128 };
+
+typedef struct {
+    int batch, context;
+    PagedKvShape shape;
+    float *queries, *out, *scores;
+    float *keys, *values;         /* contiguous: [batch][kv_head][context][head_dim] */
+    float *key_pool, *value_pool; /* paged: [block][kv_head][slot][head_dim] */
+    BlockPool pool;
+    BlockTable *tables;           /* [batch] */
+} AttentionBench;
+
+static size_t contiguous_offset(const AttentionBench *b, int seq, int kv_head)
+{
+    return ((size_t)seq * BENCH_KV_HEADS + kv_head) * b->context * BENCH_HEAD_DIM;
+}
+
+static void decode_contiguous(void *context)
+{
+    AttentionBench *b = context;
+    int group = BENCH_HEADS / BENCH_KV_HEADS;
+    for (int s = 0; s < b->batch; s++)
+        for (int h = 0; h < BENCH_KV_HEADS; h++) {
+            size_t q = ((size_t)s * BENCH_HEADS + h * group) * BENCH_HEAD_DIM;
+            size_t at = contiguous_offset(b, s, h);
+            attend_contiguous(b->queries + q, group, b->keys + at, b->values + at, b->context,
+                              BENCH_HEAD_DIM, b->scores, b->out + q);
+        }
+}
+
+static void decode_paged(void *context)
+{
+    AttentionBench *b = context;
+    int group = BENCH_HEADS / BENCH_KV_HEADS;
+    for (int s = 0; s < b->batch; s++)
+        for (int h = 0; h < BENCH_KV_HEADS; h++) {
+            size_t q = ((size_t)s * BENCH_HEADS + h * group) * BENCH_HEAD_DIM;
+            attend_paged(b->queries + q, group, b->key_pool, b->value_pool, b->shape,
+                         b->tables[s].blocks, h, b->context, b->scores, b->out + q);
+        }
+}
+
+/* The same keys and values in both layouts; the paged blocks are handed out
+ * from a shuffled free list, so a sequence's blocks are scattered in memory. */
+static AttentionBench bench_create(int batch, int context, int block_size, Rng *rng)
+{
+    AttentionBench b = {.batch = batch, .context = context,
+                        .shape = {block_size, BENCH_KV_HEADS, BENCH_HEAD_DIM}};
+    size_t floats = (size_t)batch * BENCH_KV_HEADS * context * BENCH_HEAD_DIM;
+    b.queries = ALLOC_ARRAY(float, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM);
+    b.out = ALLOC_ARRAY(float, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM);
+    b.scores = ALLOC_ARRAY(float, (size_t)(BENCH_HEADS / BENCH_KV_HEADS) * context);
+    b.keys = ALLOC_ARRAY(float, floats);
+    b.values = ALLOC_ARRAY(float, floats);
+    rng_fill_uniform_f32(rng, b.queries, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM, -1, 1);
+    rng_fill_uniform_f32(rng, b.keys, floats, -1, 1);
+    rng_fill_uniform_f32(rng, b.values, floats, -1, 1);
+
+    int blocks_per_seq = paged_kv_blocks_for(context, block_size);
+    b.pool = block_pool_create(batch * blocks_per_seq, block_size, false);
+    block_pool_shuffle(&b.pool, rng);
+    size_t pool_floats = (size_t)b.pool.num_blocks * paged_kv_block_floats(b.shape);
+    b.key_pool = ALLOC_ARRAY(float, pool_floats);
+    b.value_pool = ALLOC_ARRAY(float, pool_floats);
+    b.tables = ALLOC_ARRAY(BlockTable, batch);
+    size_t row = sizeof(float) * BENCH_HEAD_DIM;
+    for (int s = 0; s < batch; s++) {
+        BlockCopy no_copy;
+        b.tables[s] = block_table_create(blocks_per_seq);
+        block_table_reserve(&b.pool, &b.tables[s], context, &no_copy);
+        for (int h = 0; h < BENCH_KV_HEADS; h++)
+            for (int p = 0; p < context; p++) {
+                size_t from = contiguous_offset(&b, s, h) + (size_t)p * BENCH_HEAD_DIM;
+                size_t to = paged_kv_position_offset(b.shape, b.tables[s].blocks, h, p);
+                memcpy(b.key_pool + to, b.keys + from, row);
+                memcpy(b.value_pool + to, b.values + from, row);
+            }
+    }
+    return b;
+}
+
+static void bench_free(AttentionBench *b)
+{
+    for (int s = 0; s < b->batch; s++) {
+        block_table_release(&b->pool, &b->tables[s]);
+        block_table_free(&b->tables[s]);
+    }
+    block_pool_free(&b->pool);
+    float *arrays[] = {b->queries, b->out, b->scores, b->keys, b->values, b->key_pool, b->value_pool};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) array_free(arrays[i]);
+    array_free(b->tables);
+}
+
+/* Before any timing: both layouts give the same output, bit for bit. */
+static bool outputs_identical(AttentionBench *b)
+{
+    size_t floats = (size_t)b->batch * BENCH_HEADS * BENCH_HEAD_DIM;
+    float *contiguous = ALLOC_ARRAY(float, floats);
+    decode_contiguous(b);
+    memcpy(contiguous, b->out, sizeof(float) * floats);
+    decode_paged(b);
+    bool same = memcmp(contiguous, b->out, sizeof(float) * floats) == 0;
+    array_free(contiguous);
+    return same;
+}
+
+/* Time the two layouts in turns, so that whatever else the machine does
+ * falls on both alike; medians of TIMED_RUNS each, after one untimed run. */
+#define TIMED_RUNS 9
+static void time_alternately(AttentionBench *b, BenchStats *contiguous, BenchStats *paged)
+{
+    double contiguous_seconds[TIMED_RUNS], paged_seconds[TIMED_RUNS];
+    decode_contiguous(b);
+    decode_paged(b);
+    for (int r = 0; r < TIMED_RUNS; r++) {
+        double start = clock_seconds();
+        decode_contiguous(b);
+        double middle = clock_seconds();
+        decode_paged(b);
+        contiguous_seconds[r] = middle - start;
+        paged_seconds[r] = clock_seconds() - middle;
+    }
+    *contiguous = bench_stats_from_times(contiguous_seconds, TIMED_RUNS);
+    *paged = bench_stats_from_times(paged_seconds, TIMED_RUNS);
+}
+
+typedef struct {
+    const DecodeBatch *batch;
+    float *out;
+} FormatRun;
+
+static void attend_in_format(void *context)
+{
+    FormatRun *run = context;
+    decode_batch_attend_cpu(run->batch, run->out);
+}
+
+/* The CPU output of the first sequence against the double reference (the
+ * tolerance of test_quantized_attention). */
+static bool first_sequence_matches(const DecodeBatch *b, const float *out)
+{
+    size_t per_seq = (size_t)b->n_heads * b->shape.head_dim;
+    double *ref = ALLOC_ARRAY(double, per_seq);
+    decode_batch_reference(b, 0, ref);
+    bool ok = check_close_f32(out, ref, per_seq, 2e-5, 1e-4).ok;
+    array_free(ref);
+    return ok;
+}
+
+void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
+{
+    enum { CONTEXT = 4000 };
+    double float_bytes_per_seq = (double)CONTEXT * 2 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
+    int batch = (int)(cache_bytes / float_bytes_per_seq);
+    batch = batch > 0 ? batch : 1;
+    int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
+    for (int s = 0; s < batch; s++) lengths[s] = CONTEXT;
+    fprintf(out, "decode attention, one thread: %d query heads, %d kv heads of %d; one step over %d sequences of "
+                 "%d positions, in each cache format\n\n",
+            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT);
+    const char *headers[] = {"cache", "bytes read per position", "bytes / float32's", "matches the reference",
+                             "ms", "float32's time / this", "GB/s of cache read"};
+    Table *t = table_new(7, headers, "lrrlrrr");
+    double float_seconds = 0.0, float_bytes = 0.0;
+    for (int f = 0; f < KV_FORMAT_COUNT; f++) {
+        const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f,
+                                        32, 9};
+        DecodeBatch b = decode_batch_create(&shape, lengths);
+        FormatRun run = {&b, ALLOC_ARRAY(float, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM)};
+        attend_in_format(&run);
+        bool ok = first_sequence_matches(&b, run.out);
+        BenchStats stats = bench_run(attend_in_format, &run, 1, 5);
+        double bytes = decode_batch_cache_bytes(&b);
+        if (f == KV_FORMAT_FLOAT32) {
+            float_seconds = stats.median;
+            float_bytes = bytes;
+        }
+        table_cell(t, "%s", kv_format_name((KvFormat)f));
+        table_cell(t, "%.0f", bytes / ((double)batch * CONTEXT));
+        table_cell(t, "%.3f", bytes / float_bytes);
+        table_cell(t, "%s", ok ? "yes" : "NO");
+        table_cell(t, "%.2f", 1e3 * stats.median);
+        table_cell(t, "%.2f", float_seconds / stats.median);
+        table_cell(t, "%.2f", gb_per_s(bytes, stats.median));
+        array_free(run.out);
+        decode_batch_free(&b);
+    }
+    table_print(t, out, format);
+    table_free(t);
+    array_free(lengths);
+}
+
+void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
+{
+    const int contexts[] = {250, 1000, 4000, 16000};
+    double bytes_per_position = 2.0 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
+    double read_gbs = read_bandwidth_gbs(cache_bytes, 1);
+    fprintf(out, "decode attention, one thread: %d query heads, %d kv heads of %d, float32; "
+                 "keys and values about %.0f MiB per context length\n\n"
+                 "read bandwidth of this machine, one thread, same size: %.1f GB/s\n\n",
+            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, cache_bytes / 1048576.0, read_gbs);
+    const char *headers[] = {"context", "sequences", "same output", "contiguous GB/s",
+                             "paged GB/s", "paged / contiguous", "contiguous / read bandwidth"};
+    Table *t = table_new(7, headers, "rrlrrrr");
+    Rng rng;
+    rng_seed(&rng, 5);
+    for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++) {
+        int batch = (int)(cache_bytes / (contexts[i] * bytes_per_position));
+        AttentionBench b = bench_create(batch > 0 ? batch : 1, contexts[i], block_size, &rng);
+        double bytes = b.batch * contexts[i] * bytes_per_position;
+        bool same = outputs_identical(&b);
+        BenchStats contiguous, paged;
+        time_alternately(&b, &contiguous, &paged);
+        table_cell(t, "%d", contexts[i]);
+        table_cell(t, "%d", b.batch);
+        table_cell(t, "%s", same ? "bitwise" : "NO");
+        table_cell(t, "%.2f", gb_per_s(bytes, contiguous.median));
+        table_cell(t, "%.2f", gb_per_s(bytes, paged.median));
+        table_cell(t, "%.3f", contiguous.median / paged.median);
+        table_cell(t, "%.0f%%", 100 * gb_per_s(bytes, contiguous.median) / read_gbs);
+        bench_free(&b);
+    }
+    table_print(t, out, format);
+    table_free(t);
+}

@@ -1,0 +1,41 @@
+/* The memory of real models' KV caches, from their published shapes: bytes
+ * per token in fp16, INT8 and INT4, one sequence at the longest context,
+ * how many tokens fit beside the weights on common cards, and the
+ * arithmetic intensity of decode attention against an H200's ridge point. */
+#ifndef CHAPTERS_04_KV_CACHE_MEMORY_H
+#define CHAPTERS_04_KV_CACHE_MEMORY_H
+
+#include <stdio.h>
+
+#include "common/table.h"
+#include "kernels/kv_quant.h"
+
+typedef struct {
+    const char *name;
+    int layers, n_heads, n_kv_heads, head_dim;
+    int max_context;   /* tokens */
+    double parameters; /* all of them, as published */
+} ModelSpec;
+
+extern const ModelSpec REAL_MODELS[];
+extern const int REAL_MODEL_COUNT;
+
+/* Bytes of one token's keys and values in every layer, scales included
+ * (INT8 one fp16 scale per kv head, INT4 one per 32 channels). */
+double kv_bytes_per_token(const ModelSpec *model, KvFormat format);
+
+/* Tokens of cache that fit beside the fp16 weights on a card of `card_gib`
+ * GiB of which `utilisation` may be used; 0 when the weights alone do not fit. */
+double tokens_that_fit(const ModelSpec *model, KvFormat format, double card_gib, double utilisation);
+
+/* FLOPs of decode attention per byte of cache it reads. */
+double decode_attention_intensity(const ModelSpec *model, KvFormat format);
+
+/* The H200 figures the ridge point comes from (NVIDIA's specification, SXM). */
+#define H200_BF16_DENSE_FLOPS 989e12
+#define H200_HBM_BYTES_PER_S 4.8e12
+#define MEMORY_UTILISATION 0.9
+
+void memory_report(FILE *out, TableFormat format);
+
+#endif

@@ -1,0 +1,91 @@
+/* The three gradient checks pass on the real backward pass, at the sizes
+ * the chapter uses, and fail on a wrong one: a check that cannot fail
+ * proves nothing. */
+#include <math.h>
+#include <stdio.h>
+
+#include "chapters/02-layernorm/gradcheck.h"
+#include "common/testing.h"
+
+static bool check_all(const GradProblem *p, GradCheckMethod method, const char *what)
+{
+    bool ok = true;
+    for (int t = 0; t < TENSOR_COUNT; t++) {
+        GradCheckResult r = grad_check(p, method, (GradTensor)t, 4, 9);
+        char label[160];
+        snprintf(label, sizeof label, "%s, %s, %zu x %zu, %s", what, grad_check_method_name(method), p->n, p->d,
+                 grad_tensor_name((GradTensor)t));
+        ok = close_report_print(stdout, label, &r.report) && ok;
+    }
+    return ok;
+}
+
+static void test_checks_pass(size_t n, size_t d, const GradCheckMethod *methods, int count)
+{
+    GradProblem p = grad_problem_random(n, d, 1e-5, 8);
+    for (int m = 0; m < count; m++)
+        EXPECT(check_all(&p, methods[m], "correct gradient"), "%s passes at %zu x %zu",
+               grad_check_method_name(methods[m]), n, d);
+    grad_problem_free(&p);
+}
+
+/* Break the gradient in two ways a real bug would: one element off by
+ * 1e-4 relative (a typo in one term), and dx without the projection onto
+ * xhat (a forgotten term of the derivation). */
+static void test_checks_fail_on_wrong_gradients(size_t n, size_t d, const GradCheckMethod *methods, int count)
+{
+    for (int m = 0; m < count; m++) {
+        GradProblem p = grad_problem_random(n, d, 1e-5, 8);
+        p.grad[TENSOR_X][n * d / 2] *= 1.0 + 1e-4;
+        p.grad[TENSOR_GAMMA][d / 2] *= 1.0 + 1e-4;
+        p.grad[TENSOR_BETA][0] *= 1.0 + 1e-4;
+        for (int t = 0; t < TENSOR_COUNT; t++) {
+            GradCheckResult r = grad_check(&p, methods[m], (GradTensor)t, 4, 9);
+            EXPECT(!r.report.ok, "%s notices one %s element off by 1e-4 (used %.3g of tolerance)",
+                   grad_check_method_name(methods[m]), grad_tensor_name((GradTensor)t), r.report.tolerance_used);
+        }
+        grad_problem_free(&p);
+    }
+}
+
+static void test_checks_fail_without_projection(size_t n, size_t d, const GradCheckMethod *methods, int count)
+{
+    GradProblem p = grad_problem_random(n, d, 1e-5, 8);
+    /* dx = rstd (g - mean(g) - xhat mean(g xhat)) without its last term:
+     * subtract back rstd * xhat * mean(g xhat), recomputed here in double. */
+    for (size_t row = 0; row < n; row++) {
+        double mean = 0, var = 0, g_xhat = 0;
+        for (size_t j = 0; j < d; j++)
+            mean += p.x[row * d + j] / (double)d;
+        for (size_t j = 0; j < d; j++)
+            var += (p.x[row * d + j] - mean) * (p.x[row * d + j] - mean) / (double)d;
+        double rstd = 1.0 / sqrt(var + p.eps);
+        for (size_t j = 0; j < d; j++)
+            g_xhat += p.gamma[j] * p.w[row * d + j] * (p.x[row * d + j] - mean) * rstd / (double)d;
+        for (size_t j = 0; j < d; j++)
+            p.grad[TENSOR_X][row * d + j] += rstd * (p.x[row * d + j] - mean) * rstd * g_xhat;
+    }
+    for (int m = 0; m < count; m++) {
+        GradCheckResult r = grad_check(&p, methods[m], TENSOR_X, 4, 9);
+        EXPECT(!r.report.ok, "%s notices the missing projection onto xhat", grad_check_method_name(methods[m]));
+    }
+    grad_problem_free(&p);
+}
+
+int main(void)
+{
+    const GradCheckMethod elementwise[] = {CHECK_NODE_BY_NODE, CHECK_CENTRAL_EVERY_ELEMENT,
+                                           CHECK_COMPLEX_EVERY_ELEMENT};
+    const GradCheckMethod directional[] = {CHECK_DIRECTIONAL, CHECK_COMPLEX_DIRECTIONAL};
+    /* Small shapes, every element; d = 1 and 2 are the degenerate rows. */
+    const size_t small[][2] = {{3, 5}, {8, 64}, {4, 1}, {5, 2}};
+    for (size_t s = 0; s < sizeof small / sizeof small[0]; s++)
+        test_checks_pass(small[s][0], small[s][1], elementwise, 3);
+    /* The transformer-sized batch: B x T x D = 4 x 512 x 1024. */
+    test_checks_pass(4 * 512, 1024, directional, 2);
+    test_checks_fail_on_wrong_gradients(8, 64, elementwise + 1, 2);
+    test_checks_fail_on_wrong_gradients(64, 256, directional, 2);
+    test_checks_fail_without_projection(8, 64, elementwise + 1, 2);
+    test_checks_fail_without_projection(64, 256, directional, 2);
+    return test_finish();
+}

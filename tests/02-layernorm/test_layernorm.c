@@ -1,0 +1,138 @@
+/* The float kernels against the double reference, their independence of
+ * the thread count and of alignment, and the node-by-node backward against
+ * the compact formula. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "chapters/02-layernorm/layernorm.h"
+#include "chapters/02-layernorm/problem.h"
+#include "common/alloc.h"
+#include "common/rng.h"
+#include "common/testing.h"
+
+static void test_against_reference(size_t n, size_t d, double x_mean, double x_std)
+{
+    LnProblem p = ln_problem_new(n, d, 1e-5f);
+    ln_problem_fill_random(&p, 3, x_mean, x_std);
+    ln_problem_run_cpu(&p);
+    LnReference ref = ln_reference_compute(&p);
+    LnComparison c = ln_compare(&p, &ref);
+    char label[64];
+    snprintf(label, sizeof label, "%zu x %zu, x ~ N(%g, %g^2):", n, d, x_mean, x_std);
+    EXPECT(ln_comparison_print(stdout, label, &c), "%s float kernels match the double reference", label);
+    ln_reference_free(&ref);
+    ln_problem_free(&p);
+}
+
+static bool same_bits(const float *a, const float *b, size_t n)
+{
+    return memcmp(a, b, n * sizeof *a) == 0;
+}
+
+/* Rows are split over threads and dgamma, dbeta summed in fixed chunks:
+ * one thread and all threads must give the same bits. */
+static void test_thread_count_does_not_matter(void)
+{
+#ifdef _OPENMP
+    LnProblem one = ln_problem_new(1000, 333, 1e-5f), all = ln_problem_new(1000, 333, 1e-5f);
+    ln_problem_fill_random(&one, 4, 0.5, 2.0);
+    ln_problem_fill_random(&all, 4, 0.5, 2.0);
+    int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    ln_problem_run_cpu(&one);
+    omp_set_num_threads(threads > 1 ? threads : 2);
+    ln_problem_run_cpu(&all);
+    omp_set_num_threads(threads);
+    EXPECT(same_bits(one.y, all.y, one.n * one.d) && same_bits(one.dx, all.dx, one.n * one.d),
+           "y and dx identical with 1 and %d threads", threads > 1 ? threads : 2);
+    EXPECT(same_bits(one.dgamma, all.dgamma, one.d) && same_bits(one.dbeta, all.dbeta, one.d),
+           "dgamma and dbeta identical with 1 and %d threads", threads > 1 ? threads : 2);
+    ln_problem_free(&one);
+    ln_problem_free(&all);
+#else
+    EXPECT(true, "built without OpenMP: one thread only");
+#endif
+}
+
+/* The streaming stores want 64-byte-aligned blocks; outputs that start
+ * anywhere take the head and tail paths. Same bits wherever they start,
+ * and whatever the scratch space held before (here NaN). */
+static void test_alignment_and_scratch_do_not_matter(void)
+{
+    size_t n = 37, d = 200, scratch_floats = layernorm_backward_f32_scratch_floats(n, d);
+    LnProblem p = ln_problem_new(n, d, 1e-5f);
+    ln_problem_fill_random(&p, 5, 0.0, 1.0);
+    ln_problem_run_cpu(&p);
+    float *y_shifted = ALLOC_ARRAY(float, n * d + 16), *dx_shifted = ALLOC_ARRAY(float, n * d + 16);
+    float *dgamma = ALLOC_ARRAY(float, d), *dbeta = ALLOC_ARRAY(float, d);
+    float *scratch = ALLOC_ARRAY(float, scratch_floats);
+    bool all_same = true;
+    for (size_t shift = 1; shift < 16; shift += 7) {
+        for (size_t i = 0; i < scratch_floats; i++)
+            scratch[i] = NAN;
+        layernorm_forward_f32(y_shifted + shift, p.mean, p.rstd, p.x, p.gamma, p.beta, n, d, p.eps);
+        layernorm_backward_f32(dx_shifted + shift, dgamma, dbeta, scratch, p.dy, p.x, p.mean, p.rstd, p.gamma, n, d);
+        all_same = all_same && same_bits(y_shifted + shift, p.y, n * d) && same_bits(dx_shifted + shift, p.dx, n * d) &&
+                   same_bits(dgamma, p.dgamma, d) && same_bits(dbeta, p.dbeta, d);
+    }
+    EXPECT(all_same, "y, dx, dgamma, dbeta the same bits at every output alignment, from NaN-filled scratch");
+    array_free(y_shifted);
+    array_free(dx_shifted);
+    array_free(dgamma);
+    array_free(dbeta);
+    array_free(scratch);
+    ln_problem_free(&p);
+}
+
+/* The two double backward passes: the compact formula and the
+ * node-by-node chain rule agree to rounding, about 1e-12 relative. */
+static void test_node_by_node_agrees(size_t n, size_t d)
+{
+    double *x = ALLOC_ARRAY(double, n * d), *dy = ALLOC_ARRAY(double, n * d), *y = ALLOC_ARRAY(double, n * d);
+    double *gamma = ALLOC_ARRAY(double, d), *beta = ALLOC_ARRAY(double, d);
+    double *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
+    double *dx[2], *dgamma[2], *dbeta[2];
+    for (int k = 0; k < 2; k++) {
+        dx[k] = ALLOC_ARRAY(double, n * d);
+        dgamma[k] = ALLOC_ARRAY(double, d);
+        dbeta[k] = ALLOC_ARRAY(double, d);
+    }
+    Rng rng;
+    rng_seed(&rng, 6);
+    rng_fill_normal_f64(&rng, x, n * d, 1.0, 3.0);
+    rng_fill_normal_f64(&rng, dy, n * d, 0.0, 1.0);
+    rng_fill_normal_f64(&rng, gamma, d, 1.0, 0.1);
+    layernorm_forward_f64(y, mean, rstd, x, gamma, beta, n, d, 1e-5);
+    layernorm_backward_f64(dx[0], dgamma[0], dbeta[0], dy, x, mean, rstd, gamma, n, d);
+    layernorm_backward_unfused_f64(dx[1], dgamma[1], dbeta[1], dy, x, gamma, n, d, 1e-5);
+    /* dx is of order rstd |g| ~ 1/3 here; both formulas round a few times per
+     * element and sum d terms: 1e-12 leaves room for d * 1e-16 and more. */
+    CloseReport rx = check_close_f64(dx[0], dx[1], n * d, 1e-12, 1e-12);
+    CloseReport rg = check_close_f64(dgamma[0], dgamma[1], d, 1e-12, 1e-12);
+    CloseReport rb = check_close_f64(dbeta[0], dbeta[1], d, 0.0, 0.0); /* the same sums in the same order */
+    EXPECT(close_report_print(stdout, "node-by-node dx", &rx), "%zu x %zu", n, d);
+    EXPECT(close_report_print(stdout, "node-by-node dgamma", &rg), "%zu x %zu", n, d);
+    EXPECT(close_report_print(stdout, "node-by-node dbeta", &rb), "%zu x %zu", n, d);
+    double *arrays[] = {x, dy, y, gamma, beta, mean, rstd, dx[0], dx[1], dgamma[0], dgamma[1], dbeta[0], dbeta[1]};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+}
+
+int main(void)
+{
+    test_against_reference(1823, 781, 0.0, 1.0);
+    test_against_reference(64, 4096, 0.0, 1.0);
+    test_against_reference(300, 768, 0.3, 5.0);
+    test_against_reference(5, 3, 0.0, 1.0);
+    test_against_reference(3, 1, 0.0, 1.0);
+    test_thread_count_does_not_matter();
+    test_alignment_and_scratch_do_not_matter();
+    test_node_by_node_agrees(64, 768);
+    test_node_by_node_agrees(7, 2);
+    return test_finish();
+}

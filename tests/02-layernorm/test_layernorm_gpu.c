@@ -1,0 +1,76 @@
+/* Every CUDA kernel version against the double reference on the shapes of
+ * chapters/02-layernorm/gpu.c; backward 2 deterministic; a row too long
+ * for the register-resident versions refused, not mangled. */
+#include <stdio.h>
+#include <string.h>
+
+#include "chapters/02-layernorm/gpu.h"
+#include "common/cuda_util.h"
+#include "common/testing.h"
+#include "kernels/layernorm.h"
+
+/* The tests' CUDA emulator, which runs every GPU thread on the CPU, builds
+ * this test with -DGPU_TEST_MAX_ROWS=301: every shape keeps its width and
+ * alignment, and 301 rows are still a multiple of no block and more than
+ * backward 2 has blocks. */
+#ifndef GPU_TEST_MAX_ROWS
+#define GPU_TEST_MAX_ROWS 4097
+#endif
+
+static size_t rows_at_most(size_t n)
+{
+    return n < GPU_TEST_MAX_ROWS ? n : GPU_TEST_MAX_ROWS;
+}
+
+static void test_every_version_on_every_shape(void)
+{
+    for (int s = 0; s < gpu_check_shape_count; s++) {
+        GpuCheckShape shape = gpu_check_shapes[s];
+        shape.n = rows_at_most(shape.n);
+        for (int f = 1; f <= LAYERNORM_FORWARD_VERSIONS; f++)
+            for (int b = 1; b <= LAYERNORM_BACKWARD_VERSIONS; b++)
+                EXPECT(gpu_check_versions(&shape, f, b, 17, stdout), "forward %d, backward %d, %zu x %zu (%s)", f, b,
+                       shape.n, shape.d, shape.why);
+    }
+}
+
+/* No floating-point atomics: two runs give the same bits. */
+static void test_backward_is_deterministic(void)
+{
+    size_t n = rows_at_most(4097);
+    LnProblem a = ln_problem_new(n, 768, 1e-5f), b = ln_problem_new(n, 768, 1e-5f);
+    ln_problem_fill_random(&a, 18, 0.0, 1.0);
+    ln_problem_fill_random(&b, 18, 0.0, 1.0);
+    EXPECT(gpu_run_problem(&a, 3, 2, 0) == NULL && gpu_run_problem(&b, 3, 2, 0) == NULL, "both runs launched");
+    EXPECT(memcmp(a.dgamma, b.dgamma, a.d * sizeof(float)) == 0 && memcmp(a.dbeta, b.dbeta, a.d * sizeof(float)) == 0,
+           "dgamma and dbeta identical across runs");
+    EXPECT(memcmp(a.dx, b.dx, a.n * a.d * sizeof(float)) == 0, "dx identical across runs");
+    ln_problem_free(&a);
+    ln_problem_free(&b);
+}
+
+static void test_rows_too_long_are_refused(void)
+{
+    /* 8193 single floats (misaligned) need more than 1024 threads x 8. */
+    LnProblem p = ln_problem_new(2, 8193, 1e-5f);
+    ln_problem_fill_random(&p, 19, 0.0, 1.0);
+    const char *forward = gpu_run_problem(&p, 3, 1, 0);
+    const char *backward = gpu_run_problem(&p, 1, 2, 0);
+    EXPECT(forward != NULL, "forward 3 refuses d = 8193");
+    EXPECT(backward != NULL, "backward 2 refuses d = 8193");
+    EXPECT(gpu_run_problem(&p, 2, 1, 0) == NULL, "forward 2 and backward 1 take it");
+    ln_problem_free(&p);
+}
+
+int main(void)
+{
+    if (!cuda_device_available())
+        test_skip("no CUDA device");
+    char device[256];
+    cuda_device_describe(device, sizeof device);
+    printf("%s\n", device);
+    test_every_version_on_every_shape();
+    test_backward_is_deterministic();
+    test_rows_too_long_are_refused();
+    return test_finish();
+}

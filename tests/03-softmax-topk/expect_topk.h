@@ -1,0 +1,20 @@
+/* Test helpers shared by the CPU and the GPU tests of chapter 3. */
+#ifndef TESTS_03_SOFTMAX_TOPK_EXPECT_TOPK_H
+#define TESTS_03_SOFTMAX_TOPK_EXPECT_TOPK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chapters/03-softmax-topk/compare.h"
+
+/* Compare every row with the double reference (compare_with_reference),
+ * print one line, ok or FAIL with the first mismatch, and return whether
+ * all matched. */
+bool topk_matches_reference(const char *what, const float *logits, size_t rows, size_t vocab, int k,
+                            const float *probs, const int64_t *indices, double rtol);
+
+/* Logits for [rows, vocab] tests: normal(0, 3) rounded to multiples of 1/16. */
+void fill_test_logits(float *logits, size_t count, uint64_t seed);
+
+#endif

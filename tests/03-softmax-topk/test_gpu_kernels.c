@@ -1,0 +1,193 @@
+/* The five CUDA kernels against the double reference, on the inputs that
+ * catch the bugs seen in published versions of this kernel: several rows
+ * per block and per launch (a merge that mixes rows, shared memory reused
+ * too early), blocks that loop over rows, winners in the last tile, V
+ * smaller than a tile, V not a multiple of 4 (rows that start unaligned
+ * for the 16-byte loads), ties, NaN and infinities, K at each kernel's
+ * limit (1024 for the radix select, with ties across its K-th key), and
+ * kernel 4 with empty slices. Needs a GPU; skipped without. */
+#include <math.h>
+#include <stdio.h>
+
+#include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/hard_inputs.h"
+#include "common/alloc.h"
+#include "common/cuda_util.h"
+#include "common/testing.h"
+#include "tests/03-softmax-topk/expect_topk.h"
+#include "kernels/softmax_topk_gpu.h"
+
+/* Run one kernel and compare every row; false (with a printed line) on
+ * any difference. */
+static bool kernel_matches(int kernel, const char *what, const float *logits, size_t rows, size_t vocab, int k,
+                           SoftmaxTopkGpuConfig config)
+{
+    float *probs = ALLOC_ARRAY(float, rows * (size_t)k);
+    int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
+    char err[256], label[256];
+    snprintf(label, sizeof label, "kernel %d, %s (rows %zu, V %zu, K %d, max_blocks %d, splits %d)", kernel, what,
+             rows, vocab, k, config.max_blocks, config.splits);
+    bool ok = softmax_topk_gpu(kernel, logits, rows, vocab, k, &config, probs, indices, err, sizeof err) == 0;
+    if (!ok) {
+        printf("FAIL %s: %s\n", label, err);
+    } else {
+        ok = topk_matches_reference(label, logits, rows, vocab, k, probs, indices, topk_rtol_gpu(vocab));
+    }
+    array_free(probs);
+    array_free(indices);
+    return ok;
+}
+
+/* Every kernel that supports k, with the grid as large as the rows need and
+ * with a grid of 3 blocks, so that each block handles several rows. */
+static void check_all_kernels(const char *what, const float *logits, size_t rows, size_t vocab, int k)
+{
+    const int max_blocks[] = {0, 3};
+    for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
+        if (k > softmax_topk_gpu_max_k(kernel)) {
+            continue;
+        }
+        for (int b = 0; b < 2; b++) {
+            SoftmaxTopkGpuConfig config = {max_blocks[b], 0};
+            EXPECT(kernel_matches(kernel, what, logits, rows, vocab, k, config), "kernel %d: %s, K %d", kernel,
+                   what, k);
+        }
+    }
+}
+
+static void test_hard_inputs(void)
+{
+    for (int c = 0; c < HARD_INPUT_COUNT; c++) {
+        const HardInput *input = &HARD_INPUTS[c];
+        float *row = ALLOC_ARRAY(float, input->vocab);
+        input->fill(row, input->vocab);
+        check_all_kernels(input->name, row, 1, input->vocab, input->k);
+        array_free(row);
+    }
+}
+
+/* Small V (a block holds up to 8 rows in kernel 3, and 8 warps hold 8 rows
+ * in kernel 2), odd V (unaligned rows), V below one step of a warp. */
+static void test_shapes(void)
+{
+    const size_t vocabs[] = {1, 3, 5, 31, 100, 129, 1000, 1001, 1823, 4099, 50257};
+    const int ks[] = {1, 7, 32, 256};
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        size_t vocab = vocabs[v], rows = vocab > 10000 ? 5 : 37;
+        float *logits = ALLOC_ARRAY(float, rows * vocab);
+        fill_test_logits(logits, rows * vocab, 100 + vocab);
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            int k = ks[t] > (int)vocab ? (int)vocab : ks[t];
+            check_all_kernels("random rows with ties", logits, rows, vocab, k);
+        }
+        array_free(logits);
+    }
+}
+
+/* The winners at the very end of each row: in the last float4 and in the
+ * scalar tail after it. */
+static void test_winners_in_the_last_tile(void)
+{
+    enum { ROWS = 11 };
+    const size_t vocabs[] = {4096, 4099, 128256 + 3};
+    for (size_t v = 0; v < 3; v++) {
+        size_t vocab = vocabs[v];
+        float *logits = ALLOC_ARRAY(float, ROWS * vocab);
+        fill_test_logits(logits, ROWS * vocab, 7 + vocab);
+        for (size_t row = 0; row < ROWS; row++) {
+            float *x = logits + row * vocab;
+            x[vocab - 1] = 50.0f;
+            x[vocab - 2] = 49.0f;
+            x[vocab - 5] = 48.0f;
+            x[vocab - 6] = 48.0f; /* a tie across the float4 boundary */
+        }
+        check_all_kernels("winners at the end of the row", logits, ROWS, vocab, 8);
+        array_free(logits);
+    }
+}
+
+/* Rows of different kinds in one launch: a NaN row or an all -inf row must
+ * not leak into its neighbours (in kernel 3 they share a block). */
+static void test_mixed_rows(void)
+{
+    enum { ROWS = 16, VOCAB = 300, K = 5 };
+    float *logits = ALLOC_ARRAY(float, ROWS * VOCAB);
+    fill_test_logits(logits, ROWS * VOCAB, 99);
+    logits[2 * VOCAB + 17] = NAN;
+    for (int i = 0; i < VOCAB; i++) {
+        logits[5 * VOCAB + i] = -INFINITY;
+        logits[9 * VOCAB + i] = 1.5f;
+    }
+    logits[11 * VOCAB + 299] = INFINITY;
+    logits[11 * VOCAB + 3] = INFINITY;
+    check_all_kernels("NaN, -inf, equal and +inf rows among others", logits, ROWS, VOCAB, K);
+    array_free(logits);
+}
+
+/* K up to 1024 (kernel 5 alone above 256), several rows per block and a
+ * grid of 3: random rows (ties everywhere: logits are multiples of 1/16),
+ * and rows built so that many entries share the K-th key on both sides of
+ * the boundary, where only the index decides (the radix select's tie rule):
+ * a large block of equal logits, -0.0 and +0.0 interleaved, NaNs, and all
+ * -inf but one. K = V = 1024 too. */
+static void test_large_k(void)
+{
+    enum { ROWS = 7 };
+    const size_t vocabs[] = {1024, 1500, 4099, 50257};
+    const int ks[] = {257, 1000, 1024};
+    for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+        size_t vocab = vocabs[v];
+        float *logits = ALLOC_ARRAY(float, ROWS * vocab);
+        fill_test_logits(logits, ROWS * vocab, 300 + vocab);
+        float *equal_block = logits + vocab, *zeros = logits + 2 * vocab;
+        float *with_nan = logits + 3 * vocab, *one_finite = logits + 4 * vocab;
+        for (size_t i = 0; i < vocab; i++) {
+            equal_block[i] = i % 7 == 0 ? 4.0f : i % 3 == 0 ? 1.25f : -2.0f;
+            zeros[i] = i % 11 == 0 ? 3.0f : i % 2 == 0 ? -0.0f : 0.0f;
+            with_nan[i] = i % 97 == 5 ? NAN : with_nan[i];
+            one_finite[i] = i == vocab / 2 ? -1.0f : -INFINITY;
+        }
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            if ((size_t)ks[t] <= vocab) {
+                check_all_kernels("large K: ties at the K-th key, zeros, NaN, -inf", logits, ROWS, vocab, ks[t]);
+            }
+        }
+        array_free(logits);
+    }
+}
+
+/* Kernel 4 with chosen splits, including more slices than logits to fill
+ * (empty slices) and a split count that is not a power of two. */
+static void test_splits(void)
+{
+    struct {
+        size_t vocab;
+        int k, splits;
+    } cases[] = {{5000, 64, 1}, {5000, 64, 2}, {5000, 64, 3}, {5000, 256, 7}, {10, 3, 9}, {10, 10, 10},
+                 {128256, 16, 40}};
+    enum { ROWS = 6 };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        float *logits = ALLOC_ARRAY(float, ROWS * cases[c].vocab);
+        fill_test_logits(logits, ROWS * cases[c].vocab, 5 + c);
+        for (int max_blocks = 0; max_blocks <= 2; max_blocks += 2) {
+            SoftmaxTopkGpuConfig config = {max_blocks, cases[c].splits};
+            EXPECT(kernel_matches(4, "chosen splits", logits, ROWS, cases[c].vocab, cases[c].k, config),
+                   "kernel 4 with %d splits", cases[c].splits);
+        }
+        array_free(logits);
+    }
+}
+
+int main(void)
+{
+    if (!cuda_device_available()) {
+        test_skip("no CUDA device");
+    }
+    test_hard_inputs();
+    test_shapes();
+    test_winners_in_the_last_tile();
+    test_mixed_rows();
+    test_large_k();
+    test_splits();
+    return test_finish();
+}

@@ -1,0 +1,291 @@
+/* The online softmax building blocks of kernels/softmax_topk.h, on the CPU:
+ * the exp they use, the weights with their limits, the recurrence, the
+ * merge, and the lane sums of the fused CPU version. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chapters/03-softmax-topk/softmax_topk.h"
+#include "common/alloc.h"
+#include "common/check.h"
+#include "common/rng.h"
+#include "common/testing.h"
+
+/* An exhaustive run over every float in [-87.3, 0] found the largest
+ * relative error 1.52 * 2^-24 (at x = -16.29); 2 * 2^-24 leaves a margin
+ * for another compiler's rounding of the constants, nothing more. */
+#define EXP_RTOL (2.0 * 0x1p-24)
+
+static void test_exp_accuracy(void)
+{
+    double worst = 0.0;
+    float worst_x = 0.0f;
+    size_t checked = 0;
+    /* Every 61st float from 0 down to the flush limit: ~17 million values. */
+    for (float x = -0.0f; x >= SOFTMAX_EXP_FLUSH; checked++) {
+        double ref = exp((double)x);
+        double error = fabs(softmax_exp(x) - ref) / ref;
+        if (!(error <= worst)) {
+            worst = error;
+            worst_x = x;
+        }
+        x = float_from_bits(float_bits(x) + 61u);
+    }
+    EXPECT(worst <= EXP_RTOL, "softmax_exp: max relative error %.3g at x = %.9g over %zu values", worst,
+           (double)worst_x, checked);
+    printf("softmax_exp: %zu values, max relative error %.3g (%.2f * 2^-24)\n", checked, worst,
+           worst / 0x1p-24);
+}
+
+static void test_exp_special_values(void)
+{
+    EXPECT(softmax_exp(0.0f) == 1.0f, "exp(0) = %.9g", (double)softmax_exp(0.0f));
+    EXPECT(softmax_exp(-0.0f) == 1.0f, "exp(-0) = %.9g", (double)softmax_exp(-0.0f));
+    EXPECT(softmax_exp(-INFINITY) == 0.0f, "exp(-inf) = %g", (double)softmax_exp(-INFINITY));
+    EXPECT(isnan(softmax_exp(NAN)), "exp(NaN) = %g", (double)softmax_exp(NAN));
+    EXPECT(softmax_exp(-88.0f) == 0.0f, "exp(-88) is flushed, got %g", (double)softmax_exp(-88.0f));
+    EXPECT(softmax_exp(-1e30f) == 0.0f, "exp(-1e30) = %g", (double)softmax_exp(-1e30f));
+    /* Just above the flush limit the result is a normal float. */
+    float above = nextafterf(SOFTMAX_EXP_FLUSH, 0.0f);
+    EXPECT(softmax_exp(above) >= FLT_MIN * 0.99f, "exp just above the flush limit = %g",
+           (double)softmax_exp(above));
+}
+
+static void test_weight_limits(void)
+{
+    EXPECT(softmax_weight(INFINITY, INFINITY) == 1.0f, "+inf at an infinite max weighs 1");
+    EXPECT(softmax_weight(5.0f, INFINITY) == 0.0f, "a finite logit next to +inf weighs 0");
+    EXPECT(softmax_weight(-INFINITY, -INFINITY) == 0.0f, "-inf at a -inf max weighs 0");
+    EXPECT(softmax_weight(-INFINITY, 3.0f) == 0.0f, "-inf weighs 0");
+    EXPECT(softmax_weight(3.0f, 3.0f) == 1.0f, "the max weighs 1");
+    EXPECT(isnan(softmax_weight(NAN, 3.0f)), "NaN weighs NaN");
+}
+
+/* The recurrence, fed a stream, against the definition in double. */
+static void check_state(SoftmaxState state, const float *x, size_t n, const char *what)
+{
+    double max = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        max = x[i] > max ? x[i] : max;
+    }
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        sum += exp(x[i] - max);
+    }
+    EXPECT(state.max == (float)max, "%s: max %.9g, expected %.9g", what, (double)state.max, max);
+    /* Each push rounds the sum once and may rescale it once: the relative
+     * error grows like n * 2^-24 at worst; n <= 5000 here, so 5e-4 is the
+     * worst case, and the observed error is far smaller. */
+    EXPECT(is_close(state.sum, sum, 0.0, 5e-4), "%s: sum %.9g, expected %.9g", what, (double)state.sum, sum);
+}
+
+static SoftmaxState push_all(const float *x, size_t n)
+{
+    SoftmaxState state = softmax_state_empty();
+    for (size_t i = 0; i < n; i++) {
+        state = softmax_state_push(state, x[i]);
+    }
+    return state;
+}
+
+static void test_recurrence(void)
+{
+    Rng rng;
+    rng_seed(&rng, 4);
+    enum { N = 5000 };
+    float *x = ALLOC_ARRAY(float, N);
+    rng_fill_normal_f32(&rng, x, N, 0.0, 4.0);
+    check_state(push_all(x, N), x, N, "random order");
+    /* Increasing logits: a new maximum at every step, the sum rescaled each time. */
+    for (size_t i = 0; i < N; i++) {
+        x[i] = -20.0f + 40.0f * (float)i / N;
+    }
+    check_state(push_all(x, N), x, N, "increasing");
+    for (size_t i = 0; i < N; i++) {
+        x[i] = 20.0f - 40.0f * (float)i / N;
+    }
+    check_state(push_all(x, N), x, N, "decreasing");
+    array_free(x);
+}
+
+/* Merging the states of two halves gives the state of the whole, for every
+ * split point, and merging with the empty state changes nothing. */
+static void test_merge(void)
+{
+    Rng rng;
+    rng_seed(&rng, 5);
+    enum { N = 777 };
+    float x[N];
+    rng_fill_normal_f32(&rng, x, N, 2.0, 3.0);
+    SoftmaxState whole = push_all(x, N);
+    int splits_close = 0;
+    for (size_t split = 0; split <= N; split += 37) {
+        SoftmaxState merged = softmax_state_merge(push_all(x, split), push_all(x + split, N - split));
+        /* Two differently rounded sums of 777 terms: a few ulp apart. */
+        splits_close += merged.max == whole.max && is_close(merged.sum, whole.sum, 0.0, 1e-5);
+    }
+    EXPECT(splits_close == N / 37 + 1, "%d of %d splits merge to the whole state", splits_close, N / 37 + 1);
+    SoftmaxState left = softmax_state_merge(softmax_state_empty(), whole);
+    SoftmaxState right = softmax_state_merge(whole, softmax_state_empty());
+    EXPECT(left.max == whole.max && left.sum == whole.sum, "empty + state = state");
+    EXPECT(right.max == whole.max && right.sum == whole.sum, "state + empty = state");
+    SoftmaxState none = softmax_state_merge(softmax_state_empty(), softmax_state_empty());
+    EXPECT(none.max == -INFINITY && none.sum == 0.0f, "empty + empty = empty (sum %g)", (double)none.sum);
+}
+
+static void test_hard_states(void)
+{
+    const float all_minus_inf[] = {-INFINITY, -INFINITY, -INFINITY};
+    SoftmaxState s = push_all(all_minus_inf, 3);
+    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "all -inf: sum 0 (so probabilities 0/0 = NaN), got %g",
+           (double)s.sum);
+    EXPECT(isnan(softmax_probability(s, -INFINITY)), "all -inf: probability NaN");
+
+    const float one_finite[] = {-INFINITY, 2.0f, -INFINITY};
+    s = push_all(one_finite, 3);
+    EXPECT(s.sum == 1.0f && softmax_probability(s, 2.0f) == 1.0f && softmax_probability(s, -INFINITY) == 0.0f,
+           "one finite among -inf: probability 1 and 0");
+
+    const float two_inf[] = {1.0f, INFINITY, 3.0f, INFINITY};
+    s = push_all(two_inf, 4);
+    EXPECT(s.max == INFINITY && s.sum == 2.0f, "two +inf: sum %g, expected 2", (double)s.sum);
+    EXPECT(softmax_probability(s, INFINITY) == 0.5f && softmax_probability(s, 3.0f) == 0.0f,
+           "two +inf share the probability");
+
+    const float with_nan[] = {1.0f, NAN, 3.0f};
+    s = push_all(with_nan, 3);
+    EXPECT(s.max == 3.0f && isnan(s.sum), "a NaN makes the sum NaN, the max ignores it");
+    SoftmaxState merged = softmax_state_merge(push_all(one_finite, 3), s);
+    EXPECT(isnan(merged.sum), "a NaN sum survives a merge");
+    merged = softmax_state_merge(s, push_all(all_minus_inf, 3));
+    EXPECT(isnan(merged.sum), "a NaN sum survives a merge with an all -inf state");
+
+    const float huge[] = {FLT_MAX, -FLT_MAX, FLT_MAX};
+    s = push_all(huge, 3);
+    EXPECT(s.sum == 2.0f, "FLT_MAX and -FLT_MAX: the difference overflows to -inf and weighs 0 (sum %g)",
+           (double)s.sum);
+}
+
+/* The fused version's lane sums, fed a row chunk by chunk. */
+static SoftmaxState add_in_chunks(const float *x, int n, int chunk)
+{
+    LaneSums sums = lane_sums_empty();
+    for (int begin = 0; begin < n; begin += chunk) {
+        int size = n - begin < chunk ? n - begin : chunk;
+        float max = lane_sums_add_chunk(&sums, x + begin, size);
+        float expected = -INFINITY;
+        for (int i = begin; i < begin + size; i++) {
+            expected = x[i] > expected ? x[i] : expected;
+        }
+        EXPECT(max == expected, "chunk at %d: max %g, expected %g", begin, (double)max, (double)expected);
+    }
+    return lane_sums_state(&sums);
+}
+
+/* They agree with the scalar recurrence, for chunks of one vector block up to
+ * several, in random order and with a new maximum in every chunk (the sums
+ * rescaled each time). */
+static void test_lane_sums(void)
+{
+    enum { N = 40 * LANES };
+    float *x = ALLOC_ARRAY(float, N);
+    Rng rng;
+    rng_seed(&rng, 6);
+    rng_fill_normal_f32(&rng, x, N, 0.0, 5.0);
+    const int chunks[] = {LANES, 3 * LANES, 4 * LANES};
+    for (int c = 0; c < 3; c++) {
+        SoftmaxState lanes = add_in_chunks(x, N, chunks[c]), scalar = push_all(x, N);
+        /* Sums of 2560 terms in two orders; each lane adds 40 of them one after
+         * another and the lanes meet in a tree: 1e-5 is far above either error. */
+        EXPECT(lanes.max == scalar.max && is_close(lanes.sum, scalar.sum, 0.0, 1e-5),
+               "chunks of %d: (%g, %.9g) vs recurrence (%g, %.9g)", chunks[c], (double)lanes.max,
+               (double)lanes.sum, (double)scalar.max, (double)scalar.sum);
+    }
+    for (int i = 0; i < N; i++) {
+        x[i] = -30.0f + 60.0f * (float)i / N;
+    }
+    SoftmaxState lanes = add_in_chunks(x, N, LANES), scalar = push_all(x, N);
+    EXPECT(lanes.max == scalar.max && is_close(lanes.sum, scalar.sum, 0.0, 1e-5),
+           "increasing: (%g, %.9g) vs recurrence (%g, %.9g)", (double)lanes.max, (double)lanes.sum,
+           (double)scalar.max, (double)scalar.sum);
+    array_free(x);
+}
+
+/* The special values: -inf weighs 0, even while it is the maximum; NaN and
+ * +inf make the sum NaN, which tells the fused version to use the scalar
+ * recurrence for that row. */
+static void test_lane_sums_special(void)
+{
+    float x[2 * LANES];
+    for (int i = 0; i < 2 * LANES; i++) {
+        x[i] = -INFINITY;
+    }
+    SoftmaxState s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "all -inf: (%g, %g), expected the empty state", (double)s.max,
+           (double)s.sum);
+    x[LANES + 5] = 2.0f;
+    s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == 2.0f && s.sum == 1.0f, "one finite among -inf: (%g, %g), expected (2, 1)", (double)s.max,
+           (double)s.sum);
+    x[7] = NAN;
+    s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == 2.0f && isnan(s.sum), "a NaN: sum %g, expected NaN", (double)s.sum);
+    x[7] = INFINITY;
+    s = add_in_chunks(x, 2 * LANES, LANES);
+    EXPECT(s.max == INFINITY && isnan(s.sum), "a +inf: sum %g, expected NaN", (double)s.sum);
+}
+
+static int compare_descending(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x < y) - (x > y);
+}
+
+/* The floor is the k-th largest lane maximum (ties included), and so at
+ * most the row's k-th largest logit; above LANES there is no floor. */
+static void test_topk_floor(void)
+{
+    enum { N = 7 * LANES };
+    float x[N];
+    for (int i = 0; i < N; i++) {
+        x[i] = (float)((i * 37) % 101) * 0.5f; /* 101 values, ties among the lane maxima */
+    }
+    LaneSums row = lane_sums_empty();
+    lane_sums_add_chunk(&row, x, N);
+    float sorted_maxima[LANES], sorted_logits[N];
+    for (int lane = 0; lane < LANES; lane++) {
+        sorted_maxima[lane] = -INFINITY;
+        for (int i = lane; i < N; i += LANES) {
+            sorted_maxima[lane] = x[i] > sorted_maxima[lane] ? x[i] : sorted_maxima[lane];
+        }
+    }
+    memcpy(sorted_logits, x, sizeof x);
+    qsort(sorted_maxima, LANES, sizeof(float), compare_descending);
+    qsort(sorted_logits, N, sizeof(float), compare_descending);
+    const int ks[] = {1, 2, 5, 16, 63, LANES};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        int k = ks[t];
+        float floor = lane_sums_topk_floor(&row, k);
+        EXPECT(floor == sorted_maxima[k - 1] && floor <= sorted_logits[k - 1],
+               "k = %d: floor %g, k-th lane maximum %g, k-th logit %g", k, (double)floor,
+               (double)sorted_maxima[k - 1], (double)sorted_logits[k - 1]);
+    }
+    EXPECT(lane_sums_topk_floor(&row, LANES + 1) == -INFINITY, "k = LANES + 1: floor %g, expected -inf",
+           (double)lane_sums_topk_floor(&row, LANES + 1));
+}
+
+int main(void)
+{
+    test_exp_accuracy();
+    test_exp_special_values();
+    test_weight_limits();
+    test_recurrence();
+    test_merge();
+    test_hard_states();
+    test_lane_sums();
+    test_lane_sums_special();
+    test_topk_floor();
+    return test_finish();
+}

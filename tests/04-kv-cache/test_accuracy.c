@@ -1,0 +1,73 @@
+/* The accuracy experiment's claims, with the bounds the chapter derives:
+ *
+ *   - float32 through the comparing cache is exact, fp16 is within its
+ *     rounding (2^-11 of each number);
+ *   - per-token INT8 and INT4 on keys and values without outliers: the mean
+ *     relative error of an attention output is about the relative rounding
+ *     noise of one number, step / sqrt(12) over its row's RMS; the step is
+ *     largest / qmax and a row's largest is below sqrt(12) of its RMS for
+ *     the rows here, so the error stays below 1 / qmax;
+ *   - a KL below 1e-4 nats (INT8) or 1e-2 (INT4) without outliers: some
+ *     1 / KL tokens must be drawn before a test could tell the distributions
+ *     apart;
+ *   - with key outliers, per-token INT4 gets at least 1.5 times worse and
+ *     per-channel keys (KIVI) at least 1.5 times better than it, in attention
+ *     error and in KL. */
+#include <stdio.h>
+
+#include "chapters/04-kv-cache/accuracy.h"
+#include "chapters/04-kv-cache/paged_cache.h"
+#include "common/testing.h"
+
+static void print(const char *model, const AccuracyResult *r)
+{
+    for (int f = 0; f < KV_FORMAT_COUNT; f++)
+        printf("%s, %-30s attention error %.2e (max %.2e), KL %.2e (max %.2e), top-1 %.1f%%\n", model,
+               kv_format_name(r[f].format), r[f].attention_error_mean, r[f].attention_error_max, r[f].kl_mean,
+               r[f].kl_max, 100 * r[f].top1_agreement);
+}
+
+int main(void)
+{
+    ModelConfig config = model_default_config();
+    config.head_dim = 128;
+    const AccuracySetup setup = {64, 256, 32, KV_DEFAULT_INT4_GROUP, 2025};
+    AccuracyResult plain[KV_FORMAT_COUNT], outliers[KV_FORMAT_COUNT];
+    Model model = model_create(&config);
+    accuracy_measure_all(&model, &setup, plain);
+    model_add_key_outliers(&model, ACCURACY_OUTLIER_PAIRS, ACCURACY_OUTLIER_GAIN);
+    accuracy_measure_all(&model, &setup, outliers);
+    model_free(&model);
+    print("plain", plain);
+    print("outliers", outliers);
+
+    const AccuracyResult *exact = &plain[KV_FORMAT_FLOAT32], *fp16 = &plain[KV_FORMAT_FP16];
+    EXPECT(exact->steps == 256, "256 generated tokens compared");
+    EXPECT(exact->attention_error_max == 0.0 && exact->kl_max == 0.0 && exact->top1_agreement == 1.0,
+           "float32 against itself: exact");
+    EXPECT(fp16->attention_error_mean <= 0x1p-11, "fp16: mean attention error %.2e within 2^-11",
+           fp16->attention_error_mean);
+    EXPECT(outliers[KV_FORMAT_FP16].attention_error_mean <= 0x1p-11, "fp16 with outliers: within 2^-11");
+
+    const AccuracyResult *int8 = &plain[KV_FORMAT_INT8], *int4 = &plain[KV_FORMAT_INT4];
+    EXPECT(int8->attention_error_mean < 1.0 / 127, "INT8: mean attention error %.2e below 1/127",
+           int8->attention_error_mean);
+    EXPECT(int4->attention_error_mean < 1.0 / 7, "INT4: mean attention error %.2e below 1/7",
+           int4->attention_error_mean);
+    EXPECT(int8->kl_mean < 1e-4, "INT8: mean KL %.2e below 1e-4 nats", int8->kl_mean);
+    EXPECT(int4->kl_mean < 1e-2 && plain[KV_FORMAT_KIVI4].kl_mean < 1e-2, "INT4: mean KL below 1e-2 nats");
+    EXPECT(int8->top1_agreement >= 0.97, "INT8: the same most likely token at %.1f%% of steps",
+           100 * int8->top1_agreement);
+
+    const AccuracyResult *per_token = &outliers[KV_FORMAT_INT4], *kivi = &outliers[KV_FORMAT_KIVI4];
+    EXPECT(per_token->attention_error_mean >= 1.5 * int4->attention_error_mean,
+           "outliers make per-token INT4 keys worse: %.2e against %.2e", per_token->attention_error_mean,
+           int4->attention_error_mean);
+    EXPECT(kivi->attention_error_mean * 1.5 <= per_token->attention_error_mean,
+           "with outliers, per-channel keys: attention error %.2e against per-token %.2e",
+           kivi->attention_error_mean, per_token->attention_error_mean);
+    EXPECT(kivi->kl_mean * 1.5 <= per_token->kl_mean, "with outliers, per-channel keys: KL %.2e against %.2e",
+           kivi->kl_mean, per_token->kl_mean);
+    EXPECT(kivi->top1_agreement > per_token->top1_agreement, "with outliers, per-channel keys agree more often");
+    return test_finish();
+}

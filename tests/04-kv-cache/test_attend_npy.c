@@ -1,0 +1,199 @@
+/* The .npy interface: --attend DIR reads q, k, v and lens, and writes the
+ * attention computed through the contiguous and the paged layouts, and
+ * through INT8 and INT4 blocks. Each is checked against a double-precision
+ * reference computed here (over the numbers as INT8 or INT4 store them, for
+ * those), and inputs that disagree are refused with one line and exit
+ * status 2. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chapters/04-kv-cache/attend_npy.h"
+#include "common/alloc.h"
+#include "common/check.h"
+#include "common/npy.h"
+#include "common/rng.h"
+#include "common/testing.h"
+#include "kernels/kv_quant.h"
+
+enum { B = 3, H = 6, KVH = 2, L = 37, D = 12 };
+static const char *const file_names[] = {"q.npy",          "k.npy",         "v.npy",        "lens.npy",
+                                         "out_contiguous.npy", "out_paged.npy", "out_int8.npy", "out_int4.npy"};
+
+typedef struct {
+    char dir[64];
+    float q[B * H * D], k[B * KVH * L * D], v[B * KVH * L * D];
+    int32_t lens[B];
+} Inputs;
+
+static void path_of(char *path, const Inputs *in, const char *name)
+{
+    snprintf(path, 128, "%s/%s", in->dir, name);
+}
+
+static void save(const Inputs *in, const char *name, NpyDtype dtype, int ndim, const size_t *shape,
+                 const void *data)
+{
+    char path[128];
+    path_of(path, in, name);
+    npy_save_or_exit(path, dtype, ndim, shape, data);
+}
+
+static void save_all(const Inputs *in)
+{
+    const size_t q_shape[] = {B, H, D}, kv_shape[] = {B, KVH, L, D}, lens_shape[] = {B};
+    save(in, "q.npy", NPY_FLOAT32, 3, q_shape, in->q);
+    save(in, "k.npy", NPY_FLOAT32, 4, kv_shape, in->k);
+    save(in, "v.npy", NPY_FLOAT32, 4, kv_shape, in->v);
+    save(in, "lens.npy", NPY_INT32, 1, lens_shape, in->lens);
+}
+
+static void reference(const Inputs *in, double *out)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < H; h++) {
+            const float *q = in->q + ((size_t)b * H + h) * D;
+            const float *k = in->k + ((size_t)b * KVH + h / (H / KVH)) * L * D;
+            const float *v = in->v + ((size_t)b * KVH + h / (H / KVH)) * L * D;
+            double score[L], max = -INFINITY, sum = 0.0, *o = out + ((size_t)b * H + h) * D;
+            for (int p = 0; p < in->lens[b]; p++) {
+                score[p] = 0.0;
+                for (int i = 0; i < D; i++) score[p] += (double)q[i] * k[p * D + i];
+                score[p] /= sqrt(D);
+                max = fmax(max, score[p]);
+            }
+            for (int p = 0; p < in->lens[b]; p++) sum += score[p] = exp(score[p] - max);
+            for (int i = 0; i < D; i++) o[i] = 0.0;
+            for (int p = 0; p < in->lens[b]; p++)
+                for (int i = 0; i < D; i++) o[i] += score[p] / sum * v[p * D + i];
+        }
+}
+
+static NpyArray load_output(const Inputs *in, const char *name)
+{
+    char path[128];
+    const size_t shape[] = {B, H, D};
+    path_of(path, in, name);
+    return npy_load_or_exit(path, NPY_FLOAT32, 3, shape);
+}
+
+/* Keys and values as a format stores them: each row quantized and read back. */
+static Inputs *as_stored(const Inputs *in, KvFormat format)
+{
+    Inputs *stored = ALLOC_ARRAY(Inputs, 1);
+    *stored = *in;
+    PagedKvShape one_row = {1, 1, D};
+    KvBlockLayout l = kv_layout(format, true, one_row, 32);
+    uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
+    for (size_t r = 0; r < (size_t)B * KVH * L; r++) {
+        kv_store_row(l, head, 0, in->k + r * D);
+        kv_load_row(l, head, 0, stored->k + r * D);
+        kv_store_row(l, head, 0, in->v + r * D);
+        kv_load_row(l, head, 0, stored->v + r * D);
+    }
+    array_free(head);
+    return stored;
+}
+
+static void quantized_output_matches(const Inputs *in, KvFormat format, const char *name, const double *exact,
+                                     double within)
+{
+    Inputs *stored = as_stored(in, format);
+    double *ref = ALLOC_ARRAY(double, (size_t)B * H * D);
+    reference(stored, ref);
+    NpyArray got = load_output(in, name);
+    CloseReport r = check_close_f32(got.data, ref, (size_t)B * H * D, 1e-5, 1e-5);
+    EXPECT(close_report_print(stdout, name, &r), "%s matches the double reference over the stored numbers", name);
+    CloseReport loose = check_close_f32(got.data, exact, (size_t)B * H * D, within, 0);
+    EXPECT(close_report_print(stdout, name, &loose), "%s is within %g of the unquantized attention", name, within);
+    npy_free(&got);
+    array_free(ref);
+    array_free(stored);
+}
+
+static void outputs_match_reference(Inputs *in)
+{
+    save_all(in);
+    attend_npy_directory(in->dir, 16, 32);
+    NpyArray contiguous = load_output(in, "out_contiguous.npy"), paged = load_output(in, "out_paged.npy");
+    double *ref = ALLOC_ARRAY(double, (size_t)B * H * D);
+    reference(in, ref);
+    /* Outputs are weighted means of values in [-1, 1]; float scores and
+     * softmax over at most 37 positions: well inside 1e-5. */
+    CloseReport r = check_close_f32(contiguous.data, ref, (size_t)B * H * D, 1e-5, 1e-5);
+    EXPECT(close_report_print(stdout, "out_contiguous.npy", &r), "contiguous output matches double");
+    EXPECT(memcmp(contiguous.data, paged.data, sizeof(float) * B * H * D) == 0,
+           "out_paged.npy is bit-identical to out_contiguous.npy");
+    /* Values in [-1, 1] off by at most half a step: 1/254 (INT8), 1/14 (INT4),
+     * plus what the keys' rounding does to the weights: a few times that. */
+    quantized_output_matches(in, KV_FORMAT_INT8, "out_int8.npy", ref, 0.02);
+    quantized_output_matches(in, KV_FORMAT_INT4, "out_int4.npy", ref, 0.3);
+    array_free(ref);
+    npy_free(&contiguous);
+    npy_free(&paged);
+}
+
+static void attend_in_child(void *dir)
+{
+    attend_npy_directory(dir, 16, 32);
+}
+
+/* Save a broken file in place of a good one: the run must end with status 2
+ * and one line naming what is wrong; then restore the good inputs. */
+static void refused(Inputs *in, const char *name, NpyDtype dtype, int ndim, const size_t *shape,
+                    const void *data, const char *expected)
+{
+    save_all(in);
+    save(in, name, dtype, ndim, shape, data);
+    ChildResult r = test_run_child(attend_in_child, in->dir);
+    EXPECT(r.exit_status == 2 && r.err_lines == 1 && strstr(r.err, expected) != NULL,
+           "%s: exit 2 and one line mentioning '%s'; got status %d, %d lines: %s", name, expected,
+           r.exit_status, r.err_lines, r.err);
+}
+
+static void bad_inputs_are_refused(Inputs *in)
+{
+    const size_t q_shape[] = {B, H, D}, short_batch[] = {B - 1, KVH, L, D}, wide[] = {B, KVH, L, D + 1};
+    const size_t other_len[] = {B, KVH, L - 1, D}, lens_shape[] = {B}, heads5[] = {B, 5, D};
+    static double q_as_double[B * H * D];
+    refused(in, "k.npy", NPY_FLOAT32, 4, short_batch, in->k, "k.npy: batch");
+    refused(in, "k.npy", NPY_FLOAT32, 4, wide, in->k, "k.npy: head_dim");
+    refused(in, "v.npy", NPY_FLOAT32, 4, other_len, in->v, "v.npy");
+    refused(in, "q.npy", NPY_FLOAT64, 3, q_shape, q_as_double, "float32");
+    refused(in, "q.npy", NPY_FLOAT32, 3, heads5, in->q, "multiple");
+    const int32_t zero_length[B] = {5, 0, 5}, too_long[B] = {5, L + 1, 5};
+    refused(in, "lens.npy", NPY_INT32, 1, lens_shape, zero_length, "lens[1] = 0");
+    refused(in, "lens.npy", NPY_INT32, 1, lens_shape, too_long, "lens[1] = 38");
+    char path[128];
+    save_all(in);
+    path_of(path, in, "v.npy");
+    unlink(path);
+    ChildResult r = test_run_child(attend_in_child, in->dir);
+    EXPECT(r.exit_status == 2 && r.err_lines == 1, "a missing v.npy: exit 2, one line: %s", r.err);
+}
+
+int main(void)
+{
+    Inputs *in = ALLOC_ARRAY(Inputs, 1);
+    snprintf(in->dir, sizeof in->dir, "/tmp/kv_cache_attend_XXXXXX");
+    if (!mkdtemp(in->dir)) test_skip("cannot make a temporary directory in /tmp");
+    Rng rng;
+    rng_seed(&rng, 21);
+    rng_fill_normal_f32(&rng, in->q, B * H * D, 0, 1);
+    rng_fill_normal_f32(&rng, in->k, B * KVH * L * D, 0, 1);
+    rng_fill_uniform_f32(&rng, in->v, B * KVH * L * D, -1, 1);
+    const int32_t lens[B] = {1, L, 20};
+    memcpy(in->lens, lens, sizeof lens);
+    outputs_match_reference(in);
+    bad_inputs_are_refused(in);
+    for (size_t i = 0; i < sizeof file_names / sizeof file_names[0]; i++) {
+        char path[128];
+        path_of(path, in, file_names[i]);
+        unlink(path);
+    }
+    EXPECT(rmdir(in->dir) == 0, "the temporary directory is left empty");
+    array_free(in);
+    return test_finish();
+}

@@ -1,0 +1,56 @@
+/* The CUDA decode kernels against the double-precision reference: every
+ * cache format, both versions, version 2 with default and with small
+ * partitions, head_dim 64, 128 and 256, GQA groups of 1, 4 and 8, batches of
+ * 1 to 8 sequences whose lengths are not multiples of the block size
+ * (kv_cache --gpu prints the same cases); the same output twice, bit for bit;
+ * and the partition and version arguments. Needs a GPU; skipped without. */
+#include <stdio.h>
+#include <string.h>
+
+#include "chapters/04-kv-cache/decode_batch.h"
+#include "chapters/04-kv-cache/gpu.h"
+#include "common/alloc.h"
+#include "common/cuda_util.h"
+#include "common/testing.h"
+#include "kernels/paged_attention_gpu.h"
+
+static void runs_and_arguments(void)
+{
+    const int32_t lengths[2] = {700, 33};
+    const DecodeBatchShape shape = {2, 8, 2, 128, 16, KV_FORMAT_INT8, 32, 5};
+    DecodeBatch b = decode_batch_create(&shape, lengths);
+    PagedAttentionProblem problem = {
+        .batch = b.batch, .n_heads = b.n_heads, .shape = b.shape, .format = b.format, .int4_group = 32,
+        .queries = b.queries, .key_pool = b.key_pool, .value_pool = b.value_pool, .num_blocks = b.num_blocks,
+        .block_tables = b.block_tables, .max_blocks = b.max_blocks, .lengths = b.lengths,
+    };
+    char err[256] = "";
+    PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
+    EXPECT(run != NULL, "a valid problem is taken: %s", err);
+    if (run == NULL) return;
+    EXPECT(paged_attention_gpu_partition(run, 0, err, sizeof err) == 512, "the default partition: 512 positions");
+    EXPECT(paged_attention_gpu_partition(run, 40, err, sizeof err) == 0 && strstr(err, "multiple") != NULL,
+           "a partition that is not a multiple of the block size is refused: %s", err);
+    size_t floats = (size_t)b.batch * b.n_heads * 128;
+    float *first = ALLOC_ARRAY(float, floats), *second = ALLOC_ARRAY(float, floats);
+    EXPECT(paged_attention_gpu_run_once(run, 3, 0, first, err, sizeof err) == -1, "there is no version 3: %s", err);
+    for (int version = 1; version <= 2; version++) {
+        paged_attention_gpu_run_once(run, version, 48, first, err, sizeof err);
+        paged_attention_gpu_run_once(run, version, 48, second, err, sizeof err);
+        EXPECT(memcmp(first, second, sizeof(float) * floats) == 0,
+               "version %d: the same output twice, bit for bit (no atomics, fixed merge order)", version);
+    }
+    EXPECT(paged_attention_gpu_run_time_ms(run, 2, 48, 3) > 0.0, "version 2 can be timed");
+    array_free(first);
+    array_free(second);
+    paged_attention_gpu_run_free(run);
+    decode_batch_free(&b);
+}
+
+int main(void)
+{
+    if (!cuda_device_available()) test_skip("no CUDA device");
+    EXPECT(gpu_check(stdout) == 0, "every case matches the double reference");
+    runs_and_arguments();
+    return test_finish();
+}

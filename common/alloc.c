@@ -32,8 +32,8 @@ void *array_alloc_uninitialized(size_t count, size_t elem_size)
     /* Zero bytes still get a real, freeable block, so that callers never
      * have to tell an empty array from a failed allocation. */
     if (posix_memalign(&array, alignment, bytes > 0 ? bytes : 1) != 0) {
-        cli_fail_status(1, "out of memory: cannot allocate %zu bytes (%zu elements of %zu bytes)", bytes,
-                        count, elem_size);
+        cli_fail_status(1, "out of memory: cannot allocate %zu bytes (%zu elements of %zu bytes)", bytes, count,
+                        elem_size);
     }
 #ifdef MADV_HUGEPAGE
     if (alignment == HUGE_PAGE_BYTES) {

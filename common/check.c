@@ -50,8 +50,7 @@ static void report_add(CloseReport *report, size_t i, double got, double ref)
 
 /* got is float or double; one loop serves both, and a float converts to
  * double exactly. */
-static CloseReport check_close(const void *got, bool got_is_f32, const double *ref, size_t n, double atol,
-                               double rtol)
+static CloseReport check_close(const void *got, bool got_is_f32, const double *ref, size_t n, double atol, double rtol)
 {
     CloseReport report = {.count = n, .atol = atol, .rtol = rtol};
     for (size_t i = 0; i < n; i++) {
@@ -75,8 +74,8 @@ CloseReport check_close_f64(const double *got, const double *ref, size_t n, doub
 bool close_report_print(FILE *out, const char *what, const CloseReport *report)
 {
     if (report->ok) {
-        fprintf(out, "ok   %s: %zu values, max abs %.2g, max rel %.2g, %.0f%% of tolerance\n", what,
-                report->count, report->max_abs_error, report->max_rel_error, 100.0 * report->tolerance_used);
+        fprintf(out, "ok   %s: %zu values, max abs %.2g, max rel %.2g, %.0f%% of tolerance\n", what, report->count,
+                report->max_abs_error, report->max_rel_error, 100.0 * report->tolerance_used);
         return true;
     }
     fprintf(out, "FAIL %s: %zu of %zu values outside atol %g + rtol %g", what, report->failures, report->count,

@@ -22,16 +22,16 @@
 COMMON_BEGIN_C
 
 typedef struct {
-    size_t count;          /* elements compared */
-    size_t failures;       /* elements outside tolerance, non-finite ones included */
-    size_t nonfinite;      /* elements where got or ref is inf or NaN */
-    size_t worst_index;    /* element that used the largest share of the tolerance */
+    size_t count;                /* elements compared */
+    size_t failures;             /* elements outside tolerance, non-finite ones included */
+    size_t nonfinite;            /* elements where got or ref is inf or NaN */
+    size_t worst_index;          /* element that used the largest share of the tolerance */
     double worst_got, worst_ref; /* the values at worst_index */
-    double max_abs_error;  /* over finite elements */
-    double max_rel_error;  /* |got - ref| / |ref| over finite elements with ref != 0 */
-    double tolerance_used; /* max of |got - ref| / (atol + rtol*|ref|); +inf if any non-finite */
+    double max_abs_error;        /* over finite elements */
+    double max_rel_error;        /* |got - ref| / |ref| over finite elements with ref != 0 */
+    double tolerance_used;       /* max of |got - ref| / (atol + rtol*|ref|); +inf if any non-finite */
     double atol, rtol;
-    bool ok;               /* failures == 0 */
+    bool ok; /* failures == 0 */
 } CloseReport;
 
 /* Is one value within tolerance of a reference (and are both finite)? */

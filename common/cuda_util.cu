@@ -1,10 +1,9 @@
-#include "common/cuda_util.h"
-
 #include <cstdio>
 #include <cstdlib>
 
 #include "common/alloc.h"
 #include "common/bench.h"
+#include "common/cuda_util.h"
 
 void cuda_check_result(int error, const char *call, const char *file, int line)
 {
@@ -50,8 +49,8 @@ void cuda_device_describe(char *buf, size_t size)
     char runtime[16], driver[16];
     format_version(runtime, sizeof runtime, runtime_version);
     format_version(driver, sizeof driver, driver_version);
-    snprintf(buf, size, "%s, sm_%d%d, %d SMs, %.1f GiB, CUDA runtime %s, driver %s", prop.name, prop.major,
-             prop.minor, prop.multiProcessorCount, (double)prop.totalGlobalMem / (1u << 30), runtime, driver);
+    snprintf(buf, size, "%s, sm_%d%d, %d SMs, %.1f GiB, CUDA runtime %s, driver %s", prop.name, prop.major, prop.minor,
+             prop.multiProcessorCount, (double)prop.totalGlobalMem / (1u << 30), runtime, driver);
 }
 
 double cuda_theoretical_bandwidth_gbs(void)
@@ -92,7 +91,8 @@ double cuda_median_seconds(void (*launch)(void *ctx), void *ctx, int warmup, int
     return median;
 }
 
-namespace {
+namespace
+{
 
 struct Copy {
     void *source, *destination;

@@ -37,8 +37,8 @@ typedef struct {
 static const DtypeInfo dtype_table[] = {
     {NPY_FLOAT32, "<f4", "float32", 4},
     {NPY_FLOAT64, "<f8", "float64", 8},
-    {NPY_INT32, "<i4", "int32", 4},
-    {NPY_INT64, "<i8", "int64", 8},
+    {NPY_INT32,   "<i4", "int32",   4},
+    {NPY_INT64,   "<i8", "int64",   8},
 };
 enum { DTYPE_COUNT = sizeof dtype_table / sizeof dtype_table[0] };
 
@@ -149,8 +149,7 @@ static bool write_file(FILE *file, const char *header, size_t header_length, con
     prefix[8] = (unsigned char)(header_length & 0xFF);
     prefix[9] = (unsigned char)(header_length >> 8);
     return fwrite(prefix, 1, sizeof prefix, file) == sizeof prefix &&
-           fwrite(header, 1, header_length, file) == header_length &&
-           fwrite(data, 1, data_bytes, file) == data_bytes;
+           fwrite(header, 1, header_length, file) == header_length && fwrite(data, 1, data_bytes, file) == data_bytes;
 }
 
 int npy_save(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data, char *err,
@@ -161,8 +160,7 @@ int npy_save(const char *path, NpyDtype dtype, int ndim, const size_t *shape, co
         return npy_error(err, err_size, path, "cannot save dtype number %d: not a supported dtype", (int)dtype);
     }
     if (ndim < 0 || ndim > NPY_MAX_DIMS) {
-        return npy_error(err, err_size, path, "cannot save %d dimensions (0 to %d are supported)", ndim,
-                         NPY_MAX_DIMS);
+        return npy_error(err, err_size, path, "cannot save %d dimensions (0 to %d are supported)", ndim, NPY_MAX_DIMS);
     }
     size_t count;
     if (!shape_count(ndim, shape, info->size, &count)) {
@@ -375,7 +373,9 @@ static int header_to_array(const char *path, const Header *header, NpyArray *out
 {
     if (!header->has_descr || !header->has_fortran_order || !header->has_shape) {
         return npy_error(err, err_size, path, "the header lacks '%s'",
-                         !header->has_descr ? "descr" : !header->has_fortran_order ? "fortran_order" : "shape");
+                         !header->has_descr           ? "descr"
+                         : !header->has_fortran_order ? "fortran_order"
+                                                      : "shape");
     }
     if (dtype_from_descr(path, header->descr, &out->dtype, err, err_size) != 0) {
         return -1;
@@ -385,8 +385,7 @@ static int header_to_array(const char *path, const Header *header, NpyArray *out
                          "Fortran-order (column-major) arrays are not supported; save np.ascontiguousarray(a)");
     }
     if (header->ndim > NPY_MAX_DIMS) {
-        return npy_error(err, err_size, path, "%d dimensions, at most %d are supported", header->ndim,
-                         NPY_MAX_DIMS);
+        return npy_error(err, err_size, path, "%d dimensions, at most %d are supported", header->ndim, NPY_MAX_DIMS);
     }
     out->ndim = header->ndim;
     memcpy(out->shape, header->shape, (size_t)header->ndim * sizeof header->shape[0]);
@@ -397,8 +396,7 @@ static int header_to_array(const char *path, const Header *header, NpyArray *out
     return 0;
 }
 
-static int parse_header(const char *path, const char *text, size_t length, NpyArray *out, char *err,
-                        size_t err_size)
+static int parse_header(const char *path, const char *text, size_t length, NpyArray *out, char *err, size_t err_size)
 {
     Header header = {0};
     char key[64] = "";
@@ -455,8 +453,7 @@ static int read_header(FILE *file, const char *path, NpyArray *out, size_t *data
         return -1;
     }
     if (length > NPY_HEADER_LIMIT) {
-        return npy_error(err, err_size, path, "the header claims %zu bytes, more than any array header needs",
-                         length);
+        return npy_error(err, err_size, path, "the header claims %zu bytes, more than any array header needs", length);
     }
     char *text = array_alloc(length + 1, 1);
     int status = fread(text, 1, length, file) == length

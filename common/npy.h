@@ -31,8 +31,8 @@ const char *npy_dtype_name(NpyDtype dtype); /* "float32", ... */
 size_t npy_element_count(const NpyArray *array);
 
 /* Return 0 on success; on failure return -1 and put one line (no newline) in err. */
-int npy_save(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data,
-             char *err, size_t err_size);
+int npy_save(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data, char *err,
+             size_t err_size);
 int npy_load(const char *path, NpyArray *out, char *err, size_t err_size);
 
 /* Load and require a dtype and shape; a 0 in expected_shape accepts any length

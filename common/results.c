@@ -7,7 +7,8 @@
 
 const char *results_commit(const char *given)
 {
-    if (given != NULL) return given;
+    if (given != NULL)
+        return given;
     const char *from_environment = getenv("GIT_COMMIT");
     return from_environment != NULL ? from_environment : "unknown";
 }
@@ -23,7 +24,8 @@ void results_stamp(FILE *out, const char *device, const char *commit)
 FILE *results_create(const char *path)
 {
     FILE *file = fopen(path, "w");
-    if (file == NULL) cli_fail_status(1, "--results %s: cannot write the file", path);
+    if (file == NULL)
+        cli_fail_status(1, "--results %s: cannot write the file", path);
     return file;
 }
 
@@ -40,6 +42,7 @@ void results_show(const char *path)
     }
     char buffer[4096];
     size_t n;
-    while ((n = fread(buffer, 1, sizeof buffer, file)) > 0) fwrite(buffer, 1, n, stdout);
+    while ((n = fread(buffer, 1, sizeof buffer, file)) > 0)
+        fwrite(buffer, 1, n, stdout);
     fclose(file);
 }

@@ -105,8 +105,7 @@ static void print_escaped(FILE *out, const char *text, TableFormat format)
     }
 }
 
-static void print_row(const Table *table, FILE *out, TableFormat format, const char *const *texts,
-                      const size_t *widths)
+static void print_row(const Table *table, FILE *out, TableFormat format, const char *const *texts, const size_t *widths)
 {
     bool markdown = format == TABLE_MARKDOWN;
     for (int c = 0; c < table->columns; c++) {

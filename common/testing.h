@@ -34,11 +34,11 @@ COMMON_NORETURN void test_skip(const char *reason);
 /* What a child process did: for testing code that must exit, e.g. that bad
  * input ends with exit status 2 and one line on stderr. */
 typedef struct {
-    int exit_status;     /* the status it exited with, or -1 if a signal killed it */
-    int signal;          /* the signal that killed it, or 0 */
-    char out[4096];      /* the start of its stdout, NUL-terminated */
-    char err[4096];      /* the start of its stderr, NUL-terminated */
-    int err_lines;       /* newline-terminated lines on its stderr (all of it) */
+    int exit_status; /* the status it exited with, or -1 if a signal killed it */
+    int signal;      /* the signal that killed it, or 0 */
+    char out[4096];  /* the start of its stdout, NUL-terminated */
+    char err[4096];  /* the start of its stderr, NUL-terminated */
+    int err_lines;   /* newline-terminated lines on its stderr (all of it) */
 } ChildResult;
 
 /* Run body(ctx) in a forked child with stdout and stderr captured; a body

@@ -51,8 +51,8 @@ typedef struct {
 typedef enum {
     KV_FORMAT_FLOAT32,
     KV_FORMAT_FP16,
-    KV_FORMAT_INT8, /* one scale per position and kv head */
-    KV_FORMAT_INT4, /* one scale per group of channels of a position */
+    KV_FORMAT_INT8,  /* one scale per position and kv head */
+    KV_FORMAT_INT4,  /* one scale per group of channels of a position */
     KV_FORMAT_KIVI4, /* INT4: keys per channel, values per position (KIVI) */
     KV_FORMAT_COUNT
 } KvFormat;
@@ -338,8 +338,7 @@ HOST_DEVICE static inline void kv_store_row(KvBlockLayout l, uint8_t *head, int 
 /* Store the rows of slots 0..count-1 (count <= block_size) of a block whose
  * scales are per channel: each channel's scale comes from its `count`
  * numbers, so the block is rewritten whole whenever a position is added. */
-HOST_DEVICE static inline void kv_store_block_per_channel(KvBlockLayout l, uint8_t *head, const float *rows,
-                                                          int count)
+HOST_DEVICE static inline void kv_store_block_per_channel(KvBlockLayout l, uint8_t *head, const float *rows, int count)
 {
     int head_dim = l.shape.head_dim, qmax = kv_qmax(l.number);
     for (int c = 0; c < head_dim; c++) {

@@ -97,8 +97,7 @@ __device__ static float warp_sum(float value)
  * then every warp sums the warps' partial sums: the same tree, so the same
  * bits, in every thread. The closing barrier lets the next call reuse
  * `partial`. */
-template <int N>
-__device__ static void block_sum(float (&values)[N])
+template <int N> __device__ static void block_sum(float (&values)[N])
 {
     __shared__ float partial[N][LN_PLAN_MAX_THREADS / WARP_SIZE];
     int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
@@ -121,8 +120,7 @@ __device__ static void block_sum(float (&values)[N])
  * (cache-streaming) forms, which tell the GPU they need not stay in its
  * caches. gamma and beta, read by every row, go through the read-only
  * cache instead (STREAMING false). */
-template <int WIDTH, bool STREAMING = true>
-__device__ static void load(float (&out)[WIDTH], const float *p)
+template <int WIDTH, bool STREAMING = true> __device__ static void load(float (&out)[WIDTH], const float *p)
 {
     if constexpr (WIDTH == 4) {
         const float4 *p4 = reinterpret_cast<const float4 *>(p);
@@ -133,8 +131,7 @@ __device__ static void load(float (&out)[WIDTH], const float *p)
     }
 }
 
-template <int WIDTH>
-__device__ static void store_streaming(float *p, const float (&in)[WIDTH])
+template <int WIDTH> __device__ static void store_streaming(float *p, const float (&in)[WIDTH])
 {
     if constexpr (WIDTH == 4)
         __stcs(reinterpret_cast<float4 *>(p), make_float4(in[0], in[1], in[2], in[3]));
@@ -145,7 +142,8 @@ __device__ static void store_streaming(float *p, const float (&in)[WIDTH])
 /* Blocks of more than 512 threads only hold 8 vectors per thread (the row
  * plan); telling the compiler the block size caps registers per thread so
  * that such a block can always launch. */
-#define ROW_KERNEL_BOUNDS(ITEMS) __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
+#define ROW_KERNEL_BOUNDS(ITEMS) \
+    __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
 
 // ANCHOR: keep_the_row_in_registers
 /* Version 3: one block per row, the row read from memory once into
@@ -155,9 +153,8 @@ __device__ static void store_streaming(float *p, const float (&in)[WIDTH])
  * registers, and corrected as on the CPU (kernels/layernorm_row.h).
  * Vectors past the end of the row (k >= vectors) hold nothing and add 0. */
 template <int WIDTH, int ITEMS>
-__global__ void ROW_KERNEL_BOUNDS(ITEMS)
-    layernorm_forward_v3(float *y, float *mean, float *rstd, const float *x, const float *gamma,
-                         const float *beta, int d, float eps)
+__global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *mean, float *rstd, const float *x,
+                                                              const float *gamma, const float *beta, int d, float eps)
 {
     size_t offset = (size_t)blockIdx.x * d;
     int vectors = d / WIDTH;
@@ -228,8 +225,7 @@ __global__ void layernorm_backward_v1_dx(float *dx, const float *dy, const float
     }
     float mean_g = (float)(sum_g / d), mean_g_xhat = (float)(sum_g_xhat / d);
     for (int j = 0; j < d; j++)
-        dx[offset + j] =
-            ln_dx(gamma[j] * dy[offset + j], ln_normalize(x[offset + j], m, r), mean_g, mean_g_xhat, r);
+        dx[offset + j] = ln_dx(gamma[j] * dy[offset + j], ln_normalize(x[offset + j], m, r), mean_g, mean_g_xhat, r);
 }
 
 __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const float *dy, const float *x,
@@ -349,24 +345,40 @@ static unsigned blocks_for(size_t items, unsigned threads)
 }
 
 /* Dispatch a row kernel to its template instance for a plan. */
-#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                                                          \
-    do {                                                                                                  \
-        dim3 blocks_(grid), threads_((unsigned)(plan).threads);                                           \
-        if ((plan).width == 4) {                                                                          \
-            switch ((plan).items) {                                                                       \
-            case 1: kernel<4, 1><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
-            case 2: kernel<4, 2><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
-            case 4: kernel<4, 4><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
-            default: kernel<4, 8><<<blocks_, threads_>>>(__VA_ARGS__); break;                             \
-            }                                                                                             \
-        } else {                                                                                          \
-            switch ((plan).items) {                                                                       \
-            case 1: kernel<1, 1><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
-            case 2: kernel<1, 2><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
-            case 4: kernel<1, 4><<<blocks_, threads_>>>(__VA_ARGS__); break;                              \
-            default: kernel<1, 8><<<blocks_, threads_>>>(__VA_ARGS__); break;                             \
-            }                                                                                             \
-        }                                                                                                 \
+#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                  \
+    do {                                                          \
+        dim3 blocks_(grid), threads_((unsigned)(plan).threads);   \
+        if ((plan).width == 4) {                                  \
+            switch ((plan).items) {                               \
+            case 1:                                               \
+                kernel<4, 1><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 2:                                               \
+                kernel<4, 2><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 4:                                               \
+                kernel<4, 4><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            default:                                              \
+                kernel<4, 8><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            }                                                     \
+        } else {                                                  \
+            switch ((plan).items) {                               \
+            case 1:                                               \
+                kernel<1, 1><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 2:                                               \
+                kernel<1, 2><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 4:                                               \
+                kernel<1, 4><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            default:                                              \
+                kernel<1, 8><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            }                                                     \
+        }                                                         \
     } while (0)
 
 static const char *const ROW_TOO_LONG = "a row of this length does not fit in one block's registers "
@@ -383,8 +395,8 @@ extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean,
         layernorm_forward_v1<<<blocks_for(n, 128), 128>>>(y, mean, rstd, x, gamma, beta, rows, cols, eps);
     } else if (version == 2) {
         const unsigned warps_per_block = 8;
-        layernorm_forward_v2<<<blocks_for(n, warps_per_block), warps_per_block * WARP_SIZE>>>(
-            y, mean, rstd, x, gamma, beta, rows, cols, eps);
+        layernorm_forward_v2<<<blocks_for(n, warps_per_block), warps_per_block * WARP_SIZE>>>(y, mean, rstd, x, gamma,
+                                                                                              beta, rows, cols, eps);
     } else {
         const void *rows_and_params[] = {x, y, gamma, beta, NULL};
         LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
@@ -420,8 +432,8 @@ extern "C" size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, s
 }
 
 extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch,
-                                              const float *dy, const float *x, const float *mean,
-                                              const float *rstd, const float *gamma, size_t n, size_t d)
+                                              const float *dy, const float *x, const float *mean, const float *rstd,
+                                              const float *gamma, size_t n, size_t d)
 {
     const char *why = check_sizes(version, LAYERNORM_BACKWARD_VERSIONS, n, d);
     if (why != NULL)

@@ -32,15 +32,15 @@ COMMON_BEGIN_C
 #define LAYERNORM_FORWARD_VERSIONS 3
 #define LAYERNORM_BACKWARD_VERSIONS 2
 
-const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x,
-                                  const float *gamma, const float *beta, size_t n, size_t d, float eps);
+const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                                  const float *beta, size_t n, size_t d, float eps);
 
 /* Device floats of scratch space backward `version` needs (0: none). */
 size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d);
 
-const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch,
-                                   const float *dy, const float *x, const float *mean, const float *rstd,
-                                   const float *gamma, size_t n, size_t d);
+const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
+                                   const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
+                                   size_t d);
 
 // ANCHOR: plan_a_row_in_registers
 /* How forward 3 and backward 2 lay one row over the registers of a block:

@@ -39,8 +39,8 @@ HOST_DEVICE static inline float ln_rstd(float var, float eps)
  * rounding error of m0, and adding it back makes the mean accurate to the
  * last bit (the corrected two-pass algorithm of Chan, Golub and LeVeque).
  * The variance subtracts the square of that tiny correction. */
-HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, float sum_dev,
-                                                              float sum_dev_sq, float d, float eps)
+HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, float sum_dev, float sum_dev_sq,
+                                                              float d, float eps)
 {
     float correction = sum_dev / d;
     float var = sum_dev_sq / d - correction * correction;

@@ -20,8 +20,7 @@
 // ANCHOR: push_one_score_and_rescale
 /* Take one position's score into the state. The caller then multiplies its
  * accumulator by *rescale and adds *weight times the position's value. */
-HOST_DEVICE static inline SoftmaxState attention_push(SoftmaxState state, float score, float *rescale,
-                                                      float *weight)
+HOST_DEVICE static inline SoftmaxState attention_push(SoftmaxState state, float score, float *rescale, float *weight)
 {
     SoftmaxState next = softmax_state_push(state, score);
     *rescale = softmax_weight(state.max, next.max);
@@ -33,8 +32,8 @@ HOST_DEVICE static inline SoftmaxState attention_push(SoftmaxState state, float 
 // ANCHOR: merge_partial_attention_states
 /* Merge partial state b (with accumulator acc_b[0..n)) into a (acc_a):
  * both accumulators are brought to the larger maximum, then added. */
-HOST_DEVICE static inline SoftmaxState attention_merge(SoftmaxState a, float *acc_a, SoftmaxState b,
-                                                       const float *acc_b, int n)
+HOST_DEVICE static inline SoftmaxState attention_merge(SoftmaxState a, float *acc_a, SoftmaxState b, const float *acc_b,
+                                                       int n)
 {
     SoftmaxState merged = softmax_state_merge(a, b);
     float weight_a = softmax_weight(a.max, merged.max), weight_b = softmax_weight(b.max, merged.max);

@@ -2,16 +2,16 @@
  * The block layout, the dequantization steps and the online softmax come
  * from kernels/kv_quant.h, kernels/fp16.h and kernels/online_attention.h,
  * the same functions the CPU cache and its tests use. */
-#include "kernels/paged_attention_gpu.h"
-
 #include <algorithm>
 #include <cstdio>
 
 #include "common/cuda_util.h"
 #include "kernels/kv_quant.h"
 #include "kernels/online_attention.h"
+#include "kernels/paged_attention_gpu.h"
 
-namespace {
+namespace
+{
 
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -41,8 +41,7 @@ constexpr int bits_of(KvNumber number)
  * needs more than 32 lanes' worth), so one position takes kLanes lanes and a
  * warp works on kTokens positions at once. A lane always holds the same
  * kChannels channels of every row, of the query and of the output. */
-template <KvFormat kFormat, int kHeadDim>
-struct LanePlan {
+template <KvFormat kFormat, int kHeadDim> struct LanePlan {
     static constexpr KvNumber kNumber = number_of(kFormat);
     static constexpr int kBits = bits_of(kNumber);
     static constexpr int kLoadBytes = kBits == 4 ? 8 : 16;
@@ -72,8 +71,7 @@ struct KernelParams {
 
 /* A lane's words of a row, in 16-byte loads, or 8-byte ones when that is
  * all there is (rows and lane offsets are aligned to them: kv_quant.h). */
-template <int kWords>
-__device__ __forceinline__ void load_words(const uint8_t *from, uint32_t (&words)[kWords])
+template <int kWords> __device__ __forceinline__ void load_words(const uint8_t *from, uint32_t (&words)[kWords])
 {
     if constexpr (kWords % 4 == 0) {
         const uint4 *vectors = reinterpret_cast<const uint4 *>(from);
@@ -117,8 +115,7 @@ __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], floa
 
 /* What a lane loads for one position: its bytes of the key and value rows,
  * and the per-token scales of its channels. */
-template <class Plan>
-struct LaneSlot {
+template <class Plan> struct LaneSlot {
     uint32_t key[Plan::kWords], value[Plan::kWords];
     float key_scale, value_scale;
 };
@@ -143,8 +140,7 @@ __device__ __forceinline__ void load_slot(const KernelParams &p, const uint8_t *
 
 /* A lane's share of every partial state: the softmax state of the positions
  * its token group has seen and its channels of their weighted values. */
-template <int kChannels>
-struct LaneState {
+template <int kChannels> struct LaneState {
     SoftmaxState softmax;
     float acc[kChannels];
 };
@@ -153,8 +149,7 @@ struct LaneState {
 /* Merge the token groups of a warp: lanes kLanes apart hold the same
  * channels, so a butterfly over offsets kLanes, 2 kLanes, ... < 32 merges
  * them all (every lane ends with the whole warp's state). */
-template <int kLanes, int kChannels>
-__device__ void merge_token_groups(LaneState<kChannels> &state)
+template <int kLanes, int kChannels> __device__ void merge_token_groups(LaneState<kChannels> &state)
 {
 #pragma unroll
     for (int offset = kLanes; offset < kWarpSize; offset *= 2) {
@@ -319,8 +314,7 @@ __global__ void __launch_bounds__(kThreads) whole_context_kernel(KernelParams p)
 /* Version 2, first kernel: block (query head, sequence, partition) attends
  * over its partition and writes the partial state, not yet divided by its
  * sum. Partitions past a sequence's end have nothing to do. */
-template <KvFormat kFormat, int kHeadDim>
-__global__ void __launch_bounds__(kThreads) partition_kernel(KernelParams p)
+template <KvFormat kFormat, int kHeadDim> __global__ void __launch_bounds__(kThreads) partition_kernel(KernelParams p)
 {
     __shared__ float block_acc[kHeadDim];
     const int head = blockIdx.x, seq = blockIdx.y, partition = blockIdx.z;
@@ -350,16 +344,15 @@ __global__ void merge_partitions_kernel(KernelParams p, int head_dim)
         SoftmaxState state = softmax_state_empty();
         float acc = 0.0f;
         for (int i = 0; i < partitions; i++) {
-            state = attention_merge(state, &acc, p.partial_state[first + i],
-                                    &p.partial_acc[(first + i) * head_dim + c], 1);
+            state =
+                attention_merge(state, &acc, p.partial_state[first + i], &p.partial_acc[(first + i) * head_dim + c], 1);
         }
         p.out[(static_cast<size_t>(seq) * p.n_heads + head) * head_dim + c] = acc / state.sum;
     }
 }
 // ANCHOR_END: split_the_context_into_partitions
 
-template <KvFormat kFormat, int kHeadDim>
-void launch_format(int version, const KernelParams &p, dim3 grid)
+template <KvFormat kFormat, int kHeadDim> void launch_format(int version, const KernelParams &p, dim3 grid)
 {
     if (version == 1) {
         whole_context_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
@@ -368,8 +361,7 @@ void launch_format(int version, const KernelParams &p, dim3 grid)
     }
 }
 
-template <int kHeadDim>
-void launch_head_dim(int version, KvFormat format, const KernelParams &p, dim3 grid)
+template <int kHeadDim> void launch_head_dim(int version, KvFormat format, const KernelParams &p, dim3 grid)
 {
     switch (format) {
     case KV_FORMAT_FLOAT32:
@@ -406,8 +398,7 @@ void launch(int version, KvFormat format, int head_dim, const KernelParams &p, d
     }
 }
 
-template <typename T>
-T *device_copy(const T *host, size_t count)
+template <typename T> T *device_copy(const T *host, size_t count)
 {
     T *device = nullptr;
     CUDA_CHECK(cudaMalloc(&device, count * sizeof(T)));
@@ -444,21 +435,21 @@ static bool problem_ok(const PagedAttentionProblem *p, char *err, size_t err_siz
     } else if (p->batch < 1 || p->batch > kMaxGridYZ || p->n_heads < 1 || s.n_kv_heads < 1 ||
                p->n_heads % s.n_kv_heads != 0) {
         snprintf(err, err_size, "batch %d, %d heads, %d kv heads: need 1..%d sequences and kv heads dividing heads",
-                  p->batch, p->n_heads, s.n_kv_heads, kMaxGridYZ);
+                 p->batch, p->n_heads, s.n_kv_heads, kMaxGridYZ);
     } else if (s.block_size < 1 || p->max_blocks < 1 || p->num_blocks < 1) {
         snprintf(err, err_size, "block size, blocks per table and pool must be at least 1");
     } else {
         for (int b = 0; b < p->batch; b++) {
             if (p->lengths[b] < 1 || p->lengths[b] > p->max_blocks * s.block_size) {
                 snprintf(err, err_size, "sequence %d: length %d outside 1..%d", b, p->lengths[b],
-                          p->max_blocks * s.block_size);
+                         p->max_blocks * s.block_size);
                 return false;
             }
             for (int i = 0; i < paged_kv_blocks_for(p->lengths[b], s.block_size); i++) {
                 int32_t block = p->block_tables[static_cast<size_t>(b) * p->max_blocks + i];
                 if (block < 0 || block >= p->num_blocks) {
                     snprintf(err, err_size, "sequence %d: block %d is %d, outside the pool of %d", b, i, block,
-                              p->num_blocks);
+                             p->num_blocks);
                     return false;
                 }
             }
@@ -469,7 +460,7 @@ static bool problem_ok(const PagedAttentionProblem *p, char *err, size_t err_siz
 }
 
 extern "C" PagedAttentionGpuRun *paged_attention_gpu_run_new(const PagedAttentionProblem *problem, char *err,
-                                                            size_t err_size)
+                                                             size_t err_size)
 {
     if (!problem_ok(problem, err, err_size)) {
         return nullptr;
@@ -495,8 +486,8 @@ extern "C" void paged_attention_gpu_run_free(PagedAttentionGpuRun *run)
     if (run == nullptr) {
         return;
     }
-    void *buffers[] = {run->queries, run->out, run->key_pool, run->value_pool, run->block_tables,
-                       run->lengths, run->partial_acc, run->partial_state};
+    void *buffers[] = {run->queries,      run->out,     run->key_pool,    run->value_pool,
+                       run->block_tables, run->lengths, run->partial_acc, run->partial_state};
     for (void *buffer : buffers) {
         CUDA_CHECK(cudaFree(buffer));
     }
@@ -512,12 +503,12 @@ extern "C" int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, in
     }
     if (partition_tokens < 0 || partition_tokens % block_size != 0) {
         snprintf(err, err_size, "a partition of %d positions: must be a positive multiple of the block size %d",
-                  partition_tokens, block_size);
+                 partition_tokens, block_size);
         return 0;
     }
     if (paged_kv_blocks_for(run->max_length, partition_tokens) > kMaxGridYZ) {
         snprintf(err, err_size, "a partition of %d positions cuts %d positions into more than %d", partition_tokens,
-                  run->max_length, kMaxGridYZ);
+                 run->max_length, kMaxGridYZ);
         return 0;
     }
     return partition_tokens;
@@ -581,7 +572,8 @@ extern "C" int paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int versi
     return 0;
 }
 
-namespace {
+namespace
+{
 
 struct TimedStep {
     PagedAttentionGpuRun *run;

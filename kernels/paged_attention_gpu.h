@@ -57,8 +57,7 @@ void paged_attention_gpu_run_free(PagedAttentionGpuRun *run);
 /* Partitions of version 2: partition_tokens 0 means the default, rounded up
  * to a multiple of the block size; otherwise it must be such a multiple.
  * The partition actually used, or 0 (with err) when it cannot be. */
-int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, char *err,
-                                  size_t err_size);
+int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, char *err, size_t err_size);
 
 /* Run `version` (1 or 2) once and copy the output to out[batch][n_heads][head_dim].
  * 0, or -1 with one line in err for a bad version or partition. */

@@ -47,17 +47,14 @@ HOST_DEVICE static inline size_t paged_kv_block_floats(PagedKvShape shape)
 // ANCHOR: locate_slot_in_pool
 /* Offset, in floats from the start of one layer's pool, of the vector of
  * (physical block, kv head, slot). */
-HOST_DEVICE static inline size_t paged_kv_offset(PagedKvShape shape, int32_t physical_block,
-                                                 int kv_head, int slot)
+HOST_DEVICE static inline size_t paged_kv_offset(PagedKvShape shape, int32_t physical_block, int kv_head, int slot)
 {
-    return (((size_t)physical_block * shape.n_kv_heads + kv_head) * shape.block_size + slot)
-           * shape.head_dim;
+    return (((size_t)physical_block * shape.n_kv_heads + kv_head) * shape.block_size + slot) * shape.head_dim;
 }
 
 /* Offset of a sequence's position, looked up through its block table. */
-HOST_DEVICE static inline size_t paged_kv_position_offset(PagedKvShape shape,
-                                                          const int32_t *block_table,
-                                                          int kv_head, int position)
+HOST_DEVICE static inline size_t paged_kv_position_offset(PagedKvShape shape, const int32_t *block_table, int kv_head,
+                                                          int position)
 {
     int32_t physical_block = block_table[position / shape.block_size];
     return paged_kv_offset(shape, physical_block, kv_head, position % shape.block_size);

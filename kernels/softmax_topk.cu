@@ -1,8 +1,6 @@
 /* Softmax + top-K kernels, versions 1 to 5 (see kernels/softmax_topk_gpu.h).
  * The arithmetic and the order of logits come from kernels/softmax_topk.h,
  * the same functions the CPU code and its tests use. */
-#include "kernels/softmax_topk_gpu.h"
-
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -10,8 +8,10 @@
 
 #include "common/cuda_util.h"
 #include "kernels/softmax_topk.h"
+#include "kernels/softmax_topk_gpu.h"
 
-namespace {
+namespace
+{
 
 constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -80,8 +80,7 @@ __device__ TopkEntry warp_best(TopkEntry entry)
 
 /* Block-wide reduction through shared scratch (one slot per warp). The
  * syncs on both sides let the caller reuse the scratch right away. */
-template <typename Combine>
-__device__ float block_reduce(float value, float *scratch, Combine combine)
+template <typename Combine> __device__ float block_reduce(float value, float *scratch, Combine combine)
 {
     for (int offset = kWarpSize / 2; offset > 0; offset /= 2) {
         value = combine(value, __shfl_xor_sync(kFullMask, value, offset));
@@ -124,8 +123,7 @@ __global__ void three_pass_softmax_kernel(const float *logits, int rows, int voc
 
 /* ---- Version 2: a warp per row, top K in registers ---------------------- */
 
-template <int kListK>
-__device__ void list_pop_front(TopkEntry (&list)[kListK])
+template <int kListK> __device__ void list_pop_front(TopkEntry (&list)[kListK])
 {
     TOPK_UNROLL
     for (int j = 0; j + 1 < kListK; j++) {
@@ -141,8 +139,7 @@ __device__ void list_pop_front(TopkEntry (&list)[kListK])
  * the k winners one at a time: the best head of all lanes' lists wins, and
  * its lane pops it. */
 template <int kListK>
-__global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, int k, float *probs,
-                                    int64_t *indices)
+__global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, int k, float *probs, int64_t *indices)
 {
     const int lane = lane_id();
     for (int row = blockIdx.x * kBlockWarps + warp_id(); row < rows; row += gridDim.x * kBlockWarps) {
@@ -274,8 +271,8 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
          * this warp's earlier steps hold smaller ones), or a NaN, which
          * !(x <= t) lets through: one vote skips the four offers. */
         float t = candidates.threshold.value;
-        bool maybe = valid && (topk_is_sentinel(candidates.threshold) || !(q.x <= t) || !(q.y <= t) ||
-                               !(q.z <= t) || !(q.w <= t));
+        bool maybe = valid && (topk_is_sentinel(candidates.threshold) || !(q.x <= t) || !(q.y <= t) || !(q.z <= t) ||
+                               !(q.w <= t));
         if (__any_sync(kFullMask, maybe)) {
             for (int e = 0; e < 4; e++) {
                 warp_offer(candidates, topk_entry(values[e], first + e), valid);
@@ -322,8 +319,8 @@ __device__ void warp_merge_lists(TopkEntry *a, const TopkEntry *b, int k)
  * `group_size` consecutive partials, one group per row: partial i only ever
  * absorbs partials of its own group. Warps take the merges of each round in
  * turn; the whole block takes part in every round (it syncs). */
-__device__ void block_merge_partials(TopkEntry *lists, int list_stride, SoftmaxState *states, int count,
-                                     int group_size, int k)
+__device__ void block_merge_partials(TopkEntry *lists, int list_stride, SoftmaxState *states, int count, int group_size,
+                                     int k)
 {
     for (int span = 1; span < group_size; span *= 2) {
         for (int i = warp_id(); i < count; i += kBlockWarps) {
@@ -397,8 +394,8 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
     const int groups = (rows + rows_per_block - 1) / rows_per_block;
     for (int group = blockIdx.x; group < groups; group += gridDim.x) {
         int row = group * rows_per_block + warp / warps_per_row;
-        block_scan_and_merge<kSoftmax>(logits + static_cast<size_t>(row < rows ? row : 0) * vocab, row < rows, 0,
-                                       vocab, member, warps_per_row, buffers, capacity, states, k);
+        block_scan_and_merge<kSoftmax>(logits + static_cast<size_t>(row < rows ? row : 0) * vocab, row < rows, 0, vocab,
+                                       member, warps_per_row, buffers, capacity, states, k);
         if (member == 0 && row < rows) {
             const TopkEntry *best = buffers + warp * capacity;
             const float *row_probabilities = kSoftmax ? nullptr : probabilities + static_cast<size_t>(row) * vocab;
@@ -595,8 +592,8 @@ __device__ int block_count_below(bool flag, int *warp_counts, int *total)
  * of the equal ones below each thread): equal entry number r wins when
  * r < k - above. Winners above the K-th key take places 0 .. above - 1 in
  * any order (a counter), the equal ones the places after them. */
-__device__ void collect_winners(const float *x, int vocab, int k, RadixSelection kth, TopkEntry *list,
-                                int *warp_counts, int *next_place)
+__device__ void collect_winners(const float *x, int vocab, int k, RadixSelection kth, TopkEntry *list, int *warp_counts,
+                                int *next_place)
 {
     if (threadIdx.x == 0) {
         *next_place = 0;
@@ -647,8 +644,7 @@ __device__ void block_sort_list(TopkEntry *list, int k)
  * K-th key; a fifth collects the winners, which are sorted in shared
  * memory. The row is read five times; the later reads come from L2 when
  * the row is still there. */
-__global__ void radix_select_kernel(const float *logits, int rows, int vocab, int k, float *probs,
-                                    int64_t *indices)
+__global__ void radix_select_kernel(const float *logits, int rows, int vocab, int k, float *probs, int64_t *indices)
 {
     __shared__ unsigned histogram[kRadixDigits];
     __shared__ TopkEntry list[kRadixMaxK];
@@ -754,8 +750,7 @@ void launch_warp_per_row(const float *logits, int rows, int vocab, int k, int ma
 }
 
 /* The smallest register list that holds k. */
-void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs,
-                      int64_t *indices)
+void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs, int64_t *indices)
 {
     if (k <= 1) {
         launch_warp_per_row<1>(logits, rows, vocab, k, max_blocks, probs, indices);
@@ -807,8 +802,8 @@ const char *softmax_topk_gpu_name(int kernel)
 }
 
 /* The argument checks, one line each. */
-static bool check_arguments(int kernel, size_t rows, size_t vocab, int k, const SoftmaxTopkGpuConfig *config,
-                            char *err, size_t err_size)
+static bool check_arguments(int kernel, size_t rows, size_t vocab, int k, const SoftmaxTopkGpuConfig *config, char *err,
+                            size_t err_size)
 {
     if (kernel < 1 || kernel > GPU_KERNEL_COUNT) {
         set_error(err, err_size, "kernel %d does not exist (1 .. %d)", kernel, GPU_KERNEL_COUNT);
@@ -887,7 +882,7 @@ static void launch(const SoftmaxTopkGpuRun *run)
     switch (run->kernel) {
     case 1: {
         three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab,
-                                                                                     run->probabilities);
+                                                                                      run->probabilities);
         CUDA_CHECK(cudaGetLastError());
         int warps = warps_per_row_for(vocab), groups = (rows + kBlockWarps / warps - 1) / (kBlockWarps / warps);
         block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
@@ -912,8 +907,8 @@ static void launch(const SoftmaxTopkGpuRun *run)
             run->partial_lists, run->partial_states, rows, k, run->splits, run->probs, run->indices);
         break;
     case 5:
-        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k,
-                                                                               run->probs, run->indices);
+        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k, run->probs,
+                                                                                run->indices);
         break;
     }
     CUDA_CHECK(cudaGetLastError());

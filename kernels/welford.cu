@@ -16,8 +16,7 @@
  * at `lanes` and above do not exist (the last warp of a block whose size
  * is not a multiple of 32), so they are left out of the shuffle mask,
  * and a value shuffled from beyond them is never used. */
-__device__ static WelfordState warp_merge(WelfordState state,
-                                          unsigned lanes)
+__device__ static WelfordState warp_merge(WelfordState state, unsigned lanes)
 {
     unsigned mask = lanes == WARP_SIZE ? 0xffffffffu : (1u << lanes) - 1;
     unsigned lane = threadIdx.x % WARP_SIZE;
@@ -32,8 +31,7 @@ __device__ static WelfordState warp_merge(WelfordState state,
 // ANCHOR_END: merge_across_a_warp
 
 // ANCHOR: reduce_a_row_per_block
-__global__ void welford_rows_kernel(const float *x, size_t cols,
-                                    float *mean, float *variance)
+__global__ void welford_rows_kernel(const float *x, size_t cols, float *mean, float *variance)
 {
     const float *row = x + blockIdx.x * cols;
 

@@ -29,8 +29,7 @@ HOST_DEVICE static inline WelfordState welford_empty(void)
 }
 
 // ANCHOR: merge_welford_states
-HOST_DEVICE static inline WelfordState welford_merge(WelfordState a,
-                                                     WelfordState b)
+HOST_DEVICE static inline WelfordState welford_merge(WelfordState a, WelfordState b)
 {
     double count = a.count + b.count;
     if (count == 0.0) {

@@ -95,8 +95,7 @@ double mean_error_bound(size_t n, double kappa, double u)
  * folded in double. kappa_shift: the spread of the data measured from
  * x[0], in units of sigma. eps sigma bounds the error of every mean in
  * the fold. */
-static double blocked_error_bound(Precision precision,
-                                  const AccuracyTrial *trial)
+static double blocked_error_bound(Precision precision, const AccuracyTrial *trial)
 {
     double u = unit_roundoff(precision);
     double u_fold = unit_roundoff(PRECISION_DOUBLE);
@@ -104,19 +103,16 @@ static double blocked_error_bound(Precision precision,
     double k = ceil(n / VARIANCE_CHUNK);
     double sigma = sqrt(trial->reference.variance);
     double kappa_shift = trial->reference.max_from_first / sigma;
-    double eps = (gamma_bound(b + 1, u) + gamma_bound(7 * k, u_fold)) *
-                 kappa_shift;
+    double eps = (gamma_bound(b + 1, u) + gamma_bound(7 * k, u_fold)) * kappa_shift;
     /* Rounding the sums of non-negative terms; shifting; the errors of
      * the means, in the merges' cross terms, their squares and the
      * chunks' sums of squared deviations. */
-    return gamma_bound(b + 2, u) + gamma_bound(2 * k + 6, u_fold) +
-           2 * kappa_shift * u + 4 * eps + 5 * eps * eps;
+    return gamma_bound(b + 2, u) + gamma_bound(2 * k + 6, u_fold) + 2 * kappa_shift * u + 4 * eps + 5 * eps * eps;
 }
 // ANCHOR_END: bound_the_blocked_method
 
 // ANCHOR: bound_each_method
-double error_bound(Method method, Precision precision,
-                   const AccuracyTrial *trial)
+double error_bound(Method method, Precision precision, const AccuracyTrial *trial)
 {
     double u = unit_roundoff(precision);
     double n = (double)trial->n;

@@ -48,8 +48,8 @@ bool spread_survives_rounding(Precision precision, double offset);
 typedef struct {
     size_t n;
     double offset;
-    VarianceReference reference;     /* exact statistics of the stored data */
-    double variance[METHOD_COUNT];   /* computed in the precision, widened to double */
+    VarianceReference reference;   /* exact statistics of the stored data */
+    double variance[METHOD_COUNT]; /* computed in the precision, widened to double */
     double relative_error[METHOD_COUNT];
 } AccuracyTrial;
 

@@ -86,12 +86,12 @@ static double standard_deviation(Precision precision, double variance)
 
 static void show_one_data_set(const Options *options)
 {
-    AccuracyTrial trial = run_accuracy_trial(options->precision, options->offset, (size_t)options->n,
-                                             (uint64_t)options->seed);
+    AccuracyTrial trial =
+        run_accuracy_trial(options->precision, options->offset, (size_t)options->n, (uint64_t)options->seed);
     printf("%ld values %g + N(0, 1), stored and computed in %s (u = %.1e).\n", options->n, options->offset,
            precision_name(options->precision), unit_roundoff(options->precision));
-    printf("Exact variance of the stored values: %.7g; condition number kappa = %.1e.\n\n",
-           trial.reference.variance, trial.reference.kappa);
+    printf("Exact variance of the stored values: %.7g; condition number kappa = %.1e.\n\n", trial.reference.variance,
+           trial.reference.kappa);
     const char *headers[] = {"method", "variance", "square root", "relative error"};
     Table *table = table_new(4, headers, "lrrr");
     for (int m = 0; m < TEXTBOOK_METHOD_COUNT; m++) {
@@ -115,19 +115,19 @@ typedef struct {
 } SweepColumn;
 
 static const SweepColumn textbook_columns[] = {
-    {"naive gives", COLUMN_VALUE, METHOD_NAIVE},
-    {"naive", COLUMN_ERROR, METHOD_NAIVE},
-    {"two-pass", COLUMN_ERROR, METHOD_TWO_PASS},
-    {"Welford", COLUMN_ERROR, METHOD_WELFORD},
+    {"naive gives",        COLUMN_VALUE, METHOD_NAIVE             },
+    {"naive",              COLUMN_ERROR, METHOD_NAIVE             },
+    {"two-pass",           COLUMN_ERROR, METHOD_TWO_PASS          },
+    {"Welford",            COLUMN_ERROR, METHOD_WELFORD           },
     {"corrected two-pass", COLUMN_ERROR, METHOD_CORRECTED_TWO_PASS},
 };
 
 static const SweepColumn blocked_columns[] = {
-    {"two-pass", COLUMN_ERROR, METHOD_TWO_PASS},
-    {"Welford", COLUMN_ERROR, METHOD_WELFORD},
+    {"two-pass",           COLUMN_ERROR, METHOD_TWO_PASS          },
+    {"Welford",            COLUMN_ERROR, METHOD_WELFORD           },
     {"corrected two-pass", COLUMN_ERROR, METHOD_CORRECTED_TWO_PASS},
-    {"blocked", COLUMN_ERROR, METHOD_BLOCKED},
-    {"blocked bound", COLUMN_BOUND, METHOD_BLOCKED},
+    {"blocked",            COLUMN_ERROR, METHOD_BLOCKED           },
+    {"blocked bound",      COLUMN_BOUND, METHOD_BLOCKED           },
 };
 
 static void sweep_cell(Table *table, const SweepColumn *column, Precision precision, const AccuracyTrial *trial)
@@ -162,8 +162,8 @@ static void show_offset_sweep(const Options *options, const SweepColumn *columns
     array_free(headers);
     double offset = 1.0;
     for (; spread_survives_rounding(options->precision, offset); offset *= 10) {
-        AccuracyTrial trial = run_accuracy_trial(options->precision, offset, (size_t)options->n,
-                                                 (uint64_t)options->seed);
+        AccuracyTrial trial =
+            run_accuracy_trial(options->precision, offset, (size_t)options->n, (uint64_t)options->seed);
         table_cell(table, "%.0e", offset);
         table_cell(table, "%.1e", trial.reference.kappa);
         for (size_t c = 0; c < count; c++) {
@@ -183,9 +183,9 @@ static void show_offset_sweep(const Options *options, const SweepColumn *columns
  * figure's grid, the worst error over its data sets and the largest bound. */
 static void write_theory_block(FILE *file, Precision precision, size_t n)
 {
-    fprintf(file, "# %s, n = %zu, worst of %d data sets per offset\n", precision_name(precision), n,
-            FIGURE_SEEDS);
-    fprintf(file, "# kappa naive two_pass welford corrected bound_naive bound_two_pass bound_welford bound_corrected\n");
+    fprintf(file, "# %s, n = %zu, worst of %d data sets per offset\n", precision_name(precision), n, FIGURE_SEEDS);
+    fprintf(file,
+            "# kappa naive two_pass welford corrected bound_naive bound_two_pass bound_welford bound_corrected\n");
     for (int step = 0;; step++) {
         double offset = figure_offset(step);
         if (!spread_survives_rounding(precision, offset)) {
@@ -234,8 +234,8 @@ static void outcome_cells(Table *table, const LayerNormOutcome *outcome, long n)
 
 static void show_layernorm_demo(const Options *options)
 {
-    const char *headers[] = {"offset", "kappa", "naive variance", "naive error",
-                             "two-pass variance", "two-pass error", "two-pass bound"};
+    const char *headers[] = {"offset",         "kappa",         "naive variance", "naive error", "two-pass variance",
+                             "two-pass error", "two-pass bound"};
     Table *table = table_new(7, headers, "rrrrrrr");
     for (double offset = 1.0; offset <= 1e5; offset *= 10) {
         LayerNormTrial trial = run_layernorm_trial(offset, (size_t)options->n, (uint64_t)options->seed);
@@ -331,8 +331,8 @@ static void show_derivative(const Options *options)
 
     printf("\nBoth methods on several functions, worst relative error over %d points (u = %.1e):\n\n",
            DERIVATIVE_POINTS, u);
-    const char *headers[] = {"function", "interval", "central difference, predicted best step", "complex step, h = 2^-66",
-                             "complex step / u"};
+    const char *headers[] = {"function", "interval", "central difference, predicted best step",
+                             "complex step, h = 2^-66", "complex step / u"};
     Table *table = table_new(5, headers, "lrrrr");
     for (int f = 0; f < test_function_count; f++) {
         const TestFunction *function = &test_functions[f];
@@ -424,11 +424,11 @@ static void run_bench(const Options *options)
         double (*variance)(const double *x, size_t n);
         int passes; /* reads of the data: passes * 8n bytes */
     } methods[] = {
-        {"naive", variance_naive_f64, 1},
-        {"two-pass", variance_two_pass_f64, 2},
-        {"Welford", variance_welford_f64, 1},
+        {"naive",              variance_naive_f64,              1},
+        {"two-pass",           variance_two_pass_f64,           2},
+        {"Welford",            variance_welford_f64,            1},
         {"corrected two-pass", variance_corrected_two_pass_f64, 2},
-        {"blocked", variance_blocked_f64, 1}, /* the second pass hits L1 */
+        {"blocked",            variance_blocked_f64,            1}, /* the second pass hits L1 */
     };
     // ANCHOR_END: count_the_bytes_each_method_reads
     const char *headers[] = {"method", "passes", "ms", "GB/s read", "of memcpy", "of read", "time / naive"};
@@ -469,36 +469,37 @@ int main(int argc, char **argv)
 {
     Options options = {.n = 4096, .seed = 1, .offset = 1e8, .precision_text = "double"};
     const CliOption cli[] = {
-        {"--offset-sweep", CLI_FLAG, &options.offset_sweep, 0, 0,
-         "mode: table of each method's relative error for offsets 1, 10, 100, ..."},
-        {"--blocked-sweep", CLI_FLAG, &options.blocked_sweep, 0, 0,
-         "mode: the same sweep for the blocked method, with its bound, next to the stable ones"},
-        {"--theory-data", CLI_STRING, &options.theory_data, 0, 0,
-         "mode: write errors and bounds against kappa, float and double, to this file"},
-        {"--layernorm-demo", CLI_FLAG, &options.layernorm_demo, 0, 0,
-         "mode: layer norm of one float row with the naive and the two-pass variance"},
-        {"--merge-demo", CLI_FLAG, &options.merge_demo, 0, 0,
-         "mode: Welford states of 1, 2, 4, ..., 1024 chunks merged, against one pass"},
-        {"--derivative", CLI_FLAG, &options.derivative, 0, 0,
-         "mode: central difference and complex step, predicted and measured"},
-        {"--derivative-data", CLI_STRING, &options.derivative_data, 0, 0,
-         "mode: write the derivative errors against the step to this file"},
-        {"--gpu", CLI_FLAG, &options.gpu, 0, 0, "mode: row variances on the GPU against the CPU reference"},
-        {"--bench", CLI_FLAG, &options.bench, 0, 0, "mode: throughput of each method against memcpy and a plain read"},
-        {"--n", CLI_INT, &options.n, 2, 1e7, "values per data set (all but --derivative*, --gpu, --bench)"},
-        {"--offset", CLI_DOUBLE, &options.offset, -1e30, 1e30, "offset of the data (no mode, --merge-demo)"},
-        {"--precision", CLI_STRING, &options.precision_text, 0, 0,
-         "float or double (no mode, --offset-sweep, --blocked-sweep)"},
-        {"--seed", CLI_INT, &options.seed, 0, 1e18, "random seed"},
-        {"--markdown", CLI_FLAG, &options.markdown, 0, 0, "print tables as Markdown"},
+        {"--offset-sweep",    CLI_FLAG,   &options.offset_sweep,    0,     0,
+         "mode: table of each method's relative error for offsets 1, 10, 100, ..."                                                                },
+        {"--blocked-sweep",   CLI_FLAG,   &options.blocked_sweep,   0,     0,
+         "mode: the same sweep for the blocked method, with its bound, next to the stable ones"                                                   },
+        {"--theory-data",     CLI_STRING, &options.theory_data,     0,     0,
+         "mode: write errors and bounds against kappa, float and double, to this file"                                                            },
+        {"--layernorm-demo",  CLI_FLAG,   &options.layernorm_demo,  0,     0,
+         "mode: layer norm of one float row with the naive and the two-pass variance"                                                             },
+        {"--merge-demo",      CLI_FLAG,   &options.merge_demo,      0,     0,
+         "mode: Welford states of 1, 2, 4, ..., 1024 chunks merged, against one pass"                                                             },
+        {"--derivative",      CLI_FLAG,   &options.derivative,      0,     0,
+         "mode: central difference and complex step, predicted and measured"                                                                      },
+        {"--derivative-data", CLI_STRING, &options.derivative_data, 0,     0,
+         "mode: write the derivative errors against the step to this file"                                                                        },
+        {"--gpu",             CLI_FLAG,   &options.gpu,             0,     0,    "mode: row variances on the GPU against the CPU reference"       },
+        {"--bench",           CLI_FLAG,   &options.bench,           0,     0,    "mode: throughput of each method against memcpy and a plain read"},
+        {"--n",               CLI_INT,    &options.n,               2,     1e7,  "values per data set (all but --derivative*, --gpu, --bench)"    },
+        {"--offset",          CLI_DOUBLE, &options.offset,          -1e30, 1e30, "offset of the data (no mode, --merge-demo)"                     },
+        {"--precision",       CLI_STRING, &options.precision_text,  0,     0,
+         "float or double (no mode, --offset-sweep, --blocked-sweep)"                                                                             },
+        {"--seed",            CLI_INT,    &options.seed,            0,     1e18, "random seed"                                                    },
+        {"--markdown",        CLI_FLAG,   &options.markdown,        0,     0,    "print tables as Markdown"                                       },
     };
     cli_parse(argc, argv, cli, sizeof cli / sizeof cli[0],
               "the variance four ways (five with the blocked one), in float and double, against the exact value; "
               "no mode: one data set");
     options.precision = parse_precision(options.precision_text);
 
-    int modes = options.offset_sweep + options.blocked_sweep + options.layernorm_demo + options.merge_demo + options.derivative +
-                options.gpu + options.bench + (options.theory_data != NULL) + (options.derivative_data != NULL);
+    int modes = options.offset_sweep + options.blocked_sweep + options.layernorm_demo + options.merge_demo +
+                options.derivative + options.gpu + options.bench + (options.theory_data != NULL) +
+                (options.derivative_data != NULL);
     if (modes > 1) {
         cli_fail("choose one mode at a time (see --help)");
     }

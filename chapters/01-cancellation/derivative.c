@@ -5,8 +5,7 @@
 #include <stddef.h>
 
 // ANCHOR: step_both_ways_and_subtract
-double central_difference(RealFunction f, const void *context, double x,
-                          double h)
+double central_difference(RealFunction f, const void *context, double x, double h)
 {
     /* x + h is rounded: divide by the distance actually stepped, which
      * the subtraction below computes exactly (the two points are within
@@ -18,8 +17,7 @@ double central_difference(RealFunction f, const void *context, double x,
 // ANCHOR_END: step_both_ways_and_subtract
 
 // ANCHOR: step_into_the_complex_plane
-double complex_step_derivative(ComplexFunction f, const void *context,
-                               double x, double h)
+double complex_step_derivative(ComplexFunction f, const void *context, double x, double h)
 {
     return cimag(f(CMPLX(x, h), context)) / h;
 }
@@ -30,9 +28,8 @@ double worst_relative_error(const TestFunction *function, DerivativeMethod metho
     double worst = 0.0;
     for (int j = 0; j < points; j++) {
         double x = function->lo + (function->hi - function->lo) * j / (points - 1);
-        double estimate = method == CENTRAL_DIFFERENCE
-                              ? central_difference(function->f, NULL, x, h)
-                              : complex_step_derivative(function->f_complex, NULL, x, h);
+        double estimate = method == CENTRAL_DIFFERENCE ? central_difference(function->f, NULL, x, h)
+                                                       : complex_step_derivative(function->f_complex, NULL, x, h);
         long double exact = function->derivative(x);
         double error = (double)fabsl((estimate - exact) / exact);
         if (!(error <= worst)) { /* also takes a NaN, and keeps it */
@@ -44,24 +41,30 @@ double worst_relative_error(const TestFunction *function, DerivativeMethod metho
 
 /* The real function and its complex extension, from a pair of C library
  * functions (exp and cexp, ...). */
-#define LIBRARY_PAIR(name, real_function, complex_function)                 \
-    static double name##_real(double x, const void *context)                \
-    {                                                                        \
-        (void)context;                                                       \
-        return real_function(x);                                             \
-    }                                                                        \
+#define LIBRARY_PAIR(name, real_function, complex_function)                     \
+    static double name##_real(double x, const void *context)                    \
+    {                                                                           \
+        (void)context;                                                          \
+        return real_function(x);                                                \
+    }                                                                           \
     static double complex name##_complex(double complex z, const void *context) \
-    {                                                                        \
-        (void)context;                                                       \
-        return complex_function(z);                                          \
+    {                                                                           \
+        (void)context;                                                          \
+        return complex_function(z);                                             \
     }
 
 LIBRARY_PAIR(exp, exp, cexp)
 LIBRARY_PAIR(sin, sin, csin)
 LIBRARY_PAIR(tanh, tanh, ctanh)
 
-static long double exp_derivative(long double x) { return expl(x); }
-static long double sin_derivative(long double x) { return cosl(x); }
+static long double exp_derivative(long double x)
+{
+    return expl(x);
+}
+static long double sin_derivative(long double x)
+{
+    return cosl(x);
+}
 static long double tanh_derivative(long double x)
 {
     long double t = tanhl(x);
@@ -91,9 +94,9 @@ static long double squire_trapp_derivative(long double x)
 }
 
 const TestFunction test_functions[] = {
-    {"exp(x)", 0.0, 1.0, exp_real, exp_complex, exp_derivative},
-    {"sin(x)", 0.0, 1.0, sin_real, sin_complex, sin_derivative},
-    {"tanh(x)", 0.0, 1.0, tanh_real, tanh_complex, tanh_derivative},
+    {"exp(x)",                        0.0, 1.0, exp_real,          exp_complex,          exp_derivative         },
+    {"sin(x)",                        0.0, 1.0, sin_real,          sin_complex,          sin_derivative         },
+    {"tanh(x)",                       0.0, 1.0, tanh_real,         tanh_complex,         tanh_derivative        },
     {"e^x / sqrt(sin^3 x + cos^3 x)", 1.0, 1.5, squire_trapp_real, squire_trapp_complex, squire_trapp_derivative},
 };
 const int test_function_count = (int)(sizeof test_functions / sizeof test_functions[0]);

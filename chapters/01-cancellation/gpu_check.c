@@ -11,21 +11,21 @@
 #include "kernels/welford_gpu.h"
 
 const GpuCheckShape gpu_check_shapes[] = {
-    {1823, 781, 256, "irregular rows and columns"},
-    {7, 5, 32, "fewer columns than threads"},
-    {3, 1, 64, "one column"},
-    {5, 1000, 100, "block not a multiple of 32"},
-    {64, 300, 33, "a last warp of one thread"},
-    {9, 37, 1, "one thread per row"},
-    {33, 4096, 1024, "the largest block"},
-    {2, 100000, 96, "long rows"},
+    {1823, 781,    256,  "irregular rows and columns"},
+    {7,    5,      32,   "fewer columns than threads"},
+    {3,    1,      64,   "one column"                },
+    {5,    1000,   100,  "block not a multiple of 32"},
+    {64,   300,    33,   "a last warp of one thread" },
+    {9,    37,     1,    "one thread per row"        },
+    {33,   4096,   1024, "the largest block"         },
+    {2,    100000, 96,   "long rows"                 },
 };
 const int gpu_check_shape_count = (int)(sizeof gpu_check_shapes / sizeof gpu_check_shapes[0]);
 
 bool check_gpu_rows(const GpuCheckShape *shape, uint64_t seed, FILE *out)
 {
     size_t rows = shape->rows, cols = shape->cols;
-    float *x = ALLOC_ARRAY(float, rows * cols);
+    float *x = ALLOC_ARRAY(float, rows *cols);
     float *mean = ALLOC_ARRAY(float, rows), *variance = ALLOC_ARRAY(float, rows);
     double *exact_mean = ALLOC_ARRAY(double, rows), *exact_variance = ALLOC_ARRAY(double, rows);
     Rng rng;

@@ -10,8 +10,7 @@
 #include "common/rng.h"
 
 // ANCHOR: normalise_a_row
-void layernorm_row_f32(const float *x, float *y, size_t n,
-                       VarianceFunctionF32 variance)
+void layernorm_row_f32(const float *x, float *y, size_t n, VarianceFunctionF32 variance)
 {
     float mean = mean_f32(x, n);
     float inverse_std = 1.0f / sqrtf(variance(x, n) + LAYERNORM_EPS);

@@ -15,9 +15,9 @@ typedef float (*VarianceFunctionF32)(const float *x, size_t n);
 void layernorm_row_f32(const float *x, float *y, size_t n, VarianceFunctionF32 variance);
 
 typedef struct {
-    float variance;        /* what the variance function returned */
-    size_t nonfinite;      /* outputs that are inf or NaN */
-    double max_abs_error;  /* over the finite outputs, against the exact normalisation */
+    float variance;       /* what the variance function returned */
+    size_t nonfinite;     /* outputs that are inf or NaN */
+    double max_abs_error; /* over the finite outputs, against the exact normalisation */
 } LayerNormOutcome;
 
 typedef struct {

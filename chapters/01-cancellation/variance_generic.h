@@ -89,8 +89,7 @@ static REAL TYPED(add_lanes)(REAL lane[VARIANCE_LANES])
     return lane[0];
 }
 
-static REAL TYPED(sum_of_shifted_values)(const REAL *x, size_t n,
-                                         REAL shift)
+static REAL TYPED(sum_of_shifted_values)(const REAL *x, size_t n, REAL shift)
 {
     REAL lane[VARIANCE_LANES] = {0};
     size_t i = 0;
@@ -105,8 +104,7 @@ static REAL TYPED(sum_of_shifted_values)(const REAL *x, size_t n,
     return TYPED(add_lanes)(lane);
 }
 
-static REAL TYPED(sum_of_squared_deviations)(const REAL *x, size_t n,
-                                             REAL shift, REAL mean)
+static REAL TYPED(sum_of_squared_deviations)(const REAL *x, size_t n, REAL shift, REAL mean)
 {
     REAL lane[VARIANCE_LANES] = {0};
     size_t i = 0;
@@ -127,8 +125,7 @@ static REAL TYPED(sum_of_squared_deviations)(const REAL *x, size_t n,
 // ANCHOR: summarise_a_chunk_while_it_is_in_cache
 /* The Welford state of the n values x[i] - shift, computed the two-pass
  * way: the first pass brings the chunk into L1, the second reads it there. */
-static WelfordState TYPED(summarise_chunk)(const REAL *x, size_t n,
-                                           REAL shift)
+static WelfordState TYPED(summarise_chunk)(const REAL *x, size_t n, REAL shift)
 {
     REAL mean = TYPED(sum_of_shifted_values)(x, n, shift) / (REAL)n;
     REAL m2 = TYPED(sum_of_squared_deviations)(x, n, shift, mean);
@@ -196,8 +193,7 @@ VarianceReference TYPED(variance_reference)(const REAL *x, size_t n)
     VarianceReference reference = {
         .mean = (double)mean,
         .variance = (double)variance,
-        .kappa = variance > 0 ? sqrt(1 + (double)(mean * mean / variance))
-                              : INFINITY,
+        .kappa = variance > 0 ? sqrt(1 + (double)(mean * mean / variance)) : INFINITY,
         .max_abs = max_abs,
         .max_from_first = max_from_first,
     };

@@ -26,67 +26,67 @@ typedef struct {
  * each reads its inputs from memory and writes its output there. */
 static const Step forward_unfused[] = {
     {"mean = sum(x) / d", 1, 0, 1},
-    {"xc = x - mean", 1, 1, 1},
-    {"sq = xc * xc", 1, 1, 1},
+    {"xc = x - mean",     1, 1, 1},
+    {"sq = xc * xc",      1, 1, 1},
     {"var = sum(sq) / d", 1, 0, 1},
-    {"xhat = xc * rstd", 1, 1, 1},
-    {"t = gamma * xhat", 1, 1, 1},
-    {"y = t + beta", 1, 1, 1},
+    {"xhat = xc * rstd",  1, 1, 1},
+    {"t = gamma * xhat",  1, 1, 1},
+    {"y = t + beta",      1, 1, 1},
 };
 // ANCHOR_END: count_the_unfused_forward
 
 /* One pass over memory: x is read once; the three passes over the row
  * (sum; deviations and their squares; normalise and scale) run in cache. */
 static const Step forward_fused_xhat[] = {
-    {"sum x", 1, 0, 1},
-    {"sum (x - m0), (x - m0)^2", 0, 0, 4},
+    {"sum x",                          1, 0, 1},
+    {"sum (x - m0), (x - m0)^2",       0, 0, 4},
     {"xhat = (x - mean) rstd, stored", 0, 1, 2},
-    {"y = gamma xhat + beta", 0, 1, 2},
+    {"y = gamma xhat + beta",          0, 1, 2},
 };
 static const Step forward_fused[] = {
-    {"sum x", 1, 0, 1},
-    {"sum (x - m0), (x - m0)^2", 0, 0, 4},
+    {"sum x",                            1, 0, 1},
+    {"sum (x - m0), (x - m0)^2",         0, 0, 4},
     {"y = gamma (x - mean) rstd + beta", 0, 1, 4},
 };
 
 /* The reverse of forward_unfused, node by node (autograd). */
 static const Step backward_unfused[] = {
     {"dbeta = sum over rows of dy", 1, 0, 1},
-    {"p = dy * xhat", 2, 1, 1},
+    {"p = dy * xhat",               2, 1, 1},
     {"dgamma = sum over rows of p", 1, 0, 1},
-    {"dxhat = dy * gamma", 1, 1, 1},
-    {"dxc = dxhat * rstd", 1, 1, 1},
-    {"q = dxhat * xc", 2, 1, 1},
-    {"drstd = sum(q)", 1, 0, 1},
-    {"dxc += xc * (2 dvar / d)", 2, 1, 2},
-    {"dmean = -sum(dxc)", 1, 0, 1},
-    {"dx = dxc + dmean / d", 1, 1, 1},
+    {"dxhat = dy * gamma",          1, 1, 1},
+    {"dxc = dxhat * rstd",          1, 1, 1},
+    {"q = dxhat * xc",              2, 1, 1},
+    {"drstd = sum(q)",              1, 0, 1},
+    {"dxc += xc * (2 dvar / d)",    2, 1, 2},
+    {"dmean = -sum(dxc)",           1, 0, 1},
+    {"dx = dxc + dmean / d",        1, 1, 1},
 };
 
 /* The compact formula in two passes over the row, the second in cache.
  * g = gamma dy is formed in both passes. */
 static const Step backward_fused_xhat[] = {
-    {"sum g, sum g xhat (xhat read)", 2, 0, 4},
+    {"sum g, sum g xhat (xhat read)",              2, 0, 4},
     {"dx = rstd (g - mean g - xhat mean(g xhat))", 0, 1, 5},
-    {"dgamma += dy xhat, dbeta += dy", 0, 0, 3},
+    {"dgamma += dy xhat, dbeta += dy",             0, 0, 3},
 };
 // ANCHOR: count_the_fused_backward
 /* As above, with xhat = (x - mean) rstd recomputed in each pass: x is read
  * instead of xhat (the same bytes) for 2 more operations per pass. */
 static const Step backward_fused[] = {
-    {"sum g, sum g xhat (xhat from x)", 2, 0, 6},
+    {"sum g, sum g xhat (xhat from x)",            2, 0, 6},
     {"dx = rstd (g - mean g - xhat mean(g xhat))", 0, 1, 7},
-    {"dgamma += dy xhat, dbeta += dy", 0, 0, 3},
+    {"dgamma += dy xhat, dbeta += dy",             0, 0, 3},
 };
 // ANCHOR_END: count_the_fused_backward
 
 static const Implementation implementations[] = {
-    {"forward", "unfused, one kernel per node", "xc, xhat, rstd", STEPS(forward_unfused)},
-    {"forward", "fused, caching xhat", "xhat, rstd", STEPS(forward_fused_xhat)},
-    {"forward", "fused, caching mean and rstd", "mean, rstd", STEPS(forward_fused)},
-    {"backward", "unfused, one kernel per node", "xc, xhat, rstd", STEPS(backward_unfused)},
-    {"backward", "fused, from cached xhat", "xhat, rstd", STEPS(backward_fused_xhat)},
-    {"backward", "fused, from x, mean, rstd", "mean, rstd", STEPS(backward_fused)},
+    {"forward",  "unfused, one kernel per node", "xc, xhat, rstd", STEPS(forward_unfused)    },
+    {"forward",  "fused, caching xhat",          "xhat, rstd",     STEPS(forward_fused_xhat) },
+    {"forward",  "fused, caching mean and rstd", "mean, rstd",     STEPS(forward_fused)      },
+    {"backward", "unfused, one kernel per node", "xc, xhat, rstd", STEPS(backward_unfused)   },
+    {"backward", "fused, from cached xhat",      "xhat, rstd",     STEPS(backward_fused_xhat)},
+    {"backward", "fused, from x, mean, rstd",    "mean, rstd",     STEPS(backward_fused)     },
 };
 
 typedef struct {
@@ -118,8 +118,7 @@ static Cost fused_cost(const char *pass)
 
 void complexity_print(FILE *out, TableFormat format)
 {
-    const char *headers[] = {"pass", "implementation", "cache", "bytes / element", "FLOPs / element",
-                             "bytes vs fused"};
+    const char *headers[] = {"pass", "implementation", "cache", "bytes / element", "FLOPs / element", "bytes vs fused"};
     Table *table = table_new(6, headers, "lllrrr");
     for (size_t i = 0; i < IMPLEMENTATION_COUNT; i++) {
         Cost cost = cost_of(&implementations[i]);
@@ -148,15 +147,15 @@ typedef struct {
 } ModelShape;
 
 static const ModelShape models[] = {
-    {"GPT-2 small", 12, 768, 124e6, 8, 1024},
+    {"GPT-2 small",      12, 768,  124e6, 8, 1024},
     {"Llama-2-7B-sized", 32, 4096, 6.7e9, 8, 4096},
 };
 // ANCHOR_END: size_real_models
 
 void cache_memory_print(FILE *out, TableFormat format)
 {
-    const char *headers[] = {"model", "d", "norms", "tokens (B x T)", "cache xhat", "cache mean, rstd",
-                             "xhat recompute FLOPs / step FLOPs"};
+    const char *headers[] = {
+        "model", "d", "norms", "tokens (B x T)", "cache xhat", "cache mean, rstd", "xhat recompute FLOPs / step FLOPs"};
     Table *table = table_new(7, headers, "lrrrrrr");
     const double mib = 1024.0 * 1024.0, gib = 1024.0 * mib;
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {

@@ -25,8 +25,7 @@ static void run_forward(void *context)
 static void run_backward(void *context)
 {
     BenchArrays *a = context;
-    layernorm_backward_f32(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n,
-                           a->d);
+    layernorm_backward_f32(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n, a->d);
 }
 
 /* Values that vary, cheaply: the speed does not depend on them, as long as
@@ -91,7 +90,10 @@ typedef struct {
 void bench_cpu_print(FILE *out, TableFormat format, bool quick)
 {
     const size_t widths[] = {768, 1024, 4096};
-    const Pass passes[] = {{"forward", run_forward, 2 * sizeof(float)}, {"backward", run_backward, 3 * sizeof(float)}};
+    const Pass passes[] = {
+        {"forward",  run_forward,  2 * sizeof(float)},
+        {"backward", run_backward, 3 * sizeof(float)}
+    };
     const int timed_runs = quick ? 5 : 7;
     size_t bytes = bench_large_bytes(), count = bytes / sizeof(float);
     int thread_counts[] = {1, bench_max_threads()};
@@ -104,8 +106,8 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     }
     char name[160];
     cpu_name(name, sizeof name);
-    fprintf(out, "%s: %d threads, last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs.\n\n",
-            name, thread_counts[1], bench_llc_bytes() >> 20, bytes >> 20, timed_runs);
+    fprintf(out, "%s: %d threads, last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs.\n\n", name,
+            thread_counts[1], bench_llc_bytes() >> 20, bytes >> 20, timed_runs);
     const char *headers[] = {"threads", "pass", "d", "rows", "GB/s", "of memcpy"};
     Table *table = table_new(6, headers, "rlrrrr");
     for (int t = 0; t < 2 && (t == 0 || thread_counts[1] != thread_counts[0]); t++) {

@@ -183,9 +183,9 @@ static void large_mean_double(EdgeChecks *out)
     const char *name = "large mean, double";
     const double offset = 1e8;
     size_t n = 64, d = 1024;
-    double *x = ALLOC_ARRAY(double, n * d), *shifted = ALLOC_ARRAY(double, n * d);
+    double *x = ALLOC_ARRAY(double, n *d), *shifted = ALLOC_ARRAY(double, n *d);
     double *gamma = ALLOC_ARRAY(double, d), *beta = ALLOC_ARRAY(double, d);
-    double *y = ALLOC_ARRAY(double, n * d), *y_shifted = ALLOC_ARRAY(double, n * d);
+    double *y = ALLOC_ARRAY(double, n *d), *y_shifted = ALLOC_ARRAY(double, n *d);
     double *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
     Rng rng;
     rng_seed(&rng, SEED);
@@ -291,13 +291,13 @@ static void gradient_norms_across_scales(EdgeChecks *out)
 // ANCHOR_END: bound_the_gradient_norm
 
 const EdgeCase edge_cases[] = {
-    {"zero_input", zero_input},
-    {"d_equals_one", d_equals_one},
-    {"large_d", large_d},
-    {"large_mean_float", large_mean_float},
-    {"large_mean_double", large_mean_double},
-    {"scale_invariance", scale_invariance},
-    {"irregular_shape", irregular_shape},
+    {"zero_input",                   zero_input                  },
+    {"d_equals_one",                 d_equals_one                },
+    {"large_d",                      large_d                     },
+    {"large_mean_float",             large_mean_float            },
+    {"large_mean_double",            large_mean_double           },
+    {"scale_invariance",             scale_invariance            },
+    {"irregular_shape",              irregular_shape             },
     {"gradient_norms_across_scales", gradient_norms_across_scales},
 };
 const int edge_case_count = sizeof edge_cases / sizeof edge_cases[0];

@@ -10,9 +10,9 @@
 enum { EDGE_MAX_CHECKS = 24 };
 
 typedef struct {
-    const char *name;   /* the case */
+    const char *name; /* the case */
     char shape[32];
-    const char *check;  /* what must hold */
+    const char *check; /* what must hold */
     char measured[64];
     char allowed[48];
     bool ok;

@@ -6,8 +6,8 @@
 #include "chapters/02-layernorm/gpu_device.h"
 #include "common/bench.h"
 #include "common/cli.h"
-#include "common/results.h"
 #include "common/cuda_util.h"
+#include "common/results.h"
 #include "kernels/layernorm.h"
 
 const char *gpu_run_problem(LnProblem *p, int forward, int backward, int misalign)
@@ -25,17 +25,17 @@ const char *gpu_run_problem(LnProblem *p, int forward, int backward, int misalig
 
 // ANCHOR: choose_shapes_that_break_kernels
 const GpuCheckShape gpu_check_shapes[] = {
-    {1823, 781, 0, "irregular: d not a multiple of 4 (single floats), n not a multiple of any block"},
-    {1823, 781, 1, "the same, every array one float off 16-byte alignment"},
-    {257, 1024, 0, "16-byte vectors, one vector per thread"},
-    {256, 1024, 3, "d a multiple of 4 but rows misaligned: single floats"},
-    {33, 4096, 0, "wide rows: 2 vectors per thread"},
-    {7, 8192, 0, "large d: 4 vectors per thread"},
-    {3, 20000, 0, "8 vectors per thread in blocks of 640 threads"},
-    {100, 1, 0, "d = 1: xhat = 0, dx = 0"},
-    {5, 3, 0, "fewer values than a warp has lanes"},
-    {1, 768, 0, "a single row: one block sums all of dgamma"},
-    {4097, 768, 0, "more rows than backward 2 has blocks"},
+    {1823, 781,   0, "irregular: d not a multiple of 4 (single floats), n not a multiple of any block"},
+    {1823, 781,   1, "the same, every array one float off 16-byte alignment"                          },
+    {257,  1024,  0, "16-byte vectors, one vector per thread"                                         },
+    {256,  1024,  3, "d a multiple of 4 but rows misaligned: single floats"                           },
+    {33,   4096,  0, "wide rows: 2 vectors per thread"                                                },
+    {7,    8192,  0, "large d: 4 vectors per thread"                                                  },
+    {3,    20000, 0, "8 vectors per thread in blocks of 640 threads"                                  },
+    {100,  1,     0, "d = 1: xhat = 0, dx = 0"                                                        },
+    {5,    3,     0, "fewer values than a warp has lanes"                                             },
+    {1,    768,   0, "a single row: one block sums all of dgamma"                                     },
+    {4097, 768,   0, "more rows than backward 2 has blocks"                                           },
 };
 // ANCHOR_END: choose_shapes_that_break_kernels
 const int gpu_check_shape_count = sizeof gpu_check_shapes / sizeof gpu_check_shapes[0];
@@ -143,7 +143,11 @@ typedef struct {
 #define GPU_BENCH_TENSOR_BYTES ((size_t)512 << 20)
 
 static const GpuBenchRow gpu_bench_rows[] = {
-    {true, 1, 8}, {true, 2, 8}, {true, 3, 8}, {false, 1, 12}, {false, 2, 12},
+    {true,  1, 8 },
+    {true,  2, 8 },
+    {true,  3, 8 },
+    {false, 1, 12},
+    {false, 2, 12},
 };
 
 /* Time every version at each width and fill a table; `copy` is the
@@ -162,8 +166,8 @@ static Table *bench_table(int runs, double copy)
             const GpuBenchRow *row = &gpu_bench_rows[r];
             double seconds = device_problem_time(g, row->forward, row->version, runs);
             if (seconds < 0)
-                cli_fail_status(1, "%s %d refused %zu x %zu", row->forward ? "forward" : "backward", row->version,
-                                n, d);
+                cli_fail_status(1, "%s %d refused %zu x %zu", row->forward ? "forward" : "backward", row->version, n,
+                                d);
             double gbs = gb_per_s(row->bytes_per_element * (double)(n * d), seconds);
             if (row->version == 1)
                 baseline = seconds;

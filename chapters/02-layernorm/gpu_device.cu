@@ -1,5 +1,4 @@
 #include "chapters/02-layernorm/gpu_device.h"
-
 #include "common/bench.h"
 #include "common/cuda_util.h"
 #include "kernels/layernorm.h"
@@ -15,10 +14,9 @@ extern "C" DeviceProblem *device_problem_new(size_t n, size_t d, int misalign)
     DeviceProblem *g = new DeviceProblem();
     g->n = n;
     g->d = d;
-    size_t counts[11] = {n * d, d, d, n * d, n * d, n, n, n * d, d, d,
-                         layernorm_backward_gpu_scratch_floats(2, n, d)};
-    float **arrays[11] = {&g->x, &g->gamma, &g->beta, &g->dy, &g->y, &g->mean,
-                          &g->rstd, &g->dx, &g->dgamma, &g->dbeta, &g->scratch};
+    size_t counts[11] = {n * d, d, d, n * d, n * d, n, n, n * d, d, d, layernorm_backward_gpu_scratch_floats(2, n, d)};
+    float **arrays[11] = {&g->x,    &g->gamma, &g->beta,   &g->dy,    &g->y,      &g->mean,
+                          &g->rstd, &g->dx,    &g->dgamma, &g->dbeta, &g->scratch};
     for (int i = 0; i < 11; i++) {
         g->base[i] = NULL;
         if (counts[i] > 0)

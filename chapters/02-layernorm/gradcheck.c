@@ -5,8 +5,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "chapters/02-layernorm/layernorm.h"
 #include "chapters/01-cancellation/derivative.h"
+#include "chapters/02-layernorm/layernorm.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/rng.h"
@@ -25,8 +25,8 @@ static const double *tensor_values(const GradProblem *p, GradTensor tensor)
 GradProblem grad_problem_random(size_t n, size_t d, double eps, uint64_t seed)
 {
     GradProblem p = {.n = n, .d = d, .eps = eps};
-    p.x = ALLOC_ARRAY(double, n * d);
-    p.w = ALLOC_ARRAY(double, n * d);
+    p.x = ALLOC_ARRAY(double, n *d);
+    p.w = ALLOC_ARRAY(double, n *d);
     p.gamma = ALLOC_ARRAY(double, d);
     p.beta = ALLOC_ARRAY(double, d);
     for (int t = 0; t < TENSOR_COUNT; t++)
@@ -37,10 +37,10 @@ GradProblem grad_problem_random(size_t n, size_t d, double eps, uint64_t seed)
     rng_fill_normal_f64(&rng, p.gamma, d, 1.0, 0.1);
     rng_fill_normal_f64(&rng, p.beta, d, 0.0, 0.1);
     rng_fill_normal_f64(&rng, p.w, n * d, 0.0, 1.0);
-    double *y = ALLOC_ARRAY(double, n * d), *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
+    double *y = ALLOC_ARRAY(double, n *d), *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
     layernorm_forward_f64(y, mean, rstd, p.x, p.gamma, p.beta, n, d, eps);
-    layernorm_backward_f64(p.grad[TENSOR_X], p.grad[TENSOR_GAMMA], p.grad[TENSOR_BETA], p.w, p.x, mean, rstd,
-                           p.gamma, n, d);
+    layernorm_backward_f64(p.grad[TENSOR_X], p.grad[TENSOR_GAMMA], p.grad[TENSOR_BETA], p.w, p.x, mean, rstd, p.gamma,
+                           n, d);
     array_free(y);
     array_free(mean);
     array_free(rstd);
@@ -104,8 +104,8 @@ static double loss_along(double t, const void *context)
  * loss. Everything in it is analytic (no fabs, no comparisons), which the
  * complex step needs: sqrt's branch cut is on the negative real axis, far
  * from var + eps > 0. */
-static double complex loss_complex(const double complex *x, const double complex *gamma,
-                                   const double complex *beta, const double *w, size_t n, size_t d, double eps)
+static double complex loss_complex(const double complex *x, const double complex *gamma, const double complex *beta,
+                                   const double *w, size_t n, size_t d, double eps)
 {
     double complex loss = 0.0;
     for (size_t row = 0; row < n; row++) {
@@ -142,8 +142,8 @@ static double complex complex_loss_along(double complex z, const void *context)
         moved[i] = c->direction != NULL ? base[i] + z * c->direction[i] : base[i];
     if (c->direction == NULL)
         moved[c->element] = z;
-    return loss_complex(c->values[TENSOR_X], c->values[TENSOR_GAMMA], c->values[TENSOR_BETA], c->p->w,
-                        c->p->n, c->p->d, c->p->eps);
+    return loss_complex(c->values[TENSOR_X], c->values[TENSOR_GAMMA], c->values[TENSOR_BETA], c->p->w, c->p->n, c->p->d,
+                        c->p->eps);
 }
 
 // ANCHOR: set_gradient_check_tolerances
@@ -153,16 +153,16 @@ typedef struct {
 } Tolerance;
 
 static const Tolerance check_tolerance[] = {
-    /* Two exact formulas, both in double: they differ by rounding only,
+  /* Two exact formulas, both in double: they differ by rounding only,
      * a few ulps of the largest intermediate (|g| * rstd ~ 1). */
     [CHECK_NODE_BY_NODE] = {1e-13, 1e-12},
-    /* Truncation h^2 |L'''| / 6 plus rounding DBL_EPSILON |L| / h, with
+ /* Truncation h^2 |L'''| / 6 plus rounding DBL_EPSILON |L| / h, with
      * h = cbrt(DBL_EPSILON) ~ 6e-6: both ~1e-10 at unit scale. */
-    [CHECK_CENTRAL_EVERY_ELEMENT] = {1e-8, 1e-6},
-    /* The same two errors, with L a sum over n*d terms: ~1e-9 relative
+    [CHECK_CENTRAL_EVERY_ELEMENT] = {1e-8,  1e-6 },
+ /* The same two errors, with L a sum over n*d terms: ~1e-9 relative
      * at 2 million elements. atol is scaled by |gradient| below. */
-    [CHECK_DIRECTIONAL] = {1e-7, 1e-7},
-    /* No subtraction, hence no cancellation: what is left is the rounding
+    [CHECK_DIRECTIONAL] = {1e-7,  1e-7 },
+ /* No subtraction, hence no cancellation: what is left is the rounding
      * of the loss and of <gradient, v>, a few ulps times the terms. */
     [CHECK_COMPLEX_EVERY_ELEMENT] = {1e-13, 1e-11},
     [CHECK_COMPLEX_DIRECTIONAL] = {1e-13, 1e-11},
@@ -189,7 +189,10 @@ typedef struct {
 static LossContexts loss_contexts_new(const GradProblem *p, GradTensor tensor)
 {
     size_t length = tensor_length(p, tensor);
-    LossContexts c = {.real_loss = {.p = p, .tensor = tensor}, .complex_loss = {.p = p, .tensor = tensor}};
+    LossContexts c = {
+        .real_loss = {.p = p, .tensor = tensor},
+          .complex_loss = {.p = p, .tensor = tensor}
+    };
     c.real_loss.moved = ALLOC_ARRAY(double, length);
     c.real_loss.y = ALLOC_ARRAY(double, p->n * p->d);
     c.real_loss.mean = ALLOC_ARRAY(double, p->n);
@@ -253,8 +256,8 @@ static CloseReport check_every_element(const GradProblem *p, GradCheckMethod met
 }
 
 // ANCHOR: check_along_random_directions
-static CloseReport check_directions(const GradProblem *p, GradCheckMethod method, GradTensor tensor,
-                                    int directions, uint64_t seed, size_t *evaluations)
+static CloseReport check_directions(const GradProblem *p, GradCheckMethod method, GradTensor tensor, int directions,
+                                    uint64_t seed, size_t *evaluations)
 {
     size_t length = tensor_length(p, tensor);
     double *direction = ALLOC_ARRAY(double, length);
@@ -275,8 +278,8 @@ static CloseReport check_directions(const GradProblem *p, GradCheckMethod method
      * are measured against that, not against a value that may be near 0 by chance. */
     double scale = sqrt(dot(p->grad[tensor], p->grad[tensor], length));
     Tolerance tol = check_tolerance[method];
-    CloseReport report = check_close_f64(analytic, numerical, (size_t)directions, tol.atol * fmax(1.0, scale),
-                                         tol.rtol);
+    CloseReport report =
+        check_close_f64(analytic, numerical, (size_t)directions, tol.atol * fmax(1.0, scale), tol.rtol);
     array_free(direction);
     array_free(analytic);
     array_free(numerical);
@@ -289,11 +292,11 @@ static CloseReport check_node_by_node(const GradProblem *p, GradTensor tensor)
     double *unfused[TENSOR_COUNT];
     for (int t = 0; t < TENSOR_COUNT; t++)
         unfused[t] = ALLOC_ARRAY(double, tensor_length(p, (GradTensor)t));
-    layernorm_backward_unfused_f64(unfused[TENSOR_X], unfused[TENSOR_GAMMA], unfused[TENSOR_BETA], p->w, p->x,
-                                   p->gamma, p->n, p->d, p->eps);
+    layernorm_backward_unfused_f64(unfused[TENSOR_X], unfused[TENSOR_GAMMA], unfused[TENSOR_BETA], p->w, p->x, p->gamma,
+                                   p->n, p->d, p->eps);
     Tolerance tol = check_tolerance[CHECK_NODE_BY_NODE];
-    CloseReport report = check_close_f64(p->grad[tensor], unfused[tensor], tensor_length(p, tensor), tol.atol,
-                                         tol.rtol);
+    CloseReport report =
+        check_close_f64(p->grad[tensor], unfused[tensor], tensor_length(p, tensor), tol.atol, tol.rtol);
     for (int t = 0; t < TENSOR_COUNT; t++)
         array_free(unfused[t]);
     return report;

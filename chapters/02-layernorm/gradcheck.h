@@ -28,8 +28,8 @@ typedef enum { TENSOR_X, TENSOR_GAMMA, TENSOR_BETA, TENSOR_COUNT } GradTensor;
 typedef struct {
     size_t n, d;
     double eps;
-    double *x, *gamma, *beta, *w;                /* the point, and the loss weights */
-    double *grad[TENSOR_COUNT];                  /* the gradient under test: dx, dgamma, dbeta */
+    double *x, *gamma, *beta, *w; /* the point, and the loss weights */
+    double *grad[TENSOR_COUNT];   /* the gradient under test: dx, dgamma, dbeta */
 } GradProblem;
 
 /* x ~ N(0, 1), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2), w ~ N(0, 1); the
@@ -38,7 +38,7 @@ GradProblem grad_problem_random(size_t n, size_t d, double eps, uint64_t seed);
 void grad_problem_free(GradProblem *p);
 
 typedef enum {
-    CHECK_NODE_BY_NODE,          /* compact formula vs the unfused node-by-node backward */
+    CHECK_NODE_BY_NODE, /* compact formula vs the unfused node-by-node backward */
     CHECK_CENTRAL_EVERY_ELEMENT,
     CHECK_DIRECTIONAL,
     CHECK_COMPLEX_EVERY_ELEMENT,
@@ -48,8 +48,8 @@ typedef enum {
 typedef struct {
     GradCheckMethod method;
     GradTensor tensor;
-    CloseReport report;    /* got: the analytic gradient (or <gradient, v>); ref: the numerical one */
-    size_t evaluations;    /* loss evaluations (0 for the node-by-node check) */
+    CloseReport report; /* got: the analytic gradient (or <gradient, v>); ref: the numerical one */
+    size_t evaluations; /* loss evaluations (0 for the node-by-node check) */
     double seconds;
 } GradCheckResult;
 

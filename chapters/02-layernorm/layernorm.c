@@ -145,8 +145,8 @@ static void normalize_span(float *restrict out, const float *restrict x, const f
 
 /* One row, read from memory once: the first pass brings it into the L1
  * cache (a row of 4096 floats is 16 KiB) and the other two read it there. */
-static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, RowsAhead ahead,
-                            const float *gamma, const float *beta, size_t d, float eps)
+static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, RowsAhead ahead, const float *gamma,
+                            const float *beta, size_t d, float eps)
 {
     float first_mean = sum_f32(x, d) / (float)d;
     float sum_dev, sum_dev_sq;
@@ -165,23 +165,23 @@ static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, 
     *rstd = stats.rstd;
 }
 
-void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma,
-                           const float *beta, size_t n, size_t d, float eps)
+void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
+                           size_t n, size_t d, float eps)
 {
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
-            forward_row_f32(y + row * d, mean + row, rstd + row, x + row * d, rows_ahead(x, row, n, d), gamma,
-                            beta, d, eps);
+            forward_row_f32(y + row * d, mean + row, rstd + row, x + row * d, rows_ahead(x, row, n, d), gamma, beta, d,
+                            eps);
         streaming_stores_done();
     }
 }
 // ANCHOR_END: normalize_rows
 
 /* sum(g) and sum(g * xhat) with g = gamma * dy, xhat recomputed from x. */
-static void backward_sums_f32(float *sum_g, float *sum_g_xhat, const float *dy, const float *x,
-                              const float *gamma, size_t d, float mean, float rstd)
+static void backward_sums_f32(float *sum_g, float *sum_g_xhat, const float *dy, const float *x, const float *gamma,
+                              size_t d, float mean, float rstd)
 {
     float acc_g[LANES] = {0}, acc_g_xhat[LANES] = {0};
     size_t i = 0;
@@ -211,8 +211,8 @@ typedef struct {
 } BackwardRow;
 
 static void backward_span(float *restrict dx, float *restrict dgamma_part, float *restrict dbeta_part,
-                          const float *restrict dy, const float *restrict x, const float *restrict gamma,
-                          size_t count, const BackwardRow *r)
+                          const float *restrict dy, const float *restrict x, const float *restrict gamma, size_t count,
+                          const BackwardRow *r)
 {
     for (size_t j = 0; j < count; j++) {
         float xhat = ln_normalize(x[j], r->mean, r->rstd);
@@ -259,9 +259,8 @@ size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
     return backward_chunks(n) * 2 * d;
 }
 
-void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
-                            const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
-                            size_t d)
+void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
+                            const float *mean, const float *rstd, const float *gamma, size_t n, size_t d)
 {
     size_t chunks = backward_chunks(n);
 #pragma omp parallel
@@ -320,8 +319,7 @@ void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *
 
 // ANCHOR: differentiate_the_reference
 void layernorm_backward_f64(double *dx, double *dgamma, double *dbeta, const double *dy, const double *x,
-                            const double *mean, const double *rstd, const double *gamma, size_t n,
-                            size_t d)
+                            const double *mean, const double *rstd, const double *gamma, size_t n, size_t d)
 {
     for (size_t j = 0; j < d; j++)
         dgamma[j] = dbeta[j] = 0.0;
@@ -345,8 +343,8 @@ void layernorm_backward_f64(double *dx, double *dgamma, double *dbeta, const dou
 // ANCHOR_END: differentiate_the_reference
 
 // ANCHOR: differentiate_node_by_node
-void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, const double *dy,
-                                    const double *x, const double *gamma, size_t n, size_t d, double eps)
+void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, const double *dy, const double *x,
+                                    const double *gamma, size_t n, size_t d, double eps)
 {
     double *centered = ALLOC_ARRAY(double, d), *d_centered = ALLOC_ARRAY(double, d);
     for (size_t j = 0; j < d; j++)
@@ -368,10 +366,10 @@ void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, c
         double d_rstd = 0.0;
         for (size_t j = 0; j < d; j++) {
             double xhat = centered[j] * rstd;
-            dbeta[j] += dyr[j];                     /* y = gamma * xhat + beta */
+            dbeta[j] += dyr[j]; /* y = gamma * xhat + beta */
             dgamma[j] += dyr[j] * xhat;
             double d_xhat = dyr[j] * gamma[j];
-            d_centered[j] = d_xhat * rstd;          /* xhat = centered * rstd */
+            d_centered[j] = d_xhat * rstd; /* xhat = centered * rstd */
             d_rstd += d_xhat * centered[j];
         }
         double d_var = d_rstd * -0.5 * pow(var + eps, -1.5); /* rstd = (var + eps)^(-1/2) */
@@ -381,7 +379,7 @@ void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, c
             d_mu -= d_centered[j];                                  /* centered = x - mu */
         }
         for (size_t j = 0; j < d; j++)
-            dx[row * d + j] = d_centered[j] + d_mu / (double)d;     /* mu = mean(x) */
+            dx[row * d + j] = d_centered[j] + d_mu / (double)d; /* mu = mean(x) */
     }
     array_free(centered);
     array_free(d_centered);

@@ -19,28 +19,26 @@ COMMON_BEGIN_C
 
 /* Float, fused, the CPU kernels of the chapter. Rows are spread over the
  * OpenMP threads; the results do not depend on the number of threads. */
-void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma,
-                           const float *beta, size_t n, size_t d, float eps);
+void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
+                           size_t n, size_t d, float eps);
 /* The backward pass sums dgamma and dbeta over rows in chunks, one partial
  * row each, in `scratch`: layernorm_backward_f32_scratch_floats(n, d)
  * floats, which need not be initialised and can be reused across calls. */
 size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d);
-void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
-                            const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
-                            size_t d);
+void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
+                            const float *mean, const float *rstd, const float *gamma, size_t n, size_t d);
 
 /* The reference: double, two-pass, one thread. */
 void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x, const double *gamma,
                            const double *beta, size_t n, size_t d, double eps);
 void layernorm_backward_f64(double *dx, double *dgamma, double *dbeta, const double *dy, const double *x,
-                            const double *mean, const double *rstd, const double *gamma, size_t n,
-                            size_t d);
+                            const double *mean, const double *rstd, const double *gamma, size_t n, size_t d);
 
 /* The same gradients, taken node by node through the forward graph
  * (mean, centred x, variance, rstd, xhat, y) without the algebra that
  * leads to the compact formula: an independent cross-check of it. */
-void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, const double *dy,
-                                    const double *x, const double *gamma, size_t n, size_t d, double eps);
+void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, const double *dy, const double *x,
+                                    const double *gamma, size_t n, size_t d, double eps);
 
 /* out[i] = (double)in[i] */
 void widen_f32(double *out, const float *in, size_t n);

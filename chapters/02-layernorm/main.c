@@ -65,20 +65,20 @@ typedef struct {
 } GradCheckPlan;
 
 static const GradCheckPlan gradcheck_plan[] = {
-    {CHECK_NODE_BY_NODE, 4 * 512, 1024},
-    {CHECK_CENTRAL_EVERY_ELEMENT, 3, 5},
-    {CHECK_CENTRAL_EVERY_ELEMENT, 8, 64},
-    {CHECK_COMPLEX_EVERY_ELEMENT, 8, 64},
-    {CHECK_DIRECTIONAL, 4 * 512, 1024},
-    {CHECK_COMPLEX_DIRECTIONAL, 4 * 512, 1024},
+    {CHECK_NODE_BY_NODE,          4 * 512, 1024},
+    {CHECK_CENTRAL_EVERY_ELEMENT, 3,       5   },
+    {CHECK_CENTRAL_EVERY_ELEMENT, 8,       64  },
+    {CHECK_COMPLEX_EVERY_ELEMENT, 8,       64  },
+    {CHECK_DIRECTIONAL,           4 * 512, 1024},
+    {CHECK_COMPLEX_DIRECTIONAL,   4 * 512, 1024},
 };
 enum { GRADCHECK_DIRECTIONS = 4 };
 // ANCHOR_END: plan_the_gradient_checks
 
 static int run_gradcheck(const Options *o)
 {
-    const char *headers[] = {"check", "shape", "gradient", "compared", "max abs error", "max rel error",
-                             "of tolerance", "loss evaluations", "time"};
+    const char *headers[] = {"check",         "shape",        "gradient",         "compared", "max abs error",
+                             "max rel error", "of tolerance", "loss evaluations", "time"};
     Table *table = table_new(9, headers, "lllrrrrrr");
     bool ok = true;
     for (size_t i = 0; i < sizeof gradcheck_plan / sizeof gradcheck_plan[0]; i++) {
@@ -137,26 +137,26 @@ int main(int argc, char **argv)
 {
     Options o = {.n = 64, .d = 1024, .seed = 1, .eps = 1e-5};
     const CliOption options[] = {
-        {"--gradcheck", CLI_FLAG, &o.gradcheck, 0, 0, "check the backward pass three ways, in double"},
-        {"--edge-cases", CLI_FLAG, &o.edge_cases, 0, 0, "run the edge cases and print what each checked"},
-        {"--complexity", CLI_FLAG, &o.complexity, 0, 0, "print bytes and FLOPs per element, unfused vs fused"},
-        {"--cache-memory", CLI_FLAG, &o.cache_memory, 0, 0, "print what caching xhat costs in real models"},
-        {"--failure", CLI_STRING, &o.failure, 0, 0,
-         "show a numerical failure mode: zero-variance, huge-mean, tiny-eps, overflow, rsqrt"},
-        {"--bench", CLI_FLAG, &o.bench, 0, 0, "measure throughput against memcpy (with --gpu: on the GPU)"},
-        {"--quick", CLI_FLAG, &o.quick, 0, 0, "with --bench: fewer timed runs"},
-        {"--gpu", CLI_FLAG, &o.gpu, 0, 0, "validate the CUDA kernels against the double reference (on --n x --d too)"},
-        {"--kernel", CLI_INT, &o.kernel, 0, 3, "with --gpu: only kernel version N (0: all)"},
-        {"--results", CLI_STRING, &o.results, 0, 0, "with --gpu --bench: write the results table to this file"},
-        {"--commit", CLI_STRING, &o.commit, 0, 0, "with --gpu --bench: the commit to stamp (else $GIT_COMMIT)"},
-        {"--show-results", CLI_STRING, &o.show_results, 0, 0, "print a results file, or say there is none"},
-        {"--load", CLI_STRING, &o.load, 0, 0, "read x, gamma, beta, dy (.npy, float32) from this directory"},
-        {"--save", CLI_STRING, &o.save, 0, 0, "write inputs and results (.npy) to this directory"},
-        {"--n", CLI_INT, &o.n, 1, 1 << 24, "rows"},
-        {"--d", CLI_INT, &o.d, 1, 1 << 20, "row length (the normalised dimension)"},
-        {"--eps", CLI_DOUBLE, &o.eps, 1e-30, 1.0, "epsilon added to the variance"},
-        {"--seed", CLI_INT, &o.seed, 0, 1L << 62, "random seed"},
-        {"--markdown", CLI_FLAG, &o.markdown, 0, 0, "print tables as Markdown"},
+        {"--gradcheck",    CLI_FLAG,   &o.gradcheck,    0,     0,        "check the backward pass three ways, in double"                            },
+        {"--edge-cases",   CLI_FLAG,   &o.edge_cases,   0,     0,        "run the edge cases and print what each checked"                           },
+        {"--complexity",   CLI_FLAG,   &o.complexity,   0,     0,        "print bytes and FLOPs per element, unfused vs fused"                      },
+        {"--cache-memory", CLI_FLAG,   &o.cache_memory, 0,     0,        "print what caching xhat costs in real models"                             },
+        {"--failure",      CLI_STRING, &o.failure,      0,     0,
+         "show a numerical failure mode: zero-variance, huge-mean, tiny-eps, overflow, rsqrt"                                                       },
+        {"--bench",        CLI_FLAG,   &o.bench,        0,     0,        "measure throughput against memcpy (with --gpu: on the GPU)"               },
+        {"--quick",        CLI_FLAG,   &o.quick,        0,     0,        "with --bench: fewer timed runs"                                           },
+        {"--gpu",          CLI_FLAG,   &o.gpu,          0,     0,        "validate the CUDA kernels against the double reference (on --n x --d too)"},
+        {"--kernel",       CLI_INT,    &o.kernel,       0,     3,        "with --gpu: only kernel version N (0: all)"                               },
+        {"--results",      CLI_STRING, &o.results,      0,     0,        "with --gpu --bench: write the results table to this file"                 },
+        {"--commit",       CLI_STRING, &o.commit,       0,     0,        "with --gpu --bench: the commit to stamp (else $GIT_COMMIT)"               },
+        {"--show-results", CLI_STRING, &o.show_results, 0,     0,        "print a results file, or say there is none"                               },
+        {"--load",         CLI_STRING, &o.load,         0,     0,        "read x, gamma, beta, dy (.npy, float32) from this directory"              },
+        {"--save",         CLI_STRING, &o.save,         0,     0,        "write inputs and results (.npy) to this directory"                        },
+        {"--n",            CLI_INT,    &o.n,            1,     1 << 24,  "rows"                                                                     },
+        {"--d",            CLI_INT,    &o.d,            1,     1 << 20,  "row length (the normalised dimension)"                                    },
+        {"--eps",          CLI_DOUBLE, &o.eps,          1e-30, 1.0,      "epsilon added to the variance"                                            },
+        {"--seed",         CLI_INT,    &o.seed,         0,     1L << 62, "random seed"                                                              },
+        {"--markdown",     CLI_FLAG,   &o.markdown,     0,     0,        "print tables as Markdown"                                                 },
     };
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
               "layer norm forward and backward, gradient checks, edge cases and benchmarks");
@@ -195,9 +195,18 @@ int main(int argc, char **argv)
     }
     if (o.gpu) {
 #ifdef HAVE_CUDA
-        GpuOptions g = {.n = (size_t)o.n, .d = (size_t)o.d, .eps = (float)o.eps, .seed = (uint64_t)o.seed,
-                        .kernel = (int)o.kernel, .bench = o.bench, .quick = o.quick, .load = o.load, .save = o.save,
-                        .results = o.results, .commit = o.commit, .format = table_format(&o)};
+        GpuOptions g = {.n = (size_t)o.n,
+                        .d = (size_t)o.d,
+                        .eps = (float)o.eps,
+                        .seed = (uint64_t)o.seed,
+                        .kernel = (int)o.kernel,
+                        .bench = o.bench,
+                        .quick = o.quick,
+                        .load = o.load,
+                        .save = o.save,
+                        .results = o.results,
+                        .commit = o.commit,
+                        .format = table_format(&o)};
         return gpu_main(&g);
 #else
         cli_fail("--gpu: this program was built without CUDA");

@@ -15,10 +15,10 @@
 LnProblem ln_problem_new(size_t n, size_t d, float eps)
 {
     LnProblem p = {.n = n, .d = d, .eps = eps};
-    p.x = ALLOC_ARRAY(float, n * d);
-    p.dy = ALLOC_ARRAY(float, n * d);
-    p.y = ALLOC_ARRAY(float, n * d);
-    p.dx = ALLOC_ARRAY(float, n * d);
+    p.x = ALLOC_ARRAY(float, n *d);
+    p.dy = ALLOC_ARRAY(float, n *d);
+    p.y = ALLOC_ARRAY(float, n *d);
+    p.dx = ALLOC_ARRAY(float, n *d);
     p.gamma = ALLOC_ARRAY(float, d);
     p.beta = ALLOC_ARRAY(float, d);
     p.dgamma = ALLOC_ARRAY(float, d);
@@ -115,8 +115,7 @@ void ln_problem_run_cpu(LnProblem *p)
 {
     layernorm_forward_f32(p->y, p->mean, p->rstd, p->x, p->gamma, p->beta, p->n, p->d, p->eps);
     float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(p->n, p->d));
-    layernorm_backward_f32(p->dx, p->dgamma, p->dbeta, scratch, p->dy, p->x, p->mean, p->rstd, p->gamma, p->n,
-                           p->d);
+    layernorm_backward_f32(p->dx, p->dgamma, p->dbeta, scratch, p->dy, p->x, p->mean, p->rstd, p->gamma, p->n, p->d);
     array_free(scratch);
 }
 
@@ -131,8 +130,8 @@ LnReference ln_reference_compute(const LnProblem *p)
 {
     size_t n = p->n, d = p->d;
     LnReference ref = {.n = n, .d = d};
-    ref.y = ALLOC_ARRAY(double, n * d);
-    ref.dx = ALLOC_ARRAY(double, n * d);
+    ref.y = ALLOC_ARRAY(double, n *d);
+    ref.dx = ALLOC_ARRAY(double, n *d);
     ref.mean = ALLOC_ARRAY(double, n);
     ref.rstd = ALLOC_ARRAY(double, n);
     ref.dgamma = ALLOC_ARRAY(double, d);
@@ -197,8 +196,14 @@ bool ln_comparison_print(FILE *out, const char *label, const LnComparison *c)
     const struct {
         const char *name;
         const CloseReport *report;
-    } rows[] = {{"y", &c->y}, {"mean", &c->mean}, {"rstd", &c->rstd},
-                {"dx", &c->dx}, {"dgamma", &c->dgamma}, {"dbeta", &c->dbeta}};
+    } rows[] = {
+        {"y",      &c->y     },
+        {"mean",   &c->mean  },
+        {"rstd",   &c->rstd  },
+        {"dx",     &c->dx    },
+        {"dgamma", &c->dgamma},
+        {"dbeta",  &c->dbeta }
+    };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         snprintf(what, sizeof what, "%s %s", label, rows[i].name);
         close_report_print(out, what, rows[i].report);

@@ -4,9 +4,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "chapters/01-cancellation/variance.h"
 #include "chapters/02-layernorm/layernorm.h"
 #include "chapters/02-layernorm/problem.h"
-#include "chapters/01-cancellation/variance.h"
 #include "common/alloc.h"
 #include "common/rng.h"
 
@@ -212,10 +212,10 @@ static float rstd_approximate_newton(float v)
 static void rsqrt_accuracy(Table *table)
 {
     const RstdMethod methods[] = {
-        {"1.0f / sqrtf(v), two correctly rounded operations", rstd_sqrt_then_divide},
+        {"1.0f / sqrtf(v), two correctly rounded operations", rstd_sqrt_then_divide  },
 #if defined(__SSE__)
-        {"approximate rsqrt (x86 rsqrtss)", rstd_approximate},
-        {"approximate rsqrt + one Newton step", rstd_approximate_newton},
+        {"approximate rsqrt (x86 rsqrtss)",                   rstd_approximate       },
+        {"approximate rsqrt + one Newton step",               rstd_approximate_newton},
 #endif
     };
     enum { SAMPLES = 1000000 };
@@ -248,21 +248,17 @@ typedef struct {
 } FailureMode;
 
 static const FailureMode failure_modes[] = {
-    {"zero-variance", zero_variance, 5, {"row value", "eps", "rstd", "max |y - beta|", "max |dx|"}, "rrrrr", NULL},
+    {"zero-variance", zero_variance,  5, {"row value", "eps", "rstd", "max |y - beta|", "max |dx|"},        "rrrrr", NULL         },
     {"huge-mean",
-     huge_mean,
-     5,
+     huge_mean,                       5,
      {"offset", "one-pass var: max |y error|", "two-pass", "corrected two-pass (ours)", "ulp(offset)/2"},
-     "rrrrr",
-     NULL},
-    {"tiny-eps", tiny_eps, 4, {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|"}, "rrrr", NULL},
+     "rrrrr",                                                                                                        NULL         },
+    {"tiny-eps",      tiny_eps,       4, {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|"}, "rrrr",  NULL         },
     {"overflow",
-     overflow,
-     5,
+     overflow,                        5,
      {"scale", "max |x|", "rstd, float", "rstd, double", "max |y error|"},
-     "rrrrr",
-     overflow_note},
-    {"rsqrt", rsqrt_accuracy, 3, {"rstd computed as", "max error (ulp)", "correctly rounded"}, "lrr", NULL},
+     "rrrrr",                                                                                                        overflow_note},
+    {"rsqrt",         rsqrt_accuracy, 3, {"rstd computed as", "max error (ulp)", "correctly rounded"},      "lrr",   NULL         },
 };
 enum { FAILURE_MODE_COUNT = sizeof failure_modes / sizeof failure_modes[0] };
 

@@ -3,10 +3,10 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "chapters/03-softmax-topk/topk_collect.h"
 #include "common/alloc.h"
 #include "common/cli.h"
 #include "common/rng.h"
-#include "chapters/03-softmax-topk/topk_collect.h"
 
 enum { ROWS = 32, VOCAB = 128256, CHECKPOINTS = 18 };
 
@@ -51,7 +51,8 @@ void write_admissions_data(const char *path)
             array_free(storage);
         }
     }
-    fprintf(out, "# position  K=1 measured  K=1 expected  K=16 measured  K=16 expected  K=256 measured  K=256 expected\n");
+    fprintf(out,
+            "# position  K=1 measured  K=1 expected  K=16 measured  K=16 expected  K=256 measured  K=256 expected\n");
     for (int c = 0; c < CHECKPOINTS; c++) {
         fprintf(out, "%zu", positions[c]);
         for (int t = 0; t < 3; t++) {

@@ -2,11 +2,11 @@
 
 #include <stdio.h>
 
+#include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/rng.h"
-#include "chapters/03-softmax-topk/compare.h"
-#include "chapters/03-softmax-topk/softmax_topk.h"
 
 /* Naive and online run far below the memory bandwidth (they are bound by
  * arithmetic), so they are timed on the first SLOW_ROWS rows only: whether
@@ -80,7 +80,13 @@ static double seconds_per_row(const BenchData *data, CpuVersion version, size_t 
 {
     bool slow = version != CPU_FUSED;
     size_t rows = slow ? SLOW_ROWS : data->count / vocab;
-    BenchCase c = {version, data->logits, rows, vocab, k, threads, ALLOC_ARRAY(float, rows * (size_t)k),
+    BenchCase c = {version,
+                   data->logits,
+                   rows,
+                   vocab,
+                   k,
+                   threads,
+                   ALLOC_ARRAY(float, rows *(size_t)k),
                    ALLOC_ARRAY(int64_t, rows * (size_t)k)};
     BenchStats stats = bench_run(run_case, &c, 1, slow ? SLOW_TIMED_RUNS : FUSED_TIMED_RUNS);
     array_free(c.probs);
@@ -106,8 +112,15 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
     size_t k_count = quick ? 2 : sizeof all_ks / sizeof all_ks[0];
     BenchData data = bench_data_new(threads);
     print_bench_header(&data);
-    const char *headers[] = {"V", "K", "threads", "naive G/s", "online G/s", "fused G/s", "fused / naive",
-                             "read bandwidth", "fused / read bandwidth"};
+    const char *headers[] = {"V",
+                             "K",
+                             "threads",
+                             "naive G/s",
+                             "online G/s",
+                             "fused G/s",
+                             "fused / naive",
+                             "read bandwidth",
+                             "fused / read bandwidth"};
     Table *table = table_new(9, headers, "rrrrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
         if (v > 0) {
@@ -166,8 +179,13 @@ void print_traffic_table(TableFormat format)
     BenchData data = bench_data_new(bench_max_threads());
     print_bench_header(&data);
     printf("read bandwidth on 1 thread: %.1f GB/s\n\n", data.read_gbs_one);
-    const char *headers[] = {"version", "reads of the row", "writes of the row", "bytes per row",
-                             "predicted time per row", "measured time per row", "measured / predicted"};
+    const char *headers[] = {"version",
+                             "reads of the row",
+                             "writes of the row",
+                             "bytes per row",
+                             "predicted time per row",
+                             "measured time per row",
+                             "measured / predicted"};
     Table *table = table_new(7, headers, "lrrrrrr");
     for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
         Traffic traffic = predicted_traffic(version);
@@ -195,7 +213,7 @@ void print_accuracy_table(TableFormat format)
     Table *table = table_new(4, headers, "rrrr");
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v];
-        float *logits = ALLOC_ARRAY(float, ROWS * vocab), probs[ROWS * K];
+        float *logits = ALLOC_ARRAY(float, ROWS *vocab), probs[ROWS * K];
         int64_t indices[ROWS * K];
         Rng rng;
         rng_seed(&rng, vocab);

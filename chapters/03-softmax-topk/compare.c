@@ -4,8 +4,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "common/alloc.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
+#include "common/alloc.h"
 
 #define PROB_ATOL ((double)FLT_MIN)
 

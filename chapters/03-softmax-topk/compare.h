@@ -27,10 +27,10 @@ double topk_rtol_sequential_sum(size_t terms);
 double topk_rtol_gpu(size_t vocab);
 
 typedef struct {
-    size_t places;        /* probabilities (and indices) compared */
+    size_t places; /* probabilities (and indices) compared */
     size_t wrong_indices;
-    size_t wrong_probs;   /* outside the tolerance, or NaN on one side only */
-    double max_rel_error; /* over reference probabilities >= FLT_MIN */
+    size_t wrong_probs;    /* outside the tolerance, or NaN on one side only */
+    double max_rel_error;  /* over reference probabilities >= FLT_MIN */
     double tolerance_used; /* largest error / allowed error */
     char first_mismatch[200];
 } TopkComparison;

@@ -8,10 +8,10 @@
 #ifdef HAVE_CUDA
 
 #include "chapters/03-softmax-topk/bench_cpu.h"
+#include "chapters/03-softmax-topk/compare.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/cuda_util.h"
-#include "chapters/03-softmax-topk/compare.h"
 #include "kernels/softmax_topk_gpu.h"
 
 void gpu_require(void)
@@ -26,8 +26,7 @@ const char *gpu_kernel_name(int kernel)
     return softmax_topk_gpu_name(kernel);
 }
 
-void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab, int k, float *probs,
-                      int64_t *indices)
+void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab, int k, float *probs, int64_t *indices)
 {
     SoftmaxTopkGpuConfig config = {0, 0};
     char err[256];
@@ -50,8 +49,8 @@ static double validated_time_ms(int kernel, const GpuCase *c, char *why, size_t 
 {
     SoftmaxTopkGpuConfig config = {0, 0};
     char err[256];
-    SoftmaxTopkGpuRun *run = softmax_topk_gpu_run_new(kernel, c->logits, c->rows, c->vocab, c->k, &config, err,
-                                                      sizeof err);
+    SoftmaxTopkGpuRun *run =
+        softmax_topk_gpu_run_new(kernel, c->logits, c->rows, c->vocab, c->k, &config, err, sizeof err);
     if (run == NULL) {
         cli_fail_status(1, "kernel %d: %s", kernel, err);
     }
@@ -60,8 +59,8 @@ static double validated_time_ms(int kernel, const GpuCase *c, char *why, size_t 
     int64_t *indices = ALLOC_ARRAY(int64_t, outputs);
     softmax_topk_gpu_run_once(run, probs, indices);
     size_t step = c->rows > VALIDATED_ROWS ? c->rows / VALIDATED_ROWS : 1;
-    TopkComparison check = compare_with_reference(c->logits, c->rows, step, c->vocab, c->k, probs, indices,
-                                                  topk_rtol_gpu(c->vocab));
+    TopkComparison check =
+        compare_with_reference(c->logits, c->rows, step, c->vocab, c->k, probs, indices, topk_rtol_gpu(c->vocab));
     double ms = -1.0;
     if (check.wrong_indices + check.wrong_probs == 0) {
         ms = softmax_topk_gpu_run_time_ms(run, TIMED_LAUNCHES);
@@ -74,8 +73,7 @@ static double validated_time_ms(int kernel, const GpuCase *c, char *why, size_t 
     return ms;
 }
 
-static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs, size_t vocab_count,
-                          double copy_gbs)
+static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs, size_t vocab_count, double copy_gbs)
 {
     const int ks[] = {1, 8, 64, 256, 1024};
     const char *headers[] = {"V", "K", "kernel", "ms", "GB/s", "of copy bandwidth", "vs kernel 1"};
@@ -146,8 +144,9 @@ static Table *decode_step_table(const float *logits)
 static void print_stamp(FILE *out, const char *device, const char *commit, double copy_gbs, size_t rows)
 {
     results_stamp(out, device, commit);
-    fprintf(out, "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run; "
-                 "%zu rows, each kernel validated against the double reference before timing, median of %d launches\n\n",
+    fprintf(out,
+            "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run; "
+            "%zu rows, each kernel validated against the double reference before timing, median of %d launches\n\n",
             copy_gbs, rows, TIMED_LAUNCHES);
 }
 
@@ -201,8 +200,7 @@ const char *gpu_kernel_name(int kernel)
     no_cuda();
 }
 
-void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab, int k, float *probs,
-                      int64_t *indices)
+void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab, int k, float *probs, int64_t *indices)
 {
     (void)kernel, (void)logits, (void)rows, (void)vocab, (void)k, (void)probs, (void)indices;
     no_cuda();

@@ -29,5 +29,4 @@ void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab
  * CUDA version, the date and `commit` (or $GIT_COMMIT). */
 void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format);
 
-
 #endif

@@ -93,19 +93,19 @@ static void signed_zeros(float *row, size_t vocab)
 }
 
 const HardInput HARD_INPUTS[] = {
-    {"one finite logit, the rest -inf", 10, 3, one_finite_rest_minus_inf},
-    {"all logits equal", 10, 4, all_equal},
-    {"K = 1", 1000, 1, random_logits},
-    {"K = V", 7, 7, random_logits},
-    {"V = 1", 1, 1, one_logit},
-    {"V = 1823, winner last", 1823, 5, winner_in_the_last_place},
-    {"ties all along the row", 1000, 6, ties_across_the_row},
-    {"huge and tiny logits", 8, 4, huge_and_tiny},
-    {"two +inf", 6, 3, two_plus_inf},
-    {"NaN in the row", 6, 3, nan_in_the_row},
-    {"all -inf", 5, 2, all_minus_inf},
-    {"probabilities that underflow", 5, 5, underflow_is_no_tie},
-    {"-0 and +0", 4, 3, signed_zeros},
+    {"one finite logit, the rest -inf", 10,   3, one_finite_rest_minus_inf},
+    {"all logits equal",                10,   4, all_equal                },
+    {"K = 1",                           1000, 1, random_logits            },
+    {"K = V",                           7,    7, random_logits            },
+    {"V = 1",                           1,    1, one_logit                },
+    {"V = 1823, winner last",           1823, 5, winner_in_the_last_place },
+    {"ties all along the row",          1000, 6, ties_across_the_row      },
+    {"huge and tiny logits",            8,    4, huge_and_tiny            },
+    {"two +inf",                        6,    3, two_plus_inf             },
+    {"NaN in the row",                  6,    3, nan_in_the_row           },
+    {"all -inf",                        5,    2, all_minus_inf            },
+    {"probabilities that underflow",    5,    5, underflow_is_no_tie      },
+    {"-0 and +0",                       4,    3, signed_zeros             },
 };
 
 const int HARD_INPUT_COUNT = (int)(sizeof HARD_INPUTS / sizeof HARD_INPUTS[0]);

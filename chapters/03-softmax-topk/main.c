@@ -9,17 +9,17 @@
 
 #include "chapters/03-softmax-topk/admissions.h"
 #include "chapters/03-softmax-topk/bench_cpu.h"
-#include "common/alloc.h"
-#include "common/bench.h"
-#include "common/cli.h"
-#include "common/results.h"
-#include "common/npy.h"
-#include "common/rng.h"
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/gpu.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/merge_demo.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
+#include "common/alloc.h"
+#include "common/bench.h"
+#include "common/cli.h"
+#include "common/npy.h"
+#include "common/results.h"
+#include "common/rng.h"
 
 typedef struct {
     long rows, vocab, k, seed, version, kernel, threads;
@@ -32,31 +32,36 @@ typedef struct {
 
 static Options parse_options(int argc, char **argv)
 {
-    Options o = {.rows = NOT_GIVEN, .vocab = NOT_GIVEN, .k = 8, .seed = 1, .version = NOT_GIVEN,
-                 .kernel = NOT_GIVEN, .threads = NOT_GIVEN};
+    Options o = {.rows = NOT_GIVEN,
+                 .vocab = NOT_GIVEN,
+                 .k = 8,
+                 .seed = 1,
+                 .version = NOT_GIVEN,
+                 .kernel = NOT_GIVEN,
+                 .threads = NOT_GIVEN};
     const CliOption options[] = {
-        {"-k", CLI_INT, &o.k, 1, 1 << 30, "K: how many of the largest probabilities per row"},
-        {"--rows", CLI_INT, &o.rows, 1, 1 << 20, "rows of random logits (default 4)"},
-        {"--vocab", CLI_INT, &o.vocab, 1, (double)SOFTMAX_TOPK_MAX_VOCAB, "V: logits per row (default 50257)"},
-        {"--seed", CLI_INT, &o.seed, 0, 1e18, "seed of the random logits"},
-        {"--load", CLI_STRING, &o.load, 0, 0, "read logits from a .npy file, float32 [rows, V]"},
-        {"--save", CLI_STRING, &o.save, 0, 0, "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
-        {"--version", CLI_INT, &o.version, 1, CPU_VERSION_COUNT, "CPU version: 1 naive, 2 online, 3 fused (default)"},
-        {"--gpu", CLI_FLAG, &o.gpu, 0, 0, "run on the GPU (with --bench: the GPU benchmark)"},
-        {"--kernel", CLI_INT, &o.kernel, 1, GPU_KERNEL_COUNT, "GPU kernel 1 .. 5; kernel 3 when not given"},
-        {"--threads", CLI_INT, &o.threads, 1, 1024, "CPU threads (default: all cores)"},
-        {"--bench", CLI_FLAG, &o.bench, 0, 0, "benchmark the CPU versions (with --gpu: the GPU kernels)"},
-        {"--quick", CLI_FLAG, &o.quick, 0, 0, "with --bench: a reduced grid, V = 128256 and K in {8, 64}"},
-        {"--hard-inputs", CLI_FLAG, &o.hard_inputs, 0, 0, "table: what the fused version returns for hard inputs"},
-        {"--traffic", CLI_FLAG, &o.traffic, 0, 0, "table: predicted memory traffic and measured time per version"},
-        {"--accuracy", CLI_FLAG, &o.accuracy, 0, 0, "table: largest relative error of each version"},
-        {"--merge-demo", CLI_FLAG, &o.merge_demo, 0, 0, "table: the cross-warp merge, right and mixing rows"},
-        {"--markdown", CLI_FLAG, &o.markdown, 0, 0, "print tables as Markdown"},
-        {"--results", CLI_STRING, &o.results, 0, 0, "with --gpu --bench: write the results (Markdown) here"},
-        {"--commit", CLI_STRING, &o.commit, 0, 0, "with --gpu --bench: the commit to stamp the results with"},
-        {"--show-results", CLI_STRING, &o.show_results, 0, 0, "print a GPU results file, or say there is none"},
+        {"-k",                CLI_INT,    &o.k,               1, 1 << 30,                        "K: how many of the largest probabilities per row"                },
+        {"--rows",            CLI_INT,    &o.rows,            1, 1 << 20,                        "rows of random logits (default 4)"                               },
+        {"--vocab",           CLI_INT,    &o.vocab,           1, (double)SOFTMAX_TOPK_MAX_VOCAB, "V: logits per row (default 50257)"                               },
+        {"--seed",            CLI_INT,    &o.seed,            0, 1e18,                           "seed of the random logits"                                       },
+        {"--load",            CLI_STRING, &o.load,            0, 0,                              "read logits from a .npy file, float32 [rows, V]"                 },
+        {"--save",            CLI_STRING, &o.save,            0, 0,                              "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
+        {"--version",         CLI_INT,    &o.version,         1, CPU_VERSION_COUNT,              "CPU version: 1 naive, 2 online, 3 fused (default)"               },
+        {"--gpu",             CLI_FLAG,   &o.gpu,             0, 0,                              "run on the GPU (with --bench: the GPU benchmark)"                },
+        {"--kernel",          CLI_INT,    &o.kernel,          1, GPU_KERNEL_COUNT,               "GPU kernel 1 .. 5; kernel 3 when not given"                      },
+        {"--threads",         CLI_INT,    &o.threads,         1, 1024,                           "CPU threads (default: all cores)"                                },
+        {"--bench",           CLI_FLAG,   &o.bench,           0, 0,                              "benchmark the CPU versions (with --gpu: the GPU kernels)"        },
+        {"--quick",           CLI_FLAG,   &o.quick,           0, 0,                              "with --bench: a reduced grid, V = 128256 and K in {8, 64}"       },
+        {"--hard-inputs",     CLI_FLAG,   &o.hard_inputs,     0, 0,                              "table: what the fused version returns for hard inputs"           },
+        {"--traffic",         CLI_FLAG,   &o.traffic,         0, 0,                              "table: predicted memory traffic and measured time per version"   },
+        {"--accuracy",        CLI_FLAG,   &o.accuracy,        0, 0,                              "table: largest relative error of each version"                   },
+        {"--merge-demo",      CLI_FLAG,   &o.merge_demo,      0, 0,                              "table: the cross-warp merge, right and mixing rows"              },
+        {"--markdown",        CLI_FLAG,   &o.markdown,        0, 0,                              "print tables as Markdown"                                        },
+        {"--results",         CLI_STRING, &o.results,         0, 0,                              "with --gpu --bench: write the results (Markdown) here"           },
+        {"--commit",          CLI_STRING, &o.commit,          0, 0,                              "with --gpu --bench: the commit to stamp the results with"        },
+        {"--show-results",    CLI_STRING, &o.show_results,    0, 0,                              "print a GPU results file, or say there is none"                  },
         {"--admissions-data", CLI_STRING, &o.admissions_data, 0, 0,
-         "write the data of the figure: logits admitted to the top K along a row"},
+         "write the data of the figure: logits admitted to the top K along a row"                                                                                  },
     };
     cli_parse(argc, argv, options, sizeof options / sizeof options[0],
               "softmax + top-K of rows of logits, from three passes to one fused pass (CPU and CUDA)");
@@ -74,8 +79,12 @@ static int count_true(const bool *flags, int count)
 
 static void check_combinations(const Options *o)
 {
-    const bool modes[] = {o->bench,      o->hard_inputs,           o->traffic,
-                          o->accuracy,   o->merge_demo,            o->show_results != NULL,
+    const bool modes[] = {o->bench,
+                          o->hard_inputs,
+                          o->traffic,
+                          o->accuracy,
+                          o->merge_demo,
+                          o->show_results != NULL,
                           o->admissions_data != NULL};
     if (count_true(modes, 7) > 1) {
         cli_fail("--bench, --hard-inputs, --traffic, --accuracy, --merge-demo, --show-results and --admissions-data "
@@ -124,7 +133,7 @@ static Logits get_logits(const Options *o)
     }
     x.rows = o->rows == NOT_GIVEN ? 4 : (size_t)o->rows;
     x.vocab = o->vocab == NOT_GIVEN ? 50257 : (size_t)o->vocab;
-    x.logits = ALLOC_ARRAY(float, x.rows * x.vocab);
+    x.logits = ALLOC_ARRAY(float, x.rows *x.vocab);
     Rng rng;
     rng_seed(&rng, (uint64_t)o->seed);
     rng_fill_normal_f32(&rng, x.logits, x.rows * x.vocab, 0.0, 3.0);
@@ -195,7 +204,7 @@ static int run_topk(const Options *o, int threads)
     if ((size_t)k > x.vocab) {
         cli_fail("-k %d is larger than V = %zu, the number of logits per row", k, x.vocab);
     }
-    float *probs = ALLOC_ARRAY(float, x.rows * (size_t)k);
+    float *probs = ALLOC_ARRAY(float, x.rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, x.rows * (size_t)k);
     double rtol;
     if (o->gpu) {
@@ -206,8 +215,8 @@ static int run_topk(const Options *o, int threads)
     } else {
         CpuVersion version = o->version == NOT_GIVEN ? CPU_FUSED : (CpuVersion)o->version;
         softmax_topk_rows(version, x.logits, x.rows, x.vocab, k, threads, probs, indices);
-        printf("CPU version %d (%s), %zu rows, V = %zu, K = %d\n", version, cpu_version_name(version), x.rows,
-               x.vocab, k);
+        printf("CPU version %d (%s), %zu rows, V = %zu, K = %d\n", version, cpu_version_name(version), x.rows, x.vocab,
+               k);
         rtol = version == CPU_FUSED ? TOPK_RTOL_TREE_SUM : topk_rtol_sequential_sum(x.vocab);
     }
     print_rows(x.rows, k, probs, indices);

@@ -2,9 +2,9 @@
 
 #include <stdio.h>
 
+#include "chapters/03-softmax-topk/compare.h"
 #include "common/alloc.h"
 #include "common/rng.h"
-#include "chapters/03-softmax-topk/compare.h"
 #include "kernels/softmax_topk.h"
 
 /* One warp's share of a row, as the kernel deals it: steps of 32 lanes x
@@ -29,8 +29,8 @@ static void scan_warp_share(const float *row, size_t vocab, int member, int memb
 }
 
 // ANCHOR: emulate_cross_warp_merge
-void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, int k, int merge_group,
-                         float *probs, int64_t *indices)
+void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, int k, int merge_group, float *probs,
+                         int64_t *indices)
 {
     const int warps_per_row = EMULATED_BLOCK_WARPS / rows_per_block;
     Partial partials[EMULATED_BLOCK_WARPS];
@@ -38,8 +38,8 @@ void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, 
     TopkEntry *merged = lists + EMULATED_BLOCK_WARPS * k;
     for (int warp = 0; warp < EMULATED_BLOCK_WARPS; warp++) {
         partials[warp].list = lists + warp * k;
-        scan_warp_share(logits + (size_t)(warp / warps_per_row) * vocab, vocab, warp % warps_per_row,
-                        warps_per_row, k, &partials[warp]);
+        scan_warp_share(logits + (size_t)(warp / warps_per_row) * vocab, vocab, warp % warps_per_row, warps_per_row, k,
+                        &partials[warp]);
     }
     for (int span = 1; span < merge_group; span *= 2) {
         for (int warp = 0; warp < EMULATED_BLOCK_WARPS; warp++) {
@@ -67,13 +67,13 @@ void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, 
 /* How many rows of the block come out right. */
 static int rows_right(const float *logits, int rows_per_block, size_t vocab, int k, int merge_group)
 {
-    float *probs = ALLOC_ARRAY(float, (size_t)rows_per_block * (size_t)k);
+    float *probs = ALLOC_ARRAY(float, (size_t)rows_per_block *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)rows_per_block * (size_t)k);
     emulate_block_merge(logits, rows_per_block, vocab, k, merge_group, probs, indices);
     int right = 0;
     for (int row = 0; row < rows_per_block; row++) {
-        TopkComparison c = compare_with_reference(logits + (size_t)row * vocab, 1, 1, vocab, k,
-                                                  probs + row * k, indices + row * k, TOPK_RTOL_TREE_SUM);
+        TopkComparison c = compare_with_reference(logits + (size_t)row * vocab, 1, 1, vocab, k, probs + row * k,
+                                                  indices + row * k, TOPK_RTOL_TREE_SUM);
         right += c.wrong_indices + c.wrong_probs == 0;
     }
     array_free(probs);
@@ -84,7 +84,7 @@ static int rows_right(const float *logits, int rows_per_block, size_t vocab, int
 void print_merge_demo(TableFormat format)
 {
     enum { VOCAB = 1000, K = 5 };
-    float *logits = ALLOC_ARRAY(float, EMULATED_BLOCK_WARPS * VOCAB);
+    float *logits = ALLOC_ARRAY(float, EMULATED_BLOCK_WARPS *VOCAB);
     Rng rng;
     rng_seed(&rng, 2018);
     rng_fill_normal_f32(&rng, logits, EMULATED_BLOCK_WARPS * VOCAB, 0.0, 3.0);

@@ -23,8 +23,8 @@
 /* logits [rows_per_block, vocab] -> probs, indices [rows_per_block, k], with
  * rows_per_block in {1, 2, 4, 8}. merge_group is the number of consecutive
  * warps merged together: 8 / rows_per_block is right, 8 is the bug. */
-void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, int k, int merge_group,
-                         float *probs, int64_t *indices);
+void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, int k, int merge_group, float *probs,
+                         int64_t *indices);
 
 /* The table: rows right, with the right merge and with the bug, for 1, 2,
  * 4 and 8 rows per block. */

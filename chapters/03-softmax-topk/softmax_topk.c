@@ -85,8 +85,7 @@ static void offer_reaching_threshold(TopkCollector *top, const float *logits, si
 {
     size_t i = begin;
     for (; i + OFFER_BLOCK <= end; i += OFFER_BLOCK) {
-        for (uint32_t mask = reaching_threshold_mask(logits + i, top->threshold.value); mask != 0;
-             mask &= mask - 1) {
+        for (uint32_t mask = reaching_threshold_mask(logits + i, top->threshold.value); mask != 0; mask &= mask - 1) {
             size_t above = i + (size_t)__builtin_ctz(mask);
             topk_collector_offer(top, topk_entry(logits[above], (int32_t)above));
         }
@@ -146,8 +145,7 @@ LaneSums lane_sums_empty(void)
  * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
  * exp(-inf) = 0, as it should. (inline: as a function of its own, called
  * twice, it would keep the 64 sums in memory instead of registers.) */
-static inline float add_weights_below(float sums[LANES], float maxima[LANES], const float *chunk, int n,
-                                      float max)
+static inline float add_weights_below(float sums[LANES], float maxima[LANES], const float *chunk, int n, float max)
 {
     float reference = max == -INFINITY ? 0.0f : max;
     for (int lane = 0; lane < LANES; lane++) {
@@ -266,8 +264,8 @@ static void offer_chunk(TopkCollector *top, const float *logits, size_t whole_la
 
 /* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
  * with one mask. */
-static void offer_chunks_that_may_hold_candidates(TopkCollector *top, const float *logits,
-                                                  const float *chunk_maxima, size_t whole_lanes)
+static void offer_chunks_that_may_hold_candidates(TopkCollector *top, const float *logits, const float *chunk_maxima,
+                                                  size_t whole_lanes)
 {
     size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
     for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK) {
@@ -373,8 +371,8 @@ static void row_with_lookahead(CpuVersion version, const float *logits, size_t v
     // ANCHOR_END: normalise_only_the_winners
 }
 
-void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch,
-                      float *probs, int64_t *indices)
+void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
+                      int64_t *indices)
 {
     row_with_lookahead(version, logits, vocab, vocab, k, scratch, probs, indices);
 }

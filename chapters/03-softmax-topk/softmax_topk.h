@@ -41,8 +41,8 @@ RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k);
 void row_scratch_free(RowScratch *scratch);
 
 /* One row of `vocab` logits -> k probabilities and indices (1 <= k <= vocab). */
-void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch,
-                      float *probs, int64_t *indices);
+void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
+                      int64_t *indices);
 
 /* Many rows: logits [rows, vocab] -> probs and indices [rows, k], rows split
  * across `threads` OpenMP threads (the results do not depend on it). */

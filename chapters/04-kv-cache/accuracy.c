@@ -3,11 +3,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/alloc.h"
 #include "chapters/04-kv-cache/paged_cache.h"
 #include "chapters/04-kv-cache/sampling.h"
 #include "chapters/04-kv-cache/trace.h"
 #include "chapters/04-kv-cache/verify.h"
+#include "common/alloc.h"
 
 const char *kv_format_name(KvFormat format)
 {
@@ -63,13 +63,12 @@ static void comparing_store(KvCache *base, int seq, int layer, int kv_head, int 
     c->measured.base.store(&c->measured.base, seq, layer, kv_head, position, key, value);
 }
 
-static void comparing_attend(const KvCache *base, int seq, int layer, int kv_head, int length,
-                             const float *queries, int n_queries, float *scores, float *out)
+static void comparing_attend(const KvCache *base, int seq, int layer, int kv_head, int length, const float *queries,
+                             int n_queries, float *scores, float *out)
 {
     const ComparingCache *c = (const ComparingCache *)base;
     c->measured.base.attend(&c->measured.base, seq, layer, kv_head, length, queries, n_queries, scores, out);
-    c->exact.base.attend(&c->exact.base, seq, layer, kv_head, length, queries, n_queries, scores,
-                         c->exact_out);
+    c->exact.base.attend(&c->exact.base, seq, layer, kv_head, length, queries, n_queries, scores, c->exact_out);
     for (int q = 0; q < n_queries; q++) {
         double difference = 0.0, norm = 0.0;
         for (int i = 0; i < c->head_dim; i++) {
@@ -104,8 +103,7 @@ static ComparingCache comparing_cache_create(const ModelConfig *config, int num_
     return (ComparingCache){
         .base = {comparing_reserve, comparing_store, comparing_attend, comparing_release, comparing_max_length},
         .exact = paged_cache_create(config, 1, num_blocks, setup->block_size, false),
-        .measured = paged_cache_create_in(config, 1, num_blocks, setup->block_size, false, format,
-                                          setup->int4_group),
+        .measured = paged_cache_create_in(config, 1, num_blocks, setup->block_size, false, format, setup->int4_group),
         .head_dim = config->head_dim,
         .exact_out = ALLOC_ARRAY(float, (size_t)config->n_heads * config->head_dim),
         .errors = errors,
@@ -137,8 +135,10 @@ static void run_teacher_forced(const Model *model, KvCache *cache, const Request
 static double log_sum_exp(const float *x, int n)
 {
     double max = -INFINITY, sum = 0.0;
-    for (int i = 0; i < n; i++) max = fmax(max, x[i]);
-    for (int i = 0; i < n; i++) sum += exp(x[i] - max);
+    for (int i = 0; i < n; i++)
+        max = fmax(max, x[i]);
+    for (int i = 0; i < n; i++)
+        sum += exp(x[i] - max);
     return max + log(sum);
 }
 
@@ -163,7 +163,7 @@ static AccuracyResult measure_format(const Model *model, const AccuracySetup *se
     ErrorStats errors = {0};
     int num_blocks = paged_kv_blocks_for(reference->prompt_len + steps, setup->block_size);
     ComparingCache cache = comparing_cache_create(c, num_blocks, setup, format, &errors);
-    float *logits = ALLOC_ARRAY(float, (size_t)steps * vocab);
+    float *logits = ALLOC_ARRAY(float, (size_t)steps *vocab);
     run_teacher_forced(model, &cache.base, reference, logits);
 
     AccuracyResult r = {.format = format, .steps = steps};
@@ -194,17 +194,17 @@ void accuracy_measure_all(const Model *model, const AccuracySetup *setup, Accura
     const Sampler greedy = {0};
     Rng rng;
     rng_seed(&rng, setup->seed);
-    Request *reference = requests_random(&model->config, &rng, 1, setup->prompt_len, setup->prompt_len,
-                                         setup->n_new, setup->n_new);
+    Request *reference =
+        requests_random(&model->config, &rng, 1, setup->prompt_len, setup->prompt_len, setup->n_new, setup->n_new);
     serve_each_alone(model, reference, 1, &greedy);
-    for (int f = 0; f < KV_FORMAT_COUNT; f++) results[f] = measure_format(model, setup, (KvFormat)f, reference);
+    for (int f = 0; f < KV_FORMAT_COUNT; f++)
+        results[f] = measure_format(model, setup, (KvFormat)f, reference);
     requests_free(reference, 1);
 }
 
 static void sizes_table(const AccuracyResult *results, FILE *out, TableFormat format)
 {
-    const char *headers[] = {"cache", "bits per key", "bits per value", "bytes per position", "of float32",
-                             "of fp16"};
+    const char *headers[] = {"cache", "bits per key", "bits per value", "bytes per position", "of float32", "of fp16"};
     Table *t = table_new(6, headers, "lrrrrr");
     double float32 = results[KV_FORMAT_FLOAT32].bytes_per_position, fp16 = results[KV_FORMAT_FP16].bytes_per_position;
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
@@ -239,14 +239,16 @@ static void accuracy_table(const AccuracyResult *results, FILE *out, TableFormat
 
 void accuracy_report(const ModelConfig *config, const AccuracySetup *setup, FILE *out, TableFormat format)
 {
-    fprintf(out, "%d layers, %d query heads, %d kv heads of %d; blocks of %d, INT4 groups of %d channels. "
-                 "A prompt of %d tokens, then %d greedy tokens fed again through each cache.\n\n",
+    fprintf(out,
+            "%d layers, %d query heads, %d kv heads of %d; blocks of %d, INT4 groups of %d channels. "
+            "A prompt of %d tokens, then %d greedy tokens fed again through each cache.\n\n",
             config->n_layers, config->n_heads, config->n_kv_heads, config->head_dim, setup->block_size,
             setup->int4_group, setup->prompt_len, setup->n_new);
     AccuracyResult results[KV_FORMAT_COUNT];
     for (int outliers = 0; outliers < 2; outliers++) {
         Model model = model_create(config);
-        if (outliers) model_add_key_outliers(&model, ACCURACY_OUTLIER_PAIRS, ACCURACY_OUTLIER_GAIN);
+        if (outliers)
+            model_add_key_outliers(&model, ACCURACY_OUTLIER_PAIRS, ACCURACY_OUTLIER_GAIN);
         accuracy_measure_all(&model, setup, results);
         if (outliers) {
             fprintf(out, "\nwith key outliers: the last %d rotary pairs of every kv head's keys %g times larger\n\n",

@@ -9,19 +9,19 @@
 
 #include <stdio.h>
 
+#include "chapters/04-kv-cache/model.h"
 #include "common/table.h"
 #include "kernels/kv_quant.h"
-#include "chapters/04-kv-cache/model.h"
 
 typedef struct {
     int prompt_len, n_new; /* the reference: a random prompt, then n_new greedy tokens */
     int block_size, int4_group;
-    uint64_t seed;         /* of the prompt */
+    uint64_t seed; /* of the prompt */
 } AccuracySetup;
 
 typedef struct {
     KvFormat format;
-    double bytes_per_position;          /* keys and values of every layer, scales included */
+    double bytes_per_position;           /* keys and values of every layer, scales included */
     double bits_per_key, bits_per_value; /* per number, scales included */
     /* ||attention out - float attention out|| / ||float attention out|| over
      * every layer, query head and position of the run. */

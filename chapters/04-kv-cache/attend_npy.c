@@ -24,17 +24,23 @@ static void path_in(char *path, size_t size, const char *dir, const char *name)
 
 static void require(bool ok, const char *name, const char *what, size_t got, size_t expected)
 {
-    if (!ok) cli_fail("%s: %s is %zu, expected %zu", name, what, got, expected);
+    if (!ok)
+        cli_fail("%s: %s is %zu, expected %zu", name, what, got, expected);
 }
 
 /* Shapes that agree with each other, and lengths in [1, max_len]. */
-static AttendInput check_inputs(const NpyArray *q, const NpyArray *k, const NpyArray *v,
-                                const NpyArray *lens)
+static AttendInput check_inputs(const NpyArray *q, const NpyArray *k, const NpyArray *v, const NpyArray *lens)
 {
     AttendInput in = {
-        .batch = (int)q->shape[0], .n_heads = (int)q->shape[1], .head_dim = (int)q->shape[2],
-        .n_kv_heads = (int)k->shape[1], .max_len = (int)k->shape[2],
-        .q = q->data, .k = k->data, .v = v->data, .lens = lens->data,
+        .batch = (int)q->shape[0],
+        .n_heads = (int)q->shape[1],
+        .head_dim = (int)q->shape[2],
+        .n_kv_heads = (int)k->shape[1],
+        .max_len = (int)k->shape[2],
+        .q = q->data,
+        .k = k->data,
+        .v = v->data,
+        .lens = lens->data,
     };
     require(k->shape[0] == q->shape[0], "k.npy", "batch (dimension 0)", k->shape[0], q->shape[0]);
     require(k->shape[3] == q->shape[2], "k.npy", "head_dim (dimension 3)", k->shape[3], q->shape[2]);
@@ -48,8 +54,7 @@ static AttendInput check_inputs(const NpyArray *q, const NpyArray *k, const NpyA
         cli_fail("q.npy has %d heads, not a multiple of k.npy's %d kv heads", in.n_heads, in.n_kv_heads);
     for (int b = 0; b < in.batch; b++)
         if (in.lens[b] < 1 || in.lens[b] > in.max_len)
-            cli_fail("lens.npy: lens[%d] = %d, expected 1..%d (k.npy's dimension 2)", b, in.lens[b],
-                     in.max_len);
+            cli_fail("lens.npy: lens[%d] = %d, expected 1..%d (k.npy's dimension 2)", b, in.lens[b], in.max_len);
     return in;
 }
 
@@ -64,20 +69,22 @@ static void attend_all_contiguous(const AttendInput *in, float *scores, float *o
     for (int b = 0; b < in->batch; b++)
         for (int h = 0; h < in->n_kv_heads; h++) {
             size_t q = ((size_t)b * in->n_heads + (size_t)h * group) * in->head_dim;
-            attend_contiguous(in->q + q, group, kv_row(in, in->k, b, h, 0), kv_row(in, in->v, b, h, 0),
-                              in->lens[b], in->head_dim, scores, out + q);
+            attend_contiguous(in->q + q, group, kv_row(in, in->k, b, h, 0), kv_row(in, in->v, b, h, 0), in->lens[b],
+                              in->head_dim, scores, out + q);
         }
 }
 
 /* Store each sequence in blocks of the format, handed out from a shuffled
  * pool, then attend through the block tables. */
-static void attend_all_paged(const AttendInput *in, int block_size, KvFormat format, int int4_group,
-                             float *scores, float *out)
+static void attend_all_paged(const AttendInput *in, int block_size, KvFormat format, int int4_group, float *scores,
+                             float *out)
 {
     PagedKvShape shape = {block_size, in->n_kv_heads, in->head_dim};
-    KvBlockLayout keys = kv_layout(format, true, shape, int4_group), values = kv_layout(format, false, shape, int4_group);
+    KvBlockLayout keys = kv_layout(format, true, shape, int4_group),
+                  values = kv_layout(format, false, shape, int4_group);
     int blocks = 0;
-    for (int b = 0; b < in->batch; b++) blocks += paged_kv_blocks_for(in->lens[b], block_size);
+    for (int b = 0; b < in->batch; b++)
+        blocks += paged_kv_blocks_for(in->lens[b], block_size);
     BlockPool pool = block_pool_create(blocks, block_size, false);
     Rng rng;
     rng_seed(&rng, 1);
@@ -93,7 +100,8 @@ static void attend_all_paged(const AttendInput *in, int block_size, KvFormat for
         for (int h = 0; h < in->n_kv_heads; h++) {
             for (int p = 0; p < in->lens[b]; p++) {
                 int32_t block = table.blocks[p / block_size];
-                kv_store_row(keys, key_pool + kv_head_offset(keys, block, h), p % block_size, kv_row(in, in->k, b, h, p));
+                kv_store_row(keys, key_pool + kv_head_offset(keys, block, h), p % block_size,
+                             kv_row(in, in->k, b, h, p));
                 kv_store_row(values, value_pool + kv_head_offset(values, block, h), p % block_size,
                              kv_row(in, in->v, b, h, p));
             }

@@ -15,21 +15,21 @@ static inline float dot(const float *a, const float *b, int n)
     for (int lane = 0; i + lane < n; lane++)
         partial[lane] += a[i + lane] * b[i + lane];
     for (int width = 8; width > 0; width /= 2)
-        for (int lane = 0; lane < width; lane++) partial[lane] += partial[lane + width];
+        for (int lane = 0; lane < width; lane++)
+            partial[lane] += partial[lane + width];
     return partial[0];
 }
 
 /* Scores of every query against `count` consecutive keys, written to
  * scores[q * score_stride + p]. Each score is its own dot product, so the
  * order in which runs of keys are visited does not change any of them. */
-static void score_keys(const float *queries, int n_queries, const float *keys, int count,
-                       int head_dim, float *scores, int score_stride)
+static void score_keys(const float *queries, int n_queries, const float *keys, int count, int head_dim, float *scores,
+                       int score_stride)
 {
     float scale = 1.0f / sqrtf((float)head_dim);
     for (int p = 0; p < count; p++)
         for (int q = 0; q < n_queries; q++)
-            scores[q * score_stride + p]
-                = dot(queries + q * head_dim, keys + (size_t)p * head_dim, head_dim) * scale;
+            scores[q * score_stride + p] = dot(queries + q * head_dim, keys + (size_t)p * head_dim, head_dim) * scale;
 }
 
 /* Turn each row of scores into probabilities, summing in position order. */
@@ -38,28 +38,31 @@ static void softmax_rows(float *scores, int n_queries, int length)
     for (int q = 0; q < n_queries; q++) {
         float *row = scores + (size_t)q * length;
         float max = row[0];
-        for (int p = 1; p < length; p++) max = row[p] > max ? row[p] : max;
+        for (int p = 1; p < length; p++)
+            max = row[p] > max ? row[p] : max;
         float sum = 0.0f;
         for (int p = 0; p < length; p++) {
             row[p] = expf(row[p] - max);
             sum += row[p];
         }
         float inverse = 1.0f / sum;
-        for (int p = 0; p < length; p++) row[p] *= inverse;
+        for (int p = 0; p < length; p++)
+            row[p] *= inverse;
     }
 }
 
 /* out[q] += weight[q][p] * value[p] for `count` consecutive values: the sum
  * that fixes the rounding of the output, taken in position order. */
-static void add_weighted_values(const float *weights, int n_queries, int weight_stride,
-                                const float *values, int count, int head_dim, float *out)
+static void add_weighted_values(const float *weights, int n_queries, int weight_stride, const float *values, int count,
+                                int head_dim, float *out)
 {
     for (int p = 0; p < count; p++)
         for (int q = 0; q < n_queries; q++) {
             float weight = weights[q * weight_stride + p];
             const float *value = values + (size_t)p * head_dim;
             float *o = out + q * head_dim;
-            for (int d = 0; d < head_dim; d++) o[d] += weight * value[d];
+            for (int d = 0; d < head_dim; d++)
+                o[d] += weight * value[d];
         }
 }
 
@@ -68,12 +71,13 @@ static void add_weighted_values(const float *weights, int n_queries, int weight_
  * table jumps. One request per 64-byte cache line. */
 static void prefetch_block(const float *block, int floats)
 {
-    for (int i = 0; i < floats; i += 16) __builtin_prefetch(block + i);
+    for (int i = 0; i < floats; i += 16)
+        __builtin_prefetch(block + i);
 }
 
 // ANCHOR: attend_over_contiguous_keys
-void attend_contiguous(const float *queries, int n_queries, const float *keys,
-                       const float *values, int length, int head_dim, float *scores, float *out)
+void attend_contiguous(const float *queries, int n_queries, const float *keys, const float *values, int length,
+                       int head_dim, float *scores, float *out)
 {
     score_keys(queries, n_queries, keys, length, head_dim, scores, length);
     softmax_rows(scores, n_queries, length);
@@ -85,8 +89,8 @@ void attend_contiguous(const float *queries, int n_queries, const float *keys,
 // ANCHOR: attend_through_block_table
 /* One kv head's slots of logical block b, found through the block table; the
  * next block is requested from memory while this one is in use. */
-static const float *block_of(const float *pool, PagedKvShape shape, const int32_t *block_table,
-                             int kv_head, int b, int blocks)
+static const float *block_of(const float *pool, PagedKvShape shape, const int32_t *block_table, int kv_head, int b,
+                             int blocks)
 {
     if (b + 1 < blocks)
         prefetch_block(pool + paged_kv_offset(shape, block_table[b + 1], kv_head, 0),
@@ -94,16 +98,14 @@ static const float *block_of(const float *pool, PagedKvShape shape, const int32_
     return pool + paged_kv_offset(shape, block_table[b], kv_head, 0);
 }
 
-void attend_paged(const float *queries, int n_queries, const float *key_pool,
-                  const float *value_pool, PagedKvShape shape, const int32_t *block_table,
-                  int kv_head, int length, float *scores, float *out)
+void attend_paged(const float *queries, int n_queries, const float *key_pool, const float *value_pool,
+                  PagedKvShape shape, const int32_t *block_table, int kv_head, int length, float *scores, float *out)
 {
     int head_dim = shape.head_dim, block_size = shape.block_size;
     int blocks = paged_kv_blocks_for(length, block_size);
     for (int b = 0; b < blocks; b++)
         score_keys(queries, n_queries, block_of(key_pool, shape, block_table, kv_head, b, blocks),
-                   paged_kv_positions_in_block(length, b, block_size), head_dim,
-                   scores + b * block_size, length);
+                   paged_kv_positions_in_block(length, b, block_size), head_dim, scores + b * block_size, length);
     softmax_rows(scores, n_queries, length);
     memset(out, 0, sizeof(float) * n_queries * head_dim);
     for (int b = 0; b < blocks; b++)
@@ -115,8 +117,8 @@ void attend_paged(const float *queries, int n_queries, const float *key_pool,
 
 // ANCHOR: attend_through_quantized_blocks
 /* One kv head's slots of logical block b, dequantized into the tile. */
-static const float *dequantized_block(KvPool pool, const int32_t *block_table, int kv_head, int b,
-                                      int count, float *tile)
+static const float *dequantized_block(KvPool pool, const int32_t *block_table, int kv_head, int b, int count,
+                                      float *tile)
 {
     const uint8_t *head = pool.bytes + kv_head_offset(pool.layout, block_table[b], kv_head);
     for (int slot = 0; slot < count; slot++)
@@ -124,24 +126,22 @@ static const float *dequantized_block(KvPool pool, const int32_t *block_table, i
     return tile;
 }
 
-void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values,
-                            const int32_t *block_table, int kv_head, int length, float *tile,
-                            float *scores, float *out)
+void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values, const int32_t *block_table,
+                            int kv_head, int length, float *tile, float *scores, float *out)
 {
     int head_dim = keys.layout.shape.head_dim, block_size = keys.layout.shape.block_size;
     int blocks = paged_kv_blocks_for(length, block_size);
     for (int b = 0; b < blocks; b++) {
         int count = paged_kv_positions_in_block(length, b, block_size);
-        score_keys(queries, n_queries, dequantized_block(keys, block_table, kv_head, b, count, tile), count,
-                   head_dim, scores + b * block_size, length);
+        score_keys(queries, n_queries, dequantized_block(keys, block_table, kv_head, b, count, tile), count, head_dim,
+                   scores + b * block_size, length);
     }
     softmax_rows(scores, n_queries, length);
     memset(out, 0, sizeof(float) * n_queries * head_dim);
     for (int b = 0; b < blocks; b++) {
         int count = paged_kv_positions_in_block(length, b, block_size);
         add_weighted_values(scores + b * block_size, n_queries, length,
-                            dequantized_block(values, block_table, kv_head, b, count, tile), count,
-                            head_dim, out);
+                            dequantized_block(values, block_table, kv_head, b, count, tile), count, head_dim, out);
     }
 }
 // ANCHOR_END: attend_through_quantized_blocks

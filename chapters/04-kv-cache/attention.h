@@ -16,14 +16,13 @@
 /* n_queries query vectors [n_queries][head_dim] attend over `length`
  * positions of keys and values [length][head_dim]; out is [n_queries][head_dim];
  * scores is scratch for n_queries * length floats. */
-void attend_contiguous(const float *queries, int n_queries, const float *keys,
-                       const float *values, int length, int head_dim, float *scores, float *out);
+void attend_contiguous(const float *queries, int n_queries, const float *keys, const float *values, int length,
+                       int head_dim, float *scores, float *out);
 
 /* The same, with the positions of one kv head found through a block table in
  * one layer's key and value pools (layout in kernels/paged_kv.h). */
-void attend_paged(const float *queries, int n_queries, const float *key_pool,
-                  const float *value_pool, PagedKvShape shape, const int32_t *block_table,
-                  int kv_head, int length, float *scores, float *out);
+void attend_paged(const float *queries, int n_queries, const float *key_pool, const float *value_pool,
+                  PagedKvShape shape, const int32_t *block_table, int kv_head, int length, float *scores, float *out);
 
 /* One layer's pool of keys or of values, in any block format. */
 typedef struct {
@@ -33,8 +32,7 @@ typedef struct {
 
 /* attend_paged over blocks in any format: each block is dequantized into
  * `tile` (block_size * head_dim floats) when it is read, and nowhere else. */
-void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values,
-                            const int32_t *block_table, int kv_head, int length, float *tile,
-                            float *scores, float *out);
+void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values, const int32_t *block_table,
+                            int kv_head, int length, float *tile, float *scores, float *out);
 
 #endif

@@ -6,11 +6,11 @@
 #include "chapters/04-kv-cache/accuracy.h"
 #include "chapters/04-kv-cache/attention.h"
 #include "chapters/04-kv-cache/block_pool.h"
+#include "chapters/04-kv-cache/decode_batch.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/check.h"
 #include "common/rng.h"
-#include "chapters/04-kv-cache/decode_batch.h"
 
 /* The attention shape of an 8B-parameter Llama 3 layer: 32 query heads sharing 8 kv heads of 128. */
 enum { BENCH_HEADS = 32, BENCH_KV_HEADS = 8, BENCH_HEAD_DIM = 128 };
@@ -22,7 +22,7 @@ typedef struct {
     float *keys, *values;         /* contiguous: [batch][kv_head][context][head_dim] */
     float *key_pool, *value_pool; /* paged: [block][kv_head][slot][head_dim] */
     BlockPool pool;
-    BlockTable *tables;           /* [batch] */
+    BlockTable *tables; /* [batch] */
 } AttentionBench;
 
 static size_t contiguous_offset(const AttentionBench *b, int seq, int kv_head)
@@ -38,8 +38,8 @@ static void decode_contiguous(void *context)
         for (int h = 0; h < BENCH_KV_HEADS; h++) {
             size_t q = ((size_t)s * BENCH_HEADS + h * group) * BENCH_HEAD_DIM;
             size_t at = contiguous_offset(b, s, h);
-            attend_contiguous(b->queries + q, group, b->keys + at, b->values + at, b->context,
-                              BENCH_HEAD_DIM, b->scores, b->out + q);
+            attend_contiguous(b->queries + q, group, b->keys + at, b->values + at, b->context, BENCH_HEAD_DIM,
+                              b->scores, b->out + q);
         }
 }
 
@@ -50,8 +50,8 @@ static void decode_paged(void *context)
     for (int s = 0; s < b->batch; s++)
         for (int h = 0; h < BENCH_KV_HEADS; h++) {
             size_t q = ((size_t)s * BENCH_HEADS + h * group) * BENCH_HEAD_DIM;
-            attend_paged(b->queries + q, group, b->key_pool, b->value_pool, b->shape,
-                         b->tables[s].blocks, h, b->context, b->scores, b->out + q);
+            attend_paged(b->queries + q, group, b->key_pool, b->value_pool, b->shape, b->tables[s].blocks, h,
+                         b->context, b->scores, b->out + q);
         }
 }
 
@@ -59,11 +59,12 @@ static void decode_paged(void *context)
  * from a shuffled free list, so a sequence's blocks are scattered in memory. */
 static AttentionBench bench_create(int batch, int context, int block_size, Rng *rng)
 {
-    AttentionBench b = {.batch = batch, .context = context,
-                        .shape = {block_size, BENCH_KV_HEADS, BENCH_HEAD_DIM}};
+    AttentionBench b = {
+        .batch = batch, .context = context, .shape = {block_size, BENCH_KV_HEADS, BENCH_HEAD_DIM}
+    };
     size_t floats = (size_t)batch * BENCH_KV_HEADS * context * BENCH_HEAD_DIM;
-    b.queries = ALLOC_ARRAY(float, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM);
-    b.out = ALLOC_ARRAY(float, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM);
+    b.queries = ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM);
+    b.out = ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM);
     b.scores = ALLOC_ARRAY(float, (size_t)(BENCH_HEADS / BENCH_KV_HEADS) * context);
     b.keys = ALLOC_ARRAY(float, floats);
     b.values = ALLOC_ARRAY(float, floats);
@@ -102,7 +103,8 @@ static void bench_free(AttentionBench *b)
     }
     block_pool_free(&b->pool);
     float *arrays[] = {b->queries, b->out, b->scores, b->keys, b->values, b->key_pool, b->value_pool};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) array_free(arrays[i]);
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
     array_free(b->tables);
 }
 
@@ -169,19 +171,21 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
     int batch = (int)(cache_bytes / float_bytes_per_seq);
     batch = batch > 0 ? batch : 1;
     int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
-    for (int s = 0; s < batch; s++) lengths[s] = CONTEXT;
-    fprintf(out, "decode attention, one thread: %d query heads, %d kv heads of %d; one step over %d sequences of "
-                 "%d positions, in each cache format\n\n",
+    for (int s = 0; s < batch; s++)
+        lengths[s] = CONTEXT;
+    fprintf(out,
+            "decode attention, one thread: %d query heads, %d kv heads of %d; one step over %d sequences of "
+            "%d positions, in each cache format\n\n",
             BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT);
     const char *headers[] = {"cache", "bytes read per position", "bytes / float32's", "matches the reference",
-                             "ms", "float32's time / this", "GB/s of cache read"};
+                             "ms",    "float32's time / this",   "GB/s of cache read"};
     Table *t = table_new(7, headers, "lrrlrrr");
     double float_seconds = 0.0, float_bytes = 0.0;
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
-        const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f,
-                                        32, 9};
+        const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f, 32,
+                                        9};
         DecodeBatch b = decode_batch_create(&shape, lengths);
-        FormatRun run = {&b, ALLOC_ARRAY(float, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM)};
+        FormatRun run = {&b, ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM)};
         attend_in_format(&run);
         bool ok = first_sequence_matches(&b, run.out);
         BenchStats stats = bench_run(attend_in_format, &run, 1, 5);
@@ -210,12 +214,18 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
     const int contexts[] = {250, 1000, 4000, 16000};
     double bytes_per_position = 2.0 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
     double read_gbs = read_bandwidth_gbs(cache_bytes, 1);
-    fprintf(out, "decode attention, one thread: %d query heads, %d kv heads of %d, float32; "
-                 "keys and values about %.0f MiB per context length\n\n"
-                 "read bandwidth of this machine, one thread, same size: %.1f GB/s\n\n",
+    fprintf(out,
+            "decode attention, one thread: %d query heads, %d kv heads of %d, float32; "
+            "keys and values about %.0f MiB per context length\n\n"
+            "read bandwidth of this machine, one thread, same size: %.1f GB/s\n\n",
             BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, cache_bytes / 1048576.0, read_gbs);
-    const char *headers[] = {"context", "sequences", "same output", "contiguous GB/s",
-                             "paged GB/s", "paged / contiguous", "contiguous / read bandwidth"};
+    const char *headers[] = {"context",
+                             "sequences",
+                             "same output",
+                             "contiguous GB/s",
+                             "paged GB/s",
+                             "paged / contiguous",
+                             "contiguous / read bandwidth"};
     Table *t = table_new(7, headers, "rrlrrrr");
     Rng rng;
     rng_seed(&rng, 5);

@@ -26,20 +26,23 @@ BlockPool block_pool_create(int num_blocks, int block_size, bool prefix_caching)
         .bucket_next = ALLOC_ARRAY(int32_t, num_blocks),
     };
     /* Block 0 on top of the stack: a fresh pool hands out 0, 1, 2, ... */
-    for (int i = 0; i < num_blocks; i++) pool.free_stack[i] = num_blocks - 1 - i;
+    for (int i = 0; i < num_blocks; i++)
+        pool.free_stack[i] = num_blocks - 1 - i;
     pool.n_buckets = 1;
-    while (pool.n_buckets < num_blocks) pool.n_buckets *= 2;
+    while (pool.n_buckets < num_blocks)
+        pool.n_buckets *= 2;
     pool.bucket_head = ALLOC_ARRAY(int32_t, pool.n_buckets);
-    for (int i = 0; i < pool.n_buckets; i++) pool.bucket_head[i] = NO_BLOCK;
+    for (int i = 0; i < pool.n_buckets; i++)
+        pool.bucket_head[i] = NO_BLOCK;
     return pool;
 }
 
 void block_pool_free(BlockPool *pool)
 {
-    void *arrays[] = {pool->ref_count, pool->free_stack, pool->lru_prev, pool->lru_next,
-                      pool->cached, pool->hash, pool->parent_hash, pool->tokens,
-                      pool->bucket_head, pool->bucket_next};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) array_free(arrays[i]);
+    void *arrays[] = {pool->ref_count, pool->free_stack,  pool->lru_prev, pool->lru_next,    pool->cached,
+                      pool->hash,      pool->parent_hash, pool->tokens,   pool->bucket_head, pool->bucket_next};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
     *pool = (BlockPool){0};
 }
 
@@ -61,7 +64,8 @@ int block_pool_available(const BlockPool *pool)
 bool block_pool_unused(const BlockPool *pool)
 {
     for (int b = 0; b < pool->num_blocks; b++)
-        if (pool->ref_count[b] != 0) return false;
+        if (pool->ref_count[b] != 0)
+            return false;
     return block_pool_available(pool) == pool->num_blocks;
 }
 
@@ -69,8 +73,10 @@ static void lru_append(BlockPool *pool, int32_t b)
 {
     pool->lru_prev[b] = pool->lru_tail;
     pool->lru_next[b] = NO_BLOCK;
-    if (pool->lru_tail != NO_BLOCK) pool->lru_next[pool->lru_tail] = b;
-    else pool->lru_head = b;
+    if (pool->lru_tail != NO_BLOCK)
+        pool->lru_next[pool->lru_tail] = b;
+    else
+        pool->lru_head = b;
     pool->lru_tail = b;
     pool->idle_count++;
 }
@@ -78,10 +84,14 @@ static void lru_append(BlockPool *pool, int32_t b)
 static void lru_remove(BlockPool *pool, int32_t b)
 {
     int32_t prev = pool->lru_prev[b], next = pool->lru_next[b];
-    if (prev != NO_BLOCK) pool->lru_next[prev] = next;
-    else pool->lru_head = next;
-    if (next != NO_BLOCK) pool->lru_prev[next] = prev;
-    else pool->lru_tail = prev;
+    if (prev != NO_BLOCK)
+        pool->lru_next[prev] = next;
+    else
+        pool->lru_head = next;
+    if (next != NO_BLOCK)
+        pool->lru_prev[next] = prev;
+    else
+        pool->lru_tail = prev;
     pool->idle_count--;
 }
 
@@ -93,7 +103,8 @@ static int32_t *bucket_of(BlockPool *pool, uint64_t hash)
 static void uncache(BlockPool *pool, int32_t b)
 {
     int32_t *link = bucket_of(pool, pool->hash[b]);
-    while (*link != b) link = &pool->bucket_next[*link];
+    while (*link != b)
+        link = &pool->bucket_next[*link];
     *link = pool->bucket_next[b];
     pool->cached[b] = false;
 }
@@ -120,9 +131,12 @@ static int32_t take_block(BlockPool *pool)
  * holds a cached prefix, to the most recently used end of the LRU list. */
 static void drop_block(BlockPool *pool, int32_t b)
 {
-    if (--pool->ref_count[b] > 0) return;
-    if (pool->cached[b]) lru_append(pool, b);
-    else pool->free_stack[pool->free_count++] = b;
+    if (--pool->ref_count[b] > 0)
+        return;
+    if (pool->cached[b])
+        lru_append(pool, b);
+    else
+        pool->free_stack[pool->free_count++] = b;
 }
 // ANCHOR_END: take_a_free_or_evict_a_cached_block
 
@@ -141,15 +155,16 @@ void block_table_free(BlockTable *table)
 bool block_table_reserve(BlockPool *pool, BlockTable *table, int length, BlockCopy *copy)
 {
     *copy = (BlockCopy){NO_BLOCK, NO_BLOCK};
-    if (length <= table->length) return true;
+    if (length <= table->length)
+        return true;
     int bs = pool->block_size, blocks = paged_kv_blocks_for(length, bs);
     int last = table->n_blocks - 1;
     /* The next position lands in the last block unless that block is full.
      * If other sequences share it, they must not see this write. */
-    bool write_shared = table->length % bs != 0 && pool->ref_count[table->blocks[last]] > 1
-                        && pool->copy_on_write;
+    bool write_shared = table->length % bs != 0 && pool->ref_count[table->blocks[last]] > 1 && pool->copy_on_write;
     int needed = blocks - table->n_blocks + (write_shared ? 1 : 0);
-    if (blocks > table->capacity || needed > block_pool_available(pool)) return false;
+    if (blocks > table->capacity || needed > block_pool_available(pool))
+        return false;
     if (write_shared) {
         int32_t shared = table->blocks[last], own = take_block(pool);
         *copy = (BlockCopy){shared, own};
@@ -157,7 +172,8 @@ bool block_table_reserve(BlockPool *pool, BlockTable *table, int length, BlockCo
         table->blocks[last] = own;
         pool->stats.copies++;
     }
-    while (table->n_blocks < blocks) table->blocks[table->n_blocks++] = take_block(pool);
+    while (table->n_blocks < blocks)
+        table->blocks[table->n_blocks++] = take_block(pool);
     table->length = length;
     return true;
 }
@@ -180,7 +196,8 @@ void block_table_fork(BlockPool *pool, const BlockTable *parent, BlockTable *chi
  * blocks are the likeliest to be asked for again, so they are evicted last. */
 void block_table_release(BlockPool *pool, BlockTable *table)
 {
-    for (int i = table->n_blocks - 1; i >= 0; i--) drop_block(pool, table->blocks[i]);
+    for (int i = table->n_blocks - 1; i >= 0; i--)
+        drop_block(pool, table->blocks[i]);
     table->n_blocks = table->length = table->n_sealed = 0;
 }
 
@@ -201,35 +218,37 @@ static uint64_t mix64(uint64_t x)
 static uint64_t block_hash(uint64_t parent_hash, const int32_t *tokens, int count)
 {
     uint64_t h = mix64(parent_hash + 0x9e3779b97f4a7c15ULL);
-    for (int i = 0; i < count; i++) h = mix64(h ^ (uint32_t)tokens[i]);
+    for (int i = 0; i < count; i++)
+        h = mix64(h ^ (uint32_t)tokens[i]);
     return h;
 }
 // ANCHOR_END: hash_a_block_with_its_prefix
 
-static int32_t find_cached(BlockPool *pool, uint64_t hash, uint64_t parent_hash,
-                           const int32_t *tokens)
+static int32_t find_cached(BlockPool *pool, uint64_t hash, uint64_t parent_hash, const int32_t *tokens)
 {
     size_t bytes = sizeof(int32_t) * pool->block_size;
     for (int32_t b = *bucket_of(pool, hash); b != NO_BLOCK; b = pool->bucket_next[b])
-        if (pool->hash[b] == hash && pool->parent_hash[b] == parent_hash
-            && memcmp(pool->tokens + (size_t)b * pool->block_size, tokens, bytes) == 0)
+        if (pool->hash[b] == hash && pool->parent_hash[b] == parent_hash &&
+            memcmp(pool->tokens + (size_t)b * pool->block_size, tokens, bytes) == 0)
             return b;
     return NO_BLOCK;
 }
 
 // ANCHOR: reuse_cached_prefix_blocks
-int block_table_match_prefix(BlockPool *pool, BlockTable *table, const int32_t *tokens,
-                             int n_tokens)
+int block_table_match_prefix(BlockPool *pool, BlockTable *table, const int32_t *tokens, int n_tokens)
 {
-    if (!pool->prefix_caching) return 0;
+    if (!pool->prefix_caching)
+        return 0;
     int bs = pool->block_size;
     uint64_t parent = 0;
     for (int i = 0; (i + 1) * bs < n_tokens && i < table->capacity; i++) {
         const int32_t *block_tokens = tokens + (size_t)i * bs;
         uint64_t h = block_hash(parent, block_tokens, bs);
         int32_t b = find_cached(pool, h, parent, block_tokens);
-        if (b == NO_BLOCK) break;
-        if (pool->ref_count[b]++ == 0) lru_remove(pool, b);
+        if (b == NO_BLOCK)
+            break;
+        if (pool->ref_count[b]++ == 0)
+            lru_remove(pool, b);
         table->blocks[table->n_blocks++] = b;
         parent = h;
     }
@@ -241,7 +260,8 @@ int block_table_match_prefix(BlockPool *pool, BlockTable *table, const int32_t *
 
 void block_table_seal(BlockPool *pool, BlockTable *table, const int32_t *tokens)
 {
-    if (!pool->prefix_caching) return;
+    if (!pool->prefix_caching)
+        return;
     int bs = pool->block_size;
     for (int i = table->n_sealed; i < table->length / bs; i++) {
         int32_t b = table->blocks[i];

@@ -38,8 +38,8 @@ typedef struct {
 typedef struct {
     int num_blocks, block_size;
     bool prefix_caching;
-    bool copy_on_write; /* false only to show what goes wrong without it */
-    int *ref_count;     /* [num_blocks] block tables holding each block */
+    bool copy_on_write;  /* false only to show what goes wrong without it */
+    int *ref_count;      /* [num_blocks] block tables holding each block */
     int32_t *free_stack; /* blocks that hold nothing, taken from the top */
     int free_count;
     /* Blocks with no user that still hold a cached prefix, least recently
@@ -86,8 +86,7 @@ void block_table_release(BlockPool *pool, BlockTable *table);
 /* An empty table takes the cached blocks that start tokens[0..n_tokens); at
  * least the last token is left to compute, since its logits are needed.
  * Returns the number of positions reused. */
-int block_table_match_prefix(BlockPool *pool, BlockTable *table, const int32_t *tokens,
-                             int n_tokens);
+int block_table_match_prefix(BlockPool *pool, BlockTable *table, const int32_t *tokens, int n_tokens);
 /* Offer the table's full blocks to the prefix cache, once the keys and values
  * of tokens[0..table->length) are written. */
 void block_table_seal(BlockPool *pool, BlockTable *table, const int32_t *tokens);

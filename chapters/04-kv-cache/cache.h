@@ -21,13 +21,12 @@ struct KvCache {
     bool (*reserve)(KvCache *cache, int seq, int length);
     /* Store the key and the value (head_dim floats each) of
      * (seq, layer, kv_head, position), in whatever form the cache keeps. */
-    void (*store)(KvCache *cache, int seq, int layer, int kv_head, int position, const float *key,
-                  const float *value);
+    void (*store)(KvCache *cache, int seq, int layer, int kv_head, int position, const float *key, const float *value);
     /* Attention of the n_queries query heads that share kv_head, over the
      * positions [0, length) of seq: out[q][head_dim]. `scores` is scratch
      * for n_queries * length floats. */
-    void (*attend)(const KvCache *cache, int seq, int layer, int kv_head, int length,
-                   const float *queries, int n_queries, float *scores, float *out);
+    void (*attend)(const KvCache *cache, int seq, int layer, int kv_head, int length, const float *queries,
+                   int n_queries, float *scores, float *out);
     /* Forget sequence `seq`: its room goes back to the cache. */
     void (*release)(KvCache *cache, int seq);
     /* The most positions one sequence could hold, with the cache to itself. */

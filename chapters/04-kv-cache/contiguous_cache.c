@@ -6,8 +6,7 @@
 #include "common/alloc.h"
 
 // ANCHOR: locate_in_contiguous_cache
-size_t contiguous_cache_offset(const ContiguousCache *cache, int layer, int seq, int kv_head,
-                               int position)
+size_t contiguous_cache_offset(const ContiguousCache *cache, int layer, int seq, int kv_head, int position)
 {
     size_t sequence = (size_t)layer * cache->n_seqs + seq;
     size_t head = sequence * cache->n_kv_heads + kv_head;
@@ -23,8 +22,8 @@ static bool contiguous_reserve(KvCache *base, int seq, int length)
     return length <= cache->max_len;
 }
 
-static void contiguous_store(KvCache *base, int seq, int layer, int kv_head, int position,
-                             const float *key, const float *value)
+static void contiguous_store(KvCache *base, int seq, int layer, int kv_head, int position, const float *key,
+                             const float *value)
 {
     ContiguousCache *cache = (ContiguousCache *)base;
     size_t at = contiguous_cache_offset(cache, layer, seq, kv_head, position);
@@ -32,13 +31,12 @@ static void contiguous_store(KvCache *base, int seq, int layer, int kv_head, int
     memcpy(cache->values + at, value, sizeof(float) * cache->head_dim);
 }
 
-static void contiguous_attend(const KvCache *base, int seq, int layer, int kv_head, int length,
-                              const float *queries, int n_queries, float *scores, float *out)
+static void contiguous_attend(const KvCache *base, int seq, int layer, int kv_head, int length, const float *queries,
+                              int n_queries, float *scores, float *out)
 {
     const ContiguousCache *cache = (const ContiguousCache *)base;
     size_t at = contiguous_cache_offset(cache, layer, seq, kv_head, 0);
-    attend_contiguous(queries, n_queries, cache->keys + at, cache->values + at, length,
-                      cache->head_dim, scores, out);
+    attend_contiguous(queries, n_queries, cache->keys + at, cache->values + at, length, cache->head_dim, scores, out);
 }
 
 /* Nothing to give back: the slot's memory stays reserved for the next sequence. */
@@ -56,8 +54,7 @@ static int contiguous_max_length(const KvCache *base)
 ContiguousCache contiguous_cache_create(const ModelConfig *c, int n_seqs)
 {
     ContiguousCache cache = {
-        .base = {contiguous_reserve, contiguous_store, contiguous_attend, contiguous_release,
-                 contiguous_max_length},
+        .base = {contiguous_reserve, contiguous_store, contiguous_attend, contiguous_release, contiguous_max_length},
         .n_layers = c->n_layers,
         .n_seqs = n_seqs,
         .n_kv_heads = c->n_kv_heads,

@@ -20,7 +20,6 @@ ContiguousCache contiguous_cache_create(const ModelConfig *config, int n_seqs);
 void contiguous_cache_free(ContiguousCache *cache);
 
 /* Offset in floats of (layer, seq, kv_head, position) in keys or values. */
-size_t contiguous_cache_offset(const ContiguousCache *cache, int layer, int seq, int kv_head,
-                               int position);
+size_t contiguous_cache_offset(const ContiguousCache *cache, int layer, int seq, int kv_head, int position);
 
 #endif

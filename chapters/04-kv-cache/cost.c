@@ -1,9 +1,9 @@
 #include "chapters/04-kv-cache/cost.h"
 
-#include "common/bench.h"
 #include "chapters/04-kv-cache/trace.h"
 #include "chapters/04-kv-cache/uncached.h"
 #include "chapters/04-kv-cache/verify.h"
+#include "common/bench.h"
 
 // ANCHOR: count_the_cost_of_one_forward_pass
 /* One forward pass over `count` new tokens at positions start..start+count-1.
@@ -39,7 +39,8 @@ GenerationCost cost_cached(const ModelConfig *c, int prompt_len, int n_new)
 {
     GenerationCost total = {0};
     add_cost(&total, forward_pass(c, 0, prompt_len));
-    for (int s = 1; s < n_new; s++) add_cost(&total, forward_pass(c, prompt_len + s - 1, 1));
+    for (int s = 1; s < n_new; s++)
+        add_cost(&total, forward_pass(c, prompt_len + s - 1, 1));
     return total;
 }
 
@@ -47,7 +48,8 @@ GenerationCost cost_cached(const ModelConfig *c, int prompt_len, int n_new)
 GenerationCost cost_uncached(const ModelConfig *c, int prompt_len, int n_new)
 {
     GenerationCost total = {0};
-    for (int s = 0; s < n_new; s++) add_cost(&total, forward_pass(c, 0, prompt_len + s));
+    for (int s = 0; s < n_new; s++)
+        add_cost(&total, forward_pass(c, 0, prompt_len + s));
     return total;
 }
 // ANCHOR_END: add_up_cached_and_uncached_generation
@@ -71,7 +73,12 @@ static void add_row(Table *table, const CostRow *row)
 
 static void cost_ratio_table(const ModelConfig *c, FILE *out, TableFormat format)
 {
-    const int sizes[][2] = {{256, 25}, {1024, 100}, {4096, 100}, {4096, 1000}};
+    const int sizes[][2] = {
+        {256,  25  },
+        {1024, 100 },
+        {4096, 100 },
+        {4096, 1000}
+    };
     const char *headers[] = {"prompt", "generated", "FLOPs without / with", "bytes without / with"};
     Table *table = table_new(4, headers, "rrrr");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -102,8 +109,7 @@ void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, Table
     generate_uncached(model, uncached, &greedy);
     CostRow without = {"without a cache", cost_uncached(c, prompt_len, n_new), clock_seconds() - start};
 
-    const char *headers[] = {"generation", "passes", "tokens run", "GFLOP", "GB moved", "seconds",
-                             "GFLOP/s"};
+    const char *headers[] = {"generation", "passes", "tokens run", "GFLOP", "GB moved", "seconds", "GFLOP/s"};
     Table *table = table_new(7, headers, "lrrrrrr");
     add_row(table, &without);
     add_row(table, &with);
@@ -119,11 +125,11 @@ void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, Table
 
     Comparison same = comparison_new();
     compare_requests(&same, cached, uncached, c->vocab_size);
-    fprintf(out, "\nprompt %d tokens, %d generated; same tokens both ways: %s; "
-                 "the cache holds %.0f KiB (%.0f bytes per position)\n",
+    fprintf(out,
+            "\nprompt %d tokens, %d generated; same tokens both ways: %s; "
+            "the cache holds %.0f KiB (%.0f bytes per position)\n",
             prompt_len, n_new, same.tokens_equal ? "yes" : "NO",
-            (prompt_len + n_new - 1) * model_kv_bytes_per_token(c) / 1024,
-            model_kv_bytes_per_token(c));
+            (prompt_len + n_new - 1) * model_kv_bytes_per_token(c) / 1024, model_kv_bytes_per_token(c));
     fprintf(out, "\nthe formula at other lengths:\n\n");
     cost_ratio_table(c, out, format);
     requests_free(cached, 1);

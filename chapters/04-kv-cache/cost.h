@@ -5,14 +5,14 @@
 
 #include <stdio.h>
 
-#include "common/table.h"
 #include "chapters/04-kv-cache/model.h"
+#include "common/table.h"
 
 typedef struct {
     double forward_passes;
     double tokens_processed; /* rows of all forward passes */
     double flops;
-    double bytes;            /* weights, and keys and values read and written, once per pass */
+    double bytes; /* weights, and keys and values read and written, once per pass */
 } GenerationCost;
 
 /* Predicted cost of prompt_len prompt tokens then n_new generated tokens. */

@@ -49,7 +49,8 @@ static void store_sequence(KvBlockLayout l, uint8_t *pool, const int32_t *table,
         if (l.axis == KV_SCALE_PER_CHANNEL) {
             kv_store_block_per_channel(l, head, block_rows, count);
         } else {
-            for (int slot = 0; slot < count; slot++) kv_store_row(l, head, slot, block_rows + (size_t)slot * head_dim);
+            for (int slot = 0; slot < count; slot++)
+                kv_store_row(l, head, slot, block_rows + (size_t)slot * head_dim);
         }
     }
 }
@@ -118,7 +119,7 @@ void decode_batch_reference(const DecodeBatch *b, int seq, double *out)
 {
     int d = b->shape.head_dim, length = b->lengths[seq], group = b->n_heads / b->shape.n_kv_heads;
     const int32_t *table = b->block_tables + (size_t)seq * b->max_blocks;
-    float *keys = ALLOC_ARRAY(float, (size_t)length * d), *values = ALLOC_ARRAY(float, (size_t)length * d);
+    float *keys = ALLOC_ARRAY(float, (size_t)length *d), *values = ALLOC_ARRAY(float, (size_t)length *d);
     double *weights = ALLOC_ARRAY(double, length);
     for (int kv = 0; kv < b->shape.n_kv_heads; kv++) {
         load_sequence(b->key_layout, b->key_pool, table, kv, length, keys);
@@ -128,14 +129,18 @@ void decode_batch_reference(const DecodeBatch *b, int seq, double *out)
             double max = -INFINITY, sum = 0.0, *o = out + (size_t)h * d;
             for (int p = 0; p < length; p++) {
                 double score = 0.0;
-                for (int i = 0; i < d; i++) score += (double)q[i] * keys[(size_t)p * d + i];
+                for (int i = 0; i < d; i++)
+                    score += (double)q[i] * keys[(size_t)p * d + i];
                 weights[p] = score / sqrt(d);
                 max = fmax(max, weights[p]);
             }
-            for (int p = 0; p < length; p++) sum += weights[p] = exp(weights[p] - max);
-            for (int i = 0; i < d; i++) o[i] = 0.0;
             for (int p = 0; p < length; p++)
-                for (int i = 0; i < d; i++) o[i] += weights[p] / sum * values[(size_t)p * d + i];
+                sum += weights[p] = exp(weights[p] - max);
+            for (int i = 0; i < d; i++)
+                o[i] = 0.0;
+            for (int p = 0; p < length; p++)
+                for (int i = 0; i < d; i++)
+                    o[i] += weights[p] / sum * values[(size_t)p * d + i];
         }
     }
     array_free(keys);
@@ -146,16 +151,16 @@ void decode_batch_reference(const DecodeBatch *b, int seq, double *out)
 void decode_batch_attend_cpu(const DecodeBatch *b, float *out)
 {
     int d = b->shape.head_dim, group = b->n_heads / b->shape.n_kv_heads, longest = b->max_blocks * b->shape.block_size;
-    float *scores = ALLOC_ARRAY(float, (size_t)group * longest);
-    float *tile = ALLOC_ARRAY(float, (size_t)b->shape.block_size * d);
+    float *scores = ALLOC_ARRAY(float, (size_t)group *longest);
+    float *tile = ALLOC_ARRAY(float, (size_t)b->shape.block_size *d);
     KvPool keys = {b->key_pool, b->key_layout}, values = {b->value_pool, b->value_layout};
     for (int s = 0; s < b->batch; s++)
         for (int kv = 0; kv < b->shape.n_kv_heads; kv++) {
             size_t q = ((size_t)s * b->n_heads + (size_t)kv * group) * d;
             const int32_t *table = b->block_tables + (size_t)s * b->max_blocks;
             if (b->format == KV_FORMAT_FLOAT32)
-                attend_paged(b->queries + q, group, (const float *)b->key_pool, (const float *)b->value_pool,
-                             b->shape, table, kv, b->lengths[s], scores, out + q);
+                attend_paged(b->queries + q, group, (const float *)b->key_pool, (const float *)b->value_pool, b->shape,
+                             table, kv, b->lengths[s], scores, out + q);
             else
                 attend_paged_quantized(b->queries + q, group, keys, values, table, kv, b->lengths[s], tile, scores,
                                        out + q);
@@ -183,6 +188,7 @@ double decode_batch_cache_bytes(const DecodeBatch *b)
 {
     double bytes = 0.0;
     for (int s = 0; s < b->batch; s++)
-        bytes += b->shape.n_kv_heads * (bytes_read(b->key_layout, b->lengths[s]) + bytes_read(b->value_layout, b->lengths[s]));
+        bytes += b->shape.n_kv_heads *
+                 (bytes_read(b->key_layout, b->lengths[s]) + bytes_read(b->value_layout, b->lengths[s]));
     return bytes;
 }

@@ -2,13 +2,13 @@
 
 #include <string.h>
 
-#include "common/alloc.h"
-#include "common/bench.h"
 #include "chapters/04-kv-cache/contiguous_cache.h"
 #include "chapters/04-kv-cache/fork_decode.h"
 #include "chapters/04-kv-cache/paged_cache.h"
 #include "chapters/04-kv-cache/trace.h"
 #include "chapters/04-kv-cache/verify.h"
+#include "common/alloc.h"
+#include "common/bench.h"
 
 #define DEMO_SEED 42
 /* The prefix-caching demonstration: system prompts of ten blocks and a bit,
@@ -29,14 +29,13 @@ static void print_tokens(FILE *out, const Request *r)
         fprintf(out, "%s%d", i > 0 ? " " : "", r->tokens[r->prompt_len + i]);
 }
 
-void demo_generate(const Model *model, int prompt_len, int n_new, int block_size,
-                   const Sampler *sampler, FILE *out)
+void demo_generate(const Model *model, int prompt_len, int n_new, int block_size, const Sampler *sampler, FILE *out)
 {
     const ModelConfig *c = &model->config;
-    fprintf(out, "model: vocabulary %d, width %d, %d layers, %d query heads, %d kv heads of %d, "
-                 "MLP %d, up to %d positions\n",
-            c->vocab_size, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim,
-            c->hidden_dim, c->max_seq_len);
+    fprintf(out,
+            "model: vocabulary %d, width %d, %d layers, %d query heads, %d kv heads of %d, "
+            "MLP %d, up to %d positions\n",
+            c->vocab_size, c->dim, c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, c->hidden_dim, c->max_seq_len);
     fprintf(out, "cache: %.0f bytes per position (2 x %d layers x %d kv heads x %d x 4 bytes)\n",
             model_kv_bytes_per_token(c), c->n_layers, c->n_kv_heads, c->head_dim);
     Rng rng;
@@ -47,8 +46,7 @@ void demo_generate(const Model *model, int prompt_len, int n_new, int block_size
     double start = clock_seconds();
     serve_each_alone(model, contiguous_run, 1, sampler);
     double contiguous_seconds = clock_seconds() - start;
-    PagedCache paged = paged_cache_create(c, 1, paged_kv_blocks_for(prompt_len + n_new, block_size),
-                                          block_size, false);
+    PagedCache paged = paged_cache_create(c, 1, paged_kv_blocks_for(prompt_len + n_new, block_size), block_size, false);
     start = clock_seconds();
     serve(model, &paged.base, 1, paged_run, 1, sampler, &(ServeOptions){0});
     double paged_seconds = clock_seconds() - start;
@@ -82,32 +80,27 @@ static void add_verify_row(Table *t, const char *claim, Comparison c, const char
 void demo_verify(const Model *model, int block_size, FILE *out, TableFormat format)
 {
     const Sampler greedy = {0}, sampled = {.temperature = 0.8, .top_k = 40};
-    const char *headers[] = {"claim", "sequences", "vectors compared", "max relative error",
-                             "bit-identical", "same tokens", "blocks returned", "what happened"};
+    const char *headers[] = {"claim",         "sequences",   "vectors compared", "max relative error",
+                             "bit-identical", "same tokens", "blocks returned",  "what happened"};
     Table *t = table_new(8, headers, "lrrrllll");
-    add_verify_row(t, "cached = uncached, 64 steps", verify_cached_vs_uncached(model, 20, 64, &greedy),
-                   "-");
+    add_verify_row(t, "cached = uncached, 64 steps", verify_cached_vs_uncached(model, 20, 64, &greedy), "-");
     const int chunks[] = {1, 7, 13, 48};
     for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
         char claim[64];
         snprintf(claim, sizeof claim, "prefill in chunks of %d = at once", chunks[i]);
         add_verify_row(t, claim, verify_chunked_prefill(model, 100, chunks[i]), "%d chunks");
     }
-    add_verify_row(t, "batch = each alone", verify_batch_vs_alone(model, 6, &sampled),
-                   "%d in one batch");
+    add_verify_row(t, "batch = each alone", verify_batch_vs_alone(model, 6, &sampled), "%d in one batch");
     char claim[64];
     snprintf(claim, sizeof claim, "paged (block %d) = contiguous", block_size);
-    add_verify_row(t, claim, verify_paged_vs_contiguous(model, 6, block_size, &sampled),
-                   "%d blocks, shuffled");
-    add_verify_row(t, "4 forked samples = each alone",
-                   verify_parallel_sampling(model, 37, 4, 20, block_size, &sampled),
+    add_verify_row(t, claim, verify_paged_vs_contiguous(model, 6, block_size, &sampled), "%d blocks, shuffled");
+    add_verify_row(t, "4 forked samples = each alone", verify_parallel_sampling(model, 37, 4, 20, block_size, &sampled),
                    "%d block copies");
-    add_verify_row(t, "beam search, width 4 = each beam alone",
-                   verify_beam_search(model, 37, 4, 12, block_size), "%d block copies");
-    add_verify_row(t, "preempted = alone", verify_preemption(model, 6, block_size, &sampled),
-                   "%d preemptions");
-    add_verify_row(t, "prefix-cached = alone",
-                   verify_prefix_caching(model, 12, 40, block_size, &sampled), "%d tokens reused");
+    add_verify_row(t, "beam search, width 4 = each beam alone", verify_beam_search(model, 37, 4, 12, block_size),
+                   "%d block copies");
+    add_verify_row(t, "preempted = alone", verify_preemption(model, 6, block_size, &sampled), "%d preemptions");
+    add_verify_row(t, "prefix-cached = alone", verify_prefix_caching(model, 12, 40, block_size, &sampled),
+                   "%d tokens reused");
     table_print(t, out, format);
     table_free(t);
 }
@@ -128,8 +121,7 @@ static void tokens_cell(Table *t, const Request *r, const Request *ref)
     table_cell(t, "%s", text);
 }
 
-void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out,
-                        TableFormat format)
+void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format)
 {
     const ModelConfig *c = &model->config;
     const int n = 2, n_new = 12;
@@ -151,8 +143,7 @@ void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
         sample_parallel(model, &cache, runs[k], n, sampler);
         paged_cache_free(&cache);
     }
-    const char *headers[] = {"continuation", "how", "tokens (first difference in bold)",
-                             "max relative error"};
+    const char *headers[] = {"continuation", "how", "tokens (first difference in bold)", "max relative error"};
     Table *t = table_new(4, headers, "llll");
     const char *how[] = {"alone", "forked, copy-on-write", "forked, written in place"};
     for (int i = 0; i < n; i++)
@@ -164,34 +155,36 @@ void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
             compare_requests(&cmp, &runs[k][i], &runs[0][i], c->vocab_size);
             table_cell(t, "%.1e", cmp.max_rel_error);
         }
-    fprintf(out, "prompt %d tokens, block size %d: its last block holds %d positions, shared by "
-                 "both continuations\n\n",
+    fprintf(out,
+            "prompt %d tokens, block size %d: its last block holds %d positions, shared by "
+            "both continuations\n\n",
             prompt_len, block_size, prompt_len % block_size);
     table_print(t, out, format);
     table_free(t);
-    for (int k = 0; k < 3; k++) requests_free(runs[k], n);
+    for (int k = 0; k < 3; k++)
+        requests_free(runs[k], n);
     requests_free(first, 1);
 }
 
-void demo_prefix_caching(const Model *model, int block_size, const Sampler *sampler, FILE *out,
-                         TableFormat format)
+void demo_prefix_caching(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format)
 {
     const ModelConfig *c = &model->config;
     const int n_requests = 32, n_system = 3, system_len = SYSTEM_BLOCKS * block_size + 5, slots = 4;
     int num_blocks = 4 * slots * paged_kv_blocks_for(system_len + 60, block_size) / 3;
-    fprintf(out, "%d requests, each one of %d system prompts of %d tokens and its own question; "
-                 "%d at a time; a pool of %d blocks of %d\n\n",
+    fprintf(out,
+            "%d requests, each one of %d system prompts of %d tokens and its own question; "
+            "%d at a time; a pool of %d blocks of %d\n\n",
             n_requests, n_system, system_len, slots, num_blocks, block_size);
-    const char *headers[] = {"prefix caching", "prompt tokens", "computed in prefill",
-                             "taken from the cache", "hit rate", "evictions", "seconds",
-                             "same tokens"};
+    const char *headers[] = {
+        "prefix caching", "prompt tokens", "computed in prefill", "taken from the cache", "hit rate",
+        "evictions",      "seconds",       "same tokens"};
     Table *t = table_new(8, headers, "lrrrrrrl");
     Request *reference = NULL;
     for (int with = 0; with < 2; with++) {
         Rng rng;
         rng_seed(&rng, DEMO_SEED);
-        Request *requests = requests_shared_prefixes(c, &rng, n_requests, n_system, system_len,
-                                                     QUESTION_MEDIAN, 8, MAX_ANSWER);
+        Request *requests =
+            requests_shared_prefixes(c, &rng, n_requests, n_system, system_len, QUESTION_MEDIAN, 8, MAX_ANSWER);
         PagedCache cache = paged_cache_create(c, slots, num_blocks, block_size, with);
         double start = clock_seconds();
         ServeStats s = serve(model, &cache.base, slots, requests, n_requests, sampler,
@@ -211,16 +204,17 @@ void demo_prefix_caching(const Model *model, int block_size, const Sampler *samp
         table_cell(t, "%.3f", seconds);
         table_cell(t, "%s", !reference ? "(reference)" : same.tokens_equal && same.bitwise ? "yes" : "NO");
         paged_cache_free(&cache);
-        if (reference) requests_free(requests, n_requests);
-        else reference = requests;
+        if (reference)
+            requests_free(requests, n_requests);
+        else
+            reference = requests;
     }
     table_print(t, out, format);
     table_free(t);
     requests_free(reference, n_requests);
 }
 
-void demo_preemption(const Model *model, int block_size, const Sampler *sampler, FILE *out,
-                     TableFormat format)
+void demo_preemption(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format)
 {
     const ModelConfig *c = &model->config;
     const int n_requests = 8, num_blocks = 10;
@@ -234,12 +228,11 @@ void demo_preemption(const Model *model, int block_size, const Sampler *sampler,
     Request *alone = requests_copy(c, requests, n_requests);
 
     PagedCache cache = paged_cache_create(c, n_requests, num_blocks, block_size, false);
-    ServeStats s = serve(model, &cache.base, n_requests, requests, n_requests, sampler,
-                         &(ServeOptions){0});
+    ServeStats s = serve(model, &cache.base, n_requests, requests, n_requests, sampler, &(ServeOptions){0});
     serve_each_alone(model, alone, n_requests - 1, sampler);
 
-    fprintf(out, "a pool of %d blocks of %d positions; %d requests arrive at once\n\n", num_blocks,
-            block_size, n_requests);
+    fprintf(out, "a pool of %d blocks of %d positions; %d requests arrive at once\n\n", num_blocks, block_size,
+            n_requests);
     const char *headers[] = {"request", "prompt", "new tokens", "preempted", "outcome"};
     Table *t = table_new(5, headers, "rrrrl");
     for (int i = 0; i < n_requests; i++) {
@@ -258,10 +251,10 @@ void demo_preemption(const Model *model, int block_size, const Sampler *sampler,
     }
     table_print(t, out, format);
     table_free(t);
-    fprintf(out, "\n%d forward passes, at most %d requests in one; %d preemptions, %d refused; "
-                 "%d of %d blocks free at the end\n",
-            s.steps, s.max_running, s.preemptions, s.refused, block_pool_available(&cache.pool),
-            num_blocks);
+    fprintf(out,
+            "\n%d forward passes, at most %d requests in one; %d preemptions, %d refused; "
+            "%d of %d blocks free at the end\n",
+            s.steps, s.max_running, s.preemptions, s.refused, block_pool_available(&cache.pool), num_blocks);
     paged_cache_free(&cache);
     array_free(long_prompt);
     requests_free(requests, n_requests);

@@ -5,32 +5,28 @@
 
 #include <stdio.h>
 
-#include "common/table.h"
 #include "chapters/04-kv-cache/model.h"
 #include "chapters/04-kv-cache/sampling.h"
+#include "common/table.h"
 
 /* The longest sequence --verify and the demonstrations run, at this block size. */
 int demo_positions_needed(int block_size);
 
 /* One prompt, generated with a contiguous and with a paged cache. */
-void demo_generate(const Model *model, int prompt_len, int n_new, int block_size,
-                   const Sampler *sampler, FILE *out);
+void demo_generate(const Model *model, int prompt_len, int n_new, int block_size, const Sampler *sampler, FILE *out);
 
 /* The equalities of verify.h, as one table. */
 void demo_verify(const Model *model, int block_size, FILE *out, TableFormat format);
 
 /* Two continuations forked from one prompt whose last block is partly full:
  * alone, forked with copy-on-write, and forked writing the shared block in place. */
-void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out,
-                        TableFormat format);
+void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
 
 /* A trace whose prompts start with one of a few system prompts, served with
  * and without prefix caching from a pool small enough to evict. */
-void demo_prefix_caching(const Model *model, int block_size, const Sampler *sampler, FILE *out,
-                         TableFormat format);
+void demo_prefix_caching(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
 
 /* More requests than the pool holds at once, and one that never fits. */
-void demo_preemption(const Model *model, int block_size, const Sampler *sampler, FILE *out,
-                     TableFormat format);
+void demo_preemption(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
 
 #endif

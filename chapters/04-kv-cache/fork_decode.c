@@ -6,8 +6,7 @@
 #include "common/alloc.h"
 
 // ANCHOR: sample_n_continuations_sharing_the_prompt
-bool sample_parallel(const Model *model, PagedCache *cache, Request *requests, int n,
-                     const Sampler *sampler)
+bool sample_parallel(const Model *model, PagedCache *cache, Request *requests, int n, const Sampler *sampler)
 {
     KvCache *kv = &cache->base;
     const ServeOptions plain = {0};
@@ -19,15 +18,18 @@ bool sample_parallel(const Model *model, PagedCache *cache, Request *requests, i
         requests[i].slot = i;
     }
     bool ok = kv->reserve(kv, 0, prompt_len);
-    if (ok) run_batch(model, kv, batch, 1, sampler, &plain, &stats);
+    if (ok)
+        run_batch(model, kv, batch, 1, sampler, &plain, &stats);
     for (int i = 1; ok && i < n; i++) {
         paged_cache_fork(cache, 0, i);
         requests[i].cached = prompt_len;
         draw_token(&requests[i], requests[0].logits, vocab, sampler);
     }
     while (ok && requests[0].n_generated < requests[0].max_new) {
-        for (int i = 0; ok && i < n; i++) ok = kv->reserve(kv, i, requests[i].cached + 1);
-        if (ok) run_batch(model, kv, batch, n, sampler, &plain, &stats);
+        for (int i = 0; ok && i < n; i++)
+            ok = kv->reserve(kv, i, requests[i].cached + 1);
+        if (ok)
+            run_batch(model, kv, batch, n, sampler, &plain, &stats);
     }
     for (int i = 0; i < n; i++) {
         kv->release(kv, i);
@@ -56,10 +58,13 @@ void beam_free(Beam *beam)
 static void log_softmax(const float *logits, int n, double *out)
 {
     double max = logits[0], sum = 0.0;
-    for (int i = 1; i < n; i++) max = fmax(max, logits[i]);
-    for (int i = 0; i < n; i++) sum += exp(logits[i] - max);
+    for (int i = 1; i < n; i++)
+        max = fmax(max, logits[i]);
+    for (int i = 0; i < n; i++)
+        sum += exp(logits[i] - max);
     double log_sum = max + log(sum);
-    for (int i = 0; i < n; i++) out[i] = logits[i] - log_sum;
+    for (int i = 0; i < n; i++)
+        out[i] = logits[i] - log_sum;
 }
 
 /* The beams of one step and the slots they do not use. */
@@ -71,15 +76,15 @@ typedef struct {
 
 /* Every live beam extended by every token; the `width` best become the next
  * beams, each forked from its parent (sharing its blocks). */
-static void extend_beams(PagedCache *cache, BeamState *s, const float *logits, int vocab, int width,
-                         int t)
+static void extend_beams(PagedCache *cache, BeamState *s, const float *logits, int vocab, int width, int t)
 {
     size_t n_candidates = (size_t)s->n_live * vocab;
     double *score = ALLOC_ARRAY(double, n_candidates);
     int *best = ALLOC_ARRAY(int, width);
     for (int b = 0; b < s->n_live; b++) {
         log_softmax(logits + (size_t)b * vocab, vocab, score + (size_t)b * vocab);
-        for (int v = 0; v < vocab; v++) score[(size_t)b * vocab + v] += s->live[b].log_prob;
+        for (int v = 0; v < vocab; v++)
+            score[(size_t)b * vocab + v] += s->live[b].log_prob;
     }
     top_k_indices(score, (int)n_candidates, width, best);
     for (int j = 0; j < width; j++) {
@@ -90,8 +95,7 @@ static void extend_beams(PagedCache *cache, BeamState *s, const float *logits, i
         memcpy(child->tokens, parent->tokens, sizeof(int32_t) * t);
         memcpy(child->logits, parent->logits, sizeof(float) * t * vocab);
         child->tokens[t] = best[j] % vocab;
-        memcpy(child->logits + (size_t)t * vocab, logits + (size_t)(best[j] / vocab) * vocab,
-               sizeof(float) * vocab);
+        memcpy(child->logits + (size_t)t * vocab, logits + (size_t)(best[j] / vocab) * vocab, sizeof(float) * vocab);
         child->log_prob = score[best[j]];
     }
     for (int b = 0; b < s->n_live; b++) {
@@ -107,40 +111,46 @@ static void extend_beams(PagedCache *cache, BeamState *s, const float *logits, i
 }
 
 // ANCHOR: search_with_forked_beams
-bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, int prompt_len,
-                 int width, int steps, Beam *beams)
+bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, int prompt_len, int width, int steps,
+                 Beam *beams)
 {
     KvCache *kv = &cache->base;
     int vocab = model->config.vocab_size;
     Beam *scratch = ALLOC_ARRAY(Beam, width);
-    for (int j = 0; j < width; j++) scratch[j] = beam_create(&model->config, steps);
-    BeamState s = {.live = beams, .next = scratch, .n_live = 1,
-                   .free_slots = ALLOC_ARRAY(int, 2 * width)};
-    for (int slot = 2 * width - 1; slot >= 1; slot--) s.free_slots[s.n_free++] = slot;
+    for (int j = 0; j < width; j++)
+        scratch[j] = beam_create(&model->config, steps);
+    BeamState s = {.live = beams, .next = scratch, .n_live = 1, .free_slots = ALLOC_ARRAY(int, 2 * width)};
+    for (int slot = 2 * width - 1; slot >= 1; slot--)
+        s.free_slots[s.n_free++] = slot;
     s.live[0].slot = 0;
     s.live[0].log_prob = 0.0;
-    float *logits = ALLOC_ARRAY(float, (size_t)width * vocab);
+    float *logits = ALLOC_ARRAY(float, (size_t)width *vocab);
     SeqChunk *chunks = ALLOC_ARRAY(SeqChunk, width);
     bool ok = kv->reserve(kv, 0, prompt_len);
-    if (ok) model_forward(model, kv, &(SeqChunk){0, 0, prompt_len, prompt}, 1, logits);
+    if (ok)
+        model_forward(model, kv, &(SeqChunk){0, 0, prompt_len, prompt}, 1, logits);
     for (int t = 0; ok && t < steps; t++) {
         extend_beams(cache, &s, logits, vocab, width, t);
-        if (t + 1 == steps) break;
+        if (t + 1 == steps)
+            break;
         for (int j = 0; j < width; j++) {
             /* The new token goes into the last block, shared with siblings. */
             ok = ok && kv->reserve(kv, s.live[j].slot, prompt_len + t + 1);
             chunks[j] = (SeqChunk){s.live[j].slot, prompt_len + t, 1, &s.live[j].tokens[t]};
         }
-        if (ok) model_forward(model, kv, chunks, width, logits);
+        if (ok)
+            model_forward(model, kv, chunks, width, logits);
     }
-    for (int j = 0; j < s.n_live; j++) kv->release(kv, s.live[j].slot);
+    for (int j = 0; j < s.n_live; j++)
+        kv->release(kv, s.live[j].slot);
     if (s.live != beams)
         for (int j = 0; j < width; j++) {
             Beam swap = beams[j];
             beams[j] = scratch[j];
             scratch[j] = swap;
         }
-    for (int j = 0; j < width; j++) beam_free(&scratch[j]);
+    for (int j = 0; j < width; j++)
+        beam_free(&scratch[j]);
     array_free(scratch);
     array_free(s.free_slots);
     array_free(logits);

@@ -16,8 +16,7 @@
  * max_new and their own sampling seeds. The prompt is computed once, in
  * slot 0, and slots 1..n-1 fork from it. False (with every block given back)
  * when the pool runs out of blocks. */
-bool sample_parallel(const Model *model, PagedCache *cache, Request *requests, int n,
-                     const Sampler *sampler);
+bool sample_parallel(const Model *model, PagedCache *cache, Request *requests, int n, const Sampler *sampler);
 
 typedef struct {
     int32_t *tokens; /* [steps] */
@@ -32,7 +31,7 @@ void beam_free(Beam *beam);
 /* Beam search: `width` beams of `steps` tokens, returned best first in
  * beams[0..width). Uses slots 0..2*width-1. False (with every block given
  * back) when the pool runs out of blocks. */
-bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, int prompt_len,
-                 int width, int steps, Beam *beams);
+bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, int prompt_len, int width, int steps,
+                 Beam *beams);
 
 #endif

@@ -8,24 +8,33 @@
 #include <math.h>
 
 #include "chapters/04-kv-cache/accuracy.h"
+#include "chapters/04-kv-cache/decode_batch.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/check.h"
 #include "common/cuda_util.h"
-#include "chapters/04-kv-cache/decode_batch.h"
 #include "kernels/paged_attention_gpu.h"
 
 static void require_device(void)
 {
-    if (!cuda_device_available()) cli_fail("--gpu: no CUDA device found");
+    if (!cuda_device_available())
+        cli_fail("--gpu: no CUDA device found");
 }
 
 static PagedAttentionProblem problem_of(const DecodeBatch *b, int int4_group)
 {
     return (PagedAttentionProblem){
-        .batch = b->batch, .n_heads = b->n_heads, .shape = b->shape, .format = b->format,
-        .int4_group = int4_group, .queries = b->queries, .key_pool = b->key_pool, .value_pool = b->value_pool,
-        .num_blocks = b->num_blocks, .block_tables = b->block_tables, .max_blocks = b->max_blocks,
+        .batch = b->batch,
+        .n_heads = b->n_heads,
+        .shape = b->shape,
+        .format = b->format,
+        .int4_group = int4_group,
+        .queries = b->queries,
+        .key_pool = b->key_pool,
+        .value_pool = b->value_pool,
+        .num_blocks = b->num_blocks,
+        .block_tables = b->block_tables,
+        .max_blocks = b->max_blocks,
         .lengths = b->lengths,
     };
 }
@@ -38,13 +47,15 @@ static CloseReport compare_with_reference(const DecodeBatch *b, const float *out
 {
     size_t per_seq = (size_t)b->n_heads * b->shape.head_dim;
     int checked = 0;
-    for (int s = 0; s < b->batch; s += step) checked++;
-    float *got = ALLOC_ARRAY(float, checked * per_seq);
-    double *ref = ALLOC_ARRAY(double, checked * per_seq);
+    for (int s = 0; s < b->batch; s += step)
+        checked++;
+    float *got = ALLOC_ARRAY(float, checked *per_seq);
+    double *ref = ALLOC_ARRAY(double, checked *per_seq);
     int i = 0;
     for (int s = 0; s < b->batch; s += step, i++) {
         decode_batch_reference(b, s, ref + i * per_seq);
-        for (size_t j = 0; j < per_seq; j++) got[i * per_seq + j] = out[s * per_seq + j];
+        for (size_t j = 0; j < per_seq; j++)
+            got[i * per_seq + j] = out[s * per_seq + j];
     }
     CloseReport r = check_close_f32(got, ref, checked * per_seq, 5e-5, 2e-4);
     array_free(got);
@@ -68,30 +79,33 @@ typedef struct {
 /* Lengths that are not multiples of any block size used, one of them a
  * single position; several sequences, so blocks of one never serve another. */
 static const CheckCase CHECK_CASES[] = {
-    {4, 4, 64, 16, 1, {1}},
-    {8, 2, 128, 16, 3, {1000, 17, 1}},
-    {8, 1, 256, 7, 3, {33, 4097, 2}},
+    {4,                    4,                        64,  16, 1, {1}                                     },
+    {8,                    2,                        128, 16, 3, {1000, 17, 1}                           },
+    {8,                    1,                        256, 7,  3, {33, 4097, 2}                           },
     {GPU_CHECK_WIDE_HEADS, GPU_CHECK_WIDE_HEADS / 4, 128, 16, 8, {5, 129, 511, 513, 1500, 2049, 3000, 77}},
-    {16, 2, 64, 7, 2, {1234, 15}},
+    {16,                   2,                        64,  7,  2, {1234, 15}                              },
 };
 
 /* One case in one format: every version and partition, one line each. */
 static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_group)
 {
-    const DecodeBatchShape shape = {c->batch, c->n_heads, c->n_kv_heads, c->head_dim, c->block_size, format,
-                                    int4_group, 31};
+    const DecodeBatchShape shape = {c->batch,      c->n_heads, c->n_kv_heads, c->head_dim,
+                                    c->block_size, format,     int4_group,    31};
     DecodeBatch b = decode_batch_create(&shape, c->lengths);
     char err[256];
     PagedAttentionProblem problem = problem_of(&b, int4_group);
     PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
-    if (run == NULL) cli_fail_status(1, "a check case was refused: %s", err);
+    if (run == NULL)
+        cli_fail_status(1, "a check case was refused: %s", err);
     float *result = ALLOC_ARRAY(float, (size_t)c->batch * c->n_heads * c->head_dim);
     const int versions[] = {1, 2, 2}, partitions[] = {0, 0, 3 * c->block_size};
     int failures = 0;
     for (int v = 0; v < 3; v++) {
         char what[200];
-        snprintf(what, sizeof what, "version %d%s, %-29s %2d/%d heads of %3d, blocks of %2d, %d sequences",
-                 versions[v], v == 2 ? " (partitions of 3 blocks)" : v == 1 ? " (default partitions)" : "",
+        snprintf(what, sizeof what, "version %d%s, %-29s %2d/%d heads of %3d, blocks of %2d, %d sequences", versions[v],
+                 v == 2   ? " (partitions of 3 blocks)"
+                 : v == 1 ? " (default partitions)"
+                          : "",
                  kv_format_name(format), c->n_heads, c->n_kv_heads, c->head_dim, c->block_size, c->batch);
         if (paged_attention_gpu_run_once(run, versions[v], partitions[v], result, err, sizeof err) != 0)
             cli_fail_status(1, "%s: %s", what, err);
@@ -111,7 +125,8 @@ int gpu_check(FILE *out)
     for (size_t i = 0; i < sizeof CHECK_CASES / sizeof CHECK_CASES[0]; i++)
         for (int f = 0; f < KV_FORMAT_COUNT; f++) {
             failures += check_case(out, &CHECK_CASES[i], (KvFormat)f, 32);
-            if (f == KV_FORMAT_INT4 || f == KV_FORMAT_KIVI4) failures += check_case(out, &CHECK_CASES[i], (KvFormat)f, 64);
+            if (f == KV_FORMAT_INT4 || f == KV_FORMAT_KIVI4)
+                failures += check_case(out, &CHECK_CASES[i], (KvFormat)f, 64);
         }
     fprintf(out, "%d failed\n", failures);
     return failures;
@@ -121,7 +136,7 @@ int gpu_check(FILE *out)
 enum { BENCH_HEADS = 32, BENCH_KV_HEADS = 8, BENCH_HEAD_DIM = 128, BENCH_BLOCK = 16, TIMED_RUNS = 20 };
 
 typedef struct {
-    double ms;  /* median per decode step; < 0: the output was wrong */
+    double ms;    /* median per decode step; < 0: the output was wrong */
     double bytes; /* of cache read */
 } Timing;
 
@@ -131,10 +146,14 @@ static Timing validated_timing(PagedAttentionGpuRun *run, const DecodeBatch *b, 
     Timing t = {-1.0, decode_batch_cache_bytes(b)};
     float *result = ALLOC_ARRAY(float, (size_t)b->batch * b->n_heads * b->shape.head_dim);
     char err[256];
-    if (paged_attention_gpu_run_once(run, version, 0, result, err, sizeof err) != 0) cli_fail_status(1, "%s", err);
+    if (paged_attention_gpu_run_once(run, version, 0, result, err, sizeof err) != 0)
+        cli_fail_status(1, "%s", err);
     CloseReport r = compare_with_reference(b, result, b->batch > 1 ? b->batch - 1 : 1);
-    if (r.ok) t.ms = paged_attention_gpu_run_time_ms(run, version, 0, TIMED_RUNS);
-    else snprintf(why, size, "%zu of %zu values off, worst %g against %g", r.failures, r.count, r.worst_got, r.worst_ref);
+    if (r.ok)
+        t.ms = paged_attention_gpu_run_time_ms(run, version, 0, TIMED_RUNS);
+    else
+        snprintf(why, size, "%zu of %zu values off, worst %g against %g", r.failures, r.count, r.worst_got,
+                 r.worst_ref);
     array_free(result);
     return t;
 }
@@ -142,9 +161,9 @@ static Timing validated_timing(PagedAttentionGpuRun *run, const DecodeBatch *b, 
 static DecodeBatch bench_batch(int batch, int context, KvFormat format)
 {
     int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
-    for (int s = 0; s < batch; s++) lengths[s] = context;
-    const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, format,
-                                    32, 77};
+    for (int s = 0; s < batch; s++)
+        lengths[s] = context;
+    const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, format, 32, 77};
     DecodeBatch b = decode_batch_create(&shape, lengths);
     array_free(lengths);
     return b;
@@ -155,7 +174,8 @@ static PagedAttentionGpuRun *bench_run_new(const DecodeBatch *b)
     char err[256];
     PagedAttentionProblem problem = problem_of(b, 32);
     PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
-    if (run == NULL) cli_fail_status(1, "the benchmark was refused: %s", err);
+    if (run == NULL)
+        cli_fail_status(1, "the benchmark was refused: %s", err);
     return run;
 }
 
@@ -178,8 +198,8 @@ static void timing_cells(Table *t, Timing timing, const char *why, double copy_g
 static Table *formats_table(int batch, int context, double copy_gbs)
 {
     const KvFormat formats[] = {KV_FORMAT_FP16, KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4, KV_FORMAT_KIVI4};
-    const char *headers[] = {"cache", "version", "MB read", "bytes / fp16's", "ms", "GB/s", "of copy",
-                             "fp16's time / this"};
+    const char *headers[] = {"cache", "version", "MB read", "bytes / fp16's",
+                             "ms",    "GB/s",    "of copy", "fp16's time / this"};
     Table *t = table_new(8, headers, "lrrrrrrr");
     double fp16_ms[3] = {0}, fp16_bytes = 0;
     for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
@@ -197,8 +217,10 @@ static Table *formats_table(int batch, int context, double copy_gbs)
             table_cell(t, "%.0f", timing.bytes / 1e6);
             table_cell(t, "%.3f", timing.bytes / fp16_bytes);
             timing_cells(t, timing, why, copy_gbs);
-            if (timing.ms > 0 && fp16_ms[version] > 0) table_cell(t, "%.2f", fp16_ms[version] / timing.ms);
-            else table_cell(t, "-");
+            if (timing.ms > 0 && fp16_ms[version] > 0)
+                table_cell(t, "%.2f", fp16_ms[version] / timing.ms);
+            else
+                table_cell(t, "-");
         }
         paged_attention_gpu_run_free(run);
         decode_batch_free(&b);
@@ -239,11 +261,12 @@ static Table *split_table(const int *contexts, int n_contexts, const int *batche
 static void print_header(FILE *out, const char *device, const char *commit, double copy_gbs, int batch, int context)
 {
     results_stamp(out, device, commit);
-    fprintf(out, "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run. Decode "
-                 "attention of %d query heads over %d kv heads of %d, blocks of %d scattered through the pool; "
-                 "each case validated against the double reference before timing, median of %d steps. "
-                 "Bytes counted: the cache's rows and scales, read once.\n\n"
-                 "%d sequences of %d positions:\n\n",
+    fprintf(out,
+            "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run. Decode "
+            "attention of %d query heads over %d kv heads of %d, blocks of %d scattered through the pool; "
+            "each case validated against the double reference before timing, median of %d steps. "
+            "Bytes counted: the cache's rows and scales, read once.\n\n"
+            "%d sequences of %d positions:\n\n",
             copy_gbs, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, TIMED_RUNS, batch, context);
 }
 
@@ -258,7 +281,8 @@ void gpu_bench(bool quick, const char *results_path, const char *commit, TableFo
     cuda_device_describe(device, sizeof device);
     double copy_gbs = cuda_copy_bandwidth_gbs((size_t)1 << 30);
     Table *formats = formats_table(batch, context, copy_gbs);
-    Table *split = quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3);
+    Table *split =
+        quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3);
     const char *split_title = "\nfp16, version 1 (a thread block per query head) against version 2 (split-K):\n\n";
     print_header(stdout, device, commit, copy_gbs, batch, context);
     table_print(formats, stdout, format);

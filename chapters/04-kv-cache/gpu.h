@@ -23,5 +23,4 @@ int gpu_check(FILE *out);
  * the device, the CUDA version, the date and the commit. */
 void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format);
 
-
 #endif

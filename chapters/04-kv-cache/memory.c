@@ -12,16 +12,16 @@
  * Mistral-7B is v0.3 (32K context, no sliding window); the Qwen2.5 models
  * reach 131,072 tokens with YaRN, as their cards state. */
 const ModelSpec REAL_MODELS[] = {
-    {"Llama-2-7B", 32, 32, 32, 128, 4096, 6738415616.0},
-    {"Llama-2-13B", 40, 40, 40, 128, 4096, 13015864320.0},
-    {"Llama-2-70B", 80, 64, 8, 128, 4096, 68976648192.0},
-    {"Llama-3-8B", 32, 32, 8, 128, 8192, 8030261248.0},
-    {"Llama-3-70B", 80, 64, 8, 128, 8192, 70553706496.0},
-    {"Llama-3.1-405B", 126, 128, 8, 128, 131072, 405853388800.0},
-    {"Mistral-7B", 32, 32, 8, 128, 32768, 7248023552.0},
-    {"Mixtral-8x7B", 32, 32, 8, 128, 32768, 46702792704.0},
-    {"Qwen2.5-7B", 28, 28, 4, 128, 131072, 7615616512.0},
-    {"Qwen2.5-72B", 80, 64, 8, 128, 131072, 72706203648.0},
+    {"Llama-2-7B",     32,  32,  32, 128, 4096,   6738415616.0  },
+    {"Llama-2-13B",    40,  40,  40, 128, 4096,   13015864320.0 },
+    {"Llama-2-70B",    80,  64,  8,  128, 4096,   68976648192.0 },
+    {"Llama-3-8B",     32,  32,  8,  128, 8192,   8030261248.0  },
+    {"Llama-3-70B",    80,  64,  8,  128, 8192,   70553706496.0 },
+    {"Llama-3.1-405B", 126, 128, 8,  128, 131072, 405853388800.0},
+    {"Mistral-7B",     32,  32,  8,  128, 32768,  7248023552.0  },
+    {"Mixtral-8x7B",   32,  32,  8,  128, 32768,  46702792704.0 },
+    {"Qwen2.5-7B",     28,  28,  4,  128, 131072, 7615616512.0  },
+    {"Qwen2.5-72B",    80,  64,  8,  128, 131072, 72706203648.0 },
 };
 // ANCHOR_END: list_published_model_shapes
 const int REAL_MODEL_COUNT = sizeof REAL_MODELS / sizeof REAL_MODELS[0];
@@ -59,15 +59,26 @@ static const KvFormat CALCULATOR_FORMATS[] = {KV_FORMAT_FP16, KV_FORMAT_INT8, KV
 /* 1234567 as "1.23M", 61400 as "61.4k". */
 static void count_cell(Table *t, double n)
 {
-    if (n >= 1e6) table_cell(t, "%.2fM", n / 1e6);
-    else if (n >= 1e3) table_cell(t, "%.1fk", n / 1e3);
-    else table_cell(t, "%.0f", n);
+    if (n >= 1e6)
+        table_cell(t, "%.2fM", n / 1e6);
+    else if (n >= 1e3)
+        table_cell(t, "%.1fk", n / 1e3);
+    else
+        table_cell(t, "%.0f", n);
 }
 
 static void shapes_table(FILE *out, TableFormat format)
 {
-    const char *headers[] = {"model", "layers", "query / kv heads", "head_dim", "context", "parameters",
-                             "KiB per token: fp16", "INT8", "INT4", "one sequence at full context: fp16",
+    const char *headers[] = {"model",
+                             "layers",
+                             "query / kv heads",
+                             "head_dim",
+                             "context",
+                             "parameters",
+                             "KiB per token: fp16",
+                             "INT8",
+                             "INT4",
+                             "one sequence at full context: fp16",
                              "INT4"};
     Table *t = table_new(11, headers, "lrrrrrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
@@ -78,7 +89,8 @@ static void shapes_table(FILE *out, TableFormat format)
         table_cell(t, "%d", m->head_dim);
         table_cell(t, "%d", m->max_context);
         table_cell(t, "%.2fB", m->parameters / 1e9);
-        for (int f = 0; f < 3; f++) table_cell(t, "%.1f", kv_bytes_per_token(m, CALCULATOR_FORMATS[f]) / 1024);
+        for (int f = 0; f < 3; f++)
+            table_cell(t, "%.1f", kv_bytes_per_token(m, CALCULATOR_FORMATS[f]) / 1024);
         table_cell(t, "%.2f GiB", m->max_context * kv_bytes_per_token(m, KV_FORMAT_FP16) / GIB);
         table_cell(t, "%.2f GiB", m->max_context * kv_bytes_per_token(m, KV_FORMAT_INT4) / GIB);
     }
@@ -97,8 +109,10 @@ static void fit_table(FILE *out, TableFormat format, KvFormat kv_format)
         table_cell(t, "%.1f GiB", 2.0 * m->parameters / GIB);
         for (int c = 0; c < 5; c++) {
             double tokens = tokens_that_fit(m, kv_format, cards[c], MEMORY_UTILISATION);
-            if (tokens > 0.0) count_cell(t, tokens);
-            else table_cell(t, "-");
+            if (tokens > 0.0)
+                count_cell(t, tokens);
+            else
+                table_cell(t, "-");
         }
     }
     table_print(t, out, format);
@@ -110,14 +124,21 @@ static void intensity_table(FILE *out, TableFormat format)
     double ridge = H200_BF16_DENSE_FLOPS / H200_HBM_BYTES_PER_S;
     fprintf(out, "H200 ridge point: %.0f TFLOP/s (bf16, dense) / %.1f TB/s = %.0f FLOPs per byte\n\n",
             H200_BF16_DENSE_FLOPS / 1e12, H200_HBM_BYTES_PER_S / 1e12, ridge);
-    const char *headers[] = {"model", "query heads per kv head", "FLOPs per byte: fp16", "INT8", "INT4",
-                             "fp16, share of ridge", "reading one full context at 4.8 TB/s: fp16", "INT4"};
+    const char *headers[] = {"model",
+                             "query heads per kv head",
+                             "FLOPs per byte: fp16",
+                             "INT8",
+                             "INT4",
+                             "fp16, share of ridge",
+                             "reading one full context at 4.8 TB/s: fp16",
+                             "INT4"};
     Table *t = table_new(8, headers, "lrrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
         table_cell(t, "%s", m->name);
         table_cell(t, "%d", m->n_heads / m->n_kv_heads);
-        for (int f = 0; f < 3; f++) table_cell(t, "%.1f", decode_attention_intensity(m, CALCULATOR_FORMATS[f]));
+        for (int f = 0; f < 3; f++)
+            table_cell(t, "%.1f", decode_attention_intensity(m, CALCULATOR_FORMATS[f]));
         table_cell(t, "%.1f%%", 100 * decode_attention_intensity(m, KV_FORMAT_FP16) / ridge);
         for (int f = 0; f < 3; f += 2)
             table_cell(t, "%.2f ms",
@@ -129,12 +150,14 @@ static void intensity_table(FILE *out, TableFormat format)
 
 void memory_report(FILE *out, TableFormat format)
 {
-    fprintf(out, "KV cache per token and per sequence (INT8: one fp16 scale per token and kv head; "
-                 "INT4: one per %d channels):\n\n",
+    fprintf(out,
+            "KV cache per token and per sequence (INT8: one fp16 scale per token and kv head; "
+            "INT4: one per %d channels):\n\n",
             KV_DEFAULT_INT4_GROUP);
     shapes_table(out, format);
-    fprintf(out, "\nTokens of fp16 cache that fit beside the fp16 weights, using %.0f%% of the card "
-                 "(a card of N GB taken as N GiB):\n\n",
+    fprintf(out,
+            "\nTokens of fp16 cache that fit beside the fp16 weights, using %.0f%% of the card "
+            "(a card of N GB taken as N GiB):\n\n",
             100 * MEMORY_UTILISATION);
     fit_table(out, format, KV_FORMAT_FP16);
     fprintf(out, "\nThe same with an INT4 cache:\n\n");

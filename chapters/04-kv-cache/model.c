@@ -28,11 +28,9 @@ ModelConfig model_default_config(void)
 bool model_config_check(const ModelConfig *c, char *err, size_t err_size)
 {
     if (c->n_heads % c->n_kv_heads != 0)
-        snprintf(err, err_size, "--heads (%d) must be a multiple of --kv-heads (%d)", c->n_heads,
-                 c->n_kv_heads);
+        snprintf(err, err_size, "--heads (%d) must be a multiple of --kv-heads (%d)", c->n_heads, c->n_kv_heads);
     else if (c->head_dim % 2 != 0)
-        snprintf(err, err_size, "--head-dim must be even for rotary embeddings, got %d",
-                 c->head_dim);
+        snprintf(err, err_size, "--head-dim must be even for rotary embeddings, got %d", c->head_dim);
     else
         return true;
     return false;
@@ -63,8 +61,8 @@ static float *norm_gain(Rng *rng, int dim)
 static void make_rope_tables(Model *m)
 {
     int pairs = m->config.head_dim / 2, positions = m->config.max_seq_len;
-    m->rope_cos = ALLOC_ARRAY(float, (size_t)positions * pairs);
-    m->rope_sin = ALLOC_ARRAY(float, (size_t)positions * pairs);
+    m->rope_cos = ALLOC_ARRAY(float, (size_t)positions *pairs);
+    m->rope_sin = ALLOC_ARRAY(float, (size_t)positions *pairs);
     for (int p = 0; p < positions; p++)
         for (int i = 0; i < pairs; i++) {
             double angle = p * pow(ROPE_THETA, -2.0 * i / m->config.head_dim);
@@ -104,9 +102,9 @@ void model_free(Model *m)
 {
     for (int l = 0; l < m->config.n_layers; l++) {
         LayerWeights *w = &m->layers[l];
-        float *arrays[] = {w->attn_norm, w->wq, w->wk, w->wv, w->wo,
-                           w->mlp_norm, w->w_gate, w->w_up, w->w_down};
-        for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) array_free(arrays[i]);
+        float *arrays[] = {w->attn_norm, w->wq, w->wk, w->wv, w->wo, w->mlp_norm, w->w_gate, w->w_up, w->w_down};
+        for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+            array_free(arrays[i]);
     }
     array_free(m->layers);
     array_free(m->token_embedding);
@@ -133,8 +131,7 @@ void model_add_key_outliers(Model *m, int pairs, float gain)
 double model_matmul_flops_per_token(const ModelConfig *c)
 {
     double q_width = (double)c->n_heads * c->head_dim, kv_width = (double)c->n_kv_heads * c->head_dim;
-    double per_layer = c->dim * q_width + 2 * c->dim * kv_width + q_width * c->dim
-                       + 3.0 * c->dim * c->hidden_dim;
+    double per_layer = c->dim * q_width + 2 * c->dim * kv_width + q_width * c->dim + 3.0 * c->dim * c->hidden_dim;
     return 2.0 * c->n_layers * per_layer;
 }
 
@@ -167,7 +164,8 @@ static void matmul(const float *x, const float *w, float *y, int rows, int in, i
         for (int i = 0; i < in; i++) {
             float xi = x_row[i];
             const float *w_row = w + (size_t)i * out;
-            for (int o = 0; o < out; o++) y_row[o] += xi * w_row[o];
+            for (int o = 0; o < out; o++)
+                y_row[o] += xi * w_row[o];
         }
     }
 }
@@ -175,14 +173,17 @@ static void matmul(const float *x, const float *w, float *y, int rows, int in, i
 static void rmsnorm(const float *x, const float *gain, float *y, int dim)
 {
     double sum_squares = 0.0;
-    for (int i = 0; i < dim; i++) sum_squares += (double)x[i] * x[i];
+    for (int i = 0; i < dim; i++)
+        sum_squares += (double)x[i] * x[i];
     float inverse_rms = (float)(1.0 / sqrt(sum_squares / dim + NORM_EPSILON));
-    for (int i = 0; i < dim; i++) y[i] = x[i] * inverse_rms * gain[i];
+    for (int i = 0; i < dim; i++)
+        y[i] = x[i] * inverse_rms * gain[i];
 }
 
 static void rmsnorm_rows(const float *x, const float *gain, float *y, int rows, int dim)
 {
-    for (int r = 0; r < rows; r++) rmsnorm(x + (size_t)r * dim, gain, y + (size_t)r * dim, dim);
+    for (int r = 0; r < rows; r++)
+        rmsnorm(x + (size_t)r * dim, gain, y + (size_t)r * dim, dim);
 }
 
 /* Rotate each pair (v[2i], v[2i+1]) of every head by its position's angle. */
@@ -205,7 +206,8 @@ static void rope_rows(const Model *m, float *v, const int *positions, int rows, 
 
 static void add_rows(float *x, const float *delta, size_t count)
 {
-    for (size_t i = 0; i < count; i++) x[i] += delta[i];
+    for (size_t i = 0; i < count; i++)
+        x[i] += delta[i];
 }
 
 static float silu(float x)
@@ -223,7 +225,8 @@ typedef struct {
 static RowMap map_rows(const SeqChunk *chunks, int n_chunks)
 {
     RowMap map = {0};
-    for (int c = 0; c < n_chunks; c++) map.rows += chunks[c].count;
+    for (int c = 0; c < n_chunks; c++)
+        map.rows += chunks[c].count;
     map.seq = ALLOC_ARRAY(int, map.rows);
     map.position = ALLOC_ARRAY(int, map.rows);
     int r = 0;
@@ -242,13 +245,14 @@ static RowMap map_rows(const SeqChunk *chunks, int n_chunks)
  * when its position was the newest, which matters for formats whose scales
  * span positions: there, storing a later key may change how an earlier one
  * reads back. */
-static void store_and_attend_rows(KvCache *cache, const ModelConfig *c, int layer, const RowMap *map,
-                                  const float *q, const float *k, const float *v, float *out)
+static void store_and_attend_rows(KvCache *cache, const ModelConfig *c, int layer, const RowMap *map, const float *q,
+                                  const float *k, const float *v, float *out)
 {
     int group = c->n_heads / c->n_kv_heads, max_length = 0;
     for (int r = 0; r < map->rows; r++)
-        if (map->position[r] + 1 > max_length) max_length = map->position[r] + 1;
-    float *scores = ALLOC_ARRAY(float, (size_t)group * max_length);
+        if (map->position[r] + 1 > max_length)
+            max_length = map->position[r] + 1;
+    float *scores = ALLOC_ARRAY(float, (size_t)group *max_length);
     for (int r = 0; r < map->rows; r++) {
         for (int h = 0; h < c->n_kv_heads; h++) {
             size_t at = ((size_t)r * c->n_kv_heads + h) * c->head_dim;
@@ -256,8 +260,7 @@ static void store_and_attend_rows(KvCache *cache, const ModelConfig *c, int laye
         }
         for (int h = 0; h < c->n_kv_heads; h++) {
             size_t at = ((size_t)r * c->n_heads + (size_t)h * group) * c->head_dim;
-            cache->attend(cache, map->seq[r], layer, h, map->position[r] + 1, q + at, group, scores,
-                          out + at);
+            cache->attend(cache, map->seq[r], layer, h, map->position[r] + 1, q + at, group, scores, out + at);
         }
     }
     array_free(scores);
@@ -287,12 +290,12 @@ static Activations activations_alloc(const ModelConfig *c, int rows)
 static void activations_free(Activations *a)
 {
     float *arrays[] = {a->x, a->xn, a->q, a->k, a->v, a->attn, a->proj, a->gate, a->up};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) array_free(arrays[i]);
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
 }
 
 // ANCHOR: run_one_transformer_block
-static void transformer_block(const Model *m, KvCache *cache, int layer, const RowMap *map,
-                              Activations *a)
+static void transformer_block(const Model *m, KvCache *cache, int layer, const RowMap *map, Activations *a)
 {
     const ModelConfig *c = &m->config;
     const LayerWeights *w = &m->layers[layer];
@@ -311,14 +314,14 @@ static void transformer_block(const Model *m, KvCache *cache, int layer, const R
     rmsnorm_rows(a->x, w->mlp_norm, a->xn, rows, c->dim);
     matmul(a->xn, w->w_gate, a->gate, rows, c->dim, c->hidden_dim);
     matmul(a->xn, w->w_up, a->up, rows, c->dim, c->hidden_dim);
-    for (size_t i = 0; i < (size_t)rows * c->hidden_dim; i++) a->gate[i] = silu(a->gate[i]) * a->up[i];
+    for (size_t i = 0; i < (size_t)rows * c->hidden_dim; i++)
+        a->gate[i] = silu(a->gate[i]) * a->up[i];
     matmul(a->gate, w->w_down, a->proj, rows, c->hidden_dim, c->dim);
     add_rows(a->x, a->proj, (size_t)rows * c->dim);
 }
 // ANCHOR_END: run_one_transformer_block
 
-void model_forward(const Model *m, KvCache *cache, const SeqChunk *chunks, int n_chunks,
-                   float *logits)
+void model_forward(const Model *m, KvCache *cache, const SeqChunk *chunks, int n_chunks, float *logits)
 {
     const ModelConfig *c = &m->config;
     RowMap map = map_rows(chunks, n_chunks);
@@ -328,7 +331,8 @@ void model_forward(const Model *m, KvCache *cache, const SeqChunk *chunks, int n
         for (int i = 0; i < chunks[ch].count; i++, r++)
             memcpy(a.x + (size_t)r * c->dim, m->token_embedding + (size_t)chunks[ch].tokens[i] * c->dim,
                    sizeof(float) * c->dim);
-    for (int layer = 0; layer < c->n_layers; layer++) transformer_block(m, cache, layer, &map, &a);
+    for (int layer = 0; layer < c->n_layers; layer++)
+        transformer_block(m, cache, layer, &map, &a);
     /* Only each chunk's last token needs logits: the others' next tokens are known. */
     r = 0;
     for (int ch = 0; ch < n_chunks; ch++) {

@@ -18,7 +18,7 @@
 // ANCHOR: define_model_shape
 typedef struct {
     int vocab_size;
-    int dim;         /* width of the residual stream */
+    int dim; /* width of the residual stream */
     int n_layers;
     int n_heads;     /* query heads */
     int n_kv_heads;  /* key/value heads: divides n_heads; 1 is multi-query attention */
@@ -30,21 +30,21 @@ typedef struct {
 // ANCHOR_END: define_model_shape
 
 typedef struct {
-    float *attn_norm;      /* [dim] */
-    float *wq;             /* [dim][n_heads * head_dim]: y = x wq, rows are inputs */
-    float *wk, *wv;        /* [dim][n_kv_heads * head_dim] */
-    float *wo;             /* [n_heads * head_dim][dim] */
-    float *mlp_norm;       /* [dim] */
-    float *w_gate, *w_up;  /* [dim][hidden_dim] */
-    float *w_down;         /* [hidden_dim][dim] */
+    float *attn_norm;     /* [dim] */
+    float *wq;            /* [dim][n_heads * head_dim]: y = x wq, rows are inputs */
+    float *wk, *wv;       /* [dim][n_kv_heads * head_dim] */
+    float *wo;            /* [n_heads * head_dim][dim] */
+    float *mlp_norm;      /* [dim] */
+    float *w_gate, *w_up; /* [dim][hidden_dim] */
+    float *w_down;        /* [hidden_dim][dim] */
 } LayerWeights;
 
 typedef struct {
     ModelConfig config;
-    float *token_embedding; /* [vocab_size][dim] */
-    LayerWeights *layers;   /* [n_layers] */
-    float *final_norm;      /* [dim] */
-    float *w_logits;        /* [dim][vocab_size] */
+    float *token_embedding;     /* [vocab_size][dim] */
+    LayerWeights *layers;       /* [n_layers] */
+    float *final_norm;          /* [dim] */
+    float *w_logits;            /* [dim][vocab_size] */
     float *rope_cos, *rope_sin; /* [max_seq_len][head_dim / 2] */
 } Model;
 
@@ -86,7 +86,6 @@ typedef struct {
  * most once), writing their keys and values into the cache, and the logits of
  * each chunk's last token into logits[chunk][vocab_size]. The caller has
  * reserved room: cache->reserve(seq, start + count) succeeded. */
-void model_forward(const Model *model, KvCache *cache, const SeqChunk *chunks, int n_chunks,
-                   float *logits);
+void model_forward(const Model *model, KvCache *cache, const SeqChunk *chunks, int n_chunks, float *logits);
 
 #endif

@@ -20,9 +20,12 @@ static bool paged_reserve(KvCache *base, int seq, int length)
 {
     PagedCache *cache = (PagedCache *)base;
     BlockCopy copy;
-    if (length > cache->max_len) return false;
-    if (!block_table_reserve(&cache->pool, &cache->tables[seq], length, &copy)) return false;
-    if (copy.from != NO_BLOCK) copy_block(cache, copy.from, copy.to);
+    if (length > cache->max_len)
+        return false;
+    if (!block_table_reserve(&cache->pool, &cache->tables[seq], length, &copy))
+        return false;
+    if (copy.from != NO_BLOCK)
+        copy_block(cache, copy.from, copy.to);
     return true;
 }
 
@@ -44,10 +47,10 @@ static void paged_store(KvCache *base, int seq, int layer, int kv_head, int posi
     PagedCache *cache = (PagedCache *)base;
     int32_t block = cache->tables[seq].blocks[position / cache->shape.block_size];
     int slot = position % cache->shape.block_size;
-    uint8_t *key_head = cache->keys + layer * cache->key_layer_bytes
-                        + kv_head_offset(cache->key_layout, block, kv_head);
-    uint8_t *value_head = cache->values + layer * cache->value_layer_bytes
-                          + kv_head_offset(cache->value_layout, block, kv_head);
+    uint8_t *key_head =
+        cache->keys + layer * cache->key_layer_bytes + kv_head_offset(cache->key_layout, block, kv_head);
+    uint8_t *value_head =
+        cache->values + layer * cache->value_layer_bytes + kv_head_offset(cache->value_layout, block, kv_head);
     if (cache->key_layout.axis == KV_SCALE_PER_CHANNEL) {
         float *recent = recent_key_rows(cache, seq, layer, kv_head);
         memcpy(recent + (size_t)slot * cache->shape.head_dim, key, sizeof(float) * cache->shape.head_dim);
@@ -59,21 +62,20 @@ static void paged_store(KvCache *base, int seq, int layer, int kv_head, int posi
 }
 // ANCHOR_END: store_a_position_in_the_block_format
 
-static void paged_attend(const KvCache *base, int seq, int layer, int kv_head, int length,
-                         const float *queries, int n_queries, float *scores, float *out)
+static void paged_attend(const KvCache *base, int seq, int layer, int kv_head, int length, const float *queries,
+                         int n_queries, float *scores, float *out)
 {
     const PagedCache *cache = (const PagedCache *)base;
     const uint8_t *keys = cache->keys + layer * cache->key_layer_bytes;
     const uint8_t *values = cache->values + layer * cache->value_layer_bytes;
     const int32_t *table = cache->tables[seq].blocks;
     if (cache->format == KV_FORMAT_FLOAT32) {
-        attend_paged(queries, n_queries, (const float *)keys, (const float *)values, cache->shape, table,
-                     kv_head, length, scores, out);
+        attend_paged(queries, n_queries, (const float *)keys, (const float *)values, cache->shape, table, kv_head,
+                     length, scores, out);
         return;
     }
     KvPool key_pool = {keys, cache->key_layout}, value_pool = {values, cache->value_layout};
-    attend_paged_quantized(queries, n_queries, key_pool, value_pool, table, kv_head, length, cache->tile,
-                           scores, out);
+    attend_paged_quantized(queries, n_queries, key_pool, value_pool, table, kv_head, length, cache->tile, scores, out);
 }
 
 static void paged_release(KvCache *base, int seq)
@@ -89,13 +91,13 @@ static int paged_max_length(const KvCache *base)
     return pool_positions < cache->max_len ? pool_positions : cache->max_len;
 }
 
-PagedCache paged_cache_create_in(const ModelConfig *c, int n_seqs, int num_blocks, int block_size,
-                                 bool prefix_caching, KvFormat format, int int4_group)
+PagedCache paged_cache_create_in(const ModelConfig *c, int n_seqs, int num_blocks, int block_size, bool prefix_caching,
+                                 KvFormat format, int int4_group)
 {
     PagedCache cache = {
-        .base = {paged_reserve, paged_store, paged_attend, paged_release, paged_max_length},
+        .base = {paged_reserve,     paged_store, paged_attend, paged_release, paged_max_length},
         .pool = block_pool_create(num_blocks, block_size, prefix_caching),
-        .shape = {.block_size = block_size, .n_kv_heads = c->n_kv_heads, .head_dim = c->head_dim},
+        .shape = {.block_size = block_size, .n_kv_heads = c->n_kv_heads,            .head_dim = c->head_dim},
         .format = format,
         .n_layers = c->n_layers,
         .n_seqs = n_seqs,
@@ -113,12 +115,12 @@ PagedCache paged_cache_create_in(const ModelConfig *c, int n_seqs, int num_block
     cache.tile = ALLOC_ARRAY(float, block_floats);
     cache.tables = ALLOC_ARRAY(BlockTable, n_seqs);
     int capacity = paged_kv_blocks_for(c->max_seq_len, block_size);
-    for (int s = 0; s < n_seqs; s++) cache.tables[s] = block_table_create(capacity);
+    for (int s = 0; s < n_seqs; s++)
+        cache.tables[s] = block_table_create(capacity);
     return cache;
 }
 
-PagedCache paged_cache_create(const ModelConfig *c, int n_seqs, int num_blocks, int block_size,
-                              bool prefix_caching)
+PagedCache paged_cache_create(const ModelConfig *c, int n_seqs, int num_blocks, int block_size, bool prefix_caching)
 {
     return paged_cache_create_in(c, n_seqs, num_blocks, block_size, prefix_caching, KV_FORMAT_FLOAT32,
                                  KV_DEFAULT_INT4_GROUP);
@@ -126,7 +128,8 @@ PagedCache paged_cache_create(const ModelConfig *c, int n_seqs, int num_blocks, 
 
 void paged_cache_free(PagedCache *cache)
 {
-    for (int s = 0; s < cache->n_seqs; s++) block_table_free(&cache->tables[s]);
+    for (int s = 0; s < cache->n_seqs; s++)
+        block_table_free(&cache->tables[s]);
     array_free(cache->tables);
     array_free(cache->keys);
     array_free(cache->values);
@@ -140,8 +143,8 @@ void paged_cache_fork(PagedCache *cache, int parent, int child)
 {
     block_table_fork(&cache->pool, &cache->tables[parent], &cache->tables[child]);
     if (cache->recent_keys) {
-        size_t floats = (size_t)cache->n_layers * cache->shape.n_kv_heads * cache->shape.block_size
-                        * cache->shape.head_dim;
+        size_t floats =
+            (size_t)cache->n_layers * cache->shape.n_kv_heads * cache->shape.block_size * cache->shape.head_dim;
         memcpy(recent_key_rows(cache, child, 0, 0), recent_key_rows(cache, parent, 0, 0), sizeof(float) * floats);
     }
 }

@@ -17,9 +17,9 @@
 
 #include "chapters/04-kv-cache/block_pool.h"
 #include "chapters/04-kv-cache/cache.h"
+#include "chapters/04-kv-cache/model.h"
 #include "kernels/kv_quant.h"
 #include "kernels/paged_kv.h"
-#include "chapters/04-kv-cache/model.h"
 
 /* INT4 channels per scale unless told otherwise. */
 #define KV_DEFAULT_INT4_GROUP 32
@@ -37,7 +37,7 @@ typedef struct {
      * partly filled block, [seq][layer][kv_head][slot][head_dim], from which
      * that block is quantized again whenever a key is added. NULL otherwise. */
     float *recent_keys;
-    float *tile; /* one block of one kv head, dequantized, while attention reads it */
+    float *tile;        /* one block of one kv head, dequantized, while attention reads it */
     BlockTable *tables; /* [n_seqs] */
 } PagedCache;
 

@@ -5,8 +5,8 @@
 
 #include "common/alloc.h"
 
-Request request_create(const ModelConfig *config, const int32_t *prompt, int prompt_len,
-                       int max_new, uint64_t sample_seed)
+Request request_create(const ModelConfig *config, const int32_t *prompt, int prompt_len, int max_new,
+                       uint64_t sample_seed)
 {
     Request r = {
         .prompt_len = prompt_len,
@@ -35,8 +35,7 @@ static int tokens_known(const Request *r)
 static int tokens_to_feed(const Request *r, const ServeOptions *options)
 {
     int missing = tokens_known(r) - r->cached;
-    return options->prefill_chunk > 0 && missing > options->prefill_chunk ? options->prefill_chunk
-                                                                          : missing;
+    return options->prefill_chunk > 0 && missing > options->prefill_chunk ? options->prefill_chunk : missing;
 }
 
 /* The queues of one serve() call: indices into the request array. */
@@ -63,8 +62,8 @@ static void preempt_newest(Queues *q, Request *requests, KvCache *cache, ServeSt
 // ANCHOR: make_room_or_preempt
 /* Room for every running request's next tokens, oldest first; when the cache
  * is full, the newest request gives its room up and will be recomputed. */
-static bool reserve_running(Queues *q, Request *requests, KvCache *cache,
-                            const ServeOptions *options, ServeStats *stats)
+static bool reserve_running(Queues *q, Request *requests, KvCache *cache, const ServeOptions *options,
+                            ServeStats *stats)
 {
     bool preempted = false;
     for (int i = 0; i < q->n_running; i++) {
@@ -74,7 +73,8 @@ static bool reserve_running(Queues *q, Request *requests, KvCache *cache,
             bool victim_is_r = q->running[q->n_running - 1] == q->running[i];
             preempt_newest(q, requests, cache, stats);
             preempted = true;
-            if (victim_is_r) break;
+            if (victim_is_r)
+                break;
         }
     }
     return preempted;
@@ -82,16 +82,14 @@ static bool reserve_running(Queues *q, Request *requests, KvCache *cache,
 // ANCHOR_END: make_room_or_preempt
 
 /* Admit waiting requests in order while a slot and room are free. */
-static void admit_waiting(Queues *q, Request *requests, KvCache *cache,
-                          const ServeOptions *options, ServeStats *stats)
+static void admit_waiting(Queues *q, Request *requests, KvCache *cache, const ServeOptions *options, ServeStats *stats)
 {
     while (q->n_waiting > 0 && q->n_free_slots > 0) {
         Request *r = &requests[q->waiting[0]];
         r->slot = q->free_slots[q->n_free_slots - 1];
         r->cached = 0;
         if (options->prefix_cache)
-            r->cached = paged_cache_match_prefix(options->prefix_cache, r->slot, r->tokens,
-                                                 tokens_known(r));
+            r->cached = paged_cache_match_prefix(options->prefix_cache, r->slot, r->tokens, tokens_known(r));
         if (!cache->reserve(cache, r->slot, r->cached + tokens_to_feed(r, options))) {
             cache->release(cache, r->slot);
             r->cached = 0;
@@ -111,11 +109,11 @@ static bool refuse_if_too_long(Request *r, const KvCache *cache, ServeStats *sta
 {
     /* The last generated token is never fed back, so it needs no room. */
     int needed = r->prompt_len + r->max_new - 1, room = cache->max_length(cache);
-    if (needed <= room) return false;
+    if (needed <= room)
+        return false;
     r->state = REQUEST_REFUSED;
     snprintf(r->refusal, sizeof r->refusal,
-             "needs room for %d positions; one sequence can hold at most %d in this cache", needed,
-             room);
+             "needs room for %d positions; one sequence can hold at most %d in this cache", needed, room);
     stats->refused++;
     return true;
 }
@@ -128,25 +126,28 @@ void draw_token(Request *r, const float *logits, int vocab_size, const Sampler *
 }
 
 // ANCHOR: run_one_batch_and_draw_tokens
-void run_batch(const Model *model, KvCache *cache, Request *const *batch, int n,
-               const Sampler *sampler, const ServeOptions *options, ServeStats *stats)
+void run_batch(const Model *model, KvCache *cache, Request *const *batch, int n, const Sampler *sampler,
+               const ServeOptions *options, ServeStats *stats)
 {
     int vocab = model->config.vocab_size;
     SeqChunk *chunks = ALLOC_ARRAY(SeqChunk, n);
-    float *logits = ALLOC_ARRAY(float, (size_t)n * vocab);
+    float *logits = ALLOC_ARRAY(float, (size_t)n *vocab);
     for (int i = 0; i < n; i++) {
         const Request *r = batch[i];
         chunks[i] = (SeqChunk){r->slot, r->cached, tokens_to_feed(r, options), r->tokens + r->cached};
         int fed_end = chunks[i].start + chunks[i].count;
         int prefill_end = fed_end < r->prefill_end ? fed_end : r->prefill_end;
-        if (prefill_end > chunks[i].start) stats->prefill_tokens += prefill_end - chunks[i].start;
+        if (prefill_end > chunks[i].start)
+            stats->prefill_tokens += prefill_end - chunks[i].start;
     }
     model_forward(model, cache, chunks, n, logits);
     for (int i = 0; i < n; i++) {
         Request *r = batch[i];
         r->cached += chunks[i].count;
-        if (options->prefix_cache) paged_cache_seal(options->prefix_cache, r->slot, r->tokens);
-        if (r->cached == tokens_known(r)) draw_token(r, logits + (size_t)i * vocab, vocab, sampler);
+        if (options->prefix_cache)
+            paged_cache_seal(options->prefix_cache, r->slot, r->tokens);
+        if (r->cached == tokens_known(r))
+            draw_token(r, logits + (size_t)i * vocab, vocab, sampler);
     }
     stats->steps++;
     array_free(chunks);
@@ -155,11 +156,12 @@ void run_batch(const Model *model, KvCache *cache, Request *const *batch, int n,
 // ANCHOR_END: run_one_batch_and_draw_tokens
 
 /* Run the batch of running requests; the finished ones leave it. */
-static void step(const Model *model, KvCache *cache, Queues *q, Request *requests,
-                 const Sampler *sampler, const ServeOptions *options, ServeStats *stats)
+static void step(const Model *model, KvCache *cache, Queues *q, Request *requests, const Sampler *sampler,
+                 const ServeOptions *options, ServeStats *stats)
 {
     Request **batch = ALLOC_ARRAY(Request *, q->n_running);
-    for (int i = 0; i < q->n_running; i++) batch[i] = &requests[q->running[i]];
+    for (int i = 0; i < q->n_running; i++)
+        batch[i] = &requests[q->running[i]];
     run_batch(model, cache, batch, q->n_running, sampler, options, stats);
     int still_running = 0;
     for (int i = 0; i < q->n_running; i++) {
@@ -176,8 +178,8 @@ static void step(const Model *model, KvCache *cache, Queues *q, Request *request
     array_free(batch);
 }
 
-ServeStats serve(const Model *model, KvCache *cache, int n_slots, Request *requests,
-                 int n_requests, const Sampler *sampler, const ServeOptions *options)
+ServeStats serve(const Model *model, KvCache *cache, int n_slots, Request *requests, int n_requests,
+                 const Sampler *sampler, const ServeOptions *options)
 {
     ServeStats stats = {0};
     Queues q = {
@@ -185,17 +187,21 @@ ServeStats serve(const Model *model, KvCache *cache, int n_slots, Request *reque
         .running = ALLOC_ARRAY(int, n_slots),
         .free_slots = ALLOC_ARRAY(int, n_slots),
     };
-    for (int s = n_slots - 1; s >= 0; s--) q.free_slots[q.n_free_slots++] = s;
+    for (int s = n_slots - 1; s >= 0; s--)
+        q.free_slots[q.n_free_slots++] = s;
     for (int i = 0; i < n_requests; i++) {
-        if (refuse_if_too_long(&requests[i], cache, &stats)) continue;
+        if (refuse_if_too_long(&requests[i], cache, &stats))
+            continue;
         requests[i].state = REQUEST_WAITING;
         stats.prompt_tokens += requests[i].prompt_len;
         q.waiting[q.n_waiting++] = i;
     }
     while (q.n_waiting > 0 || q.n_running > 0) {
         bool preempted = reserve_running(&q, requests, cache, options, &stats);
-        if (!preempted) admit_waiting(&q, requests, cache, options, &stats);
-        if (q.n_running > stats.max_running) stats.max_running = q.n_running;
+        if (!preempted)
+            admit_waiting(&q, requests, cache, options, &stats);
+        if (q.n_running > stats.max_running)
+            stats.max_running = q.n_running;
         step(model, cache, &q, requests, sampler, options, &stats);
     }
     array_free(q.waiting);

@@ -28,36 +28,36 @@ typedef struct {
     uint64_t sample_seed; /* of this request's own sampling generator */
     /* What came of it. */
     RequestState state;
-    int32_t *tokens;   /* [prompt_len + max_new]: the prompt, then the generated tokens */
+    int32_t *tokens; /* [prompt_len + max_new]: the prompt, then the generated tokens */
     int n_generated;
-    float *logits;     /* [max_new][vocab_size]: what each generated token was drawn from */
+    float *logits; /* [max_new][vocab_size]: what each generated token was drawn from */
     int preemptions;
     char refusal[128]; /* why, when state is REQUEST_REFUSED */
     /* The scheduler's bookkeeping. */
-    int slot;   /* the cache's sequence slot while running */
-    int cached; /* tokens whose keys and values are in the cache */
+    int slot;        /* the cache's sequence slot while running */
+    int cached;      /* tokens whose keys and values are in the cache */
     int prefill_end; /* tokens known when last admitted: feeding them is prefill */
     Rng rng;
 } Request;
 
 typedef struct {
-    int prefill_chunk;         /* most tokens one request feeds in one step; 0: no limit */
-    PagedCache *prefix_cache;  /* the cache itself when it is paged with prefix caching, else NULL */
+    int prefill_chunk;        /* most tokens one request feeds in one step; 0: no limit */
+    PagedCache *prefix_cache; /* the cache itself when it is paged with prefix caching, else NULL */
 } ServeOptions;
 
 typedef struct {
-    int steps;            /* forward passes */
-    int max_running;      /* most requests in one forward pass */
+    int steps;       /* forward passes */
+    int max_running; /* most requests in one forward pass */
     int preemptions;
     int refused;
-    long prompt_tokens;   /* prompt tokens of the requests that were served */
-    long prefill_tokens;  /* tokens fed that were known at admission: prompts, recomputation */
-    long reused_tokens;   /* tokens known at admission taken from the prefix cache instead */
+    long prompt_tokens;  /* prompt tokens of the requests that were served */
+    long prefill_tokens; /* tokens fed that were known at admission: prompts, recomputation */
+    long reused_tokens;  /* tokens known at admission taken from the prefix cache instead */
 } ServeStats;
 
 /* Set up a request: its token array starts with a copy of the prompt. */
-Request request_create(const ModelConfig *config, const int32_t *prompt, int prompt_len,
-                       int max_new, uint64_t sample_seed);
+Request request_create(const ModelConfig *config, const int32_t *prompt, int prompt_len, int max_new,
+                       uint64_t sample_seed);
 void request_free(Request *request);
 
 /* Record the logits a request's next token is drawn from, and draw it. */
@@ -66,12 +66,12 @@ void draw_token(Request *request, const float *logits, int vocab_size, const Sam
 /* One forward pass over the tokens that n running requests (each in its
  * cache slot, with room reserved) have not fed yet; each request whose tokens
  * are then all in the cache draws its next token. */
-void run_batch(const Model *model, KvCache *cache, Request *const *batch, int n,
-               const Sampler *sampler, const ServeOptions *options, ServeStats *stats);
+void run_batch(const Model *model, KvCache *cache, Request *const *batch, int n, const Sampler *sampler,
+               const ServeOptions *options, ServeStats *stats);
 
 /* Serve every request to completion (or refusal, when it could never fit in
  * the cache) in n_slots sequence slots of the cache, in arrival order. */
-ServeStats serve(const Model *model, KvCache *cache, int n_slots, Request *requests,
-                 int n_requests, const Sampler *sampler, const ServeOptions *options);
+ServeStats serve(const Model *model, KvCache *cache, int n_slots, Request *requests, int n_requests,
+                 const Sampler *sampler, const ServeOptions *options);
 
 #endif

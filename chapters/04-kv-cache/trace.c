@@ -17,26 +17,26 @@ static int uniform_int(Rng *rng, int lo, int hi)
 
 static void random_tokens(Rng *rng, int32_t *tokens, int n, int vocab_size)
 {
-    for (int i = 0; i < n; i++) tokens[i] = (int32_t)rng_below(rng, (uint64_t)vocab_size);
+    for (int i = 0; i < n; i++)
+        tokens[i] = (int32_t)rng_below(rng, (uint64_t)vocab_size);
 }
 
-Request *requests_random(const ModelConfig *config, Rng *rng, int n, int prompt_min,
-                         int prompt_max, int new_min, int new_max)
+Request *requests_random(const ModelConfig *config, Rng *rng, int n, int prompt_min, int prompt_max, int new_min,
+                         int new_max)
 {
     Request *requests = ALLOC_ARRAY(Request, n);
     int32_t *prompt = ALLOC_ARRAY(int32_t, prompt_max);
     for (int i = 0; i < n; i++) {
         int length = uniform_int(rng, prompt_min, prompt_max);
         random_tokens(rng, prompt, length, config->vocab_size);
-        requests[i] = request_create(config, prompt, length, uniform_int(rng, new_min, new_max),
-                                     rng_next_u64(rng));
+        requests[i] = request_create(config, prompt, length, uniform_int(rng, new_min, new_max), rng_next_u64(rng));
     }
     array_free(prompt);
     return requests;
 }
 
-Request *requests_shared_prefixes(const ModelConfig *config, Rng *rng, int n, int n_system,
-                                  int system_len, int question_median, int new_min, int new_max)
+Request *requests_shared_prefixes(const ModelConfig *config, Rng *rng, int n, int n_system, int system_len,
+                                  int question_median, int new_min, int new_max)
 {
     int question_max = QUESTION_MAX_FACTOR * question_median;
     int32_t *system = ALLOC_ARRAY(int32_t, (size_t)n_system * system_len);
@@ -46,10 +46,11 @@ Request *requests_shared_prefixes(const ModelConfig *config, Rng *rng, int n, in
     for (int i = 0; i < n; i++) {
         const int32_t *chosen = system + rng_below(rng, (uint64_t)n_system) * system_len;
         int question = lognormal_length(rng, question_median, 0.8, 1, question_max);
-        for (int t = 0; t < system_len; t++) prompt[t] = chosen[t];
+        for (int t = 0; t < system_len; t++)
+            prompt[t] = chosen[t];
         random_tokens(rng, prompt + system_len, question, config->vocab_size);
-        requests[i] = request_create(config, prompt, system_len + question,
-                                     uniform_int(rng, new_min, new_max), rng_next_u64(rng));
+        requests[i] = request_create(config, prompt, system_len + question, uniform_int(rng, new_min, new_max),
+                                     rng_next_u64(rng));
     }
     array_free(prompt);
     array_free(system);
@@ -60,13 +61,14 @@ Request *requests_copy(const ModelConfig *config, const Request *requests, int n
 {
     Request *copies = ALLOC_ARRAY(Request, n);
     for (int i = 0; i < n; i++)
-        copies[i] = request_create(config, requests[i].tokens, requests[i].prompt_len,
-                                   requests[i].max_new, requests[i].sample_seed);
+        copies[i] = request_create(config, requests[i].tokens, requests[i].prompt_len, requests[i].max_new,
+                                   requests[i].sample_seed);
     return copies;
 }
 
 void requests_free(Request *requests, int n)
 {
-    for (int i = 0; i < n; i++) request_free(&requests[i]);
+    for (int i = 0; i < n; i++)
+        request_free(&requests[i]);
     array_free(requests);
 }

@@ -1,7 +1,7 @@
 #include "chapters/04-kv-cache/uncached.h"
 
-#include "common/alloc.h"
 #include "chapters/04-kv-cache/contiguous_cache.h"
+#include "common/alloc.h"
 
 // ANCHOR: recompute_everything_every_step
 void generate_uncached(const Model *model, Request *r, const Sampler *sampler)

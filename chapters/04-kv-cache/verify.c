@@ -3,12 +3,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "common/alloc.h"
 #include "chapters/04-kv-cache/contiguous_cache.h"
 #include "chapters/04-kv-cache/fork_decode.h"
 #include "chapters/04-kv-cache/paged_cache.h"
 #include "chapters/04-kv-cache/trace.h"
 #include "chapters/04-kv-cache/uncached.h"
+#include "common/alloc.h"
 
 #define VERIFY_SEED 2024
 
@@ -16,11 +16,13 @@ double relative_error(const float *got, const float *ref, int n)
 {
     double max_diff = 0.0, max_ref = 0.0;
     for (int i = 0; i < n; i++) {
-        if (!isfinite(got[i]) || !isfinite(ref[i])) return INFINITY;
+        if (!isfinite(got[i]) || !isfinite(ref[i]))
+            return INFINITY;
         max_diff = fmax(max_diff, fabs((double)got[i] - ref[i]));
         max_ref = fmax(max_ref, fabs((double)ref[i]));
     }
-    if (max_diff == 0.0) return 0.0;
+    if (max_diff == 0.0)
+        return 0.0;
     return max_ref > 0.0 ? max_diff / max_ref : INFINITY;
 }
 
@@ -41,26 +43,27 @@ void compare_requests(Comparison *c, const Request *got, const Request *ref, int
     c->sequences++;
     int steps = got->n_generated < ref->n_generated ? got->n_generated : ref->n_generated;
     int tokens = got->prompt_len + got->n_generated;
-    c->tokens_equal = c->tokens_equal && got->state == REQUEST_FINISHED
-                      && ref->state == REQUEST_FINISHED && got->n_generated == ref->n_generated
-                      && memcmp(got->tokens, ref->tokens, sizeof(int32_t) * tokens) == 0;
-    if (steps < got->max_new) c->max_rel_error = INFINITY; /* unfinished: nothing to prove */
+    c->tokens_equal = c->tokens_equal && got->state == REQUEST_FINISHED && ref->state == REQUEST_FINISHED &&
+                      got->n_generated == ref->n_generated &&
+                      memcmp(got->tokens, ref->tokens, sizeof(int32_t) * tokens) == 0;
+    if (steps < got->max_new)
+        c->max_rel_error = INFINITY; /* unfinished: nothing to prove */
     for (int k = 0; k < steps; k++)
-        fold_vectors(c, got->logits + (size_t)k * vocab_size, ref->logits + (size_t)k * vocab_size,
-                     vocab_size);
+        fold_vectors(c, got->logits + (size_t)k * vocab_size, ref->logits + (size_t)k * vocab_size, vocab_size);
 }
 
-static void compare_request_sets(Comparison *c, const Request *got, const Request *ref, int n,
-                                 int vocab_size)
+static void compare_request_sets(Comparison *c, const Request *got, const Request *ref, int n, int vocab_size)
 {
-    for (int i = 0; i < n; i++) compare_requests(c, &got[i], &ref[i], vocab_size);
+    for (int i = 0; i < n; i++)
+        compare_requests(c, &got[i], &ref[i], vocab_size);
 }
 
 void serve_each_alone(const Model *model, Request *requests, int n, const Sampler *sampler)
 {
     ContiguousCache cache = contiguous_cache_create(&model->config, 1);
     const ServeOptions plain = {0};
-    for (int i = 0; i < n; i++) serve(model, &cache.base, 1, &requests[i], 1, sampler, &plain);
+    for (int i = 0; i < n; i++)
+        serve(model, &cache.base, 1, &requests[i], 1, sampler, &plain);
     contiguous_cache_free(&cache);
 }
 
@@ -81,8 +84,7 @@ static int blocks_for_all(const Request *requests, int n, int block_size)
     return blocks;
 }
 
-Comparison verify_cached_vs_uncached(const Model *model, int prompt_len, int n_new,
-                                     const Sampler *sampler)
+Comparison verify_cached_vs_uncached(const Model *model, int prompt_len, int n_new, const Sampler *sampler)
 {
     Comparison c = comparison_new();
     Request *cached = one_request(model, prompt_len, n_new);
@@ -97,8 +99,7 @@ Comparison verify_cached_vs_uncached(const Model *model, int prompt_len, int n_n
 
 /* Feed a prompt into slot 0 of a cache in chunks of `chunk` tokens (0: at once);
  * the logits of its last token go to `logits`. */
-static void prefill(const Model *model, KvCache *cache, const int32_t *prompt, int length,
-                    int chunk, float *logits)
+static void prefill(const Model *model, KvCache *cache, const int32_t *prompt, int length, int chunk, float *logits)
 {
     for (int start = 0; start < length;) {
         int count = chunk > 0 && length - start > chunk ? chunk : length - start;
@@ -152,9 +153,8 @@ static Request *mixed_requests(const Model *model, int n)
     return requests_random(&model->config, &rng, n, 3, 61, 5, 41);
 }
 
-Comparison verify_served_vs_alone(const Model *model, KvCache *cache, int n_slots,
-                                  Request *requests, int n, const Sampler *sampler,
-                                  const ServeOptions *options, ServeStats *stats)
+Comparison verify_served_vs_alone(const Model *model, KvCache *cache, int n_slots, Request *requests, int n,
+                                  const Sampler *sampler, const ServeOptions *options, ServeStats *stats)
 {
     Comparison c = comparison_new();
     Request *alone = requests_copy(&model->config, requests, n);
@@ -170,16 +170,15 @@ Comparison verify_batch_vs_alone(const Model *model, int n_requests, const Sampl
     Request *batched = mixed_requests(model, n_requests);
     ContiguousCache cache = contiguous_cache_create(&model->config, n_requests);
     ServeStats stats;
-    Comparison c = verify_served_vs_alone(model, &cache.base, n_requests, batched, n_requests,
-                                          sampler, &(ServeOptions){0}, &stats);
+    Comparison c = verify_served_vs_alone(model, &cache.base, n_requests, batched, n_requests, sampler,
+                                          &(ServeOptions){0}, &stats);
     c.events = stats.max_running;
     contiguous_cache_free(&cache);
     requests_free(batched, n_requests);
     return c;
 }
 
-Comparison verify_paged_vs_contiguous(const Model *model, int n_requests, int block_size,
-                                      const Sampler *sampler)
+Comparison verify_paged_vs_contiguous(const Model *model, int n_requests, int block_size, const Sampler *sampler)
 {
     Comparison c = comparison_new();
     Request *paged_requests = mixed_requests(model, n_requests);
@@ -193,8 +192,7 @@ Comparison verify_paged_vs_contiguous(const Model *model, int n_requests, int bl
     const ServeOptions plain = {0};
     serve(model, &paged.base, n_requests, paged_requests, n_requests, sampler, &plain);
     serve(model, &contiguous.base, n_requests, contiguous_requests, n_requests, sampler, &plain);
-    compare_request_sets(&c, paged_requests, contiguous_requests, n_requests,
-                         model->config.vocab_size);
+    compare_request_sets(&c, paged_requests, contiguous_requests, n_requests, model->config.vocab_size);
     c.blocks_returned = block_pool_unused(&paged.pool);
     c.events = blocks;
     paged_cache_free(&paged);
@@ -204,8 +202,8 @@ Comparison verify_paged_vs_contiguous(const Model *model, int n_requests, int bl
     return c;
 }
 
-Comparison verify_parallel_sampling(const Model *model, int prompt_len, int n, int n_new,
-                                    int block_size, const Sampler *sampler)
+Comparison verify_parallel_sampling(const Model *model, int prompt_len, int n, int n_new, int block_size,
+                                    const Sampler *sampler)
 {
     Comparison c = comparison_new();
     Request *first = one_request(model, prompt_len, n_new);
@@ -228,8 +226,7 @@ Comparison verify_parallel_sampling(const Model *model, int prompt_len, int n, i
     return c;
 }
 
-Comparison verify_beam_search(const Model *model, int prompt_len, int width, int steps,
-                              int block_size)
+Comparison verify_beam_search(const Model *model, int prompt_len, int width, int steps, int block_size)
 {
     const ModelConfig *config = &model->config;
     Comparison c = comparison_new();
@@ -237,7 +234,8 @@ Comparison verify_beam_search(const Model *model, int prompt_len, int width, int
     int blocks = 2 * width * paged_kv_blocks_for(prompt_len + steps, block_size);
     PagedCache cache = paged_cache_create(config, 2 * width, blocks, block_size, false);
     Beam *beams = ALLOC_ARRAY(Beam, width);
-    for (int j = 0; j < width; j++) beams[j] = beam_create(config, steps);
+    for (int j = 0; j < width; j++)
+        beams[j] = beam_create(config, steps);
     c.tokens_equal = beam_search(model, &cache, source->tokens, prompt_len, width, steps, beams);
 
     /* Alone: the prompt and the beam's first k tokens, one token to draw. The
@@ -250,15 +248,15 @@ Comparison verify_beam_search(const Model *model, int prompt_len, int width, int
         for (int k = 0; k < steps; k++) {
             Request alone = request_create(config, sequence, prompt_len + k, 1, 0);
             serve_each_alone(model, &alone, 1, &greedy);
-            fold_vectors(&c, beams[j].logits + (size_t)k * config->vocab_size, alone.logits,
-                         config->vocab_size);
+            fold_vectors(&c, beams[j].logits + (size_t)k * config->vocab_size, alone.logits, config->vocab_size);
             request_free(&alone);
         }
         c.sequences++;
     }
     c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = (int)cache.pool.stats.copies;
-    for (int j = 0; j < width; j++) beam_free(&beams[j]);
+    for (int j = 0; j < width; j++)
+        beam_free(&beams[j]);
     array_free(beams);
     array_free(sequence);
     paged_cache_free(&cache);
@@ -266,19 +264,19 @@ Comparison verify_beam_search(const Model *model, int prompt_len, int width, int
     return c;
 }
 
-Comparison verify_preemption(const Model *model, int n_requests, int block_size,
-                             const Sampler *sampler)
+Comparison verify_preemption(const Model *model, int n_requests, int block_size, const Sampler *sampler)
 {
     Request *squeezed = mixed_requests(model, n_requests);
     int num_blocks = 1;
     for (int i = 0; i < n_requests; i++) {
         int blocks = paged_kv_blocks_for(squeezed[i].prompt_len + squeezed[i].max_new, block_size);
-        if (blocks + 1 > num_blocks) num_blocks = blocks + 1;
+        if (blocks + 1 > num_blocks)
+            num_blocks = blocks + 1;
     }
     PagedCache cache = paged_cache_create(&model->config, n_requests, num_blocks, block_size, false);
     ServeStats stats;
-    Comparison c = verify_served_vs_alone(model, &cache.base, n_requests, squeezed, n_requests,
-                                          sampler, &(ServeOptions){0}, &stats);
+    Comparison c = verify_served_vs_alone(model, &cache.base, n_requests, squeezed, n_requests, sampler,
+                                          &(ServeOptions){0}, &stats);
     c.blocks_returned = block_pool_unused(&cache.pool);
     c.events = stats.preemptions;
     paged_cache_free(&cache);
@@ -286,13 +284,12 @@ Comparison verify_preemption(const Model *model, int n_requests, int block_size,
     return c;
 }
 
-Comparison verify_prefix_caching(const Model *model, int n_requests, int num_blocks,
-                                 int block_size, const Sampler *sampler)
+Comparison verify_prefix_caching(const Model *model, int n_requests, int num_blocks, int block_size,
+                                 const Sampler *sampler)
 {
     Rng rng;
     rng_seed(&rng, VERIFY_SEED + 3);
-    Request *shared = requests_shared_prefixes(&model->config, &rng, n_requests, 3, 5 * block_size,
-                                               12, 4, 24);
+    Request *shared = requests_shared_prefixes(&model->config, &rng, n_requests, 3, 5 * block_size, 12, 4, 24);
     PagedCache cache = paged_cache_create(&model->config, 4, num_blocks, block_size, true);
     ServeStats stats;
     Comparison c = verify_served_vs_alone(model, &cache.base, 4, shared, n_requests, sampler,

@@ -2,10 +2,10 @@
 
 #include <string.h>
 
+#include "chapters/04-kv-cache/trace.h"
 #include "common/alloc.h"
 #include "common/rng.h"
 #include "kernels/paged_kv.h"
-#include "chapters/04-kv-cache/trace.h"
 
 /* Medians chosen so that the means (median * e^(sigma^2 / 2) with sigma 1)
  * are near ShareGPT's in the PagedAttention paper: 161 prompt, 338 output tokens. */
@@ -20,8 +20,7 @@ LengthTrace length_trace_create(int n, int max_len, uint64_t seed)
     rng_seed(&rng, seed);
     for (int i = 0; i < n; i++) {
         trace.prompt_len[i] = lognormal_length(&rng, PROMPT_MEDIAN, LENGTH_SIGMA, 1, max_len / 2);
-        trace.output_len[i] = lognormal_length(&rng, OUTPUT_MEDIAN, LENGTH_SIGMA, 1,
-                                               max_len - trace.prompt_len[i]);
+        trace.output_len[i] = lognormal_length(&rng, OUTPUT_MEDIAN, LENGTH_SIGMA, 1, max_len - trace.prompt_len[i]);
     }
     return trace;
 }
@@ -41,7 +40,8 @@ int reserved_slots(Reservation r, int held, int final_len, int max_len)
         return max_len;
     case RESERVE_POW2: {
         int slots = 1;
-        while (slots < final_len) slots *= 2;
+        while (slots < final_len)
+            slots *= 2;
         return slots < max_len ? slots : max_len;
     }
     case RESERVE_EXACT:
@@ -66,7 +66,8 @@ WasteStats measure_waste(const LengthTrace *trace, Reservation reservation, int 
             reserved_steps += reserved;
             unused_steps += reserved - held;
             steps++;
-            if (reserved - held > most_unused) most_unused = reserved - held;
+            if (reserved - held > most_unused)
+                most_unused = reserved - held;
         }
     }
     return (WasteStats){held_steps / reserved_steps, unused_steps / steps, most_unused};
@@ -110,8 +111,10 @@ static int first_fit(const Pool *pool, int size)
     int found = -1, hole_start = 0;
     for (int i = 0; i <= n && found < 0; i++) {
         int hole_end = i < n ? starts[i] : pool->capacity;
-        if (hole_end - hole_start >= size) found = hole_start;
-        if (i < n) hole_start = ends[i];
+        if (hole_end - hole_start >= size)
+            found = hole_start;
+        if (i < n)
+            hole_start = ends[i];
     }
     array_free(starts);
     array_free(ends);
@@ -144,7 +147,8 @@ static bool admit_next(Pool *pool)
     int size;
     if (paged(pool)) {
         size = blocks_for_next_step(pool, &r);
-        if (size > pool->free) return false;
+        if (size > pool->free)
+            return false;
     } else {
         size = reserved_slots(pool->reservation, 0, final_len(pool, id), pool->max_len);
         r.start = first_fit(pool, size);
@@ -176,7 +180,8 @@ static bool grow_paged(Pool *pool)
             pool->queue[--pool->head] = newest->id;
             pool->stats.preemptions++;
             preempted = true;
-            if (pool->n_running == i) break;
+            if (pool->n_running == i)
+                break;
         }
         if (i < pool->n_running) {
             pool->running[i].size += need;
@@ -186,8 +191,7 @@ static bool grow_paged(Pool *pool)
     return preempted;
 }
 
-PoolStats simulate_pool(const LengthTrace *trace, Reservation reservation, int pool_slots,
-                        int max_len)
+PoolStats simulate_pool(const LengthTrace *trace, Reservation reservation, int pool_slots, int max_len)
 {
     Pool pool = {.trace = trace, .reservation = reservation, .max_len = max_len};
     pool.capacity = paged(&pool) ? pool_slots / reservation.block_size : pool_slots;
@@ -195,7 +199,8 @@ PoolStats simulate_pool(const LengthTrace *trace, Reservation reservation, int p
     pool.queue = ALLOC_ARRAY(int, trace->n);
     pool.done = ALLOC_ARRAY(int, trace->n);
     pool.running = ALLOC_ARRAY(Running, trace->n);
-    for (int i = 0; i < trace->n; i++) pool.queue[pool.tail++] = i;
+    for (int i = 0; i < trace->n; i++)
+        pool.queue[pool.tail++] = i;
     while (pool.head < pool.tail || pool.n_running > 0) {
         bool preempted = paged(&pool) && grow_paged(&pool);
         while (!preempted && pool.head < pool.tail) {
@@ -209,8 +214,10 @@ PoolStats simulate_pool(const LengthTrace *trace, Reservation reservation, int p
         int still = 0;
         for (int i = 0; i < pool.n_running; i++) {
             Running *r = &pool.running[i];
-            if (++pool.done[r->id] == trace->output_len[r->id]) pool.free += r->size;
-            else pool.running[still++] = *r;
+            if (++pool.done[r->id] == trace->output_len[r->id])
+                pool.free += r->size;
+            else
+                pool.running[still++] = *r;
         }
         pool.n_running = still;
     }
@@ -235,11 +242,19 @@ typedef struct {
 static int all_schemes(Scheme *schemes)
 {
     int n = 0;
-    schemes[n++] = (Scheme){"(a) maximum length", {RESERVE_MAX_LEN, 0}};
-    schemes[n++] = (Scheme){"(b) power of two", {RESERVE_POW2, 0}};
-    schemes[n++] = (Scheme){"exact final length", {RESERVE_EXACT, 0}};
+    schemes[n++] = (Scheme){
+        "(a) maximum length", {RESERVE_MAX_LEN, 0}
+    };
+    schemes[n++] = (Scheme){
+        "(b) power of two", {RESERVE_POW2, 0}
+    };
+    schemes[n++] = (Scheme){
+        "exact final length", {RESERVE_EXACT, 0}
+    };
     for (int i = 0; i < N_BLOCK_SIZES; i++) {
-        schemes[n] = (Scheme){"", {RESERVE_PAGED, block_sizes[i]}};
+        schemes[n] = (Scheme){
+            "", {RESERVE_PAGED, block_sizes[i]}
+        };
         snprintf(schemes[n].name, sizeof schemes[n].name, "(c) paged, block %d", block_sizes[i]);
         n++;
     }
@@ -253,21 +268,21 @@ static void print_trace_summary(const LengthTrace *trace, int max_len, FILE *out
         prompt += trace->prompt_len[i];
         output += trace->output_len[i];
     }
-    fprintf(out, "trace: %d requests, mean prompt %.0f tokens, mean output %.0f tokens, "
-                 "maximum length %d\n\n",
+    fprintf(out,
+            "trace: %d requests, mean prompt %.0f tokens, mean output %.0f tokens, "
+            "maximum length %d\n\n",
             trace->n, prompt / trace->n, output / trace->n, max_len);
 }
 
-void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FILE *out,
-                  TableFormat format)
+void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FILE *out, TableFormat format)
 {
     LengthTrace trace = length_trace_create(n_requests, max_len, seed);
     Scheme schemes[3 + N_BLOCK_SIZES];
     int n_schemes = all_schemes(schemes);
     print_trace_summary(&trace, max_len, out);
 
-    const char *waste_headers[] = {"reservation", "reserved slots holding tokens",
-                                   "unused slots per request", "most unused in one request"};
+    const char *waste_headers[] = {"reservation", "reserved slots holding tokens", "unused slots per request",
+                                   "most unused in one request"};
     Table *waste = table_new(4, waste_headers, "lrrr");
     for (int s = 0; s < n_schemes; s++) {
         WasteStats w = measure_waste(&trace, schemes[s].reservation, max_len);
@@ -279,11 +294,11 @@ void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FI
     table_print(waste, out, format);
     table_free(waste);
 
-    fprintf(out, "\nserving the trace from a pool of %d slots (%d sequences of maximum length):\n\n",
-            pool_slots, pool_slots / max_len);
-    const char *pool_headers[] = {"reservation", "steps", "requests per step",
-                                  "next did not fit", "...though enough was free",
-                                  "free memory then", "preemptions"};
+    fprintf(out, "\nserving the trace from a pool of %d slots (%d sequences of maximum length):\n\n", pool_slots,
+            pool_slots / max_len);
+    const char *pool_headers[] = {
+        "reservation",      "steps",      "requests per step", "next did not fit", "...though enough was free",
+        "free memory then", "preemptions"};
     Table *pool = table_new(7, pool_headers, "lrrrrrr");
     for (int s = 0; s < n_schemes; s++) {
         if (schemes[s].reservation.scheme == RESERVE_PAGED && schemes[s].reservation.block_size != 16)
@@ -294,8 +309,10 @@ void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FI
         table_cell(pool, "%.1f", p.mean_running);
         table_cell(pool, "%d", p.stalls);
         table_cell(pool, "%d", p.fragmented_stalls);
-        if (p.fragmented_stalls > 0) table_cell(pool, "%.1f%%", 100 * p.free_share_at_fragmented_stalls);
-        else table_cell(pool, "-");
+        if (p.fragmented_stalls > 0)
+            table_cell(pool, "%.1f%%", 100 * p.free_share_at_fragmented_stalls);
+        else
+            table_cell(pool, "-");
         table_cell(pool, "%d", p.preemptions);
     }
     table_print(pool, out, format);

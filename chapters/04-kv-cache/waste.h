@@ -39,9 +39,9 @@ typedef struct {
 int reserved_slots(Reservation reservation, int held, int final_len, int max_len);
 
 typedef struct {
-    double used_share;     /* token-steps held over slot-steps reserved */
-    double mean_unused;    /* unfilled reserved slots per request, averaged over its steps */
-    int most_unused;       /* unfilled reserved slots of one request at one step, at most */
+    double used_share;  /* token-steps held over slot-steps reserved */
+    double mean_unused; /* unfilled reserved slots per request, averaged over its steps */
+    int most_unused;    /* unfilled reserved slots of one request at one step, at most */
 } WasteStats;
 
 /* Each request is prefilled in one step and generates one token per step;
@@ -49,23 +49,21 @@ typedef struct {
 WasteStats measure_waste(const LengthTrace *trace, Reservation reservation, int max_len);
 
 typedef struct {
-    int steps;            /* to serve the whole trace */
-    double mean_running;  /* requests in a step, on average */
-    int stalls;           /* steps where the next request did not fit... */
-    int fragmented_stalls; /* ...although the free memory would have held it */
+    int steps;                              /* to serve the whole trace */
+    double mean_running;                    /* requests in a step, on average */
+    int stalls;                             /* steps where the next request did not fit... */
+    int fragmented_stalls;                  /* ...although the free memory would have held it */
     double free_share_at_fragmented_stalls; /* mean share of the pool free then */
-    int preemptions;      /* paged: requests restarted when blocks ran out */
+    int preemptions;                        /* paged: requests restarted when blocks ran out */
 } PoolStats;
 
 /* Serve the trace from a pool of pool_slots slots: contiguous reservations
  * placed first-fit, or blocks (preempting the newest request when a growing
  * one finds none free). Requests are admitted in order, as soon as they fit. */
-PoolStats simulate_pool(const LengthTrace *trace, Reservation reservation, int pool_slots,
-                        int max_len);
+PoolStats simulate_pool(const LengthTrace *trace, Reservation reservation, int pool_slots, int max_len);
 
 /* The tables of the waste experiment. */
-void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FILE *out,
-                  TableFormat format);
+void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FILE *out, TableFormat format);
 /* Block size and used share, one line each, for the figure. */
 void waste_figure_data(int n_requests, int max_len, uint64_t seed, FILE *out);
 

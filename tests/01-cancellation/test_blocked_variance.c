@@ -61,7 +61,7 @@ static void test_agrees_with_one_pass_and_two_pass(Precision precision)
 
 /* The blocked variance of x against the exact variance of x, within its bound. */
 static void check_against_reference(Precision precision, double blocked, VarianceReference reference, size_t n,
-                                     const char *what)
+                                    const char *what)
 {
     AccuracyTrial trial = {.n = n, .reference = reference};
     double error = fabs(blocked - reference.variance) / reference.variance;

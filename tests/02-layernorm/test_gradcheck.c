@@ -78,7 +78,12 @@ int main(void)
                                            CHECK_COMPLEX_EVERY_ELEMENT};
     const GradCheckMethod directional[] = {CHECK_DIRECTIONAL, CHECK_COMPLEX_DIRECTIONAL};
     /* Small shapes, every element; d = 1 and 2 are the degenerate rows. */
-    const size_t small[][2] = {{3, 5}, {8, 64}, {4, 1}, {5, 2}};
+    const size_t small[][2] = {
+        {3, 5 },
+        {8, 64},
+        {4, 1 },
+        {5, 2 }
+    };
     for (size_t s = 0; s < sizeof small / sizeof small[0]; s++)
         test_checks_pass(small[s][0], small[s][1], elementwise, 3);
     /* The transformer-sized batch: B x T x D = 4 x 512 x 1024. */

@@ -41,9 +41,14 @@ int main(void)
         int ndim;
         size_t rows;
         const float *values;
-    } outputs[] = {{"y.npy", 2, 13, saved.y},      {"mean.npy", 1, 13, saved.mean}, {"rstd.npy", 1, 13, saved.rstd},
-                   {"dx.npy", 2, 13, saved.dx},    {"dgamma.npy", 1, 781, saved.dgamma},
-                   {"dbeta.npy", 1, 781, saved.dbeta}};
+    } outputs[] = {
+        {"y.npy",      2, 13,  saved.y     },
+        {"mean.npy",   1, 13,  saved.mean  },
+        {"rstd.npy",   1, 13,  saved.rstd  },
+        {"dx.npy",     2, 13,  saved.dx    },
+        {"dgamma.npy", 1, 781, saved.dgamma},
+        {"dbeta.npy",  1, 781, saved.dbeta }
+    };
     for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
         char path[512], err[256];
         snprintf(path, sizeof path, "%s/%s", dir, outputs[i].name);
@@ -52,8 +57,8 @@ int main(void)
         EXPECT(read, "%s: %s", outputs[i].name, read ? "read" : err);
         if (!read)
             continue;
-        bool shape_ok = array.dtype == NPY_FLOAT32 && array.ndim == outputs[i].ndim && array.shape[0] == outputs[i].rows &&
-                        (array.ndim == 1 || array.shape[1] == 781);
+        bool shape_ok = array.dtype == NPY_FLOAT32 && array.ndim == outputs[i].ndim &&
+                        array.shape[0] == outputs[i].rows && (array.ndim == 1 || array.shape[1] == 781);
         EXPECT(shape_ok, "%s is float32 with the documented shape", outputs[i].name);
         EXPECT(shape_ok && same_bits(array.data, outputs[i].values, npy_element_count(&array)), "%s holds the results",
                outputs[i].name);

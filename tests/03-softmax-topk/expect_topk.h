@@ -11,8 +11,8 @@
 /* Compare every row with the double reference (compare_with_reference),
  * print one line, ok or FAIL with the first mismatch, and return whether
  * all matched. */
-bool topk_matches_reference(const char *what, const float *logits, size_t rows, size_t vocab, int k,
-                            const float *probs, const int64_t *indices, double rtol);
+bool topk_matches_reference(const char *what, const float *logits, size_t rows, size_t vocab, int k, const float *probs,
+                            const int64_t *indices, double rtol);
 
 /* Logits for [rows, vocab] tests: normal(0, 3) rounded to multiples of 1/16. */
 void fill_test_logits(float *logits, size_t count, uint64_t seed);

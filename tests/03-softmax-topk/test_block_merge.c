@@ -28,7 +28,7 @@ static int rows_right(const float *logits, int rows_per_block, int merge_group)
 
 int main(void)
 {
-    float *logits = ALLOC_ARRAY(float, EMULATED_BLOCK_WARPS * VOCAB);
+    float *logits = ALLOC_ARRAY(float, EMULATED_BLOCK_WARPS *VOCAB);
     fill_test_logits(logits, EMULATED_BLOCK_WARPS * VOCAB, 11);
     for (int rows = 1; rows <= EMULATED_BLOCK_WARPS; rows *= 2) {
         int within = rows_right(logits, rows, EMULATED_BLOCK_WARPS / rows);
@@ -36,10 +36,9 @@ int main(void)
         EXPECT(within == rows, "%d rows per block, merge within rows: %d rows right", rows, within);
         /* Leaders of rows 0, 2, 4, ... absorb the next row in the larger spans. */
         int expected_across = rows == 1 ? 1 : rows / 2;
-        EXPECT(across == expected_across, "%d rows per block, merge across the block: %d rows right, expected %d",
-               rows, across, expected_across);
-        printf("%d rows per block: %d right merging within rows, %d merging across the block\n", rows, within,
-               across);
+        EXPECT(across == expected_across, "%d rows per block, merge across the block: %d rows right, expected %d", rows,
+               across, expected_across);
+        printf("%d rows per block: %d right merging within rows, %d merging across the block\n", rows, within, across);
     }
     array_free(logits);
     return test_finish();

@@ -30,7 +30,9 @@ static void exec_program(void *ctx)
 /* Run the program with the arguments (NULL-terminated). */
 static ChildResult run(const char *first, ...)
 {
-    Command command = {{PROGRAM, first}};
+    Command command = {
+        {PROGRAM, first}
+    };
     va_list args;
     va_start(args, first);
     for (int i = 2; i < 15 && (command.argv[i - 1] != NULL); i++) {
@@ -44,8 +46,8 @@ static ChildResult run(const char *first, ...)
 static void expect_usage_error(ChildResult r, const char *what, const char *words, const char *other_words)
 {
     bool named = strstr(r.err, words) != NULL || (other_words != NULL && strstr(r.err, other_words) != NULL);
-    EXPECT(r.exit_status == 2 && r.err_lines == 1 && named, "%s: exit %d, %d stderr lines: %s", what,
-           r.exit_status, r.err_lines, r.err);
+    EXPECT(r.exit_status == 2 && r.err_lines == 1 && named, "%s: exit %d, %d stderr lines: %s", what, r.exit_status,
+           r.err_lines, r.err);
 }
 
 static char directory[] = "/tmp/softmax_topk_cli_XXXXXX";
@@ -81,8 +83,8 @@ static void test_bad_input(void)
     expect_usage_error(run("--quick", NULL), "--quick alone", "--quick goes with --bench", NULL);
     expect_usage_error(run("--traffic", "--merge-demo", NULL), "two modes", "exclude each other", NULL);
     /* Without CUDA, or without a device, or (on a GPU) K above kernel 2's limit. */
-    expect_usage_error(run("--gpu", "--kernel", "2", "-k", "33", NULL), "--gpu K = 33 on kernel 2",
-                       "supports K <= 32", "CUDA");
+    expect_usage_error(run("--gpu", "--kernel", "2", "-k", "33", NULL), "--gpu K = 33 on kernel 2", "supports K <= 32",
+                       "CUDA");
     expect_usage_error(run("--gpu", "--kernel", "6", NULL), "--kernel past the last", "--kernel expects an integer in",
                        NULL);
     expect_usage_error(run("--gpu", "--kernel", "5", "--vocab", "2000", "-k", "1025", NULL),
@@ -97,8 +99,7 @@ static void test_bad_input(void)
     FILE *text = fopen(path_in_directory("text.npy"), "w");
     fputs("not a numpy file\n", text);
     fclose(text);
-    expect_usage_error(run("--load", path_in_directory("f64.npy"), NULL), "float64 logits", "expected float32",
-                       NULL);
+    expect_usage_error(run("--load", path_in_directory("f64.npy"), NULL), "float64 logits", "expected float32", NULL);
     expect_usage_error(run("--load", path_in_directory("rank1.npy"), NULL), "rank 1", "expected float32", NULL);
     expect_usage_error(run("--load", path_in_directory("rank3.npy"), NULL), "rank 3", "expected float32", NULL);
     expect_usage_error(run("--load", path_in_directory("text.npy"), NULL), "not .npy", "text.npy", NULL);
@@ -113,20 +114,19 @@ static void test_bad_input(void)
 static void test_round_trip(void)
 {
     enum { ROWS = 5, VOCAB = 1003, K = 7 };
-    float *logits = ALLOC_ARRAY(float, ROWS * VOCAB);
+    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
     fill_test_logits(logits, ROWS * VOCAB, 3);
     const size_t shape[2] = {ROWS, VOCAB};
     save_or_fail(path_in_directory("logits.npy"), NPY_FLOAT32, 2, shape, logits);
-    ChildResult r = run("--load", path_in_directory("logits.npy"), "-k", "7", "--save", path_in_directory("out"),
-                        NULL);
-    EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "round trip run: %s%s",
-           r.out, r.err);
+    ChildResult r = run("--load", path_in_directory("logits.npy"), "-k", "7", "--save", path_in_directory("out"), NULL);
+    EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "round trip run: %s%s", r.out,
+           r.err);
     const size_t result_shape[2] = {ROWS, K};
     NpyArray probs = npy_load_or_exit(path_in_directory("out/probs.npy"), NPY_FLOAT32, 2, result_shape);
     NpyArray indices = npy_load_or_exit(path_in_directory("out/indices.npy"), NPY_INT64, 2, result_shape);
-    EXPECT(topk_matches_reference("--save output", logits, ROWS, VOCAB, K, probs.data, indices.data,
-                                  TOPK_RTOL_TREE_SUM),
-           "probs.npy and indices.npy match the reference");
+    EXPECT(
+        topk_matches_reference("--save output", logits, ROWS, VOCAB, K, probs.data, indices.data, TOPK_RTOL_TREE_SUM),
+        "probs.npy and indices.npy match the reference");
     npy_free(&probs);
     npy_free(&indices);
     array_free(logits);

@@ -15,10 +15,10 @@ static double cpu_rtol(CpuVersion version, size_t vocab)
     return version == CPU_FUSED ? TOPK_RTOL_TREE_SUM : topk_rtol_sequential_sum(vocab);
 }
 
-static bool run_and_check(CpuVersion version, const char *what, const float *logits, size_t rows, size_t vocab,
-                          int k, int threads)
+static bool run_and_check(CpuVersion version, const char *what, const float *logits, size_t rows, size_t vocab, int k,
+                          int threads)
 {
-    float *probs = ALLOC_ARRAY(float, rows * (size_t)k);
+    float *probs = ALLOC_ARRAY(float, rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
     softmax_topk_rows(version, logits, rows, vocab, k, threads, probs, indices);
     char label[200];
@@ -36,8 +36,8 @@ static void test_hard_inputs(void)
         float *row = ALLOC_ARRAY(float, input->vocab);
         input->fill(row, input->vocab);
         for (CpuVersion v = CPU_NAIVE; v <= CPU_FUSED; v++) {
-            EXPECT(run_and_check(v, input->name, row, 1, input->vocab, input->k, 1), "%s: %s",
-                   cpu_version_name(v), input->name);
+            EXPECT(run_and_check(v, input->name, row, 1, input->vocab, input->k, 1), "%s: %s", cpu_version_name(v),
+                   input->name);
         }
         array_free(row);
     }
@@ -51,7 +51,7 @@ static void test_shapes(void)
     const int ks[] = {1, 2, 7, 32, 33, 64, 100, 256, 1823};
     for (size_t a = 0; a < sizeof vocabs / sizeof vocabs[0]; a++) {
         size_t vocab = vocabs[a], rows = vocab > 10000 ? 3 : 5;
-        float *logits = ALLOC_ARRAY(float, rows * vocab);
+        float *logits = ALLOC_ARRAY(float, rows *vocab);
         fill_test_logits(logits, rows * vocab, vocab);
         for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++) {
             int k = ks[b] > (int)vocab ? (int)vocab : ks[b];
@@ -72,7 +72,7 @@ static void test_shapes(void)
 static void test_ties_at_floor(void)
 {
     enum { ROWS = 3, VOCAB = 3001 };
-    float *logits = ALLOC_ARRAY(float, ROWS * VOCAB);
+    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
     for (size_t i = 0; i < ROWS * VOCAB; i++) {
         logits[i] = (float)((i * 7919) % 3);
     }
@@ -89,10 +89,10 @@ static void test_ties_at_floor(void)
 static void test_threads(void)
 {
     enum { ROWS = 13, VOCAB = 3001, K = 40 };
-    float *logits = ALLOC_ARRAY(float, ROWS * VOCAB);
+    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
     fill_test_logits(logits, ROWS * VOCAB, 7);
     for (CpuVersion v = CPU_NAIVE; v <= CPU_FUSED; v++) {
-        float *p1 = ALLOC_ARRAY(float, ROWS * K), *p2 = ALLOC_ARRAY(float, ROWS * K);
+        float *p1 = ALLOC_ARRAY(float, ROWS *K), *p2 = ALLOC_ARRAY(float, ROWS *K);
         int64_t *i1 = ALLOC_ARRAY(int64_t, ROWS * K), *i2 = ALLOC_ARRAY(int64_t, ROWS * K);
         softmax_topk_rows(v, logits, ROWS, VOCAB, K, 1, p1, i1);
         softmax_topk_rows(v, logits, ROWS, VOCAB, K, 3, p2, i2);

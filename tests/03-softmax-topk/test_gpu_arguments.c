@@ -29,7 +29,7 @@ int main(void)
     EXPECT(refused(4, 1, 10, 1, (SoftmaxTopkGpuConfig){0, 11}, "at most 10 splits"), "more splits than logits");
     EXPECT(refused(4, 1, 100000, 256, (SoftmaxTopkGpuConfig){0, 100}, "at most"), "splits over shared memory");
     EXPECT(refused(3, 1, 10, 1, (SoftmaxTopkGpuConfig){-1, 0}, ">= 0"), "negative max_blocks");
-    EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256 &&
-               softmax_topk_gpu_max_k(5) == 1024, "limits");
+    EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256 && softmax_topk_gpu_max_k(5) == 1024,
+           "limits");
     return test_finish();
 }

@@ -14,19 +14,19 @@
 #include "common/alloc.h"
 #include "common/cuda_util.h"
 #include "common/testing.h"
-#include "tests/03-softmax-topk/expect_topk.h"
 #include "kernels/softmax_topk_gpu.h"
+#include "tests/03-softmax-topk/expect_topk.h"
 
 /* Run one kernel and compare every row; false (with a printed line) on
  * any difference. */
 static bool kernel_matches(int kernel, const char *what, const float *logits, size_t rows, size_t vocab, int k,
                            SoftmaxTopkGpuConfig config)
 {
-    float *probs = ALLOC_ARRAY(float, rows * (size_t)k);
+    float *probs = ALLOC_ARRAY(float, rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
     char err[256], label[256];
-    snprintf(label, sizeof label, "kernel %d, %s (rows %zu, V %zu, K %d, max_blocks %d, splits %d)", kernel, what,
-             rows, vocab, k, config.max_blocks, config.splits);
+    snprintf(label, sizeof label, "kernel %d, %s (rows %zu, V %zu, K %d, max_blocks %d, splits %d)", kernel, what, rows,
+             vocab, k, config.max_blocks, config.splits);
     bool ok = softmax_topk_gpu(kernel, logits, rows, vocab, k, &config, probs, indices, err, sizeof err) == 0;
     if (!ok) {
         printf("FAIL %s: %s\n", label, err);
@@ -49,8 +49,8 @@ static void check_all_kernels(const char *what, const float *logits, size_t rows
         }
         for (int b = 0; b < 2; b++) {
             SoftmaxTopkGpuConfig config = {max_blocks[b], 0};
-            EXPECT(kernel_matches(kernel, what, logits, rows, vocab, k, config), "kernel %d: %s, K %d", kernel,
-                   what, k);
+            EXPECT(kernel_matches(kernel, what, logits, rows, vocab, k, config), "kernel %d: %s, K %d", kernel, what,
+                   k);
         }
     }
 }
@@ -74,7 +74,7 @@ static void test_shapes(void)
     const int ks[] = {1, 7, 32, 256};
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v], rows = vocab > 10000 ? 5 : 37;
-        float *logits = ALLOC_ARRAY(float, rows * vocab);
+        float *logits = ALLOC_ARRAY(float, rows *vocab);
         fill_test_logits(logits, rows * vocab, 100 + vocab);
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             int k = ks[t] > (int)vocab ? (int)vocab : ks[t];
@@ -92,7 +92,7 @@ static void test_winners_in_the_last_tile(void)
     const size_t vocabs[] = {4096, 4099, 128256 + 3};
     for (size_t v = 0; v < 3; v++) {
         size_t vocab = vocabs[v];
-        float *logits = ALLOC_ARRAY(float, ROWS * vocab);
+        float *logits = ALLOC_ARRAY(float, ROWS *vocab);
         fill_test_logits(logits, ROWS * vocab, 7 + vocab);
         for (size_t row = 0; row < ROWS; row++) {
             float *x = logits + row * vocab;
@@ -111,7 +111,7 @@ static void test_winners_in_the_last_tile(void)
 static void test_mixed_rows(void)
 {
     enum { ROWS = 16, VOCAB = 300, K = 5 };
-    float *logits = ALLOC_ARRAY(float, ROWS * VOCAB);
+    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
     fill_test_logits(logits, ROWS * VOCAB, 99);
     logits[2 * VOCAB + 17] = NAN;
     for (int i = 0; i < VOCAB; i++) {
@@ -137,7 +137,7 @@ static void test_large_k(void)
     const int ks[] = {257, 1000, 1024};
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v];
-        float *logits = ALLOC_ARRAY(float, ROWS * vocab);
+        float *logits = ALLOC_ARRAY(float, ROWS *vocab);
         fill_test_logits(logits, ROWS * vocab, 300 + vocab);
         float *equal_block = logits + vocab, *zeros = logits + 2 * vocab;
         float *with_nan = logits + 3 * vocab, *one_finite = logits + 4 * vocab;
@@ -163,11 +163,18 @@ static void test_splits(void)
     struct {
         size_t vocab;
         int k, splits;
-    } cases[] = {{5000, 64, 1}, {5000, 64, 2}, {5000, 64, 3}, {5000, 256, 7}, {10, 3, 9}, {10, 10, 10},
-                 {128256, 16, 40}};
+    } cases[] = {
+        {5000,   64,  1 },
+        {5000,   64,  2 },
+        {5000,   64,  3 },
+        {5000,   256, 7 },
+        {10,     3,   9 },
+        {10,     10,  10},
+        {128256, 16,  40}
+    };
     enum { ROWS = 6 };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        float *logits = ALLOC_ARRAY(float, ROWS * cases[c].vocab);
+        float *logits = ALLOC_ARRAY(float, ROWS *cases[c].vocab);
         fill_test_logits(logits, ROWS * cases[c].vocab, 5 + c);
         for (int max_blocks = 0; max_blocks <= 2; max_blocks += 2) {
             SoftmaxTopkGpuConfig config = {max_blocks, cases[c].splits};

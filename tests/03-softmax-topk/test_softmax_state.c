@@ -35,8 +35,7 @@ static void test_exp_accuracy(void)
     }
     EXPECT(worst <= EXP_RTOL, "softmax_exp: max relative error %.3g at x = %.9g over %zu values", worst,
            (double)worst_x, checked);
-    printf("softmax_exp: %zu values, max relative error %.3g (%.2f * 2^-24)\n", checked, worst,
-           worst / 0x1p-24);
+    printf("softmax_exp: %zu values, max relative error %.3g (%.2f * 2^-24)\n", checked, worst, worst / 0x1p-24);
 }
 
 static void test_exp_special_values(void)
@@ -49,8 +48,7 @@ static void test_exp_special_values(void)
     EXPECT(softmax_exp(-1e30f) == 0.0f, "exp(-1e30) = %g", (double)softmax_exp(-1e30f));
     /* Just above the flush limit the result is a normal float. */
     float above = nextafterf(SOFTMAX_EXP_FLUSH, 0.0f);
-    EXPECT(softmax_exp(above) >= FLT_MIN * 0.99f, "exp just above the flush limit = %g",
-           (double)softmax_exp(above));
+    EXPECT(softmax_exp(above) >= FLT_MIN * 0.99f, "exp just above the flush limit = %g", (double)softmax_exp(above));
 }
 
 static void test_weight_limits(void)
@@ -139,8 +137,7 @@ static void test_hard_states(void)
 {
     const float all_minus_inf[] = {-INFINITY, -INFINITY, -INFINITY};
     SoftmaxState s = push_all(all_minus_inf, 3);
-    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "all -inf: sum 0 (so probabilities 0/0 = NaN), got %g",
-           (double)s.sum);
+    EXPECT(s.max == -INFINITY && s.sum == 0.0f, "all -inf: sum 0 (so probabilities 0/0 = NaN), got %g", (double)s.sum);
     EXPECT(isnan(softmax_probability(s, -INFINITY)), "all -inf: probability NaN");
 
     const float one_finite[] = {-INFINITY, 2.0f, -INFINITY};
@@ -200,16 +197,16 @@ static void test_lane_sums(void)
         /* Sums of 2560 terms in two orders; each lane adds 40 of them one after
          * another and the lanes meet in a tree: 1e-5 is far above either error. */
         EXPECT(lanes.max == scalar.max && is_close(lanes.sum, scalar.sum, 0.0, 1e-5),
-               "chunks of %d: (%g, %.9g) vs recurrence (%g, %.9g)", chunks[c], (double)lanes.max,
-               (double)lanes.sum, (double)scalar.max, (double)scalar.sum);
+               "chunks of %d: (%g, %.9g) vs recurrence (%g, %.9g)", chunks[c], (double)lanes.max, (double)lanes.sum,
+               (double)scalar.max, (double)scalar.sum);
     }
     for (int i = 0; i < N; i++) {
         x[i] = -30.0f + 60.0f * (float)i / N;
     }
     SoftmaxState lanes = add_in_chunks(x, N, LANES), scalar = push_all(x, N);
     EXPECT(lanes.max == scalar.max && is_close(lanes.sum, scalar.sum, 0.0, 1e-5),
-           "increasing: (%g, %.9g) vs recurrence (%g, %.9g)", (double)lanes.max, (double)lanes.sum,
-           (double)scalar.max, (double)scalar.sum);
+           "increasing: (%g, %.9g) vs recurrence (%g, %.9g)", (double)lanes.max, (double)lanes.sum, (double)scalar.max,
+           (double)scalar.sum);
     array_free(x);
 }
 
@@ -269,8 +266,8 @@ static void test_topk_floor(void)
         int k = ks[t];
         float floor = lane_sums_topk_floor(&row, k);
         EXPECT(floor == sorted_maxima[k - 1] && floor <= sorted_logits[k - 1],
-               "k = %d: floor %g, k-th lane maximum %g, k-th logit %g", k, (double)floor,
-               (double)sorted_maxima[k - 1], (double)sorted_logits[k - 1]);
+               "k = %d: floor %g, k-th lane maximum %g, k-th logit %g", k, (double)floor, (double)sorted_maxima[k - 1],
+               (double)sorted_logits[k - 1]);
     }
     EXPECT(lane_sums_topk_floor(&row, LANES + 1) == -INFINITY, "k = LANES + 1: floor %g, expected -inf",
            (double)lane_sums_topk_floor(&row, LANES + 1));

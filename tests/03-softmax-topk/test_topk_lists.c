@@ -108,8 +108,8 @@ static void test_radix_key(void)
     EXPECT(topk_radix_key(NAN) == UINT32_MAX && topk_radix_key(-NAN) == UINT32_MAX &&
                topk_radix_key(float_from_bits(0x7f800001u)) == UINT32_MAX,
            "every NaN has the largest key");
-    const float edges[] = {-INFINITY, -FLT_MAX, -1.0f, -FLT_MIN, -FLT_TRUE_MIN, -0.0f,
-                           0.0f, FLT_TRUE_MIN, FLT_MIN, 1.0f, FLT_MAX, INFINITY, NAN};
+    const float edges[] = {-INFINITY,    -FLT_MAX, -1.0f, -FLT_MIN, -FLT_TRUE_MIN, -0.0f, 0.0f,
+                           FLT_TRUE_MIN, FLT_MIN,  1.0f,  FLT_MAX,  INFINITY,      NAN};
     enum { EDGES = sizeof edges / sizeof edges[0], N = 300 + EDGES };
     TopkEntry e[N];
     Rng rng;

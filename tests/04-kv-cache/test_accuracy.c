@@ -64,8 +64,8 @@ int main(void)
            "outliers make per-token INT4 keys worse: %.2e against %.2e", per_token->attention_error_mean,
            int4->attention_error_mean);
     EXPECT(kivi->attention_error_mean * 1.5 <= per_token->attention_error_mean,
-           "with outliers, per-channel keys: attention error %.2e against per-token %.2e",
-           kivi->attention_error_mean, per_token->attention_error_mean);
+           "with outliers, per-channel keys: attention error %.2e against per-token %.2e", kivi->attention_error_mean,
+           per_token->attention_error_mean);
     EXPECT(kivi->kl_mean * 1.5 <= per_token->kl_mean, "with outliers, per-channel keys: KL %.2e against %.2e",
            kivi->kl_mean, per_token->kl_mean);
     EXPECT(kivi->top1_agreement > per_token->top1_agreement, "with outliers, per-channel keys agree more often");

@@ -19,8 +19,8 @@
 #include "kernels/kv_quant.h"
 
 enum { B = 3, H = 6, KVH = 2, L = 37, D = 12 };
-static const char *const file_names[] = {"q.npy",          "k.npy",         "v.npy",        "lens.npy",
-                                         "out_contiguous.npy", "out_paged.npy", "out_int8.npy", "out_int4.npy"};
+static const char *const file_names[] = {
+    "q.npy", "k.npy", "v.npy", "lens.npy", "out_contiguous.npy", "out_paged.npy", "out_int8.npy", "out_int4.npy"};
 
 typedef struct {
     char dir[64];
@@ -33,8 +33,7 @@ static void path_of(char *path, const Inputs *in, const char *name)
     snprintf(path, 128, "%s/%s", in->dir, name);
 }
 
-static void save(const Inputs *in, const char *name, NpyDtype dtype, int ndim, const size_t *shape,
-                 const void *data)
+static void save(const Inputs *in, const char *name, NpyDtype dtype, int ndim, const size_t *shape, const void *data)
 {
     char path[128];
     path_of(path, in, name);
@@ -60,14 +59,18 @@ static void reference(const Inputs *in, double *out)
             double score[L], max = -INFINITY, sum = 0.0, *o = out + ((size_t)b * H + h) * D;
             for (int p = 0; p < in->lens[b]; p++) {
                 score[p] = 0.0;
-                for (int i = 0; i < D; i++) score[p] += (double)q[i] * k[p * D + i];
+                for (int i = 0; i < D; i++)
+                    score[p] += (double)q[i] * k[p * D + i];
                 score[p] /= sqrt(D);
                 max = fmax(max, score[p]);
             }
-            for (int p = 0; p < in->lens[b]; p++) sum += score[p] = exp(score[p] - max);
-            for (int i = 0; i < D; i++) o[i] = 0.0;
             for (int p = 0; p < in->lens[b]; p++)
-                for (int i = 0; i < D; i++) o[i] += score[p] / sum * v[p * D + i];
+                sum += score[p] = exp(score[p] - max);
+            for (int i = 0; i < D; i++)
+                o[i] = 0.0;
+            for (int p = 0; p < in->lens[b]; p++)
+                for (int i = 0; i < D; i++)
+                    o[i] += score[p] / sum * v[p * D + i];
         }
 }
 
@@ -101,7 +104,7 @@ static void quantized_output_matches(const Inputs *in, KvFormat format, const ch
                                      double within)
 {
     Inputs *stored = as_stored(in, format);
-    double *ref = ALLOC_ARRAY(double, (size_t)B * H * D);
+    double *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
     reference(stored, ref);
     NpyArray got = load_output(in, name);
     CloseReport r = check_close_f32(got.data, ref, (size_t)B * H * D, 1e-5, 1e-5);
@@ -118,7 +121,7 @@ static void outputs_match_reference(Inputs *in)
     save_all(in);
     attend_npy_directory(in->dir, 16, 32);
     NpyArray contiguous = load_output(in, "out_contiguous.npy"), paged = load_output(in, "out_paged.npy");
-    double *ref = ALLOC_ARRAY(double, (size_t)B * H * D);
+    double *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
     reference(in, ref);
     /* Outputs are weighted means of values in [-1, 1]; float scores and
      * softmax over at most 37 positions: well inside 1e-5. */
@@ -142,15 +145,15 @@ static void attend_in_child(void *dir)
 
 /* Save a broken file in place of a good one: the run must end with status 2
  * and one line naming what is wrong; then restore the good inputs. */
-static void refused(Inputs *in, const char *name, NpyDtype dtype, int ndim, const size_t *shape,
-                    const void *data, const char *expected)
+static void refused(Inputs *in, const char *name, NpyDtype dtype, int ndim, const size_t *shape, const void *data,
+                    const char *expected)
 {
     save_all(in);
     save(in, name, dtype, ndim, shape, data);
     ChildResult r = test_run_child(attend_in_child, in->dir);
     EXPECT(r.exit_status == 2 && r.err_lines == 1 && strstr(r.err, expected) != NULL,
-           "%s: exit 2 and one line mentioning '%s'; got status %d, %d lines: %s", name, expected,
-           r.exit_status, r.err_lines, r.err);
+           "%s: exit 2 and one line mentioning '%s'; got status %d, %d lines: %s", name, expected, r.exit_status,
+           r.err_lines, r.err);
 }
 
 static void bad_inputs_are_refused(Inputs *in)
@@ -178,7 +181,8 @@ int main(void)
 {
     Inputs *in = ALLOC_ARRAY(Inputs, 1);
     snprintf(in->dir, sizeof in->dir, "/tmp/kv_cache_attend_XXXXXX");
-    if (!mkdtemp(in->dir)) test_skip("cannot make a temporary directory in /tmp");
+    if (!mkdtemp(in->dir))
+        test_skip("cannot make a temporary directory in /tmp");
     Rng rng;
     rng_seed(&rng, 21);
     rng_fill_normal_f32(&rng, in->q, B * H * D, 0, 1);

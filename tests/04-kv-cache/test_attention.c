@@ -13,20 +13,23 @@
 #include "common/testing.h"
 
 /* softmax(q k^T / sqrt(d)) v for one query, in double. */
-static void reference(const float *q, const float *keys, const float *values, int length, int d,
-                      double *out)
+static void reference(const float *q, const float *keys, const float *values, int length, int d, double *out)
 {
     double *score = ALLOC_ARRAY(double, length), max = -INFINITY, sum = 0.0;
     for (int p = 0; p < length; p++) {
         double s = 0.0;
-        for (int i = 0; i < d; i++) s += (double)q[i] * keys[(size_t)p * d + i];
+        for (int i = 0; i < d; i++)
+            s += (double)q[i] * keys[(size_t)p * d + i];
         score[p] = s / sqrt(d);
         max = fmax(max, score[p]);
     }
-    for (int p = 0; p < length; p++) sum += score[p] = exp(score[p] - max);
-    for (int i = 0; i < d; i++) out[i] = 0.0;
     for (int p = 0; p < length; p++)
-        for (int i = 0; i < d; i++) out[i] += score[p] / sum * values[(size_t)p * d + i];
+        sum += score[p] = exp(score[p] - max);
+    for (int i = 0; i < d; i++)
+        out[i] = 0.0;
+    for (int p = 0; p < length; p++)
+        for (int i = 0; i < d; i++)
+            out[i] += score[p] / sum * values[(size_t)p * d + i];
     array_free(score);
 }
 
@@ -38,23 +41,23 @@ typedef struct {
 static void check_case(Case c, Rng *rng)
 {
     int d = c.head_dim, n = c.length;
-    float *q = ALLOC_ARRAY(float, (size_t)c.group * d);
-    float *keys = ALLOC_ARRAY(float, (size_t)n * d), *values = ALLOC_ARRAY(float, (size_t)n * d);
+    float *q = ALLOC_ARRAY(float, (size_t)c.group *d);
+    float *keys = ALLOC_ARRAY(float, (size_t)n *d), *values = ALLOC_ARRAY(float, (size_t)n *d);
     rng_fill_normal_f32(rng, q, (size_t)c.group * d, 0, 1);
     rng_fill_normal_f32(rng, keys, (size_t)n * d, 0, c.key_scale);
     rng_fill_uniform_f32(rng, values, (size_t)n * d, -1, 1);
-    float *scores = ALLOC_ARRAY(float, (size_t)c.group * n);
-    float *out = ALLOC_ARRAY(float, (size_t)c.group * d), *paged_out = ALLOC_ARRAY(float, (size_t)c.group * d);
-    double *ref = ALLOC_ARRAY(double, (size_t)c.group * d);
+    float *scores = ALLOC_ARRAY(float, (size_t)c.group *n);
+    float *out = ALLOC_ARRAY(float, (size_t)c.group *d), *paged_out = ALLOC_ARRAY(float, (size_t)c.group *d);
+    double *ref = ALLOC_ARRAY(double, (size_t)c.group *d);
 
     attend_contiguous(q, c.group, keys, values, n, d, scores, out);
-    for (int g = 0; g < c.group; g++) reference(q + g * d, keys, values, n, d, ref + g * d);
+    for (int g = 0; g < c.group; g++)
+        reference(q + g * d, keys, values, n, d, ref + g * d);
     /* The output is a weighted mean of values in [-1, 1]; float scores and
      * a float softmax over n positions stay within a few hundred ulps of 1. */
     CloseReport r = check_close_f32(out, ref, (size_t)c.group * d, 2e-5, 1e-4);
     char what[96];
-    snprintf(what, sizeof what, "length %d, head_dim %d, group %d, key scale %g", n, d, c.group,
-             c.key_scale);
+    snprintf(what, sizeof what, "length %d, head_dim %d, group %d, key scale %g", n, d, c.group, c.key_scale);
     EXPECT(close_report_print(stdout, what, &r), "contiguous attention matches double: %s", what);
 
     /* The same keys and values, scattered into blocks of several sizes. */
@@ -110,10 +113,16 @@ int main(void)
     Rng rng;
     rng_seed(&rng, 11);
     const Case cases[] = {
-        {1, 16, 1, 1},    {17, 16, 4, 1},  {333, 12, 3, 1}, {1000, 128, 4, 1},
-        {257, 130, 2, 1}, {64, 16, 1, 30}, {15, 2, 8, 1},
+        {1,    16,  1, 1 },
+        {17,   16,  4, 1 },
+        {333,  12,  3, 1 },
+        {1000, 128, 4, 1 },
+        {257,  130, 2, 1 },
+        {64,   16,  1, 30},
+        {15,   2,   8, 1 },
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(cases[i], &rng);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        check_case(cases[i], &rng);
     one_position_returns_its_value();
     return test_finish();
 }

@@ -2,9 +2,8 @@
  * times, served together, give what each gives alone; and a sequence never
  * reads a position it has not written (another sequence's, or unused room),
  * shown by filling the cache with NaN before use. */
-#include <stdio.h>
-
 #include <math.h>
+#include <stdio.h>
 
 #include "chapters/04-kv-cache/contiguous_cache.h"
 #include "chapters/04-kv-cache/trace.h"
@@ -14,8 +13,8 @@
 static void batch_equals_alone(const Model *model, int n, const Sampler *sampler)
 {
     Comparison c = verify_batch_vs_alone(model, n, sampler);
-    printf("%d requests: %d logit vectors, max relative error %.2e, %d in one batch\n", n,
-           c.logit_vectors, c.max_rel_error, c.events);
+    printf("%d requests: %d logit vectors, max relative error %.2e, %d in one batch\n", n, c.logit_vectors,
+           c.max_rel_error, c.events);
     EXPECT(c.events == n, "all %d requests were in one batch together", n);
     /* Each token's row goes through the same operations in the same order
      * whatever else is in the batch: equal to the bit, not merely close. */
@@ -32,12 +31,11 @@ static void never_reads_unwritten_positions(const Model *model, const Sampler *s
     Request *batched = requests_random(config, &rng, n, 2, 40, 3, 30);
     ContiguousCache cache = contiguous_cache_create(config, n);
     size_t floats = (size_t)config->n_layers * n * config->n_kv_heads * config->max_seq_len * config->head_dim;
-    for (size_t i = 0; i < floats; i++) cache.keys[i] = cache.values[i] = NAN;
+    for (size_t i = 0; i < floats; i++)
+        cache.keys[i] = cache.values[i] = NAN;
     ServeStats stats;
-    Comparison c = verify_served_vs_alone(model, &cache.base, n, batched, n, sampler,
-                                          &(ServeOptions){0}, &stats);
-    EXPECT(isfinite(c.max_rel_error) && c.bitwise,
-           "a cache full of NaN: no logit ever saw an unwritten position");
+    Comparison c = verify_served_vs_alone(model, &cache.base, n, batched, n, sampler, &(ServeOptions){0}, &stats);
+    EXPECT(isfinite(c.max_rel_error) && c.bitwise, "a cache full of NaN: no logit ever saw an unwritten position");
     contiguous_cache_free(&cache);
     requests_free(batched, n);
 }

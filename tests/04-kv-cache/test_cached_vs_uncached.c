@@ -17,8 +17,7 @@ static void check_model(const char *name, ModelConfig config, const Sampler *sam
     Comparison c = verify_cached_vs_uncached(&model, 20, 64, sampler);
     printf("%s: %d steps, max relative error %.2e\n", name, c.logit_vectors, c.max_rel_error);
     EXPECT(c.logit_vectors == 64, "%s: every one of 64 steps compared", name);
-    EXPECT(c.max_rel_error <= CACHED_RTOL, "%s: cached logits within 1e-5 of uncached (%.2e)", name,
-           c.max_rel_error);
+    EXPECT(c.max_rel_error <= CACHED_RTOL, "%s: cached logits within 1e-5 of uncached (%.2e)", name, c.max_rel_error);
     EXPECT(c.tokens_equal, "%s: the same tokens with and without a cache", name);
     model_free(&model);
 }

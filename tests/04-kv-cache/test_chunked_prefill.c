@@ -17,12 +17,10 @@ int main(void)
     const int prompt_len = 100, chunks[] = {1, 3, 7, 13, 48, 99, 100, 150};
     for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
         Comparison c = verify_chunked_prefill(&model, prompt_len, chunks[i]);
-        printf("chunks of %d: max relative error %.2e over %d vectors\n", chunks[i], c.max_rel_error,
-               c.logit_vectors);
+        printf("chunks of %d: max relative error %.2e over %d vectors\n", chunks[i], c.max_rel_error, c.logit_vectors);
         /* Keys, values and last logits after prefill, then 8 generated tokens. */
         EXPECT(c.logit_vectors == 3 + 8, "chunks of %d: cache, logits and 8 steps compared", chunks[i]);
-        EXPECT(c.max_rel_error <= CHUNKED_RTOL, "chunks of %d: within 1e-6 of one-shot prefill",
-               chunks[i]);
+        EXPECT(c.max_rel_error <= CHUNKED_RTOL, "chunks of %d: within 1e-6 of one-shot prefill", chunks[i]);
         EXPECT(c.tokens_equal, "chunks of %d: same tokens", chunks[i]);
     }
     model_free(&model);

@@ -14,16 +14,16 @@ typedef struct {
 static void count_pass(const ModelConfig *c, int start, int count, Count *total)
 {
     double q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
-    double weights_per_layer = c->dim * q + c->dim * kv + c->dim * kv + q * c->dim
-                               + c->dim * c->hidden_dim * 2.0 + c->hidden_dim * c->dim;
+    double weights_per_layer =
+        c->dim * q + c->dim * kv + c->dim * kv + q * c->dim + c->dim * c->hidden_dim * 2.0 + c->hidden_dim * c->dim;
     double kv_bytes = 2.0 * c->n_layers * kv * 4;
     for (int t = start; t < start + count; t++) {
         total->flops += 2 * c->n_layers * weights_per_layer;
-        for (int p = 0; p <= t; p++) total->flops += c->n_layers * c->n_heads * (2.0 * c->head_dim + 2.0 * c->head_dim);
+        for (int p = 0; p <= t; p++)
+            total->flops += c->n_layers * c->n_heads * (2.0 * c->head_dim + 2.0 * c->head_dim);
     }
     total->flops += 2.0 * c->dim * c->vocab_size;
-    double weights = c->n_layers * (weights_per_layer + 2.0 * c->dim) + c->dim
-                     + 2.0 * c->dim * c->vocab_size;
+    double weights = c->n_layers * (weights_per_layer + 2.0 * c->dim) + c->dim + 2.0 * c->dim * c->vocab_size;
     total->bytes += 4 * weights + (start + count) * kv_bytes + count * kv_bytes;
     total->tokens += count;
     total->passes++;
@@ -38,15 +38,16 @@ static void check(ModelConfig c, int prompt, int n_new)
 {
     Count cached = {0}, uncached = {0};
     count_pass(&c, 0, prompt, &cached);
-    for (int s = 1; s < n_new; s++) count_pass(&c, prompt + s - 1, 1, &cached);
-    for (int s = 0; s < n_new; s++) count_pass(&c, 0, prompt + s, &uncached);
+    for (int s = 1; s < n_new; s++)
+        count_pass(&c, prompt + s - 1, 1, &cached);
+    for (int s = 0; s < n_new; s++)
+        count_pass(&c, 0, prompt + s, &uncached);
     GenerationCost with = cost_cached(&c, prompt, n_new), without = cost_uncached(&c, prompt, n_new);
     EXPECT(same(with.flops, cached.flops) && same(with.bytes, cached.bytes),
-           "prompt %d + %d: cached FLOPs %.6g (count %.6g), bytes %.6g (count %.6g)", prompt, n_new,
-           with.flops, cached.flops, with.bytes, cached.bytes);
+           "prompt %d + %d: cached FLOPs %.6g (count %.6g), bytes %.6g (count %.6g)", prompt, n_new, with.flops,
+           cached.flops, with.bytes, cached.bytes);
     EXPECT(same(without.flops, uncached.flops) && same(without.bytes, uncached.bytes),
-           "prompt %d + %d: uncached FLOPs %.6g (count %.6g)", prompt, n_new, without.flops,
-           uncached.flops);
+           "prompt %d + %d: uncached FLOPs %.6g (count %.6g)", prompt, n_new, without.flops, uncached.flops);
     EXPECT(with.tokens_processed == prompt + n_new - 1 && with.forward_passes == n_new,
            "with a cache, every token is run once");
     EXPECT(without.tokens_processed == (double)n_new * prompt + n_new * (n_new - 1.0) / 2,

@@ -5,7 +5,6 @@
  * demonstration shows something real), and running out of blocks mid-way
  * gives every block back. */
 #include <stdio.h>
-
 #include <string.h>
 
 #include "chapters/04-kv-cache/fork_decode.h"
@@ -19,15 +18,13 @@ static void parallel_sampling(const Model *model, int block_size)
     const Sampler sampled = {.temperature = 0.8, .top_k = 40};
     const int n = 4, prompt_len = 37;
     Comparison c = verify_parallel_sampling(model, prompt_len, n, 20, block_size, &sampled);
-    printf("parallel sampling, block %d: %d vectors, %d copies\n", block_size, c.logit_vectors,
-           c.events);
+    printf("parallel sampling, block %d: %d vectors, %d copies\n", block_size, c.logit_vectors, c.events);
     EXPECT(c.bitwise && c.tokens_equal, "block %d: every forked sample equals it alone", block_size);
     EXPECT(c.blocks_returned, "block %d: every block back after parallel sampling", block_size);
     /* The prompt's partial last block is shared by all n; each of the first
      * n - 1 to write copies it, the last finds itself the only user. */
     int expected = prompt_len % block_size != 0 ? n - 1 : 0;
-    EXPECT(c.events == expected, "block %d: %d copies-on-write, expected %d", block_size, c.events,
-           expected);
+    EXPECT(c.events == expected, "block %d: %d copies-on-write, expected %d", block_size, c.events, expected);
 }
 
 static void beam_search_beams_equal_alone(const Model *model, int block_size)
@@ -35,8 +32,7 @@ static void beam_search_beams_equal_alone(const Model *model, int block_size)
     Comparison c = verify_beam_search(model, 37, 4, 12, block_size);
     printf("beam search, block %d: %d vectors, %d copies\n", block_size, c.logit_vectors, c.events);
     EXPECT(c.tokens_equal, "block %d: beam search had the blocks it needed", block_size);
-    EXPECT(c.logit_vectors == 4 * 12 && c.bitwise, "block %d: every beam's every step equals it alone",
-           block_size);
+    EXPECT(c.logit_vectors == 4 * 12 && c.bitwise, "block %d: every beam's every step equals it alone", block_size);
     EXPECT(c.blocks_returned, "block %d: every block back after beam search", block_size);
     EXPECT(c.events > 0, "block %d: beams wrote into shared blocks and copied them", block_size);
 }
@@ -49,15 +45,17 @@ static void beams_are_distinct_and_best_first(const Model *model)
     Request *source = requests_random(&model->config, &rng, 1, 21, 21, 1, 1);
     PagedCache cache = paged_cache_create(&model->config, 2 * width, 64, 8, false);
     Beam beams[4];
-    for (int j = 0; j < width; j++) beams[j] = beam_create(&model->config, steps);
+    for (int j = 0; j < width; j++)
+        beams[j] = beam_create(&model->config, steps);
     EXPECT(beam_search(model, &cache, source->tokens, 21, width, steps, beams), "beam search ran");
     for (int j = 1; j < width; j++) {
         EXPECT(beams[j - 1].log_prob >= beams[j].log_prob, "beam %d is no better than beam %d", j, j - 1);
         for (int i = 0; i < j; i++)
-            EXPECT(memcmp(beams[i].tokens, beams[j].tokens, sizeof(int32_t) * steps) != 0,
-                   "beams %d and %d differ", i, j);
+            EXPECT(memcmp(beams[i].tokens, beams[j].tokens, sizeof(int32_t) * steps) != 0, "beams %d and %d differ", i,
+                   j);
     }
-    for (int j = 0; j < width; j++) beam_free(&beams[j]);
+    for (int j = 0; j < width; j++)
+        beam_free(&beams[j]);
     paged_cache_free(&cache);
     requests_free(source, 1);
 }
@@ -108,7 +106,8 @@ static void running_out_gives_every_block_back(const Model *model)
     rng_seed(&rng, 10);
     Request *first = requests_random(&model->config, &rng, 1, prompt_len, prompt_len, n_new, n_new);
     Request *forked = ALLOC_ARRAY(Request, n);
-    for (int i = 0; i < n; i++) forked[i] = request_create(&model->config, first->tokens, prompt_len, n_new, i);
+    for (int i = 0; i < n; i++)
+        forked[i] = request_create(&model->config, first->tokens, prompt_len, n_new, i);
     /* 3 prompt blocks and one copy for each of 4 samples need 6; growth needs more. */
     PagedCache cache = paged_cache_create(&model->config, n, 7, 16, false);
     EXPECT(!sample_parallel(model, &cache, forked, n, &sampled), "7 blocks are too few");

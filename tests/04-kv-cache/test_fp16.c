@@ -14,8 +14,10 @@ static double half_value(uint16_t h)
 {
     int exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
     double sign = (h & 0x8000) ? -1.0 : 1.0;
-    if (exponent == 0x1f) return mantissa ? NAN : sign * INFINITY;
-    if (exponent == 0) return sign * ldexp(mantissa, -24);
+    if (exponent == 0x1f)
+        return mantissa ? NAN : sign * INFINITY;
+    if (exponent == 0)
+        return sign * ldexp(mantissa, -24);
     return sign * ldexp(1024 + mantissa, exponent - 25);
 }
 
@@ -36,7 +38,8 @@ static void every_half_converts_exactly_and_back(void)
         bool back_ok = is_half_nan(h) ? is_half_nan(half_from_float(f)) : half_from_float(f) == h;
         wrong_value += !value_ok;
         wrong_round_trip += !back_ok;
-        if ((!value_ok || !back_ok) && first_wrong < 0) first_wrong = (int)i;
+        if ((!value_ok || !back_ok) && first_wrong < 0)
+            first_wrong = (int)i;
     }
     EXPECT(wrong_value == 0, "%d halves convert to the wrong float (first 0x%04x)", wrong_value, first_wrong);
     EXPECT(wrong_round_trip == 0, "%d halves do not come back from float (first 0x%04x)", wrong_round_trip,

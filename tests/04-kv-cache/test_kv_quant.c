@@ -40,7 +40,8 @@ static void scale_is_the_next_half_up(void)
         bool above = scale >= exact;
         /* The half below is too small, unless the scale is already the smallest subnormal. */
         bool smallest = bits == 0x0001 || half_to_float((uint16_t)(bits - 1)) < exact;
-        if (exact > HALF_MAX) smallest = isinf(scale);
+        if (exact > HALF_MAX)
+            smallest = isinf(scale);
         smallest_above = smallest_above && above && smallest;
     }
     EXPECT(smallest_above, "the scale is the smallest half at or above largest / qmax");
@@ -63,14 +64,14 @@ static PagedKvShape shape_of(int block_size, int head_dim)
 /* Quantize `rows` rows through a per-token layout and check each number
  * against half a step of its own group's scale; the integers stay within
  * qmax, and every group's largest number uses the largest integer. */
-static void check_per_token_rows(KvFormat format, int group, int head_dim, const float *x, int rows,
-                                 const char *what)
+static void check_per_token_rows(KvFormat format, int group, int head_dim, const float *x, int rows, const char *what)
 {
     KvBlockLayout l = kv_layout(format, true, shape_of(rows, head_dim), group);
     uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
     double worst_share = 0.0;
     bool within_qmax = true;
-    for (int s = 0; s < rows; s++) kv_store_row(l, head, s, x + (size_t)s * head_dim);
+    for (int s = 0; s < rows; s++)
+        kv_store_row(l, head, s, x + (size_t)s * head_dim);
     for (int s = 0; s < rows; s++)
         for (int c = 0; c < head_dim; c++) {
             float scale = kv_load_scale(l, head, kv_scale_index(l, s, c));
@@ -97,7 +98,7 @@ static void round_trips_within_half_a_step(void)
     enum { ROWS = 16, HEAD_DIM = 128 };
     Rng rng;
     rng_seed(&rng, 4);
-    float *x = ALLOC_ARRAY(float, ROWS * HEAD_DIM);
+    float *x = ALLOC_ARRAY(float, ROWS *HEAD_DIM);
     const double magnitudes[] = {1e-6, 1.0, 300.0, 1e5};
     for (size_t m = 0; m < 4; m++) {
         rng_fill_normal_f32(&rng, x, ROWS * HEAD_DIM, 0, magnitudes[m]);
@@ -127,7 +128,8 @@ static void check_ties(KvFormat format, const float *x, const float *want, int n
     uint8_t head[64] = {0};
     kv_store_row(l, head, 0, x);
     bool all = kv_load_scale(l, head, 0) == 1.0f;
-    for (int c = 0; c < n; c++) all = all && kv_load(l, head, 0, c) == want[c];
+    for (int c = 0; c < n; c++)
+        all = all && kv_load(l, head, 0, c) == want[c];
     EXPECT(all, "%s", what);
 }
 
@@ -148,23 +150,25 @@ static void extreme_values(void)
     KvBlockLayout l8 = kv_layout(KV_FORMAT_INT8, true, shape_of(1, 64), 0);
     uint8_t head[256];
     float x[64];
-    for (int c = 32; c < 64; c++) x[c] = (float)(c - 48) / 16.0f;
+    for (int c = 32; c < 64; c++)
+        x[c] = (float)(c - 48) / 16.0f;
 
     struct {
         const char *what;
         float first, rest;
         bool nan_expected;
     } cases[] = {
-        {"all zero", 0.0f, 0.0f, false},
-        {"huge but within fp16 scales (4e5 / 7 < 65504)", 4e5f, -3e5f, false},
-        {"beyond fp16 scales (1e6 / 7 > 65504)", 1e6f, 1.0f, true},
-        {"tiny (1e-9)", 1e-9f, -5e-10f, false},
-        {"an infinity", INFINITY, 1.0f, true},
-        {"a NaN", NAN, 1.0f, true},
+        {"all zero",                                      0.0f,     0.0f,    false},
+        {"huge but within fp16 scales (4e5 / 7 < 65504)", 4e5f,     -3e5f,   false},
+        {"beyond fp16 scales (1e6 / 7 > 65504)",          1e6f,     1.0f,    true },
+        {"tiny (1e-9)",                                   1e-9f,    -5e-10f, false},
+        {"an infinity",                                   INFINITY, 1.0f,    true },
+        {"a NaN",                                         NAN,      1.0f,    true },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         x[0] = cases[i].first;
-        for (int c = 1; c < 32; c++) x[c] = cases[i].rest * (float)c / 31.0f;
+        for (int c = 1; c < 32; c++)
+            x[c] = cases[i].rest * (float)c / 31.0f;
         memset(head, 0, sizeof head);
         kv_store_row(l, head, 0, x);
         float scale = kv_load_scale(l, head, 0);
@@ -174,13 +178,15 @@ static void extreme_values(void)
             group0 = group0 && (cases[i].nan_expected ? isnan(got) : fabsf(got - x[c]) <= scale / 2);
         }
         float scale1 = kv_load_scale(l, head, 1);
-        for (int c = 32; c < 64; c++) group1 = group1 && fabsf(kv_load(l, head, 0, c) - x[c]) <= scale1 / 2;
+        for (int c = 32; c < 64; c++)
+            group1 = group1 && fabsf(kv_load(l, head, 0, c) - x[c]) <= scale1 / 2;
         EXPECT(group0, "INT4 group %s: %s", cases[i].what,
                cases[i].nan_expected ? "reads back as NaN" : "within half a step");
         EXPECT(group1, "INT4 group after one that is %s: undisturbed", cases[i].what);
         if (strcmp(cases[i].what, "all zero") == 0) {
             bool zeros = scale == 0.0f;
-            for (int c = 0; c < 32; c++) zeros = zeros && kv_load(l, head, 0, c) == 0.0f;
+            for (int c = 0; c < 32; c++)
+                zeros = zeros && kv_load(l, head, 0, c) == 0.0f;
             EXPECT(zeros, "an all-zero group: scale 0, reads back exactly 0 (not NaN)");
         }
     }
@@ -189,7 +195,8 @@ static void extreme_values(void)
     memset(head, 0, sizeof head);
     kv_store_row(l8, head, 0, x);
     bool all_nan = true;
-    for (int c = 0; c < 64; c++) all_nan = all_nan && isnan(kv_load(l8, head, 0, c));
+    for (int c = 0; c < 64; c++)
+        all_nan = all_nan && isnan(kv_load(l8, head, 0, c));
     EXPECT(all_nan, "INT8: a NaN in a row makes the whole row NaN");
 }
 
@@ -200,8 +207,10 @@ static void per_channel_blocks(void)
     rng_seed(&rng, 8);
     float rows[BLOCK * HEAD_DIM];
     rng_fill_normal_f32(&rng, rows, BLOCK * HEAD_DIM, 0, 1);
-    for (int s = 0; s < BLOCK; s++) rows[s * HEAD_DIM + 60] *= 50.0f; /* an outlier channel */
-    for (int s = 0; s < BLOCK; s++) rows[s * HEAD_DIM + 7] = 0.0f;     /* an all-zero channel */
+    for (int s = 0; s < BLOCK; s++)
+        rows[s * HEAD_DIM + 60] *= 50.0f; /* an outlier channel */
+    for (int s = 0; s < BLOCK; s++)
+        rows[s * HEAD_DIM + 7] = 0.0f; /* an all-zero channel */
     KvBlockLayout l = kv_layout(KV_FORMAT_KIVI4, true, shape_of(BLOCK, HEAD_DIM), 32);
     EXPECT(l.axis == KV_SCALE_PER_CHANNEL, "KIVI keys are quantized per channel");
     EXPECT(kv_layout(KV_FORMAT_KIVI4, false, shape_of(BLOCK, HEAD_DIM), 32).axis == KV_SCALE_PER_TOKEN,
@@ -219,7 +228,8 @@ static void per_channel_blocks(void)
                                     (scale > 0 ? scale : 1));
             for (int s = 0; s < counts[i]; s++) {
                 double error = fabs((double)kv_load(l, head, s, c) - rows[s * HEAD_DIM + c]);
-                if (scale > 0) worst = fmax(worst, error / (scale / 2) - 1.0);
+                if (scale > 0)
+                    worst = fmax(worst, error / (scale / 2) - 1.0);
                 zero_channel = zero_channel && (c != 7 || kv_load(l, head, s, c) == 0.0f);
             }
         }
@@ -242,7 +252,8 @@ static void unquantized_rows(void)
     kv_load_row(l32, head, 1, back);
     EXPECT(memcmp(back, x, sizeof x) == 0, "float32 rows are stored bit for bit");
     bool halves = true;
-    for (int c = 0; c < 5; c++) halves = halves && kv_load(l16, head16, 1, c) == half_to_float(half_from_float(x[c]));
+    for (int c = 0; c < 5; c++)
+        halves = halves && kv_load(l16, head16, 1, c) == half_to_float(half_from_float(x[c]));
     EXPECT(halves, "fp16 rows hold each number rounded to fp16");
 }
 
@@ -262,12 +273,15 @@ static void rows_read_like_numbers(void)
                 uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
                 float *rows = ALLOC_ARRAY(float, 5 * (size_t)head_dims[d]), row[130];
                 rng_fill_normal_f32(&rng, rows, 5 * (size_t)head_dims[d], 0, 1);
-                if (l.axis == KV_SCALE_PER_CHANNEL) kv_store_block_per_channel(l, head, rows, 5);
+                if (l.axis == KV_SCALE_PER_CHANNEL)
+                    kv_store_block_per_channel(l, head, rows, 5);
                 else
-                    for (int s = 0; s < 5; s++) kv_store_row(l, head, s, rows + (size_t)s * head_dims[d]);
+                    for (int s = 0; s < 5; s++)
+                        kv_store_row(l, head, s, rows + (size_t)s * head_dims[d]);
                 for (int s = 0; s < 5; s++) {
                     kv_load_row(l, head, s, row);
-                    for (int c = 0; c < head_dims[d]; c++) same = same && row[c] == kv_load(l, head, s, c);
+                    for (int c = 0; c < head_dims[d]; c++)
+                        same = same && row[c] == kv_load(l, head, s, c);
                 }
                 array_free(head);
                 array_free(rows);
@@ -289,12 +303,16 @@ static void sizes_and_offsets(void)
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_INT4, true, llama, 32)) == 4.5, "INT4, groups of 32: 4 + 16/32");
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_INT4, true, llama, 64)) == 4.25, "INT4, groups of 64: 4 + 16/64");
     PagedKvShape block32 = {32, 8, 128};
-    EXPECT(bits_per_number(kv_layout(KV_FORMAT_KIVI4, true, block32, 32)) == 4.5,
-           "KIVI keys, blocks of 32: 4 + 16/32");
+    EXPECT(bits_per_number(kv_layout(KV_FORMAT_KIVI4, true, block32, 32)) == 4.5, "KIVI keys, blocks of 32: 4 + 16/32");
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_KIVI4, true, llama, 32)) == 5.0, "KIVI keys, blocks of 16: 4 + 16/16");
 
     /* A float32 block is the layout of kernels/paged_kv.h, in bytes. */
-    const PagedKvShape shapes[] = {{1, 1, 2}, {3, 2, 5}, {16, 8, 128}, {7, 3, 13}};
+    const PagedKvShape shapes[] = {
+        {1,  1, 2  },
+        {3,  2, 5  },
+        {16, 8, 128},
+        {7,  3, 13 }
+    };
     bool same = true;
     for (int i = 0; i < 4; i++) {
         KvBlockLayout l = kv_layout(KV_FORMAT_FLOAT32, true, shapes[i], 32);
@@ -311,8 +329,7 @@ static void sizes_and_offsets(void)
             KvBlockLayout l = kv_layout((KvFormat)format, true, shapes[i], 4);
             size_t end = kv_scales_offset(l) + 2 * (size_t)kv_scale_count(l);
             inside = inside && kv_scales_offset(l) % 16 == 0 && kv_head_bytes(l) % 16 == 0 &&
-                     kv_scales_offset(l) >= (size_t)shapes[i].block_size * kv_row_bytes(l) &&
-                     end <= kv_head_bytes(l);
+                     kv_scales_offset(l) >= (size_t)shapes[i].block_size * kv_row_bytes(l) && end <= kv_head_bytes(l);
         }
     EXPECT(inside, "quantized rows and scales fit their head's bytes, 16-byte aligned");
 }

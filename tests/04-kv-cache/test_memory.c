@@ -11,7 +11,8 @@
 static const ModelSpec *find_model(const char *name)
 {
     for (int i = 0; i < REAL_MODEL_COUNT; i++)
-        if (strcmp(REAL_MODELS[i].name, name) == 0) return &REAL_MODELS[i];
+        if (strcmp(REAL_MODELS[i].name, name) == 0)
+            return &REAL_MODELS[i];
     return NULL;
 }
 
@@ -24,7 +25,8 @@ static void published_figures(void)
 
     const ModelSpec *llama = find_model("Llama-2-7B");
     EXPECT(llama != NULL, "Llama-2-7B is in the table");
-    if (llama == NULL) return;
+    if (llama == NULL)
+        return;
     double at_4096 = 4096 * kv_bytes_per_token(llama, KV_FORMAT_FP16);
     EXPECT(at_4096 == 2.0 * 1024 * 1024 * 1024, "Llama-2-7B at 4096 tokens: %.0f bytes, 2 GiB", at_4096);
     EXPECT(at_4096 > 2.1e9 && at_4096 < 2.2e9, "that is about 2 GB (2.15e9 bytes)");

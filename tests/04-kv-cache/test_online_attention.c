@@ -17,11 +17,15 @@
 static void reference(const float *scores, const float *values, int length, int d, double *out)
 {
     double max = -INFINITY, sum = 0.0;
-    for (int p = 0; p < length; p++) max = fmax(max, scores[p]);
-    for (int i = 0; i < d; i++) out[i] = 0.0;
-    for (int p = 0; p < length; p++) sum += exp(scores[p] - max);
     for (int p = 0; p < length; p++)
-        for (int i = 0; i < d; i++) out[i] += exp(scores[p] - max) / sum * values[(size_t)p * d + i];
+        max = fmax(max, scores[p]);
+    for (int i = 0; i < d; i++)
+        out[i] = 0.0;
+    for (int p = 0; p < length; p++)
+        sum += exp(scores[p] - max);
+    for (int p = 0; p < length; p++)
+        for (int i = 0; i < d; i++)
+            out[i] += exp(scores[p] - max) / sum * values[(size_t)p * d + i];
 }
 
 /* The state of positions [begin, end), pushed one at a time. */
@@ -32,7 +36,8 @@ static SoftmaxState push_range(const float *scores, const float *values, int beg
     for (int p = begin; p < end; p++) {
         float rescale, weight;
         state = attention_push(state, scores[p], &rescale, &weight);
-        for (int i = 0; i < d; i++) acc[i] = acc[i] * rescale + weight * values[(size_t)p * d + i];
+        for (int i = 0; i < d; i++)
+            acc[i] = acc[i] * rescale + weight * values[(size_t)p * d + i];
     }
     return state;
 }
@@ -40,7 +45,8 @@ static SoftmaxState push_range(const float *scores, const float *values, int beg
 static void check(const char *what, const float *acc, SoftmaxState state, const double *ref, int d)
 {
     float out[256];
-    for (int i = 0; i < d; i++) out[i] = acc[i] / state.sum;
+    for (int i = 0; i < d; i++)
+        out[i] = acc[i] / state.sum;
     /* Values in [-1, 1], weights summed in float over up to 5000 positions:
      * a few hundred ulps of the sum at most. */
     CloseReport r = check_close_f32(out, ref, (size_t)d, 2e-5, 1e-4);
@@ -49,7 +55,7 @@ static void check(const char *what, const float *acc, SoftmaxState state, const 
 
 static void check_case(int length, int d, float score_scale, Rng *rng)
 {
-    float *scores = ALLOC_ARRAY(float, length), *values = ALLOC_ARRAY(float, (size_t)length * d);
+    float *scores = ALLOC_ARRAY(float, length), *values = ALLOC_ARRAY(float, (size_t)length *d);
     float *acc = ALLOC_ARRAY(float, d), *part = ALLOC_ARRAY(float, d);
     double *ref = ALLOC_ARRAY(double, d);
     rng_fill_normal_f32(rng, scores, length, 0, score_scale);

@@ -16,9 +16,18 @@ static PagedAttentionProblem valid(void)
 {
     static const int32_t lengths[2] = {20, 32};
     return (PagedAttentionProblem){
-        .batch = 2, .n_heads = 4, .shape = {16, 2, 64}, .format = KV_FORMAT_INT4, .int4_group = 32,
-        .queries = queries, .key_pool = pool, .value_pool = pool, .num_blocks = 4,
-        .block_tables = tables, .max_blocks = 2, .lengths = lengths,
+        .batch = 2,
+        .n_heads = 4,
+        .shape = {16, 2, 64},
+        .format = KV_FORMAT_INT4,
+        .int4_group = 32,
+        .queries = queries,
+        .key_pool = pool,
+        .value_pool = pool,
+        .num_blocks = 4,
+        .block_tables = tables,
+        .max_blocks = 2,
+        .lengths = lengths,
     };
 }
 

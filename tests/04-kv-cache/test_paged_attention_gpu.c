@@ -20,14 +20,24 @@ static void runs_and_arguments(void)
     const DecodeBatchShape shape = {2, 8, 2, 128, 16, KV_FORMAT_INT8, 32, 5};
     DecodeBatch b = decode_batch_create(&shape, lengths);
     PagedAttentionProblem problem = {
-        .batch = b.batch, .n_heads = b.n_heads, .shape = b.shape, .format = b.format, .int4_group = 32,
-        .queries = b.queries, .key_pool = b.key_pool, .value_pool = b.value_pool, .num_blocks = b.num_blocks,
-        .block_tables = b.block_tables, .max_blocks = b.max_blocks, .lengths = b.lengths,
+        .batch = b.batch,
+        .n_heads = b.n_heads,
+        .shape = b.shape,
+        .format = b.format,
+        .int4_group = 32,
+        .queries = b.queries,
+        .key_pool = b.key_pool,
+        .value_pool = b.value_pool,
+        .num_blocks = b.num_blocks,
+        .block_tables = b.block_tables,
+        .max_blocks = b.max_blocks,
+        .lengths = b.lengths,
     };
     char err[256] = "";
     PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
     EXPECT(run != NULL, "a valid problem is taken: %s", err);
-    if (run == NULL) return;
+    if (run == NULL)
+        return;
     EXPECT(paged_attention_gpu_partition(run, 0, err, sizeof err) == 512, "the default partition: 512 positions");
     EXPECT(paged_attention_gpu_partition(run, 40, err, sizeof err) == 0 && strstr(err, "multiple") != NULL,
            "a partition that is not a multiple of the block size is refused: %s", err);
@@ -49,7 +59,8 @@ static void runs_and_arguments(void)
 
 int main(void)
 {
-    if (!cuda_device_available()) test_skip("no CUDA device");
+    if (!cuda_device_available())
+        test_skip("no CUDA device");
     EXPECT(gpu_check(stdout) == 0, "every case matches the double reference");
     runs_and_arguments();
     return test_finish();

@@ -26,12 +26,14 @@ static void positions_map_to_distinct_slots(int block_size, int n_kv_heads, int 
     const int lengths[] = {37, 1, 64};
     PagedKvShape shape = {block_size, n_kv_heads, head_dim};
     int total_blocks = 0;
-    for (int s = 0; s < 3; s++) total_blocks += paged_kv_blocks_for(lengths[s], block_size);
+    for (int s = 0; s < 3; s++)
+        total_blocks += paged_kv_blocks_for(lengths[s], block_size);
     size_t pool_floats = (size_t)total_blocks * paged_kv_block_floats(shape);
     int *owner = ALLOC_ARRAY(int, pool_floats);
     int32_t *tables = ALLOC_ARRAY(int32_t, total_blocks);
     /* Hand out blocks backwards, so logical and physical order differ. */
-    for (int i = 0; i < total_blocks; i++) tables[i] = total_blocks - 1 - i;
+    for (int i = 0; i < total_blocks; i++)
+        tables[i] = total_blocks - 1 - i;
     bool distinct = true, inside = true, contiguous = true;
     int first_block = 0, stamp = 0;
     for (int s = 0; s < 3; s++) {
@@ -46,15 +48,12 @@ static void positions_map_to_distinct_slots(int block_size, int n_kv_heads, int 
                     owner[at + d] = stamp;
                 }
                 if (p % block_size != 0)
-                    contiguous = contiguous
-                                 && at == paged_kv_position_offset(shape, table, h, p - 1) + head_dim;
+                    contiguous = contiguous && at == paged_kv_position_offset(shape, table, h, p - 1) + head_dim;
             }
         first_block += paged_kv_blocks_for(lengths[s], block_size);
     }
-    EXPECT(inside, "block %d, %d heads of %d: every slot inside the pool", block_size, n_kv_heads,
-           head_dim);
-    EXPECT(distinct, "block %d, %d heads of %d: no two positions share a float", block_size,
-           n_kv_heads, head_dim);
+    EXPECT(inside, "block %d, %d heads of %d: every slot inside the pool", block_size, n_kv_heads, head_dim);
+    EXPECT(distinct, "block %d, %d heads of %d: no two positions share a float", block_size, n_kv_heads, head_dim);
     EXPECT(contiguous, "block %d: a block's slots of one head follow each other", block_size);
     array_free(owner);
     array_free(tables);
@@ -80,7 +79,8 @@ int main(void)
 {
     blocks_for_rounds_up();
     const int block_sizes[] = {1, 3, 16, 64};
-    for (int i = 0; i < 4; i++) positions_map_to_distinct_slots(block_sizes[i], 2, 12);
+    for (int i = 0; i < 4; i++)
+        positions_map_to_distinct_slots(block_sizes[i], 2, 12);
     positions_map_to_distinct_slots(16, 1, 128);
     contiguous_is_one_block_per_sequence();
     return test_finish();

@@ -13,8 +13,8 @@
 static void paged_equals_contiguous(const Model *model, int block_size, const Sampler *sampler)
 {
     Comparison c = verify_paged_vs_contiguous(model, 6, block_size, sampler);
-    printf("block %d: %d logit vectors, max relative error %.2e, %d blocks\n", block_size,
-           c.logit_vectors, c.max_rel_error, c.events);
+    printf("block %d: %d logit vectors, max relative error %.2e, %d blocks\n", block_size, c.logit_vectors,
+           c.max_rel_error, c.events);
     /* Attention visits the positions in the same order and each score is the
      * same dot product, so the rounding is the same: equal to the bit. */
     EXPECT(c.bitwise, "block %d: paged logits bit-identical to contiguous", block_size);
@@ -37,10 +37,10 @@ static void never_reads_unwritten_slots(const Model *model, int block_size, cons
     memset(cache.keys, 0xff, config->n_layers * cache.key_layer_bytes);
     memset(cache.values, 0xff, config->n_layers * cache.value_layer_bytes);
     ServeStats stats;
-    Comparison c = verify_served_vs_alone(model, &cache.base, n, paged_requests, n, sampler,
-                                          &(ServeOptions){0}, &stats);
-    EXPECT(isfinite(c.max_rel_error) && c.bitwise,
-           "block %d, a pool full of NaN: no logit ever saw an unwritten slot", block_size);
+    Comparison c =
+        verify_served_vs_alone(model, &cache.base, n, paged_requests, n, sampler, &(ServeOptions){0}, &stats);
+    EXPECT(isfinite(c.max_rel_error) && c.bitwise, "block %d, a pool full of NaN: no logit ever saw an unwritten slot",
+           block_size);
     paged_cache_free(&cache);
     requests_free(paged_requests, n);
 }

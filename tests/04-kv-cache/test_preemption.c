@@ -3,7 +3,6 @@
  * produces alone; a request that could never fit is refused with a reason,
  * and the others are not disturbed. */
 #include <stdio.h>
-
 #include <string.h>
 
 #include "chapters/04-kv-cache/contiguous_cache.h"
@@ -17,8 +16,8 @@ static void preempted_equals_alone(const Model *model, int block_size)
 {
     const Sampler sampled = {.temperature = 0.8, .top_k = 40};
     Comparison c = verify_preemption(model, 6, block_size, &sampled);
-    printf("block %d: %d preemptions, %d vectors, max relative error %.2e\n", block_size, c.events,
-           c.logit_vectors, c.max_rel_error);
+    printf("block %d: %d preemptions, %d vectors, max relative error %.2e\n", block_size, c.events, c.logit_vectors,
+           c.max_rel_error);
     EXPECT(c.events > 0, "block %d: the small pool forced preemptions", block_size);
     EXPECT(c.bitwise && c.tokens_equal, "block %d: preempted requests equal alone", block_size);
     EXPECT(c.blocks_returned, "block %d: every block back", block_size);
@@ -26,13 +25,13 @@ static void preempted_equals_alone(const Model *model, int block_size)
 
 /* Serve three requests, the middle one too long for the cache; the other two
  * must finish and equal their runs alone. */
-static void too_long_is_refused(const Model *model, KvCache *cache, int n_slots, int too_long,
-                                const char *what)
+static void too_long_is_refused(const Model *model, KvCache *cache, int n_slots, int too_long, const char *what)
 {
     const Sampler greedy = {0};
     const ModelConfig *config = &model->config;
     int32_t *prompt = ALLOC_ARRAY(int32_t, too_long);
-    for (int i = 0; i < too_long; i++) prompt[i] = i % config->vocab_size;
+    for (int i = 0; i < too_long; i++)
+        prompt[i] = i % config->vocab_size;
     Request requests[3] = {
         request_create(config, prompt, 20, 10, 1),
         request_create(config, prompt, too_long, 1, 2),
@@ -49,7 +48,8 @@ static void too_long_is_refused(const Model *model, KvCache *cache, int n_slots,
     compare_requests(&c, &requests[0], &alone[0], config->vocab_size);
     compare_requests(&c, &requests[2], &alone[2], config->vocab_size);
     EXPECT(c.bitwise && c.tokens_equal, "%s: the other requests are untouched", what);
-    for (int i = 0; i < 3; i++) request_free(&requests[i]);
+    for (int i = 0; i < 3; i++)
+        request_free(&requests[i]);
     requests_free(alone, 3);
     array_free(prompt);
 }

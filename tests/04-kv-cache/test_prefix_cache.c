@@ -12,8 +12,7 @@ static void prefix_cached_equals_alone(const Model *model, int num_blocks)
 {
     const Sampler sampled = {.temperature = 0.8, .top_k = 40};
     Comparison c = verify_prefix_caching(model, 12, num_blocks, 16, &sampled);
-    printf("pool of %d blocks: %d tokens reused, max relative error %.2e\n", num_blocks, c.events,
-           c.max_rel_error);
+    printf("pool of %d blocks: %d tokens reused, max relative error %.2e\n", num_blocks, c.events, c.max_rel_error);
     EXPECT(c.events > 0, "pool of %d: some prompt tokens came from the cache", num_blocks);
     EXPECT(c.bitwise && c.tokens_equal, "pool of %d: prefix-cached requests equal alone", num_blocks);
     EXPECT(c.blocks_returned, "pool of %d: no block has a user at the end", num_blocks);
@@ -21,7 +20,8 @@ static void prefix_cached_equals_alone(const Model *model, int num_blocks)
 
 static void fill(int32_t *tokens, int n, int first)
 {
-    for (int i = 0; i < n; i++) tokens[i] = first + i;
+    for (int i = 0; i < n; i++)
+        tokens[i] = first + i;
 }
 
 /* Reserve room for tokens, as if their keys and values were written, and seal. */

@@ -17,10 +17,11 @@ static void matches_reference(DecodeBatchShape shape, const int32_t *lengths)
 {
     DecodeBatch b = decode_batch_create(&shape, lengths);
     size_t per_seq = (size_t)shape.n_heads * shape.head_dim;
-    float *out = ALLOC_ARRAY(float, shape.batch * per_seq);
-    double *ref = ALLOC_ARRAY(double, shape.batch * per_seq);
+    float *out = ALLOC_ARRAY(float, shape.batch *per_seq);
+    double *ref = ALLOC_ARRAY(double, shape.batch *per_seq);
     decode_batch_attend_cpu(&b, out);
-    for (int s = 0; s < shape.batch; s++) decode_batch_reference(&b, s, ref + s * per_seq);
+    for (int s = 0; s < shape.batch; s++)
+        decode_batch_reference(&b, s, ref + s * per_seq);
     char what[160];
     snprintf(what, sizeof what, "%s, %d heads / %d kv heads of %d, blocks of %d, lengths %d %d %d",
              kv_format_name(shape.format), shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.block_size,
@@ -58,18 +59,26 @@ static void float32_through_the_quantized_path_is_bitwise(void)
 
 int main(void)
 {
-    const int32_t lengths[][3] = {{1, 37, 100}, {16, 17, 1000}, {5, 333, 2}};
-    const int shapes[][4] = {/* heads, kv heads, head_dim, block size */
-                             {4, 4, 16, 16},
-                             {8, 2, 128, 16},
-                             {6, 1, 64, 5},
-                             {4, 2, 12, 7}};
+    const int32_t lengths[][3] = {
+        {1,  37,  100 },
+        {16, 17,  1000},
+        {5,  333, 2   }
+    };
+    const int shapes[][4] = {
+  /* heads, kv heads, head_dim, block size */
+        {4, 4, 16,  16},
+        {8, 2, 128, 16},
+        {6, 1, 64,  5 },
+        {4, 2, 12,  7 }
+    };
     for (int format = 0; format < KV_FORMAT_COUNT; format++)
         for (int s = 0; s < 4; s++)
             for (int group = 32; group <= 64; group += 32) {
-                if (group == 64 && format != KV_FORMAT_INT4 && format != KV_FORMAT_KIVI4) continue;
-                DecodeBatchShape shape = {3, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3],
-                                          (KvFormat)format, group, (uint64_t)(100 + s)};
+                if (group == 64 && format != KV_FORMAT_INT4 && format != KV_FORMAT_KIVI4)
+                    continue;
+                DecodeBatchShape shape = {
+                    3,     shapes[s][0],       shapes[s][1], shapes[s][2], shapes[s][3], (KvFormat)format,
+                    group, (uint64_t)(100 + s)};
                 matches_reference(shape, lengths[s % 3]);
             }
     float32_through_the_quantized_path_is_bitwise();

@@ -20,7 +20,8 @@ enum { BLOCK = 8 };
 static int blocks_for(const Request *requests, int n)
 {
     int blocks = 0;
-    for (int i = 0; i < n; i++) blocks += paged_kv_blocks_for(requests[i].prompt_len + requests[i].max_new, BLOCK);
+    for (int i = 0; i < n; i++)
+        blocks += paged_kv_blocks_for(requests[i].prompt_len + requests[i].max_new, BLOCK);
     return blocks;
 }
 
@@ -43,7 +44,8 @@ static void expect_same(const char *what, KvFormat format, const Request *got, c
                         const Model *model, bool blocks_back)
 {
     Comparison c = comparison_new();
-    for (int i = 0; i < n; i++) compare_requests(&c, &got[i], &alone[i], model->config.vocab_size);
+    for (int i = 0; i < n; i++)
+        compare_requests(&c, &got[i], &alone[i], model->config.vocab_size);
     EXPECT(c.bitwise && c.tokens_equal, "%s, %s: bit-identical to each alone (max rel error %.1e)", what,
            kv_format_name(format), c.max_rel_error);
     EXPECT(blocks_back, "%s, %s: every block back", what, kv_format_name(format));
@@ -78,7 +80,8 @@ static void forked(const Model *model, KvFormat format, const Sampler *sampler)
     const int n = 4, prompt_len = 4 * BLOCK + 3, n_new = 12; /* the prompt's last block is shared, partly full */
     Request *first = mixed(model, 1, 3);
     Request *samples = ALLOC_ARRAY(Request, n);
-    for (int i = 0; i < n; i++) samples[i] = request_create(&model->config, first->tokens, prompt_len, n_new, 50 + i);
+    for (int i = 0; i < n; i++)
+        samples[i] = request_create(&model->config, first->tokens, prompt_len, n_new, 50 + i);
     Request *alone = requests_copy(&model->config, samples, n);
     PagedCache cache = cache_in(model, n, n * paged_kv_blocks_for(prompt_len + n_new, BLOCK), false, format);
     bool ok = sample_parallel(model, &cache, samples, n, sampler);

@@ -28,22 +28,25 @@ int main(void)
     const Sampler sampled = {.temperature = 0.7, .top_k = 4};
     const int allowed[4] = {1, 3, 6, 4};
     double expected[V] = {0}, total = 0;
-    for (int i = 0; i < 4; i++) total += expected[allowed[i]] = exp(logits[allowed[i]] / 0.7);
+    for (int i = 0; i < 4; i++)
+        total += expected[allowed[i]] = exp(logits[allowed[i]] / 0.7);
     int counts[V] = {0};
     rng_seed(&rng, 2);
-    for (int n = 0; n < DRAWS; n++) counts[sample_token(&sampled, logits, V, &rng)]++;
+    for (int n = 0; n < DRAWS; n++)
+        counts[sample_token(&sampled, logits, V, &rng)]++;
     for (int i = 0; i < V; i++) {
         double p = expected[i] / total, frequency = (double)counts[i] / DRAWS;
         double tolerance = 5 * sqrt(p * (1 - p) / DRAWS);
-        EXPECT(fabs(frequency - p) <= tolerance, "token %d: drawn %.4f of the time, softmax says %.4f", i,
-               frequency, p);
+        EXPECT(fabs(frequency - p) <= tolerance, "token %d: drawn %.4f of the time, softmax says %.4f", i, frequency,
+               p);
     }
 
     Rng a, b;
     rng_seed(&a, 99);
     rng_seed(&b, 99);
     bool same = true;
-    for (int n = 0; n < 1000; n++) same = same && sample_token(&sampled, logits, V, &a) == sample_token(&sampled, logits, V, &b);
+    for (int n = 0; n < 1000; n++)
+        same = same && sample_token(&sampled, logits, V, &a) == sample_token(&sampled, logits, V, &b);
     EXPECT(same, "the same seed draws the same tokens");
     return test_finish();
 }

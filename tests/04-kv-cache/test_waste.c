@@ -14,8 +14,8 @@ static void trace_is_like_sharegpt(const LengthTrace *t)
     double prompt = 0, output = 0;
     bool in_range = true;
     for (int i = 0; i < t->n; i++) {
-        in_range = in_range && t->prompt_len[i] >= 1 && t->output_len[i] >= 1
-                   && t->prompt_len[i] + t->output_len[i] <= MAX_LEN;
+        in_range = in_range && t->prompt_len[i] >= 1 && t->output_len[i] >= 1 &&
+                   t->prompt_len[i] + t->output_len[i] <= MAX_LEN;
         prompt += t->prompt_len[i];
         output += t->output_len[i];
     }
@@ -56,32 +56,31 @@ static void waste_is_measured_right(const LengthTrace *t)
             steps++;
         }
     WasteStats max = measure_waste(t, (Reservation){RESERVE_MAX_LEN, 0}, MAX_LEN);
-    EXPECT(fabs(max.used_share - held / (steps * MAX_LEN)) < 1e-12, "maximum length: share %.4f",
-           max.used_share);
+    EXPECT(fabs(max.used_share - held / (steps * MAX_LEN)) < 1e-12, "maximum length: share %.4f", max.used_share);
     WasteStats one = measure_waste(t, (Reservation){RESERVE_PAGED, 1}, MAX_LEN);
     EXPECT(one.used_share == 1.0 && one.most_unused == 0, "blocks of one position waste nothing");
     double previous = 1.0;
     for (int bs = 8; bs <= 256; bs *= 2) {
         WasteStats w = measure_waste(t, (Reservation){RESERVE_PAGED, bs}, MAX_LEN);
-        EXPECT(w.most_unused <= bs - 1, "block %d: at most %d unused slots, got %d", bs, bs - 1,
-               w.most_unused);
+        EXPECT(w.most_unused <= bs - 1, "block %d: at most %d unused slots, got %d", bs, bs - 1, w.most_unused);
         EXPECT(w.used_share < previous, "block %d wastes more than smaller blocks", bs);
         previous = w.used_share;
     }
     WasteStats pow2 = measure_waste(t, (Reservation){RESERVE_POW2, 0}, MAX_LEN);
     WasteStats exact = measure_waste(t, (Reservation){RESERVE_EXACT, 0}, MAX_LEN);
     WasteStats paged16 = measure_waste(t, (Reservation){RESERVE_PAGED, 16}, MAX_LEN);
-    EXPECT(max.used_share < pow2.used_share && pow2.used_share < exact.used_share
-               && exact.used_share < paged16.used_share,
-           "maximum < power of two < exact < paged: %.3f %.3f %.3f %.3f", max.used_share,
-           pow2.used_share, exact.used_share, paged16.used_share);
+    EXPECT(max.used_share < pow2.used_share && pow2.used_share < exact.used_share &&
+               exact.used_share < paged16.used_share,
+           "maximum < power of two < exact < paged: %.3f %.3f %.3f %.3f", max.used_share, pow2.used_share,
+           exact.used_share, paged16.used_share);
 }
 
 static void pools_serve_the_trace(const LengthTrace *t)
 {
     int longest = 0;
     for (int i = 0; i < t->n; i++)
-        if (t->output_len[i] > longest) longest = t->output_len[i];
+        if (t->output_len[i] > longest)
+            longest = t->output_len[i];
     PoolStats max = simulate_pool(t, (Reservation){RESERVE_MAX_LEN, 0}, POOL, MAX_LEN);
     PoolStats exact = simulate_pool(t, (Reservation){RESERVE_EXACT, 0}, POOL, MAX_LEN);
     PoolStats paged = simulate_pool(t, (Reservation){RESERVE_PAGED, 16}, POOL, MAX_LEN);
@@ -90,10 +89,9 @@ static void pools_serve_the_trace(const LengthTrace *t)
     EXPECT(exact.fragmented_stalls > 0, "reservations of every size leave holes too small for the next");
     EXPECT(paged.fragmented_stalls == 0, "any free block will do: no external fragmentation");
     EXPECT(paged.mean_running > exact.mean_running && exact.mean_running > max.mean_running,
-           "requests per step: paged %.1f > exact %.1f > maximum %.1f", paged.mean_running,
-           exact.mean_running, max.mean_running);
-    EXPECT(max.mean_running <= POOL / MAX_LEN, "reserving the maximum, at most %d run at once",
-           POOL / MAX_LEN);
+           "requests per step: paged %.1f > exact %.1f > maximum %.1f", paged.mean_running, exact.mean_running,
+           max.mean_running);
+    EXPECT(max.mean_running <= POOL / MAX_LEN, "reserving the maximum, at most %d run at once", POOL / MAX_LEN);
 }
 
 int main(void)

@@ -12,10 +12,10 @@ int main(int argc, char **argv)
     const char *name = "demo";
     bool verbose = false;
     const CliOption options[] = {
-        {"--n", CLI_INT, &n, 2, 100000000, "number of samples"},
-        {"--x", CLI_DOUBLE, &x, -10, 1e9, "a value"},
-        {"--name", CLI_STRING, &name, 0, 0, "a label"},
-        {"--verbose", CLI_FLAG, &verbose, 0, 0, "say more"},
+        {"--n",       CLI_INT,    &n,       2,   100000000, "number of samples"},
+        {"--x",       CLI_DOUBLE, &x,       -10, 1e9,       "a value"          },
+        {"--name",    CLI_STRING, &name,    0,   0,         "a label"          },
+        {"--verbose", CLI_FLAG,   &verbose, 0,   0,         "say more"         },
     };
     cli_parse(argc, argv, options, sizeof options / sizeof options[0], "parse options and print them");
     printf("n=%ld x=%.17g name=%s verbose=%d\n", n, x, name, verbose);

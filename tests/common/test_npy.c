@@ -105,7 +105,14 @@ static void test_round_trips(void)
     const struct {
         int ndim;
         size_t shape[NPY_MAX_DIMS];
-    } shapes[] = {{0, {0}}, {1, {7}}, {2, {0, 3}}, {3, {3, 5, 2}}, {2, {1823, 781}}, {8, {2, 1, 3, 1, 1, 2, 1, 3}}};
+    } shapes[] = {
+        {0, {0}                     },
+        {1, {7}                     },
+        {2, {0, 3}                  },
+        {3, {3, 5, 2}               },
+        {2, {1823, 781}             },
+        {8, {2, 1, 3, 1, 1, 2, 1, 3}}
+    };
     for (size_t d = 0; d < 4; d++) {
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             NpyArray saved = {.dtype = dtypes[d], .ndim = shapes[s].ndim};
@@ -172,8 +179,8 @@ static void test_header_bytes(void)
            "a 1-d shape is written as the tuple (5,): %s", got + 10);
 }
 
-static void expect_loads(const char *name, int major, const char *header, size_t data_bytes, NpyDtype dtype,
-                         int ndim, const size_t *shape, const char *what)
+static void expect_loads(const char *name, int major, const char *header, size_t data_bytes, NpyDtype dtype, int ndim,
+                         const size_t *shape, const char *what)
 {
     const char *path = fixture(name);
     write_npy_by_hand(path, major, header, data_bytes);
@@ -202,14 +209,14 @@ static void test_other_writers(void)
     /* Version 2.0 and 3.0 differ from 1.0 only in a 4-byte header length. */
     expect_loads("v2.npy", 2, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 3), }          \n", 48,
                  NPY_FLOAT64, 2, two_by_three, "a version 2.0 file");
-    expect_loads("v3.npy", 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n", 16, NPY_FLOAT32, 1,
-                 four, "a version 3.0 file");
-    expect_loads("order.npy", 1, "{\"shape\": (4,), \"fortran_order\": False, \"descr\": \"<i4\"}\n", 16, NPY_INT32,
-                 1, four, "keys in another order, double quotes, no trailing comma");
+    expect_loads("v3.npy", 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }\n", 16, NPY_FLOAT32, 1, four,
+                 "a version 3.0 file");
+    expect_loads("order.npy", 1, "{\"shape\": (4,), \"fortran_order\": False, \"descr\": \"<i4\"}\n", 16, NPY_INT32, 1,
+                 four, "keys in another order, double quotes, no trailing comma");
     expect_loads("spaces.npy", 1, "{ 'descr' : '<i8' ,'shape':( 2 ,2 ) , 'fortran_order' : False , }  \n", 32,
                  NPY_INT64, 2, two_by_two, "other spacing");
-    expect_loads("unpadded.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4, NPY_FLOAT32, 0,
-                 NULL, "a scalar, header without padding or newline");
+    expect_loads("unpadded.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", 4, NPY_FLOAT32, 0, NULL,
+                 "a scalar, header without padding or newline");
 }
 
 static void expect_refused(const char *path, const char *reason, const char *what)
@@ -236,34 +243,34 @@ typedef struct {
 #define GOOD_HEADER "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4), }\n"
 
 static const BrokenFile broken_files[] = {
-    {"v4.npy", 4, GOOD_HEADER, 48, "unsupported .npy format version 4.0"},
-    {"big.npy", 1, "{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }\n", 48,
-     "big-endian float32 ('>f4') is not supported"},
-    {"fortran.npy", 1, "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }\n", 48, "Fortran-order"},
-    {"half.npy", 1, "{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }\n", 24, "unsupported dtype '<f2'"},
-    {"u1.npy", 1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 4), }\n", 12, "unsupported dtype '|u1'"},
-    {"c8.npy", 1, "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }\n", 24, "unsupported dtype '<c8'"},
-    {"record.npy", 1, "{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (3,), }\n", 24,
-     "record (structured) dtypes"},
-    {"nine.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }\n", 4,
-     "9 dimensions, at most 8 are supported"},
-    /* 2^64 elements; 2^61 doubles, 2^64 bytes; a dimension beyond size_t. */
-    {"overflow.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n", 0,
-     "overflows size_t"},
-    {"bytes.npy", 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }\n", 0,
-     "overflows size_t"},
-    {"huge.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (123456789012345678901234567890,), }\n", 0,
-     "overflows size_t"},
-    {"truncated.npy", 1, GOOD_HEADER, 40, "truncated: float32 [3 x 4] needs 48 bytes of data, the file has 40"},
-    {"trailing.npy", 1, GOOD_HEADER, 50, "2 unexpected bytes after the 48 bytes of float32 [3 x 4] data"},
-    {"no_shape.npy", 1, "{'descr': '<f4', 'fortran_order': False, }\n", 4, "the header lacks 'shape'"},
-    {"extra.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), 'extra': 1}\n", 4,
-     "unexpected key 'extra'"},
-    {"open.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)   \n", 48,
-     "malformed header {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)"},
-    {"junk.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)} junk\n", 48, "malformed header"},
-    {"maybe.npy", 1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (3, 4)}\n", 48, "malformed header"},
-    {"comma.npy", 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3 4)}\n", 48, "malformed header"},
+    {"v4.npy",        4, GOOD_HEADER,                                                                                48, "unsupported .npy format version 4.0"                               },
+    {"big.npy",       1, "{'descr': '>f4', 'fortran_order': False, 'shape': (3, 4), }\n",                            48,
+     "big-endian float32 ('>f4') is not supported"                                                                                                                                           },
+    {"fortran.npy",   1, "{'descr': '<f4', 'fortran_order': True, 'shape': (3, 4), }\n",                             48, "Fortran-order"                                                     },
+    {"half.npy",      1, "{'descr': '<f2', 'fortran_order': False, 'shape': (3, 4), }\n",                            24, "unsupported dtype '<f2'"                                           },
+    {"u1.npy",        1, "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 4), }\n",                            12, "unsupported dtype '|u1'"                                           },
+    {"c8.npy",        1, "{'descr': '<c8', 'fortran_order': False, 'shape': (3,), }\n",                              24, "unsupported dtype '<c8'"                                           },
+    {"record.npy",    1, "{'descr': [('x', '<f4'), ('y', '<f4')], 'fortran_order': False, 'shape': (3,), }\n",       24,
+     "record (structured) dtypes"                                                                                                                                                            },
+    {"nine.npy",      1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }\n",       4,
+     "9 dimensions, at most 8 are supported"                                                                                                                                                 },
+ /* 2^64 elements; 2^61 doubles, 2^64 bytes; a dimension beyond size_t. */
+    {"overflow.npy",  1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }\n",          0,
+     "overflows size_t"                                                                                                                                                                      },
+    {"bytes.npy",     1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2305843009213693952,), }\n",            0,
+     "overflows size_t"                                                                                                                                                                      },
+    {"huge.npy",      1, "{'descr': '<f4', 'fortran_order': False, 'shape': (123456789012345678901234567890,), }\n", 0,
+     "overflows size_t"                                                                                                                                                                      },
+    {"truncated.npy", 1, GOOD_HEADER,                                                                                40, "truncated: float32 [3 x 4] needs 48 bytes of data, the file has 40"},
+    {"trailing.npy",  1, GOOD_HEADER,                                                                                50, "2 unexpected bytes after the 48 bytes of float32 [3 x 4] data"     },
+    {"no_shape.npy",  1, "{'descr': '<f4', 'fortran_order': False, }\n",                                             4,  "the header lacks 'shape'"                                          },
+    {"extra.npy",     1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), 'extra': 1}\n",                      4,
+     "unexpected key 'extra'"                                                                                                                                                                },
+    {"open.npy",      1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)   \n",                            48,
+     "malformed header {'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)"                                                                                                             },
+    {"junk.npy",      1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3, 4)} junk\n",                         48, "malformed header"                                                  },
+    {"maybe.npy",     1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (3, 4)}\n",                              48, "malformed header"                                                  },
+    {"comma.npy",     1, "{'descr': '<f4', 'fortran_order': False, 'shape': (3 4)}\n",                               48, "malformed header"                                                  },
 };
 
 static void test_errors(void)
@@ -324,8 +331,7 @@ static void save_or_exit(void *ctx)
 }
 
 /* In a child process: exit status, and stderr is exactly `expected` (one line). */
-static void expect_exit(void (*body)(void *), LoadRequest request, int status, const char *expected,
-                        const char *what)
+static void expect_exit(void (*body)(void *), LoadRequest request, int status, const char *expected, const char *what)
 {
     ChildResult child = test_run_child(body, &request);
     char line[512];
@@ -381,7 +387,11 @@ static void test_dtype_facts(void)
            "dtype sizes");
     EXPECT(strcmp(npy_dtype_name(NPY_FLOAT32), "float32") == 0 && strcmp(npy_dtype_name(NPY_INT64), "int64") == 0,
            "dtype names");
-    NpyArray scalar = {.ndim = 0}, empty = {.ndim = 2, .shape = {4, 0}};
+    NpyArray scalar =
+                 {
+                     .ndim = 0
+    },
+             empty = {.ndim = 2, .shape = {4, 0}};
     EXPECT(npy_element_count(&scalar) == 1 && npy_element_count(&empty) == 0, "a scalar has 1 element, 4 x 0 none");
 }
 

@@ -15,10 +15,19 @@ static void test_published_vectors(void)
 {
     /* xoshiro256** from the state {1, 2, 3, 4}: the reference outputs that
      * implementations check against (e.g. Rust's rand_xoshiro). */
-    Rng rng = {.state = {1, 2, 3, 4}};
-    const uint64_t expected[] = {11520u, 0u, 1509978240u, 1215971899390074240u, 1216172134540287360u,
-                                 607988272756665600u, 16172922978634559625u, 8476171486693032832u,
-                                 10595114339597558777u, 2904607092377533576u};
+    Rng rng = {
+        .state = {1, 2, 3, 4}
+    };
+    const uint64_t expected[] = {11520u,
+                                 0u,
+                                 1509978240u,
+                                 1215971899390074240u,
+                                 1216172134540287360u,
+                                 607988272756665600u,
+                                 16172922978634559625u,
+                                 8476171486693032832u,
+                                 10595114339597558777u,
+                                 2904607092377533576u};
     for (int i = 0; i < 10; i++) {
         uint64_t got = rng_next_u64(&rng);
         EXPECT(got == expected[i], "xoshiro256** output %d is %llu, the reference says %llu", i,
@@ -69,8 +78,8 @@ static void test_uniform(void)
     EXPECT(lowest >= 0 && highest < 1, "uniforms lie in [0, 1): min %g, max %.17g", lowest, highest);
     /* The mean of n uniforms has standard error sqrt(1/12 / n). */
     double mean = sum / SAMPLES, standard_error = sqrt(1.0 / 12.0 / SAMPLES);
-    EXPECT(fabs(mean - 0.5) <= SIGMAS * standard_error, "mean of %d uniforms %.6f is within 5 sigma of 0.5",
-           SAMPLES, mean);
+    EXPECT(fabs(mean - 0.5) <= SIGMAS * standard_error, "mean of %d uniforms %.6f is within 5 sigma of 0.5", SAMPLES,
+           mean);
 
     double range[1000];
     rng_fill_uniform_f64(&rng, range, 1000, -3.0, -2.5);
@@ -105,7 +114,9 @@ static Rng rng_about_to_return(uint64_t output)
 {
     uint64_t rotated = output * inverse_mod_2_64(9);
     uint64_t s1 = ((rotated >> 7) | (rotated << 57)) * inverse_mod_2_64(5);
-    return (Rng){.state = {1, s1, 3, 4}};
+    return (Rng){
+        .state = {1, s1, 3, 4}
+    };
 }
 
 static void test_uniform_range_is_half_open(void)
@@ -147,8 +158,8 @@ static void test_normal_moments(void)
         outside += fabs(x[i] - 3.0) > 2.0;
     }
     double p = 0.31731050786291415, fraction = (double)outside / SAMPLES;
-    EXPECT(fabs(fraction - p) <= SIGMAS * sqrt(p * (1 - p) / SAMPLES), "P(|z| > 1) is %.5f, expected %.5f",
-           fraction, p);
+    EXPECT(fabs(fraction - p) <= SIGMAS * sqrt(p * (1 - p) / SAMPLES), "P(|z| > 1) is %.5f, expected %.5f", fraction,
+           p);
     array_free(x);
 
     float y[999];
@@ -183,8 +194,8 @@ static void test_below(void)
     EXPECT(out_of_range == 0, "rng_below(7) stays below 7 (%d outside)", out_of_range);
     double p = 1.0 / BOUND, expected = DRAWS * p, standard_error = sqrt(DRAWS * p * (1 - p));
     for (int k = 0; k < BOUND; k++) {
-        EXPECT(fabs(counts[k] - expected) <= SIGMAS * standard_error, "rng_below(7) gives %d %d times of %d",
-               k, counts[k], DRAWS);
+        EXPECT(fabs(counts[k] - expected) <= SIGMAS * standard_error, "rng_below(7) gives %d %d times of %d", k,
+               counts[k], DRAWS);
     }
 
     /* Modulo bias made visible: with bound = 2/3 of 2^64, x % bound would

@@ -101,8 +101,9 @@ int main(int argc, char **argv)
     test_growth_and_empty();
     expect_one_line_exit_1(print_short_row, "test_table: error: table_print: the last row has 1 of 3 cells\n",
                            "a short last row stops the program");
-    expect_one_line_exit_1(make_bad_alignment,
-                           "test_table: error: table_new: align \"lx\" must have one 'l' or 'r' for each of the 2 columns\n",
-                           "a bad alignment string stops the program");
+    expect_one_line_exit_1(
+        make_bad_alignment,
+        "test_table: error: table_new: align \"lx\" must have one 'l' or 'r' for each of the 2 columns\n",
+        "a bad alignment string stops the program");
     return test_finish();
 }

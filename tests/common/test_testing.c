@@ -49,8 +49,7 @@ int main(void)
 {
     ChildResult child = test_run_child(one_failing_check, NULL);
     EXPECT(child.exit_status == 1, "a failed check makes the test exit 1, got %d", child.exit_status);
-    EXPECT(strstr(child.out, "FAIL test_testing.c:") == child.out, "the failure names file and line:\n%s",
-           child.out);
+    EXPECT(strstr(child.out, "FAIL test_testing.c:") == child.out, "the failure names file and line:\n%s", child.out);
     EXPECT(strstr(child.out, ": 1 + 1 == 3: wrong on purpose: 42\n") != NULL,
            "the failure shows the condition and the message:\n%s", child.out);
     EXPECT(strstr(child.out, "arithmetic") == NULL, "passing checks print nothing:\n%s", child.out);

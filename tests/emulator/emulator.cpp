@@ -13,13 +13,12 @@
  * parity flips with every launch), and shared memory starts as NaN bytes: a
  * read of another thread's write with no barrier between sees a stale or a
  * too new value in one of the two orders. */
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
+#include <cuda_runtime.h>
 #include <map>
 #include <string>
 #include <unistd.h>
@@ -27,9 +26,11 @@
 
 #include "tests/emulator/fiber.h"
 
-namespace emu {
+namespace emu
+{
 
-namespace {
+namespace
+{
 
 constexpr int kWarpSize = 32;
 constexpr unsigned kMaxThreadsPerBlock = 1024;
@@ -196,8 +197,8 @@ void check_collective(unsigned warp, int first_lane)
         }
         std::string lanes = lane_list(arrived);
         if (static_cast<unsigned>(lane) >= lanes_in_warp(warp)) {
-            kernel_bug("warp %u: lanes %s wait at %s (mask 0x%08x), but lane %d is not in the block (%u threads)",
-                       warp, lanes.c_str(), first.name, first.mask, lane, grid.threads_per_block);
+            kernel_bug("warp %u: lanes %s wait at %s (mask 0x%08x), but lane %d is not in the block (%u threads)", warp,
+                       lanes.c_str(), first.name, first.mask, lane, grid.threads_per_block);
         }
         const Thread &other = lane_thread(warp, lane);
         char why[128];

@@ -10,9 +10,11 @@
 #include <sanitizer/common_interface_defs.h>
 #endif
 
-namespace emu {
+namespace emu
+{
 
-namespace {
+namespace
+{
 
 /* Kernels keep small arrays on their stack; the sanitizers make frames
  * several times larger. Untouched pages cost nothing. */

@@ -16,7 +16,8 @@
 #include <ucontext.h>
 #endif
 
-namespace emu {
+namespace emu
+{
 
 struct Fiber {
 #if defined(__x86_64__)

@@ -9,7 +9,8 @@
 
 #include "common/testing.h"
 
-namespace {
+namespace
+{
 
 constexpr unsigned kFullMask = 0xffffffffu;
 
@@ -23,7 +24,10 @@ struct DeviceInts {
         std::vector<int> host(n, fill);
         cudaMemcpy(data, host.data(), n * sizeof(int), cudaMemcpyHostToDevice);
     }
-    ~DeviceInts() { cudaFree(data); }
+    ~DeviceInts()
+    {
+        cudaFree(data);
+    }
     std::vector<int> host() const
     {
         std::vector<int> values(n);
@@ -38,8 +42,7 @@ constexpr int kRingThreads = 96;
 
 /* Each thread writes its slot and reads its neighbour's: correct only with
  * the barrier between. */
-template <bool kBarrier>
-__global__ void read_neighbour(int *out)
+template <bool kBarrier> __global__ void read_neighbour(int *out)
 {
     __shared__ int ring[kRingThreads];
     int t = threadIdx.x;
@@ -85,8 +88,7 @@ void test_barriers()
  * the previous warp has read it, as warps do on a GPU. */
 constexpr int kRoundWarps = 4;
 
-template <bool kClosingBarrier>
-__global__ void publish_twice(int *out)
+template <bool kClosingBarrier> __global__ void publish_twice(int *out)
 {
     __shared__ int slot[kRoundWarps];
     int warp = threadIdx.x / 32;
@@ -215,8 +217,8 @@ void test_collectives()
     DeviceInts out(64 * RESULTS, -1);
     collectives<<<1, 64>>>(out.data);
     std::vector<int> got = out.host();
-    const char *names[] = {"xor", "down", "up", "index", "xor width 8", "down width 8",
-                           "ballot", "any", "all", "reduce_max"};
+    const char *names[] = {"xor",          "down",   "up",  "index", "xor width 8",
+                           "down width 8", "ballot", "any", "all",   "reduce_max"};
     for (int what = 0; what < RESULTS; what++) {
         int wrong = 0, first = -1;
         for (int t = 0; t < 64; t++) {
@@ -369,17 +371,17 @@ void test_launch_checks()
         cudaError_t error;
         const char *what;
     } cases[] = {
-        {1, 1024, 0, cudaSuccess, "1024 threads"},
-        {1, 1025, 0, cudaErrorInvalidConfiguration, "1025 threads"},
-        {1, 0, 0, cudaErrorInvalidConfiguration, "no threads"},
-        {1, dim3(32, 32, 2), 0, cudaErrorInvalidConfiguration, "32 x 32 x 2 threads"},
-        {1, dim3(1, 1, 65), 0, cudaErrorInvalidConfiguration, "block z of 65"},
-        {0, 32, 0, cudaErrorInvalidConfiguration, "no blocks"},
-        {dim3(1, 65535), 1, 0, cudaSuccess, "grid y of 65535"},
-        {dim3(1, 65536), 1, 0, cudaErrorInvalidConfiguration, "grid y of 65536"},
-        {dim3(1, 1, 65536), 1, 0, cudaErrorInvalidConfiguration, "grid z of 65536"},
-        {1, 32, 48 * 1024, cudaSuccess, "48 KiB of shared memory"},
-        {1, 32, 48 * 1024 + 1, cudaErrorInvalidValue, "48 KiB + 1 of shared memory"},
+        {1,                      1024,      0,cudaSuccess,"1024 threads"},
+        {1,                      1025,      0,cudaErrorInvalidConfiguration,"1025 threads"},
+        {1,                      0,         0,cudaErrorInvalidConfiguration,"no threads"},
+        {1,                      dim3(32,   32,2),0, cudaErrorInvalidConfiguration, "32 x 32 x 2 threads"},
+        {1, dim3(1,          1,65),0,cudaErrorInvalidConfiguration, "block z of 65"},
+        {0,                     32, 0,cudaErrorInvalidConfiguration,"no blocks"                                         },
+        {dim3(1,                     65535), 1,     0,                   cudaSuccess,"grid y of 65535"},
+        {dim3(1,                     65536),                             1,0,cudaErrorInvalidConfiguration,"grid y of 65536"},
+        {dim3(1,1,65536),1,   0,                                 cudaErrorInvalidConfiguration, "grid z of 65536"},
+        {1,                 32,                              48 * 1024, cudaSuccess,                                   "48 KiB of shared memory"                                },
+        {1,     32,              48 * 1024 + 1,cudaErrorInvalidValue,"48 KiB + 1 of shared memory"},
     };
     for (const auto &c : cases) {
         bool ran = false;
@@ -390,7 +392,8 @@ void test_launch_checks()
     bool ran = false;
     EXPECT(cudaGetLastError() == cudaSuccess, "cudaGetLastError resets the error");
     EXPECT(cudaFuncSetAttribute(write_one, cudaFuncAttributeMaxDynamicSharedMemorySize, 228 * 1024) ==
-               cudaErrorInvalidValue && cudaGetLastError() == cudaErrorInvalidValue,
+                   cudaErrorInvalidValue &&
+               cudaGetLastError() == cudaErrorInvalidValue,
            "no more than 227 KiB");
     EXPECT(cudaFuncSetAttribute(write_one, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024) == cudaSuccess,
            "raising the limit to 100 KiB");

@@ -40,16 +40,21 @@ struct uint3 {
 
 struct dim3 {
     unsigned x, y, z;
-    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
+    constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_)
+    {
+    }
 };
 
-struct __align__(8) uint2 {
+struct __align__(8) uint2
+{
     unsigned x, y;
 };
-struct __align__(16) uint4 {
+struct __align__(16) uint4
+{
     unsigned x, y, z, w;
 };
-struct __align__(16) float4 {
+struct __align__(16) float4
+{
     float x, y, z, w;
 };
 
@@ -63,7 +68,8 @@ inline float4 make_float4(float x, float y, float z, float w)
  * and `const` tells the compiler so: it need not read them again after a
  * barrier, and it sees that a condition on threadIdx holds on both sides of
  * one (no false "may be used uninitialized" warnings). */
-namespace emu {
+namespace emu
+{
 __attribute__((const)) uint3 thread_index();
 __attribute__((const)) uint3 block_index();
 __attribute__((const)) dim3 block_dim();
@@ -141,15 +147,15 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float *milliseconds, cudaEvent_t start, cudaEvent_t stop);
 }
 
-template <class T>
-cudaError_t cudaMalloc(T **pointer, size_t bytes)
+template <class T> cudaError_t cudaMalloc(T **pointer, size_t bytes)
 {
     return cudaMalloc(reinterpret_cast<void **>(pointer), bytes);
 }
 
 /* ---- Inside a kernel ------------------------------------------------------- */
 
-namespace emu {
+namespace emu
+{
 
 /* What a warp collective does with the values its lanes bring. */
 enum class Collective : unsigned char { syncwarp, shuffle, ballot, any, all, reduce_max };
@@ -163,8 +169,7 @@ void syncthreads();
 /* This thread's lane: its linear index in the block, modulo 32. */
 int lane_id();
 
-template <class T>
-uint64_t to_bits(T value)
+template <class T> uint64_t to_bits(T value)
 {
     static_assert(std::is_trivially_copyable<T>::value && sizeof(T) <= sizeof(uint64_t),
                   "a warp collective moves values of up to 8 bytes");
@@ -173,8 +178,7 @@ uint64_t to_bits(T value)
     return bits;
 }
 
-template <class T>
-T from_bits(uint64_t bits)
+template <class T> T from_bits(uint64_t bits)
 {
     T value;
     std::memcpy(&value, &bits, sizeof value);
@@ -208,8 +212,7 @@ inline void __syncwarp(unsigned mask = 0xffffffffu)
     emu::warp_collective("__syncwarp", emu::Collective::syncwarp, mask, 0, -1);
 }
 
-template <class T>
-T __shfl_sync(unsigned mask, T value, int source_lane, int width = warpSize)
+template <class T> T __shfl_sync(unsigned mask, T value, int source_lane, int width = warpSize)
 {
     int lane = emu::lane_id();
     int source = emu::shuffle_source("__shfl_sync", lane, lane / width * width + source_lane % width, width);
@@ -217,8 +220,7 @@ T __shfl_sync(unsigned mask, T value, int source_lane, int width = warpSize)
         emu::warp_collective("__shfl_sync", emu::Collective::shuffle, mask, emu::to_bits(value), source));
 }
 
-template <class T>
-T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize)
+template <class T> T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize)
 {
     int lane = emu::lane_id();
     int source = emu::shuffle_source("__shfl_xor_sync", lane, lane ^ lane_mask, width, true);
@@ -226,8 +228,7 @@ T __shfl_xor_sync(unsigned mask, T value, int lane_mask, int width = warpSize)
         emu::warp_collective("__shfl_xor_sync", emu::Collective::shuffle, mask, emu::to_bits(value), source));
 }
 
-template <class T>
-T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize)
+template <class T> T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize)
 {
     int lane = emu::lane_id();
     int source = emu::shuffle_source("__shfl_down_sync", lane, lane + static_cast<int>(delta), width);
@@ -235,8 +236,7 @@ T __shfl_down_sync(unsigned mask, T value, unsigned delta, int width = warpSize)
         emu::warp_collective("__shfl_down_sync", emu::Collective::shuffle, mask, emu::to_bits(value), source));
 }
 
-template <class T>
-T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = warpSize)
+template <class T> T __shfl_up_sync(unsigned mask, T value, unsigned delta, int width = warpSize)
 {
     int lane = emu::lane_id();
     int source = emu::shuffle_source("__shfl_up_sync", lane, lane - static_cast<int>(delta), width);
@@ -295,35 +295,30 @@ inline float __uint_as_float(unsigned x)
 }
 
 /* Cache hints (read-only path, streaming) change nothing on the CPU. */
-template <class T>
-T __ldg(const T *p)
+template <class T> T __ldg(const T *p)
 {
     return *p;
 }
 
-template <class T>
-T __ldcs(const T *p)
+template <class T> T __ldcs(const T *p)
 {
     return *p;
 }
 
-template <class T>
-void __stcs(T *p, T value)
+template <class T> void __stcs(T *p, T value)
 {
     *p = value;
 }
 
 /* CUDA's min and max for mixed integer types convert both to the common
  * type, as these do. */
-template <class A, class B>
-typename std::common_type<A, B>::type min(A a, B b)
+template <class A, class B> typename std::common_type<A, B>::type min(A a, B b)
 {
     typedef typename std::common_type<A, B>::type T;
     return static_cast<T>(b) < static_cast<T>(a) ? static_cast<T>(b) : static_cast<T>(a);
 }
 
-template <class A, class B>
-typename std::common_type<A, B>::type max(A a, B b)
+template <class A, class B> typename std::common_type<A, B>::type max(A a, B b)
 {
     typedef typename std::common_type<A, B>::type T;
     return static_cast<T>(a) < static_cast<T>(b) ? static_cast<T>(b) : static_cast<T>(a);
@@ -331,15 +326,15 @@ typename std::common_type<A, B>::type max(A a, B b)
 
 /* ---- Launches: kernel<<<grid, block, shared>>>(args) ----------------------- */
 
-namespace emu {
+namespace emu
+{
 
 /* Run `thread_body(context)` as every thread of a grid, after the checks
  * the CUDA runtime makes (which set the error cudaGetLastError returns). */
 void launch(const char *name, const void *kernel, dim3 grid, dim3 block, size_t shared_bytes,
             void (*thread_body)(void *context), void *context);
 
-template <class... P>
-struct Launch {
+template <class... P> struct Launch {
     const char *name;
     void (*kernel)(P...);
     dim3 grid, block;
@@ -347,8 +342,7 @@ struct Launch {
 
     /* The arguments are converted to the parameter types once, as at a
      * launch; every thread gets its own copies of the parameters. */
-    template <class... A>
-    void operator()(A &&...args) const
+    template <class... A> void operator()(A &&...args) const
     {
         struct Bound {
             void (*kernel)(P...);
@@ -364,8 +358,7 @@ struct Launch {
     }
 };
 
-template <class... P>
-struct Kernel {
+template <class... P> struct Kernel {
     const char *name;
     void (*kernel)(P...);
 
@@ -376,8 +369,7 @@ struct Kernel {
     }
 };
 
-template <class... P>
-Kernel<P...> kernel(const char *name, void (*function)(P...))
+template <class... P> Kernel<P...> kernel(const char *name, void (*function)(P...))
 {
     return Kernel<P...>{name, function};
 }
@@ -392,8 +384,7 @@ cudaError_t set_function_attribute(const void *kernel, cudaFuncAttribute attribu
  * arguments (kernel<4, 1>), hence the variadic macro. */
 #define EMU_LAUNCH(...) ::emu::kernel(#__VA_ARGS__, __VA_ARGS__)
 
-template <class... P>
-cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attribute, int value)
+template <class... P> cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cudaFuncAttribute attribute, int value)
 {
     return emu::set_function_attribute(reinterpret_cast<const void *>(kernel), attribute, value);
 }

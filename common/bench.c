@@ -65,6 +65,19 @@ double gb_per_s(double bytes, double seconds)
     return bytes / seconds * 1e-9;
 }
 
+void bench_share_cell(Table *table, double bytes, BenchStats stats, double limit_gbs)
+{
+    double share_of = 100.0 / limit_gbs;
+    table_cell(table, "%.0f%% (%.0f–%.0f%%)", share_of * gb_per_s(bytes, stats.median),
+               share_of * gb_per_s(bytes, stats.max), share_of * gb_per_s(bytes, stats.min));
+}
+
+void bench_speedup_cell(Table *table, BenchStats baseline, BenchStats stats)
+{
+    table_cell(table, "%.2f× (%.2f–%.2f)", baseline.median / stats.median, baseline.median / stats.max,
+               baseline.median / stats.min);
+}
+
 int bench_max_threads(void)
 {
 #ifdef _OPENMP

@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include "common/hostdevice.h"
+#include "common/table.h"
 
 COMMON_BEGIN_C
 
@@ -31,6 +32,18 @@ BenchStats bench_stats_from_times(double *seconds, int runs);
 
 /* Bytes per second as GB/s (1e9 bytes), from a byte count and a time. */
 double gb_per_s(double bytes, double seconds);
+
+/* The spread goes beside every ratio a benchmark reports: these machines
+ * are shared, and a median alone has misled.
+ *
+ * A throughput as a share of a limit measured in the same run, `bytes`
+ * moved per run: "81% (76–85%)", the median run's share, then the slowest
+ * and the fastest run's. */
+void bench_share_cell(Table *table, double bytes, BenchStats stats, double limit_gbs);
+
+/* How many times less time than a baseline: "2.31× (2.10–2.45)", the
+ * baseline's median over this median, then over this slowest and fastest. */
+void bench_speedup_cell(Table *table, BenchStats baseline, BenchStats stats);
 
 /* Number of threads OpenMP would use for a parallel region (1 without OpenMP). */
 int bench_max_threads(void);

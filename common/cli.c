@@ -11,6 +11,10 @@
 
 static const char *program_name = "program";
 
+/* While a subcommand runs: its entry, and "program subcommand" for error lines. */
+static const CliCommand *running_command;
+static char command_program_name[256];
+
 const char *cli_program_name(void)
 {
     return program_name;
@@ -175,8 +179,27 @@ static void print_default(const CliOption *option)
     }
 }
 
+/* Standard output is buffered: a write that fails (a full disk, a closed
+ * pipe) shows only when the buffer is flushed, so flush before deciding the
+ * exit status. */
+static bool stdout_written(void)
+{
+    return fflush(stdout) == 0 && !ferror(stdout);
+}
+
+_Noreturn void cli_exit(int status)
+{
+    if (!stdout_written()) {
+        cli_fail_status(1, "cannot write standard output: %s", strerror(errno));
+    }
+    exit(status);
+}
+
 static _Noreturn void print_help(const CliOption *options, size_t count, const char *summary)
 {
+    if (summary == NULL) {
+        summary = running_command != NULL ? running_command->summary : "";
+    }
     printf("%s: %s\n", program_name, summary);
     int width = (int)strlen("--help");
     for (size_t i = 0; i < count; i++) {
@@ -191,12 +214,12 @@ static _Noreturn void print_help(const CliOption *options, size_t count, const c
         printf("\n");
     }
     printf("  %-*s  %s\n", width, "--help", "print this help and exit");
-    exit(0);
+    cli_exit(0);
 }
 
 void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary)
 {
-    if (argc > 0) {
+    if (argc > 0 && running_command == NULL) {
         cli_set_program_name(argv[0]);
     }
     /* --help wins wherever it stands, before any value has been parsed, so
@@ -231,4 +254,44 @@ void cli_parse(int argc, char **argv, const CliOption *options, size_t option_co
             cli_fail("%s expects a value", option->name);
         }
     }
+}
+
+static _Noreturn void print_commands(const CliCommand *commands, size_t count, const char *summary)
+{
+    printf("%s: %s\n\nusage: %s COMMAND [options]   (%s COMMAND --help lists its options)\n\n", program_name, summary,
+           program_name, program_name);
+    int width = 0;
+    for (size_t i = 0; i < count; i++) {
+        int length = (int)strlen(commands[i].name);
+        width = length > width ? length : width;
+    }
+    for (size_t i = 0; i < count; i++) {
+        printf("  %-*s  %s\n", width, commands[i].name, commands[i].summary);
+    }
+    cli_exit(0);
+}
+
+int cli_run_command(int argc, char **argv, const CliCommand *commands, size_t command_count, const char *summary)
+{
+    cli_set_program_name(argc > 0 ? argv[0] : "program");
+    if (argc < 2) {
+        cli_fail("no command given (see %s --help)", program_name);
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "help") == 0) {
+        print_commands(commands, command_count, summary);
+    }
+    for (size_t i = 0; i < command_count; i++) {
+        if (strcmp(commands[i].name, name) == 0) {
+            snprintf(command_program_name, sizeof command_program_name, "%s %s", program_name, name);
+            program_name = command_program_name;
+            running_command = &commands[i];
+            int status = commands[i].run(argc - 1, argv + 1);
+            cli_exit(status);
+        }
+    }
+    if (name[0] == '-') {
+        cli_fail("'%s': give a command first (see %s --help)", name, program_name);
+    }
+    cli_fail("unknown command '%s' (see %s --help)", name, program_name);
 }

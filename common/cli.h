@@ -34,9 +34,33 @@ typedef struct {
     const char *help; /* one line for --help */
 } CliOption;
 
+/* The number of entries of an array of options or commands. */
+#define CLI_COUNT(array) (sizeof(array) / sizeof((array)[0]))
+
 /* Parse argv against the options, or exit 2 with one clear line. Positional
- * arguments are not accepted. `summary` is the first line of --help. */
+ * arguments are not accepted. `summary` is the first line of --help; NULL
+ * inside a subcommand means the subcommand's own summary from its table. */
 void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary);
+
+/* A subcommand: `program NAME [options]`. Every chapter program is a table
+ * of these, and its main() is one call of cli_run_command. */
+typedef struct {
+    const char *name;                  /* "offset-sweep" */
+    int (*run)(int argc, char **argv); /* argv[0] is NAME; returns the exit status */
+    const char *summary;               /* one line: the program's --help lists it */
+} CliCommand;
+
+/* Run the subcommand that argv[1] names with the arguments after it, and
+ * return its exit status. `program --help` (or `program help`) lists the
+ * subcommands and exits 0; no subcommand or an unknown one is one line on
+ * stderr and exit 2. Inside the subcommand, error lines and --help name it
+ * ("softmax_topk apply: error: ..."). If standard output could not be
+ * written (a full disk, a closed pipe), the status is 1, never 0. */
+int cli_run_command(int argc, char **argv, const CliCommand *commands, size_t command_count, const char *summary);
+
+/* Flush standard output and exit with `status`, or with 1 and one line if
+ * what was printed could not be written. */
+COMMON_NORETURN void cli_exit(int status);
 
 /* The program name used in error lines (set by cli_parse from argv[0];
  * "program" until then). */

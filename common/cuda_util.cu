@@ -66,7 +66,7 @@ double cuda_theoretical_bandwidth_gbs(void)
     return 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;
 }
 
-double cuda_median_seconds(void (*launch)(void *ctx), void *ctx, int warmup, int runs)
+BenchStats cuda_bench_run(void (*launch)(void *ctx), void *ctx, int warmup, int runs)
 {
     for (int i = 0; i < warmup; i++) {
         launch(ctx);
@@ -86,9 +86,9 @@ double cuda_median_seconds(void (*launch)(void *ctx), void *ctx, int warmup, int
     }
     CUDA_CHECK(cudaEventDestroy(start));
     CUDA_CHECK(cudaEventDestroy(stop));
-    double median = bench_stats_from_times(seconds, runs).median;
+    BenchStats stats = bench_stats_from_times(seconds, runs);
     array_free(seconds);
-    return median;
+    return stats;
 }
 
 namespace
@@ -114,7 +114,7 @@ double cuda_copy_bandwidth_gbs(size_t bytes)
     CUDA_CHECK(cudaMalloc(&copy.source, bytes));
     CUDA_CHECK(cudaMalloc(&copy.destination, bytes));
     CUDA_CHECK(cudaMemset(copy.source, 1, bytes));
-    double seconds = cuda_median_seconds(copy_once, &copy, WARMUP_RUNS, TIMED_RUNS);
+    double seconds = cuda_bench_run(copy_once, &copy, WARMUP_RUNS, TIMED_RUNS).median;
     CUDA_CHECK(cudaFree(copy.source));
     CUDA_CHECK(cudaFree(copy.destination));
     /* Each copy reads `bytes` and writes `bytes`. */

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "common/bench.h"
 #include "common/hostdevice.h"
 
 #ifdef __CUDACC__
@@ -30,10 +31,11 @@ void cuda_device_describe(char *buf, size_t size);
  * (memory clock and bus width), or 0 when the driver does not report them. */
 double cuda_theoretical_bandwidth_gbs(void);
 
-/* Median seconds of `runs` (>= 1) calls of launch(ctx), each timed between
- * two CUDA events on the default stream, after `warmup` untimed calls.
- * launch queues GPU work on the default stream. */
-double cuda_median_seconds(void (*launch)(void *ctx), void *ctx, int warmup, int runs);
+/* The GPU twin of bench_run, and the one place GPU time is measured:
+ * `runs` (>= 1) calls of launch(ctx), each timed between two CUDA events on
+ * the default stream, after `warmup` untimed calls; the median, min and max
+ * in seconds. launch queues GPU work on the default stream. */
+BenchStats cuda_bench_run(void (*launch)(void *ctx), void *ctx, int warmup, int runs);
 
 /* Measured device-to-device copy bandwidth in GB/s (median of several
  * cudaMemcpyAsync of `bytes`), counting bytes read plus bytes written: the

@@ -597,5 +597,5 @@ extern "C" double paged_attention_gpu_run_time_ms(PagedAttentionGpuRun *run, int
         return -1.0;
     }
     TimedStep step = {run, version, partition_tokens};
-    return 1e3 * cuda_median_seconds(launch_timed_step, &step, 2, std::max(1, runs));
+    return 1e3 * cuda_bench_run(launch_timed_step, &step, 2, std::max(1, runs)).median;
 }

@@ -108,3 +108,15 @@ cli_finish() {
     echo "$checks checks, $failed failed"
     [ $failed -eq 0 ]
 }
+
+# fails_writing ARGS...: with standard output on a full disk (/dev/full), the
+# program must not claim success: status 1 and one line on stderr.
+fails_writing() {
+    checks=$((checks + 1))
+    "$program" "$@" > /dev/full 2> "$err"
+    status=$?
+    : > "$out"
+    if [ $status -ne 1 ] || ! is_one_error_line; then
+        fail "$name $* > /dev/full (status $status): expected status 1 and one error line"
+    fi
+}

@@ -13,8 +13,12 @@
 /* Both kernel versions (version 2 with two partition sizes) on every cache
  * format, head_dim 64, 128 and 256, GQA groups of 1, 4 and 8, batches of 1
  * to 8 sequences of irregular lengths, blocks of 16 and of 7, against the
- * double-precision reference: one line per case. Returns the failures. */
-int gpu_check(FILE *out);
+ * double-precision reference: one line per case. Returns the failures.
+ * The widest case has `widest_heads` query heads in groups of 4:
+ * GPU_CHECK_WIDEST_HEADS, Llama-3-8B's 32 over 8, unless a test asks for
+ * fewer (the CUDA emulator runs every GPU thread on the CPU). */
+#define GPU_CHECK_WIDEST_HEADS 32
+int gpu_check(FILE *out, int widest_heads);
 
 /* Decode attention at long context in every format and both versions, each
  * validated before it is timed, against the device-to-device copy bandwidth

@@ -2,7 +2,7 @@
  * every launch configuration of chapters/01-cancellation/gpu_check.c. */
 #include <stdio.h>
 
-#include "chapters/01-cancellation/gpu_check.h"
+#include "chapters/01-cancellation/gpu.h"
 #include "common/cuda_util.h"
 #include "common/testing.h"
 

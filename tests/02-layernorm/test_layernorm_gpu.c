@@ -5,21 +5,20 @@
 #include <string.h>
 
 #include "chapters/02-layernorm/gpu.h"
+#include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/testing.h"
 #include "kernels/layernorm.h"
 
-/* The tests' CUDA emulator, which runs every GPU thread on the CPU, builds
- * this test with -DGPU_TEST_MAX_ROWS=301: every shape keeps its width and
- * alignment, and 301 rows are still a multiple of no block and more than
- * backward 2 has blocks. */
-#ifndef GPU_TEST_MAX_ROWS
-#define GPU_TEST_MAX_ROWS 4097
-#endif
+/* The most rows of any shape: 4097, unless --max-rows asks for fewer. The
+ * tests' CUDA emulator, which runs every GPU thread on the CPU, asks for 301:
+ * every shape keeps its width and alignment, and 301 rows are still a
+ * multiple of no block and more than backward 2 has blocks. */
+static size_t max_rows = 4097;
 
 static size_t rows_at_most(size_t n)
 {
-    return n < GPU_TEST_MAX_ROWS ? n : GPU_TEST_MAX_ROWS;
+    return n < max_rows ? n : max_rows;
 }
 
 static void test_every_version_on_every_shape(void)
@@ -62,8 +61,14 @@ static void test_rows_too_long_are_refused(void)
     ln_problem_free(&p);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    long rows = (long)max_rows;
+    const CliOption options[] = {
+        {"--max-rows", CLI_INT, &rows, 1, (double)max_rows, "the most rows of any shape (fewer on the CUDA emulator)"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), "every layer norm kernel version against the CPU");
+    max_rows = (size_t)rows;
     if (!cuda_device_available())
         test_skip("no CUDA device");
     char device[256];

@@ -10,6 +10,7 @@
 #include "chapters/04-kv-cache/decode_batch.h"
 #include "chapters/04-kv-cache/gpu.h"
 #include "common/alloc.h"
+#include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/testing.h"
 #include "kernels/paged_attention_gpu.h"
@@ -57,11 +58,19 @@ static void runs_and_arguments(void)
     decode_batch_free(&b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    long widest_heads = GPU_CHECK_WIDEST_HEADS;
+    const CliOption options[] = {
+        {"--widest-heads", CLI_INT, &widest_heads, 4, GPU_CHECK_WIDEST_HEADS,
+         "query heads of the widest case, a multiple of 4 (fewer on the CUDA emulator)"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), "paged decode attention on the GPU against the CPU");
+    if (widest_heads % 4 != 0)
+        cli_fail("--widest-heads must be a multiple of 4, got %ld", widest_heads);
     if (!cuda_device_available())
         test_skip("no CUDA device");
-    EXPECT(gpu_check(stdout) == 0, "every case matches the double reference");
+    EXPECT(gpu_check(stdout, (int)widest_heads) == 0, "every case matches the double reference");
     runs_and_arguments();
     return test_finish();
 }

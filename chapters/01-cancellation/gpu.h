@@ -1,8 +1,8 @@
 /* Validation of the GPU row-variance kernel (kernels/welford.cu) against the
  * CPU reference, at launch configurations chosen to hit its edge cases. Built
  * only when CUDA is configured. */
-#ifndef CHAPTERS_01_CANCELLATION_GPU_CHECK_H
-#define CHAPTERS_01_CANCELLATION_GPU_CHECK_H
+#ifndef CHAPTERS_01_CANCELLATION_GPU_H
+#define CHAPTERS_01_CANCELLATION_GPU_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* The GPU row statistics against the quadruple-precision CPU reference. */
-#include "chapters/01-cancellation/gpu_check.h"
+#include "chapters/01-cancellation/gpu.h"
 
 #include <float.h>
 

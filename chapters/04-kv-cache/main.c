@@ -206,7 +206,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (o.gpu)
-        return gpu_check(stdout) == 0 ? 0 : 1;
+        return gpu_check(stdout, GPU_CHECK_WIDEST_HEADS) == 0 ? 0 : 1;
     if (o.memory) {
         memory_report(stdout, format);
         return 0;

@@ -22,7 +22,7 @@
 #include "common/table.h"
 
 #ifdef HAVE_CUDA
-#include "chapters/01-cancellation/gpu_check.h"
+#include "chapters/01-cancellation/gpu.h"
 #include "common/cuda_util.h"
 #endif
 

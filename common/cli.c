@@ -295,3 +295,10 @@ int cli_run_command(int argc, char **argv, const CliCommand *commands, size_t co
     }
     cli_fail("unknown command '%s' (see %s --help)", name, program_name);
 }
+
+int cli_without_cuda(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    cli_fail("this program was built without CUDA (./configure found no nvcc), so it has no GPU");
+}

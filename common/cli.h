@@ -58,6 +58,10 @@ typedef struct {
  * written (a full disk, a closed pipe), the status is 1, never 0. */
 int cli_run_command(int argc, char **argv, const CliCommand *commands, size_t command_count, const char *summary);
 
+/* The GPU subcommands of a program built without CUDA: one line saying so,
+ * and exit 2 (the status of a waived GPU run). */
+int cli_without_cuda(int argc, char **argv);
+
 /* Flush standard output and exit with `status`, or with 1 and one line if
  * what was printed could not be written. */
 COMMON_NORETURN void cli_exit(int status);

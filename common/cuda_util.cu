@@ -3,6 +3,7 @@
 
 #include "common/alloc.h"
 #include "common/bench.h"
+#include "common/cli.h"
 #include "common/cuda_util.h"
 
 void cuda_check_result(int error, const char *call, const char *file, int line)
@@ -26,6 +27,13 @@ bool cuda_device_available(void)
         return false;
     }
     return count > 0;
+}
+
+void cuda_require_device(void)
+{
+    if (!cuda_device_available()) {
+        cli_fail("no CUDA device found");
+    }
 }
 
 /* A CUDA version number such as 13000 as "13.0". */

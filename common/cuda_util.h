@@ -23,6 +23,10 @@ void cuda_check_result(int error, const char *call, const char *file, int line);
 /* Is there at least one CUDA device this process can use? Never exits. */
 bool cuda_device_available(void);
 
+/* Stop with one line, "no CUDA device found", and exit 2 (waived) unless
+ * there is a device: the first call of every GPU subcommand. */
+void cuda_require_device(void);
+
 /* One line describing device 0, e.g.
  * "NVIDIA H200, sm_90, 132 SMs, 139.8 GiB, CUDA runtime 13.0, driver 13.0". */
 void cuda_device_describe(char *buf, size_t size);

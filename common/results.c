@@ -46,3 +46,14 @@ void results_show(const char *path)
         fwrite(buffer, 1, n, stdout);
     fclose(file);
 }
+
+int results_command(int argc, char **argv)
+{
+    const char *file = "gpu-results.md";
+    const CliOption options[] = {
+        {"--file", CLI_STRING, &file, 0, 0, "the results file: gpu-results.md or torch-results.md"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    results_show(file);
+    return 0;
+}

@@ -25,6 +25,11 @@ FILE *results_create(const char *path);
  * session script, .ci/gpu-session, on a machine with a GPU. */
 void results_show(const char *path);
 
+/* The `gpu-results` subcommand of every chapter program:
+ * `PROGRAM gpu-results [--file FILE]` shows FILE (default gpu-results.md,
+ * in the chapter's directory) with results_show. */
+int results_command(int argc, char **argv);
+
 COMMON_END_C
 
 #endif

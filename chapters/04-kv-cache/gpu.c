@@ -71,11 +71,11 @@ typedef struct {
 /* Lengths that are not multiples of any block size used, one of them a
  * single position; several sequences, so blocks of one never serve another. */
 static const CheckCase CHECK_CASES[] = {
-    {4,                    4,                        64,  16, 1, {1}                                     },
-    {8,                    2,                        128, 16, 3, {1000, 17, 1}                           },
-    {8,                    1,                        256, 7,  3, {33, 4097, 2}                           },
+    {4,                      4,                          64,  16, 1, {1}                                     },
+    {8,                      2,                          128, 16, 3, {1000, 17, 1}                           },
+    {8,                      1,                          256, 7,  3, {33, 4097, 2}                           },
     {GPU_CHECK_WIDEST_HEADS, GPU_CHECK_WIDEST_HEADS / 4, 128, 16, 8, {5, 129, 511, 513, 1500, 2049, 3000, 77}},
-    {16,                   2,                        64,  7,  2, {1234, 15}                              },
+    {16,                     2,                          64,  7,  2, {1234, 15}                              },
 };
 
 /* One case in one format: every version and partition, one line each. */

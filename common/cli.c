@@ -26,13 +26,27 @@ void cli_set_program_name(const char *argv0)
     program_name = slash != NULL ? slash + 1 : argv0;
 }
 
+void cli_escape_control_bytes(const char *text, char *escaped, size_t size)
+{
+    size_t used = 0;
+    for (const unsigned char *c = (const unsigned char *)text; *c != '\0' && used + 5 < size; c++) {
+        if (*c < 0x20 || *c == 0x7f) {
+            used += (size_t)snprintf(escaped + used, size - used, "\\x%02x", *c);
+        } else {
+            escaped[used++] = (char)*c;
+        }
+    }
+    escaped[used] = '\0';
+}
+
 static _Noreturn void fail_with(int exit_status, const char *fmt, va_list args)
 {
     /* stderr is unbuffered: format the message first, so that the whole
      * line goes out in one write and never interleaves with other output. */
-    char message[1024];
+    char message[1024], escaped[4 * sizeof message];
     vsnprintf(message, sizeof message, fmt, args);
-    fprintf(stderr, "%s: error: %s\n", program_name, message);
+    cli_escape_control_bytes(message, escaped, sizeof escaped);
+    fprintf(stderr, "%s: error: %s\n", program_name, escaped);
     exit(exit_status);
 }
 

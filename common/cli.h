@@ -81,6 +81,13 @@ COMMON_NORETURN void cli_fail(const char *fmt, ...) __attribute__((format(printf
  * user's input (out of memory, a write that failed). */
 COMMON_NORETURN void cli_fail_status(int exit_status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* An error line is one line of plain text whatever it quotes (a file name,
+ * a malformed header): control bytes (a newline, or the escape that starts a
+ * sequence that would clear the terminal) are written as \xNN. `escaped`
+ * holds `size` bytes; the text is cut short rather than overflow it.
+ * cli_fail and cli_fail_status escape their message this way. */
+void cli_escape_control_bytes(const char *text, char *escaped, size_t size);
+
 /* The parsers behind cli_parse, for programs with their own argument forms.
  * `what` names the thing being parsed in the error line (e.g. "--n"). */
 long cli_parse_long(const char *what, const char *text, long min, long max);

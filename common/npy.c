@@ -11,6 +11,7 @@
 
 #include "common/alloc.h"
 #include "common/cli.h"
+#include "common/files.h"
 
 /* .npy data is little-endian and is written and read here straight from
  * memory, which is right only on a little-endian host (x86-64, ARM64). */
@@ -105,19 +106,22 @@ static void format_shape(char *text, size_t size, int ndim, const size_t *shape,
     }
 }
 
-/* Put "<path>: <reason>" in err and return -1. */
+/* Put "<path>: <reason>" in err, control bytes escaped, and return -1. */
 static int npy_error(char *err, size_t err_size, const char *path, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 static int npy_error(char *err, size_t err_size, const char *path, const char *fmt, ...)
 {
-    int used = snprintf(err, err_size, "%s: ", path);
-    if (used >= 0 && (size_t)used < err_size) {
+    char message[1024];
+    int used = snprintf(message, sizeof message, "%s: ", path);
+    if (used >= 0 && (size_t)used < sizeof message) {
         va_list args;
         va_start(args, fmt);
-        vsnprintf(err + used, err_size - (size_t)used, fmt, args);
+        vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
         va_end(args);
     }
+    /* One line whatever the file holds: a header may quote anything. */
+    cli_escape_control_bytes(message, err, err_size);
     return -1;
 }
 
@@ -243,7 +247,8 @@ static bool parse_string(Cursor *c, char *text, size_t size)
     char quote = *c->p++;
     size_t length = 0;
     while (c->p < c->end && *c->p != quote) {
-        if (length + 1 >= size) {
+        /* A NUL would end the C string early: '<f4\0x' must not read as '<f4'. */
+        if (length + 1 >= size || *c->p == '\0') {
             return false;
         }
         text[length++] = *c->p++;
@@ -309,7 +314,11 @@ static ParseStatus parse_entry(Cursor *c, const char *key, Header *header)
     if (strcmp(key, "descr") == 0) {
         /* A list here describes a record (structured) dtype. */
         header->has_descr = true;
-        return parse_string(c, header->descr, sizeof header->descr) ? PARSE_OK : PARSE_DESCR_NOT_STRING;
+        skip_spaces(c);
+        if (c->p < c->end && *c->p == '[') {
+            return PARSE_DESCR_NOT_STRING;
+        }
+        return parse_string(c, header->descr, sizeof header->descr) ? PARSE_OK : PARSE_MALFORMED;
     }
     if (strcmp(key, "fortran_order") == 0) {
         header->has_fortran_order = true;
@@ -495,15 +504,16 @@ static int read_data(FILE *file, const char *path, off_t file_size, size_t data_
 int npy_load(const char *path, NpyArray *out, char *err, size_t err_size)
 {
     *out = (NpyArray){0};
-    FILE *file = fopen(path, "rb");
+    const char *why;
+    FILE *file = open_regular_file(path, &why);
     if (file == NULL) {
-        return npy_error(err, err_size, path, "cannot open: %s", strerror(errno));
+        return npy_error(err, err_size, path, "%s", why);
     }
     struct stat info;
     size_t data_offset = 0;
     int status;
-    if (fstat(fileno(file), &info) != 0 || !S_ISREG(info.st_mode)) {
-        status = npy_error(err, err_size, path, "not a regular file");
+    if (fstat(fileno(file), &info) != 0) {
+        status = npy_error(err, err_size, path, "cannot read: %s", strerror(errno));
     } else if (read_header(file, path, out, &data_offset, err, err_size) != 0) {
         status = -1;
     } else {

@@ -1,9 +1,11 @@
 #include "common/results.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "common/cli.h"
+#include "common/files.h"
 
 const char *results_commit(const char *given)
 {
@@ -31,7 +33,11 @@ FILE *results_create(const char *path)
 
 void results_show(const char *path)
 {
-    FILE *file = fopen(path, "r");
+    const char *why;
+    FILE *file = open_regular_file(path, &why);
+    if (file == NULL && errno != ENOENT) {
+        cli_fail("%s: %s", path, why);
+    }
     if (file == NULL) {
         printf("No results recorded yet: there is no file `%s`. On a machine with a GPU,\n"
                "`bash .ci/gpu-session COMMIT OUTDIR` runs this chapter's GPU benchmark and\n"

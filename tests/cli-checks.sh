@@ -9,6 +9,10 @@
 # $out and $err hold the last run's stdout and stderr; $scratch is a private
 # directory removed at exit. Sourced, not run: POSIX sh.
 
+# A program that misbehaves by writing without end (reading /dev/zero, say)
+# fails its check at 64 MiB instead of filling the disk.
+ulimit -f 131072
+
 checks=0 failed=0
 out=$(mktemp) err=$(mktemp) scratch=$(mktemp -d)
 trap 'rm -rf "$out" "$err" "$scratch"' EXIT

@@ -1,8 +1,10 @@
 /* A program made of subcommands, for test_cli_commands.sh: `show` prints
- * what it parsed, `exit` returns the status it is given. */
+ * what it parsed, `exit` returns the status it is given, `results` is the
+ * gpu-results subcommand every chapter program has. */
 #include <stdio.h>
 
 #include "common/cli.h"
+#include "common/results.h"
 
 static int show(int argc, char **argv)
 {
@@ -28,11 +30,12 @@ static int exit_with(int argc, char **argv)
 }
 
 static const CliCommand COMMANDS[] = {
-    {"show", show,      "print --n lines"   },
-    {"exit", exit_with, "exit with --status"},
+    {"show",    show,            "print --n lines"    },
+    {"exit",    exit_with,       "exit with --status" },
+    {"results", results_command, "show a results file"},
 };
 
 int main(int argc, char **argv)
 {
-    return cli_run_command(argc, argv, COMMANDS, CLI_COUNT(COMMANDS), "a program of two subcommands");
+    return cli_run_command(argc, argv, COMMANDS, CLI_COUNT(COMMANDS), "a program of three subcommands");
 }

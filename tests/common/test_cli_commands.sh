@@ -10,8 +10,8 @@ line 1' show --n 2
 accepts show --help
 grep -q '^cli_commands_demo show: print --n lines$' "$out" || fail "show --help does not start with its summary"
 accepts --help
-grep -q '^  show  print --n lines$' "$out" || fail "--help does not list show"
-grep -q '^  exit  exit with --status$' "$out" || fail "--help does not list exit"
+grep -q '^  show  *print --n lines$' "$out" || fail "--help does not list show"
+grep -q '^  exit  *exit with --status$' "$out" || fail "--help does not list exit"
 accepts help
 run_program exit --status 1
 [ $status -eq 1 ] || fail "exit --status 1 returned $status"
@@ -27,5 +27,20 @@ fails_writing show --n 100
 fails_writing show --help
 name=cli_commands_demo
 fails_writing --help
+
+# An error line stays one line, whatever it quotes.
+escape=$(printf '\033')
+rejects_saying "unknown command 'x\\x1b[2J' (see cli_commands_demo --help)" "x${escape}[2J"
+
+# The results files: shown when there, a note when missing, refused (not
+# read without end, not silently empty) when not a regular file.
+name='cli_commands_demo results'
+printf 'device: a GPU\n' > "$scratch/results.md"
+accepts_printing 'device: a GPU' results --file "$scratch/results.md"
+accepts results --file "$scratch/missing.md"
+grep -q '^No results recorded yet' "$out" || fail "a missing results file is not reported as missing"
+rejects_saying "$scratch: not a regular file" results --file "$scratch"
+rejects_saying "/dev/zero: not a regular file" results --file /dev/zero
+fails_writing results --file "$scratch/results.md"
 
 cli_finish

@@ -1,8 +1,10 @@
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/alloc.h"
@@ -36,9 +38,10 @@ static void write_bytes(const char *path, const void *bytes, size_t size)
 /* A .npy file by hand: the magic, version major.0, the header length field
  * (2 bytes for version 1, 4 for 2 and 3), the header text as given, then
  * data_bytes bytes of data (a counting pattern). */
-static void write_npy_by_hand(const char *path, int major, const char *header, size_t data_bytes)
+static void write_npy_with_header_bytes(const char *path, int major, const char *header, size_t header_length,
+                                        size_t data_bytes)
 {
-    size_t header_length = strlen(header), field_bytes = major == 1 ? 2 : 4;
+    size_t field_bytes = major == 1 ? 2 : 4;
     size_t size = 8 + field_bytes + header_length + data_bytes;
     unsigned char *file = array_alloc(size, 1);
     memcpy(file, "\x93NUMPY", 6);
@@ -53,6 +56,11 @@ static void write_npy_by_hand(const char *path, int major, const char *header, s
     }
     write_bytes(path, file, size);
     array_free(file);
+}
+
+static void write_npy_by_hand(const char *path, int major, const char *header, size_t data_bytes)
+{
+    write_npy_with_header_bytes(path, major, header, strlen(header), data_bytes);
 }
 
 static void remove_fixtures(void)
@@ -295,6 +303,55 @@ static void test_errors(void)
     }
 }
 
+/* A NUL inside a string of the header would end it early in C, and
+ * '<f4\0' would read as '<f4'. */
+static void test_nul_in_the_header(void)
+{
+    static const char header[] = "{'descr': '<f4\0', 'fortran_order': False, 'shape': (3,), }\n";
+    const char *path = fixture("nul.npy");
+    write_npy_with_header_bytes(path, 1, header, sizeof header - 1, 12);
+    expect_refused(path, "malformed header", "a NUL inside the dtype string");
+}
+
+/* A header that quotes a newline and a terminal escape sequence: the error
+ * is still one line, with no control byte in it. */
+static void test_control_bytes_are_escaped(void)
+{
+    const char *path = fixture("control.npy");
+    write_npy_by_hand(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,\n3) \x1b[2J}\n", 24);
+    NpyArray array;
+    char err[512] = "";
+    npy_load(path, &array, err, sizeof err);
+    bool control_free = true;
+    for (const char *c = err; *c != '\0'; c++) {
+        control_free = control_free && (unsigned char)*c >= 0x20 && *c != 0x7f;
+    }
+    EXPECT(control_free && strstr(err, "(2,\\x0a3) \\x1b[2J}") != NULL,
+           "a header with a newline and ESC: one line, control bytes as \\xNN: %s", err);
+}
+
+/* A FIFO opened for reading waits for a writer: npy_load must refuse it
+ * without opening it that way. The child process fails the test if the
+ * load has not returned within 5 seconds. */
+static void test_fifo_is_refused_at_once(void)
+{
+    const char *path = fixture("fifo.npy");
+    if (mkfifo(path, 0600) != 0) {
+        perror("mkfifo");
+        exit(1);
+    }
+    pid_t watchdog = fork();
+    if (watchdog == 0) {
+        sleep(5);
+        fprintf(stderr, "npy_load of a FIFO has not returned after 5 s\n");
+        kill(getppid(), SIGKILL);
+        _exit(1);
+    }
+    expect_refused(path, "not a regular file", "a FIFO");
+    kill(watchdog, SIGKILL);
+    waitpid(watchdog, NULL, 0);
+}
+
 static void test_save_errors(void)
 {
     char err[512] = "";
@@ -409,6 +466,9 @@ int main(int argc, char **argv)
     test_header_bytes();
     test_other_writers();
     test_errors();
+    test_nul_in_the_header();
+    test_control_bytes_are_escaped();
+    test_fifo_is_refused_at_once();
     test_save_errors();
     test_load_or_exit();
     remove_fixtures();

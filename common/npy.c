@@ -2,6 +2,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -559,4 +560,68 @@ void npy_free(NpyArray *array)
 {
     array_free(array->data);
     array->data = NULL;
+}
+
+/* DIR/NAME, or DIR/.NAME.partial; false if it does not fit. */
+static bool output_path(char *path, size_t size, const char *dir, const char *name, bool partial)
+{
+    int length = snprintf(path, size, partial ? "%s/.%s.partial" : "%s/%s", dir, name);
+    return length >= 0 && (size_t)length < size;
+}
+
+static void remove_partial_files(const NpyOutputDir *out)
+{
+    char path[PATH_MAX];
+    for (int i = 0; i < out->count; i++) {
+        if (output_path(path, sizeof path, out->dir, out->names[i], true)) {
+            remove(path);
+        }
+    }
+}
+
+NpyOutputDir npy_output_dir_open(const char *dir)
+{
+    NpyOutputDir out = {.dir = dir};
+    /* The longest path this directory will hold must fit, or a name would
+     * be cut short: refuse before writing anything. */
+    char path[PATH_MAX];
+    char longest_name[NPY_OUTPUT_NAME_MAX];
+    memset(longest_name, 'x', sizeof longest_name - 1);
+    longest_name[sizeof longest_name - 1] = '\0';
+    if (!output_path(path, sizeof path, dir, longest_name, true)) {
+        cli_fail("an output directory name of %zu characters is too long for the files it would hold", strlen(dir));
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        cli_fail_status(1, "%s: cannot create the directory: %s", dir, strerror(errno));
+    }
+    return out;
+}
+
+void npy_output_dir_add(NpyOutputDir *out, const char *name, NpyDtype dtype, int ndim, const size_t *shape,
+                        const void *data)
+{
+    if (out->count == NPY_OUTPUT_DIR_MAX_FILES || strlen(name) >= NPY_OUTPUT_NAME_MAX) {
+        cli_fail_status(1, "%s/%s: too many output files or too long a name (a program error)", out->dir, name);
+    }
+    snprintf(out->names[out->count], NPY_OUTPUT_NAME_MAX, "%s", name);
+    out->count++;
+    char path[PATH_MAX], err[1024];
+    output_path(path, sizeof path, out->dir, name, true);
+    if (npy_save(path, dtype, ndim, shape, data, err, sizeof err) != 0) {
+        remove_partial_files(out);
+        cli_fail_status(1, "%s", err);
+    }
+}
+
+void npy_output_dir_commit(NpyOutputDir *out)
+{
+    char partial[PATH_MAX], final[PATH_MAX];
+    for (int i = 0; i < out->count; i++) {
+        output_path(partial, sizeof partial, out->dir, out->names[i], true);
+        output_path(final, sizeof final, out->dir, out->names[i], false);
+        if (rename(partial, final) != 0) {
+            remove_partial_files(out);
+            cli_fail_status(1, "%s: cannot rename into place: %s", final, strerror(errno));
+        }
+    }
 }

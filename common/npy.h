@@ -44,6 +44,27 @@ void npy_save_or_exit(const char *path, NpyDtype dtype, int ndim, const size_t *
 
 void npy_free(NpyArray *array);
 
+/* The output files of one run, in one directory, appear all together or not
+ * at all: a reader never finds new x.npy beside an older run's dx.npy. Each
+ * file is written as DIR/.NAME.partial; npy_output_dir_commit renames them
+ * all to DIR/NAME once every one has been written. A write that fails
+ * removes the partial files and exits 1 with one line; a DIR too long for
+ * its file names is refused with exit 2 before anything is written. */
+#define NPY_OUTPUT_DIR_MAX_FILES 16
+#define NPY_OUTPUT_NAME_MAX 64
+
+typedef struct {
+    const char *dir;
+    int count;
+    char names[NPY_OUTPUT_DIR_MAX_FILES][NPY_OUTPUT_NAME_MAX];
+} NpyOutputDir;
+
+/* Create DIR if it does not exist (its parent must). */
+NpyOutputDir npy_output_dir_open(const char *dir);
+void npy_output_dir_add(NpyOutputDir *out, const char *name, NpyDtype dtype, int ndim, const size_t *shape,
+                        const void *data);
+void npy_output_dir_commit(NpyOutputDir *out);
+
 COMMON_END_C
 
 #endif

@@ -1,3 +1,4 @@
+#include <limits.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -437,6 +438,62 @@ static void test_load_or_exit(void)
                 "a write that fails exits 1");
 }
 
+static bool exists(const char *path)
+{
+    struct stat info;
+    return stat(path, &info) == 0;
+}
+
+static const float output_values[3] = {1.0f, 2.0f, 3.0f};
+static const size_t output_shape[1] = {3};
+
+/* Write a.npy and b.npy into the directory ctx names, all or nothing. */
+static void write_output_pair(void *ctx)
+{
+    NpyOutputDir out = npy_output_dir_open(ctx);
+    npy_output_dir_add(&out, "a.npy", NPY_FLOAT32, 1, output_shape, output_values);
+    npy_output_dir_add(&out, "b.npy", NPY_FLOAT32, 1, output_shape, output_values);
+    npy_output_dir_commit(&out);
+}
+
+static void test_output_dir(void)
+{
+    char dir[128], path[192];
+    snprintf(dir, sizeof dir, "%s/outputs", directory);
+    ChildResult child = test_run_child(write_output_pair, dir);
+    snprintf(path, sizeof path, "%s/b.npy", dir);
+    NpyArray loaded = {0};
+    char err[512] = "";
+    bool loads = npy_load(path, &loaded, err, sizeof err) == 0 && loaded.shape[0] == 3 &&
+                 memcmp(loaded.data, output_values, sizeof output_values) == 0;
+    EXPECT(child.exit_status == 0 && loads, "a new directory holds both files after the commit: %s", err);
+    npy_free(&loaded);
+    snprintf(path, sizeof path, "%s/.a.npy.partial", dir);
+    EXPECT(!exists(path), "no partial file is left after the commit");
+
+    /* The second write fails (its partial name is taken by a directory):
+     * the first partial file is removed, and the older a.npy stays. */
+    snprintf(path, sizeof path, "%s/.b.npy.partial", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/a.npy", dir);
+    write_bytes(path, "older", 5);
+    child = test_run_child(write_output_pair, dir);
+    EXPECT(child.exit_status == 1 && child.err_lines == 1, "a failed write exits 1 with one line: %s", child.err);
+    NpyArray older = {0};
+    EXPECT(npy_load(path, &older, err, sizeof err) != 0 && strstr(err, "not a .npy file") != NULL,
+           "a.npy is still the older file: %s", err);
+    snprintf(path, sizeof path, "%s/.a.npy.partial", dir);
+    EXPECT(!exists(path), "the partial a.npy of the failed run is removed");
+
+    /* A directory whose files' names would not fit in a path. */
+    char long_dir[PATH_MAX];
+    memset(long_dir, 'd', sizeof long_dir - 60);
+    long_dir[sizeof long_dir - 60] = '\0';
+    child = test_run_child(write_output_pair, long_dir);
+    EXPECT(child.exit_status == 2 && child.err_lines == 1 && strstr(child.err, "too long") != NULL,
+           "a directory name too long for its files is refused with exit 2: %s", child.err);
+}
+
 static void test_dtype_facts(void)
 {
     EXPECT(npy_dtype_size(NPY_FLOAT32) == 4 && npy_dtype_size(NPY_FLOAT64) == 8 && npy_dtype_size(NPY_INT32) == 4 &&
@@ -470,6 +527,7 @@ int main(int argc, char **argv)
     test_control_bytes_are_escaped();
     test_fifo_is_refused_at_once();
     test_save_errors();
+    test_output_dir();
     test_load_or_exit();
     remove_fixtures();
     return test_finish();

@@ -36,6 +36,7 @@ accepts help
 
 # Every subcommand explains itself; without CUDA the GPU ones say so instead.
 for command in $commands; do
+    name="cancellation $command"
     case $command in
     gpu-check | gpu-bench) runs_on_gpu_or_says_why "$command" --help ;;
     *)
@@ -44,6 +45,7 @@ for command in $commands; do
         ;;
     esac
 done
+name=cancellation
 # Each default is stated once, by the option table.
 accepts show --help
 printed '^  --n <int>  *values in the data set (default 4096)$'

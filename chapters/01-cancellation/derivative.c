@@ -39,6 +39,38 @@ double worst_relative_error(const TestFunction *function, DerivativeMethod metho
     return worst;
 }
 
+// ANCHOR: predict_the_best_step
+/* For exp, f = f' = f''': the central difference's relative error is
+ * at most h^2/6 (truncation) + u/h (the rounding of f, magnified by
+ * 1/h), smallest at h = (3u)^(1/3), where it is (3u)^(2/3)/2. */
+double predicted_error(double h, double u)
+{
+    return h * h / 6 + u / h;
+}
+
+double predicted_best_step(double u)
+{
+    return cbrt(3 * u);
+}
+// ANCHOR_END: predict_the_best_step
+
+double derivative_grid_step(int k)
+{
+    return pow(10.0, -(double)k / DERIVATIVE_STEPS_PER_DECADE);
+}
+
+BestStep best_grid_step(const TestFunction *function, DerivativeMethod method, int points)
+{
+    BestStep best = {0.0, INFINITY};
+    for (int k = 0; k < DERIVATIVE_STEP_COUNT; k++) {
+        double error = worst_relative_error(function, method, derivative_grid_step(k), points);
+        if (error < best.error) {
+            best = (BestStep){derivative_grid_step(k), error};
+        }
+    }
+    return best;
+}
+
 /* The real function and its complex extension, from a pair of C library
  * functions (exp and cexp, ...). */
 #define LIBRARY_PAIR(name, real_function, complex_function)                     \

@@ -52,4 +52,27 @@ typedef enum { CENTRAL_DIFFERENCE, COMPLEX_STEP_DERIVATIVE } DerivativeMethod;
  * compared with its bound. NaN if any derivative came out NaN. */
 double worst_relative_error(const TestFunction *function, DerivativeMethod method, double h, int points);
 
+/* The error model of the central difference for exp with unit roundoff u:
+ * the relative error at step h, and the step where it is smallest. */
+double predicted_error(double h, double u);
+double predicted_best_step(double u);
+
+/* The experiments measure the worst error over DERIVATIVE_POINTS points at
+ * the steps of a grid, h = 10^(-k / DERIVATIVE_STEPS_PER_DECADE) for
+ * k = 0, 1, ..., DERIVATIVE_STEP_COUNT - 1: from 1 down to 1e-16. */
+enum {
+    DERIVATIVE_POINTS = 101,
+    DERIVATIVE_STEPS_PER_DECADE = 8,
+    DERIVATIVE_STEP_COUNT = 16 * DERIVATIVE_STEPS_PER_DECADE + 1
+};
+double derivative_grid_step(int k);
+
+typedef struct {
+    double step, error;
+} BestStep;
+
+/* The step of the grid with the smallest worst_relative_error over `points`
+ * points; of equal ones, the largest. */
+BestStep best_grid_step(const TestFunction *function, DerivativeMethod method, int points);
+
 #endif

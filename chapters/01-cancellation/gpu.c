@@ -1,13 +1,20 @@
-/* The GPU row statistics against the quadruple-precision CPU reference. */
+/* The GPU row statistics against the quadruple-precision CPU reference, and
+ * their timing. */
 #include "chapters/01-cancellation/gpu.h"
 
+#include "common/cli.h"
+
+#ifdef HAVE_CUDA
 #include <float.h>
 
 #include "chapters/01-cancellation/accuracy.h"
 #include "chapters/01-cancellation/variance.h"
 #include "common/alloc.h"
 #include "common/check.h"
+#include "common/cuda_util.h"
+#include "common/results.h"
 #include "common/rng.h"
+#include "common/table.h"
 #include "kernels/welford_gpu.h"
 
 const GpuCheckShape gpu_check_shapes[] = {
@@ -62,3 +69,147 @@ bool check_gpu_rows(const GpuCheckShape *shape, uint64_t seed, FILE *out)
     array_free(exact_variance);
     return ok;
 }
+
+/* The device line, then every shape checked: are they all within tolerance? */
+static bool check_every_shape(uint64_t seed)
+{
+    char device[256];
+    cuda_device_describe(device, sizeof device);
+    printf("%s\nRow means and variances of float data %g + N(0, 1) against the exact ones:\n", device,
+           GPU_CHECK_OFFSET);
+    bool all_ok = true;
+    for (int s = 0; s < gpu_check_shape_count; s++) {
+        all_ok = check_gpu_rows(&gpu_check_shapes[s], seed, stdout) && all_ok;
+    }
+    return all_ok;
+}
+
+int gpu_check_command(int argc, char **argv)
+{
+    long seed = 1;
+    const CliOption options[] = {
+        {"--seed", CLI_INT, &seed, 0, 1e18, "random seed of the data"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    cuda_require_device();
+    return check_every_shape((uint64_t)seed) ? 0 : 1;
+}
+
+/* One call of the launcher, which takes host memory: x goes to the GPU, the
+ * kernel runs, the means and variances come back. */
+typedef struct {
+    const float *x;
+    size_t rows, cols;
+    int threads;
+    float *mean, *variance;
+} RowsLaunch;
+
+static void launch_rows(void *context)
+{
+    const RowsLaunch *launch = context;
+    if (welford_rows_gpu(launch->x, launch->rows, launch->cols, launch->threads, launch->mean, launch->variance) != 0) {
+        cli_fail_status(1, "the launcher refused %zu x %zu with %d threads", launch->rows, launch->cols,
+                        launch->threads);
+    }
+}
+
+/* Rows of layer-norm width; 8192 of them are 128 MiB of floats, more than
+ * twice the 50 MB L2 of an H100 or H200. */
+enum { BENCH_COLS = 4096, BENCH_ROWS = 8192, QUICK_BENCH_ROWS = 1024 };
+
+typedef struct {
+    size_t rows;
+    int warmup, runs;
+} GpuBenchSize;
+
+/* One block per row at each block size; the speed-ups are over one warp
+ * per row, the first. */
+static Table *time_block_sizes(const GpuBenchSize *size)
+{
+    static const int block_sizes[] = {32, 128, 256, 1024};
+    size_t rows = size->rows, cols = BENCH_COLS;
+    float *x = ALLOC_ARRAY(float, rows *cols);
+    Rng rng;
+    rng_seed(&rng, 1);
+    rng_fill_normal_f32(&rng, x, rows * cols, GPU_CHECK_OFFSET, DATA_SPREAD);
+    RowsLaunch launch = {x, rows, cols, 0, ALLOC_ARRAY(float, rows), ALLOC_ARRAY(float, rows)};
+    const char *headers[] = {"threads per block", "ms", "GB/s of x", "speed-up over 32 threads"};
+    Table *table = table_new(4, headers, "rrrr");
+    BenchStats baseline = {0};
+    for (size_t b = 0; b < CLI_COUNT(block_sizes); b++) {
+        launch.threads = block_sizes[b];
+        BenchStats stats = cuda_bench_run(launch_rows, &launch, size->warmup, size->runs);
+        if (b == 0) {
+            baseline = stats;
+        }
+        table_cell(table, "%d", launch.threads);
+        table_cell(table, "%.2f", stats.median * 1e3);
+        table_cell(table, "%.1f", gb_per_s((double)(rows * cols * sizeof(float)), stats.median));
+        bench_speedup_cell(table, baseline, stats);
+    }
+    array_free(launch.mean);
+    array_free(launch.variance);
+    array_free(x);
+    return table;
+}
+
+static void print_bench(FILE *out, const Table *table, TableFormat format, const GpuBenchSize *size)
+{
+    fprintf(out,
+            "Row means and variances of %zu x %d floats (%.0f MiB), one block per row; the median of %d runs, in "
+            "parentheses the slowest and the fastest. The launcher takes host memory: every time includes copying "
+            "x to the GPU and the results back.\n\n",
+            size->rows, BENCH_COLS, (double)(size->rows * BENCH_COLS * sizeof(float)) / 1048576.0, size->runs);
+    table_print(table, out, format);
+}
+
+static void write_results(const char *path, const char *commit, const Table *table, const GpuBenchSize *size)
+{
+    char device[256];
+    cuda_device_describe(device, sizeof device);
+    FILE *file = results_create(path);
+    results_stamp(file, device, results_commit(commit));
+    fprintf(file, "\n");
+    print_bench(file, table, TABLE_MARKDOWN, size);
+    if (ferror(file) | fclose(file)) { /* "|", not "||": close it either way */
+        cli_fail_status(1, "--results %s: cannot write the file", path);
+    }
+    printf("\nwrote %s\n", path);
+}
+
+int gpu_bench_command(int argc, char **argv)
+{
+    bool quick = false;
+    const char *results = NULL, *commit = NULL;
+    const CliOption options[] = {
+        {"--quick",   CLI_FLAG,   &quick,   0, 0, "fewer rows and runs"                                 },
+        {"--results", CLI_STRING, &results, 0, 0, "also write the table to this file, stamped"          },
+        {"--commit",  CLI_STRING, &commit,  0, 0, "the commit to stamp; none: $GIT_COMMIT, else unknown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    cuda_require_device();
+    if (!check_every_shape(1)) {
+        printf("some results do not match the reference: nothing is timed\n");
+        return 1;
+    }
+    GpuBenchSize size = quick ? (GpuBenchSize){QUICK_BENCH_ROWS, 1, 5} : (GpuBenchSize){BENCH_ROWS, 2, 20};
+    Table *table = time_block_sizes(&size);
+    printf("\n");
+    print_bench(stdout, table, TABLE_TEXT, &size);
+    if (results != NULL) {
+        write_results(results, commit, table, &size);
+    }
+    table_free(table);
+    return 0;
+}
+#else
+int gpu_check_command(int argc, char **argv)
+{
+    return cli_without_cuda(argc, argv);
+}
+
+int gpu_bench_command(int argc, char **argv)
+{
+    return cli_without_cuda(argc, argv);
+}
+#endif

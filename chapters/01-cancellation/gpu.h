@@ -1,9 +1,18 @@
-/* Validation of the GPU row-variance kernel (kernels/welford.cu) against the
- * CPU reference, at launch configurations chosen to hit its edge cases. Built
- * only when CUDA is configured. */
+/* The GPU subcommands of chapter 1: the row statistics of kernels/welford.cu
+ * validated against the CPU reference at launch configurations chosen to hit
+ * the kernel's edge cases (gpu-check), then timed (gpu-bench). Without CUDA,
+ * or without a device, each says so in one line and exits 2. */
 #ifndef CHAPTERS_01_CANCELLATION_GPU_H
 #define CHAPTERS_01_CANCELLATION_GPU_H
 
+/* cancellation gpu-check [--seed S]: 0 when every shape passes, 1 if not. */
+int gpu_check_command(int argc, char **argv);
+
+/* cancellation gpu-bench [--quick] [--results FILE] [--commit C]: validate,
+ * then time; the stamped results file when --results is given. */
+int gpu_bench_command(int argc, char **argv);
+
+#ifdef HAVE_CUDA
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,5 +34,6 @@ extern const int gpu_check_shape_count;
  * row's mean and variance with the exact ones, print a line for each, and
  * return whether both are within tolerance. */
 bool check_gpu_rows(const GpuCheckShape *shape, uint64_t seed, FILE *out);
+#endif
 
 #endif

@@ -1,93 +1,155 @@
 #!/bin/sh
-# The cancellation program on bad input: each case must print nothing on
-# stdout, exactly one line "cancellation: error: ..." on stderr, and exit 2
-# (1 for a file it cannot write). --help and a few good invocations must
-# exit 0.
+# The cancellation program's command line: the table of subcommands and its
+# --help, each subcommand's own options (an option of another one is bad
+# input), bad input refused with one line "cancellation SUB: error: ..." and
+# status 2 (1 for a file that cannot be written), a full disk noticed, and a
+# few good invocations of each subcommand.
 set -u
-program=../../chapters/01-cancellation/cancellation
-checks=0 failed=0
-out=$(mktemp) err=$(mktemp)
-trap 'rm -f "$out" "$err"' EXIT
+. ../cli-checks.sh
+cli_program ../../chapters/01-cancellation/cancellation
 
-fail() {
-    failed=$((failed + 1))
-    echo "FAIL: $*"
-    sed 's/^/    stdout: /' "$out"
-    sed 's/^/    stderr: /' "$err"
+commands='show offset-sweep blocked-sweep theory-data layernorm-demo merge-demo derivative derivative-data bench
+gpu-check gpu-bench gpu-results'
+
+# printed PATTERN: the last run printed a line matching PATTERN (a grep regex).
+printed() {
+    checks=$((checks + 1))
+    grep -q -e "$1" "$out" || fail "no line matching '$1'"
 }
 
-# stops STATUS ARGS...: that status, empty stdout, one stderr line naming the program
-stops() {
-    expected=$1
+# writes FILE ARGS...: status 0, nothing on stdout or stderr, and FILE written.
+writes() {
+    file=$1
     shift
-    checks=$((checks + 1))
-    "$program" "$@" > "$out" 2> "$err"
-    status=$?
-    if [ $status -ne "$expected" ] || [ -s "$out" ] || [ "$(wc -l < "$err")" -ne 1 ] ||
-       ! grep -q '^cancellation: error: ' "$err"; then
-        fail "cancellation $* (status $status): expected status $expected and one error line"
+    run_program "$@"
+    if [ $status -ne 0 ] || [ -s "$out" ] || [ -s "$err" ] || [ ! -s "$file" ]; then
+        fail "$name $* (status $status): expected status 0, no output, and $file written"
     fi
 }
 
-# Bad input is a usage error: status 2.
-reject() {
-    stops 2 "$@"
-}
+# The table: --help lists every subcommand, one line each.
+accepts --help
+for command in $commands; do
+    printed "^  $command  "
+done
+accepts help
 
-# accept ARGS...: status 0, something on stdout, nothing on stderr
-accept() {
-    checks=$((checks + 1))
-    "$program" "$@" > "$out" 2> "$err"
-    status=$?
-    if [ $status -ne 0 ] || [ ! -s "$out" ] || [ -s "$err" ]; then
-        fail "cancellation $* (status $status): expected status 0 and output"
-    fi
-}
+# Every subcommand explains itself; without CUDA the GPU ones say so instead.
+for command in $commands; do
+    name="cancellation $command"
+    case $command in
+    gpu-check | gpu-bench) runs_on_gpu_or_says_why "$command" --help ;;
+    *)
+        accepts "$command" --help
+        printed "^cancellation $command: "
+        ;;
+    esac
+done
+name=cancellation
+# Each default is stated once, by the option table.
+accepts show --help
+printed '^  --n <int>  *values in the data set (default 4096)$'
+accepts theory-data --help
+printed "^  --output <text>  *the file to write (default 'offset-error.dat')$"
 
-reject --bogus
-reject positional
-reject --n
-reject --n -3
-reject --n 0
-reject --n 1
-reject --n abc
-reject --n 12x
-reject --n 1e3
-reject --n 10000001
-reject --offset abc
-reject --offset nan
-reject --offset inf
-reject --offset -inf
-reject --offset 1e31
-reject --offset ''
-reject --precision half
-reject --precision ''
-reject --seed -1
-reject --markdown=yes
-reject --bench --gpu
-reject --offset-sweep --layernorm-demo
-reject --offset-sweep --blocked-sweep
-reject --theory-data a.dat --derivative-data b.dat
-# A file that cannot be written is not the user's syntax: status 1, as in common/.
-stops 1 --theory-data /nonexistent-directory/x.dat
+rejects_saying 'no command given (see cancellation --help)'
+rejects_saying "unknown command 'bogus' (see cancellation --help)" bogus
+rejects_saying "unknown command 'positional' (see cancellation --help)" positional
+# The old mode flags are options no more.
+rejects_saying "'--offset-sweep': give a command first (see cancellation --help)" --offset-sweep
+rejects_saying "'--n': give a command first (see cancellation --help)" --n 2 show
+fails_writing --help
 
-accept --help
-accept --n 2
-accept --offset 1e20
-accept --n 2 --offset=-1e4 --precision=float
-accept --offset-sweep --precision float --n 64 --markdown
-accept --blocked-sweep --precision float --n 64 --markdown
+name='cancellation show'
+rejects_saying "unknown option '--bogus' (see --help)" show --bogus
+rejects_saying "unexpected argument 'positional' (options start with --; see --help)" show positional
+rejects_saying '--n expects a value' show --n
+rejects_saying "--n expects an integer in [2, 10000000], got '-3'" show --n -3
+rejects show --n 0
+rejects show --n 1
+rejects show --n abc
+rejects show --n 12x
+rejects show --n 1e3
+rejects show --n 10000001
+rejects show --offset abc
+rejects show --offset nan
+rejects show --offset inf
+rejects show --offset -inf
+rejects_saying "--offset expects a finite number in [-1e+30, 1e+30], got '1e31'" show --offset 1e31
+rejects show --offset ''
+rejects_saying "--precision expects float or double, got 'half'" show --precision half
+rejects show --precision ''
+rejects show --seed -1
+rejects_saying "--markdown takes no value, got 'yes'" show --markdown=yes
+accepts show --n 2
+accepts show --offset 1e20
+accepts show --n 2 --offset=-1e4 --precision=float
+fails_writing show
+fails_writing show --help
 
-# --gpu: the comparison where a GPU is, else exactly one line and status 2.
-checks=$((checks + 1))
-"$program" --gpu > "$out" 2> "$err"
-status=$?
-if [ $status -eq 0 ]; then
-    :
-elif [ $status -ne 2 ] || [ -s "$out" ] || [ "$(wc -l < "$err")" -ne 1 ] ||
-     ! grep -q -e 'no CUDA device' -e 'built without CUDA' "$err"; then
-    fail "cancellation --gpu (status $status): expected success, or status 2 and one line saying why"
-fi
+# An option of another subcommand is refused like any unknown one.
+name='cancellation offset-sweep'
+rejects_saying "unknown option '--offset' (see --help)" offset-sweep --offset 1e4
+rejects_saying "unknown option '--layernorm-demo' (see --help)" offset-sweep --layernorm-demo
+rejects offset-sweep --blocked-sweep
+rejects_saying "--precision expects float or double, got 'half'" offset-sweep --precision half
+accepts offset-sweep --precision float --n 64 --markdown
+fails_writing offset-sweep --precision float --n 64
 
-echo "$checks checks, $failed failed"
-[ $failed -eq 0 ]
+name='cancellation blocked-sweep'
+rejects blocked-sweep --n 1
+rejects blocked-sweep --offset 1e4
+accepts blocked-sweep --precision float --n 64 --markdown
+
+# The figure data go to a file; one that cannot be written is not the
+# user's syntax: status 1, as in common/.
+name='cancellation theory-data'
+rejects_saying "unknown option '--derivative-data' (see --help)" theory-data --output a.dat --derivative-data b.dat
+rejects_saying "unknown option '--markdown' (see --help)" theory-data --markdown
+rejects theory-data --n 0
+rejects theory-data --output ''
+rejects_with 1 theory-data --output /nonexistent-directory/x.dat
+writes "$scratch/theory.dat" theory-data --n 64 --output "$scratch/theory.dat"
+
+name='cancellation derivative-data'
+rejects derivative-data --n 64
+rejects_with 1 derivative-data --output /nonexistent-directory/x.dat
+writes "$scratch/derivative.dat" derivative-data --output "$scratch/derivative.dat"
+
+name='cancellation layernorm-demo'
+rejects_saying "unknown option '--precision' (see --help)" layernorm-demo --precision float
+rejects layernorm-demo --n 1
+accepts layernorm-demo --n 64
+
+name='cancellation merge-demo'
+rejects merge-demo --precision float
+rejects merge-demo --offset nan
+accepts merge-demo --n 64 --offset 1e4
+fails_writing merge-demo --n 64
+
+name='cancellation derivative'
+rejects_saying "unknown option '--seed' (see --help)" derivative --seed 2
+accepts derivative
+fails_writing derivative
+
+name='cancellation bench'
+rejects_saying "unknown option '--n' (see --help)" bench --n 64
+rejects_saying "unknown option '--gpu' (see --help)" bench --gpu
+rejects bench --seed -1
+
+name='cancellation gpu-results'
+rejects gpu-results --markdown
+accepts gpu-results --file "$scratch/none.md"
+
+# The GPU subcommands: the work where a GPU is, else exactly one line and
+# status 2; bad input is refused either way.
+name='cancellation gpu-check'
+rejects gpu-check --markdown
+rejects gpu-check --seed -1
+runs_on_gpu_or_says_why gpu-check
+name='cancellation gpu-bench'
+rejects gpu-bench --n 64
+rejects gpu-bench --results ''
+runs_on_gpu_or_says_why gpu-bench --quick --results "$scratch/gpu-results.md"
+
+cli_finish

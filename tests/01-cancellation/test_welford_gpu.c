@@ -1,5 +1,5 @@
 /* The GPU row statistics (kernels/welford.cu) against the CPU reference, at
- * every launch configuration of chapters/01-cancellation/gpu_check.c. */
+ * every launch configuration of chapters/01-cancellation/gpu.c. */
 #include <stdio.h>
 
 #include "chapters/01-cancellation/gpu.h"

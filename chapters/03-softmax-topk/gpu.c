@@ -165,7 +165,7 @@ int gpu_check_command(int argc, char **argv)
     cli_parse(argc, argv, NULL, 0, NULL);
     cuda_require_device();
     const char *headers[] = {"kernel", "cases", "places", "largest relative error", "of the tolerance", "result"};
-    Table *table = table_new(6, headers, "rrrrrl");
+    Table *table = table_new(6, headers, "lrrrrl");
     int failed = 0;
     for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
         KernelVerdict verdict = {0};

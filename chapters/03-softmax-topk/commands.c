@@ -58,10 +58,12 @@ static void free_logits(Logits *x)
 }
 
 /* Where apply writes: known before any work, so that a path too long is
- * refused before anything is computed or printed. */
+ * refused before anything is computed or printed. A write that fails is
+ * told in `error` and ends the program once its memory is released. */
 typedef struct {
     const char *dir;
     char probs[4096], indices[4096];
+    char error[4400];
 } SavePaths;
 
 static void save_path(char *path, size_t size, const char *dir, const char *name)
@@ -74,19 +76,23 @@ static void save_path(char *path, size_t size, const char *dir, const char *name
 static void save_paths(SavePaths *paths, const char *dir)
 {
     paths->dir = dir;
+    paths->error[0] = '\0';
     save_path(paths->probs, sizeof paths->probs, dir, "probs.npy");
     save_path(paths->indices, sizeof paths->indices, dir, "indices.npy");
 }
 
-static void save_results(const SavePaths *paths, size_t rows, int k, const float *probs, const int64_t *indices)
+static void save_results(SavePaths *paths, size_t rows, int k, const float *probs, const int64_t *indices)
 {
     if (mkdir(paths->dir, 0777) != 0 && errno != EEXIST) {
-        cli_fail_status(1, "--save %s: cannot create the directory: %s", paths->dir, strerror(errno));
+        snprintf(paths->error, sizeof paths->error, "--save %s: cannot create the directory: %s", paths->dir,
+                 strerror(errno));
+        return;
     }
     const size_t shape[2] = {rows, (size_t)k};
-    npy_save_or_exit(paths->probs, NPY_FLOAT32, 2, shape, probs);
-    npy_save_or_exit(paths->indices, NPY_INT64, 2, shape, indices);
-    printf("wrote %s and %s\n", paths->probs, paths->indices);
+    if (npy_save(paths->probs, NPY_FLOAT32, 2, shape, probs, paths->error, sizeof paths->error) == 0 &&
+        npy_save(paths->indices, NPY_INT64, 2, shape, indices, paths->error, sizeof paths->error) == 0) {
+        printf("wrote %s and %s\n", paths->probs, paths->indices);
+    }
 }
 
 typedef struct {
@@ -151,7 +157,7 @@ static void require_device(const TopkDevice *device)
 
 /* Compute, print a few rows, check against the double reference (on up to
  * 64 rows spread over the input), save if asked. 1 on a mismatch. */
-static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, const SavePaths *save)
+static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, SavePaths *save)
 {
     int k = (int)o->k;
     if ((size_t)k > x->vocab) {
@@ -218,6 +224,9 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     Logits x = load_logits(load);
     int status = compute_and_check(device, &topk, &x, &paths);
     free_logits(&x);
+    if (paths.error[0] != '\0') {
+        cli_fail_status(1, "%s", paths.error);
+    }
     return status;
 }
 

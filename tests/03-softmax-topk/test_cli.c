@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chapters/03-softmax-topk/compare.h"
@@ -258,6 +259,14 @@ static void test_bad_input(void)
     ChildResult r = run("apply", "--load", small, "-k", "2", "--save", "/dev/null/out", NULL);
     EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "cannot create the directory") != NULL,
            "--save under a file: exit %d: %s", r.exit_status, r.err);
+    /* A directory where probs.npy should go: the write fails. */
+    if (mkdir(path_in_directory("blocked"), 0777) != 0 || mkdir(path_in_directory("blocked/probs.npy"), 0777) != 0) {
+        perror("mkdir");
+        exit(1);
+    }
+    r = run("apply", "--load", small, "-k", "2", "--save", path_in_directory("blocked"), NULL);
+    EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "probs.npy") != NULL,
+           "probs.npy not writable: exit %d: %s", r.exit_status, r.err);
 }
 
 static void test_failed_writes(void)

@@ -75,8 +75,9 @@ static void run_case(void *ctx)
     softmax_topk_rows(c->version, c->logits, c->rows, c->vocab, c->k, c->threads, c->probs, c->indices);
 }
 
-/* Median seconds per row of `version` on the benchmark data. */
-static double seconds_per_row(const BenchData *data, CpuVersion version, size_t vocab, int k, int threads)
+/* Seconds per row of `version` on the benchmark data: the median, slowest
+ * and fastest of the timed runs. */
+static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vocab, int k, int threads)
 {
     bool slow = version != CPU_FUSED;
     size_t rows = slow ? SLOW_ROWS : data->count / vocab;
@@ -91,7 +92,10 @@ static double seconds_per_row(const BenchData *data, CpuVersion version, size_t 
     BenchStats stats = bench_run(run_case, &c, 1, slow ? SLOW_TIMED_RUNS : FUSED_TIMED_RUNS);
     array_free(c.probs);
     array_free(c.indices);
-    return stats.median / (double)rows;
+    stats.median /= (double)rows;
+    stats.min /= (double)rows;
+    stats.max /= (double)rows;
+    return stats;
 }
 
 static void print_bench_header(const BenchData *data)
@@ -118,9 +122,9 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
                              "naive G/s",
                              "online G/s",
                              "fused G/s",
-                             "fused / naive",
+                             "fused / naive (slowest–fastest)",
                              "read bandwidth",
-                             "fused / read bandwidth"};
+                             "fused / read bandwidth (slowest–fastest)"};
     Table *table = table_new(9, headers, "rrrrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
         if (v > 0) {
@@ -130,21 +134,20 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
             const int thread_counts[] = {1, threads};
             for (int c = 0; c < (threads > 1 ? 2 : 1); c++) {
                 int run_threads = thread_counts[c];
-                double per_second[CPU_VERSION_COUNT + 1];
+                BenchStats per_row[CPU_VERSION_COUNT + 1];
                 for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
-                    per_second[version] = 1.0 / seconds_per_row(&data, version, vocabs[v], ks[t], run_threads);
+                    per_row[version] = row_stats(&data, version, vocabs[v], ks[t], run_threads);
                 }
-                double fused_elements = per_second[CPU_FUSED] * (double)vocabs[v];
                 double bandwidth = run_threads == 1 ? data.read_gbs_one : data.read_gbs_all;
                 table_cell(table, "%zu", vocabs[v]);
                 table_cell(table, "%d", ks[t]);
                 table_cell(table, "%d", run_threads);
                 for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
-                    table_cell(table, "%.3f", per_second[version] * (double)vocabs[v] * 1e-9);
+                    table_cell(table, "%.3f", (double)vocabs[v] / per_row[version].median * 1e-9);
                 }
-                table_cell(table, "%.1fx", per_second[CPU_FUSED] / per_second[CPU_NAIVE]);
+                bench_speedup_cell(table, per_row[CPU_NAIVE], per_row[CPU_FUSED]);
                 table_cell(table, "%.1f GB/s", bandwidth);
-                table_cell(table, "%.0f%%", 100.0 * gb_per_s(fused_elements * sizeof(float), 1.0) / bandwidth);
+                bench_share_cell(table, (double)(vocabs[v] * sizeof(float)), per_row[CPU_FUSED], bandwidth);
             }
         }
     }
@@ -185,20 +188,20 @@ void print_traffic_table(TableFormat format)
                              "bytes per row",
                              "predicted time per row",
                              "measured time per row",
-                             "measured / predicted"};
+                             "predicted / measured (slowest–fastest)"};
     Table *table = table_new(7, headers, "lrrrrrr");
     for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
         Traffic traffic = predicted_traffic(version);
         double bytes = (double)((size_t)(traffic.reads + traffic.writes) * vocab * sizeof(float));
         double predicted = bytes / (data.read_gbs_one * 1e9);
-        double measured = seconds_per_row(&data, version, vocab, K, 1);
+        BenchStats measured = row_stats(&data, version, vocab, K, 1);
         table_cell(table, "%d %s", version, cpu_version_name(version));
         table_cell(table, "%d", traffic.reads);
         table_cell(table, "%d", traffic.writes);
         table_cell(table, "%.2f MB", bytes * 1e-6);
         table_cell(table, "%.0f us", predicted * 1e6);
-        table_cell(table, "%.0f us", measured * 1e6);
-        table_cell(table, "%.1f", measured / predicted);
+        table_cell(table, "%.0f us", measured.median * 1e6);
+        bench_share_cell(table, bytes, measured, data.read_gbs_one);
     }
     table_print(table, stdout, format);
     table_free(table);

@@ -1,41 +1,54 @@
 #include "chapters/03-softmax-topk/gpu.h"
 
-#include <stdio.h>
-
 #include "common/cli.h"
-#include "common/results.h"
 
 #ifdef HAVE_CUDA
 
+#include <stdio.h>
+
 #include "chapters/03-softmax-topk/bench_cpu.h"
+#include "chapters/03-softmax-topk/commands.h"
 #include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/hard_inputs.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/cuda_util.h"
+#include "common/results.h"
+#include "common/table.h"
 #include "kernels/softmax_topk_gpu.h"
 
-void gpu_require(void)
+static double gpu_compute(long version, long threads, const float *logits, size_t rows, size_t vocab, int k,
+                          float *probs, int64_t *indices)
 {
-    if (!cuda_device_available()) {
-        cli_fail("--gpu: no CUDA device found");
-    }
-}
-
-const char *gpu_kernel_name(int kernel)
-{
-    return softmax_topk_gpu_name(kernel);
-}
-
-void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab, int k, float *probs, int64_t *indices)
-{
+    (void)threads;
+    int kernel = (int)version;
     SoftmaxTopkGpuConfig config = {0, 0};
     char err[256];
     if (softmax_topk_gpu(kernel, logits, rows, vocab, k, &config, probs, indices, err, sizeof err) != 0) {
-        cli_fail("--kernel %d: %s", kernel, err);
+        cli_fail("--version %d: %s", kernel, err);
     }
+    printf("GPU kernel %d (%s), %zu rows, V = %zu, K = %d\n", kernel, softmax_topk_gpu_name(kernel), rows, vocab, k);
+    return topk_rtol_gpu(vocab);
 }
 
-enum { BENCH_ROWS = 4096, QUICK_ROWS = 1024, TIMED_LAUNCHES = 21, VALIDATED_ROWS = 16 };
+static const TopkDevice GPU = {
+    .version_help = "GPU kernel 1 .. 5 (kernels/softmax_topk_gpu.h)",
+    .default_version = 3,
+    .version_count = GPU_KERNEL_COUNT,
+    .takes_threads = false,
+    .require = cuda_require_device,
+    .compute = gpu_compute,
+};
+
+int gpu_run_command(int argc, char **argv)
+{
+    return topk_random_command(argc, argv, &GPU);
+}
+
+int gpu_apply_command(int argc, char **argv)
+{
+    return topk_apply_command(argc, argv, &GPU);
+}
 
 typedef struct {
     const float *logits;
@@ -43,68 +56,217 @@ typedef struct {
     int k;
 } GpuCase;
 
-/* One kernel on one case: validated on VALIDATED_ROWS rows spread over the
- * batch, then timed. Returns the median ms, or -1 if the results are wrong. */
-static double validated_time_ms(int kernel, const GpuCase *c, char *why, size_t why_size)
+/* A kernel bound to a case; a bad argument here is the program's own bug. */
+static SoftmaxTopkGpuRun *gpu_run_new(int kernel, const GpuCase *c, SoftmaxTopkGpuConfig config)
 {
-    SoftmaxTopkGpuConfig config = {0, 0};
     char err[256];
     SoftmaxTopkGpuRun *run =
         softmax_topk_gpu_run_new(kernel, c->logits, c->rows, c->vocab, c->k, &config, err, sizeof err);
     if (run == NULL) {
         cli_fail_status(1, "kernel %d: %s", kernel, err);
     }
+    return run;
+}
+
+/* Launch once and compare rows 0, row_step, 2 row_step, ... with the
+ * double reference. */
+static TopkComparison validate(SoftmaxTopkGpuRun *run, const GpuCase *c, size_t row_step)
+{
     size_t outputs = c->rows * (size_t)c->k;
     float *probs = ALLOC_ARRAY(float, outputs);
     int64_t *indices = ALLOC_ARRAY(int64_t, outputs);
     softmax_topk_gpu_run_once(run, probs, indices);
-    size_t step = c->rows > VALIDATED_ROWS ? c->rows / VALIDATED_ROWS : 1;
     TopkComparison check =
-        compare_with_reference(c->logits, c->rows, step, c->vocab, c->k, probs, indices, topk_rtol_gpu(c->vocab));
-    double ms = -1.0;
-    if (check.wrong_indices + check.wrong_probs == 0) {
-        ms = softmax_topk_gpu_run_time_ms(run, TIMED_LAUNCHES);
+        compare_with_reference(c->logits, c->rows, row_step, c->vocab, c->k, probs, indices, topk_rtol_gpu(c->vocab));
+    array_free(probs);
+    array_free(indices);
+    return check;
+}
+
+static bool matches(const TopkComparison *check)
+{
+    return check->wrong_indices + check->wrong_probs == 0;
+}
+
+/* What gpu-check found for one kernel over all its cases. */
+typedef struct {
+    int cases;
+    size_t places, wrong;
+    double max_rel_error, tolerance_used;
+    char first_mismatch[300];
+} KernelVerdict;
+
+/* One case with as many blocks as the rows need, and with 3 blocks, so
+ * that each block loops over several rows (shared memory reused). */
+static void check_case(int kernel, const char *what, const GpuCase *c, KernelVerdict *verdict)
+{
+    const int max_blocks[] = {0, 3};
+    for (int b = 0; b < 2; b++) {
+        SoftmaxTopkGpuConfig config = {max_blocks[b], 0};
+        SoftmaxTopkGpuRun *run = gpu_run_new(kernel, c, config);
+        TopkComparison check = validate(run, c, 1);
+        softmax_topk_gpu_run_free(run);
+        verdict->cases++;
+        verdict->places += check.places;
+        verdict->wrong += check.wrong_indices + check.wrong_probs;
+        verdict->max_rel_error =
+            check.max_rel_error > verdict->max_rel_error ? check.max_rel_error : verdict->max_rel_error;
+        verdict->tolerance_used =
+            check.tolerance_used > verdict->tolerance_used ? check.tolerance_used : verdict->tolerance_used;
+        if (!matches(&check) && verdict->first_mismatch[0] == '\0') {
+            snprintf(verdict->first_mismatch, sizeof verdict->first_mismatch, "%s, V %zu, K %d: %s", what, c->vocab,
+                     c->k, check.first_mismatch);
+        }
+    }
+}
+
+static void check_hard_inputs(int kernel, KernelVerdict *verdict)
+{
+    for (int i = 0; i < HARD_INPUT_COUNT; i++) {
+        const HardInput *input = &HARD_INPUTS[i];
+        if (input->k > softmax_topk_gpu_max_k(kernel)) {
+            continue;
+        }
+        float *row = ALLOC_ARRAY(float, input->vocab);
+        input->fill(row, input->vocab);
+        GpuCase c = {row, 1, input->vocab, input->k};
+        check_case(kernel, input->name, &c, verdict);
+        array_free(row);
+    }
+}
+
+/* Irregular shapes (V not a multiple of 4, a block holding several rows),
+ * at every K the kernel takes up to 1024. */
+static void check_random_rows(int kernel, KernelVerdict *verdict)
+{
+    const struct {
+        size_t rows, vocab;
+    } shapes[] = {
+        {37, 1823      },
+        {9,  50257     },
+        {3,  128256 + 3},
+    };
+    const int ks[] = {1, 8, 64, 256, 1024};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        float *logits = ALLOC_ARRAY(float, shapes[s].rows *shapes[s].vocab);
+        fill_tied_logits(logits, shapes[s].rows * shapes[s].vocab, 7 + s);
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            if (ks[t] <= softmax_topk_gpu_max_k(kernel) && (size_t)ks[t] <= shapes[s].vocab) {
+                GpuCase c = {logits, shapes[s].rows, shapes[s].vocab, ks[t]};
+                check_case(kernel, "random rows with ties", &c, verdict);
+            }
+        }
+        array_free(logits);
+    }
+}
+
+int gpu_check_command(int argc, char **argv)
+{
+    cli_parse(argc, argv, NULL, 0, NULL);
+    cuda_require_device();
+    const char *headers[] = {"kernel", "cases", "places", "largest relative error", "of the tolerance", "result"};
+    Table *table = table_new(6, headers, "lrrrrl");
+    int failed = 0;
+    for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
+        KernelVerdict verdict = {0};
+        check_hard_inputs(kernel, &verdict);
+        check_random_rows(kernel, &verdict);
+        table_cell(table, "%d %s", kernel, softmax_topk_gpu_name(kernel));
+        table_cell(table, "%d", verdict.cases);
+        table_cell(table, "%zu", verdict.places);
+        table_cell(table, "%.1e", verdict.max_rel_error);
+        table_cell(table, "%.0f%%", 100.0 * verdict.tolerance_used);
+        if (verdict.wrong == 0) {
+            table_cell(table, "ok");
+        } else {
+            table_cell(table, "%zu WRONG; first: %s", verdict.wrong, verdict.first_mismatch);
+        }
+        failed += verdict.wrong > 0;
+    }
+    table_print(table, stdout, TABLE_TEXT);
+    table_free(table);
+    if (failed > 0) {
+        printf("%d of %d kernels differ from the double reference\n", failed, GPU_KERNEL_COUNT);
+        return 1;
+    }
+    printf("every kernel matches the double reference: indices exact, probabilities within the tolerance\n");
+    return 0;
+}
+
+enum { BENCH_ROWS = 4096, QUICK_ROWS = 1024, TIMED_LAUNCHES = 21, VALIDATED_ROWS = 16 };
+
+/* kernels/softmax_topk_gpu.h has no launch without a copy of the results,
+ * which cuda_bench_run could time; its own event timing, asked for one
+ * launch (after its warm-up) at a time, gives the times whose spread the
+ * tables show. */
+static BenchStats time_launches(SoftmaxTopkGpuRun *run)
+{
+    double seconds[TIMED_LAUNCHES];
+    for (int i = 0; i < TIMED_LAUNCHES; i++) {
+        seconds[i] = 1e-3 * softmax_topk_gpu_run_time_ms(run, 1);
+    }
+    return bench_stats_from_times(seconds, TIMED_LAUNCHES);
+}
+
+/* One kernel on one case: validated on VALIDATED_ROWS rows spread over the
+ * batch, then timed. False, with the first mismatch in `why`, if wrong. */
+static bool validated_time(int kernel, const GpuCase *c, BenchStats *stats, char *why, size_t why_size)
+{
+    SoftmaxTopkGpuConfig automatic = {0, 0};
+    SoftmaxTopkGpuRun *run = gpu_run_new(kernel, c, automatic);
+    size_t step = c->rows > VALIDATED_ROWS ? c->rows / VALIDATED_ROWS : 1;
+    TopkComparison check = validate(run, c, step);
+    bool ok = matches(&check);
+    if (ok) {
+        *stats = time_launches(run);
     } else {
         snprintf(why, why_size, "%s", check.first_mismatch);
     }
-    array_free(probs);
-    array_free(indices);
     softmax_topk_gpu_run_free(run);
-    return ms;
+    return ok;
 }
 
-static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs, size_t vocab_count, double copy_gbs)
+/* A case whose results are wrong: said in the table, and counted. */
+static void wrong_cells(Table *table, const char *why, int empty_cells, int *wrong)
+{
+    ++*wrong;
+    table_cell(table, "WRONG: %s", why);
+    for (int i = 0; i < empty_cells; i++) {
+        table_cell(table, "-");
+    }
+}
+
+static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs, size_t vocab_count, double copy_gbs,
+                          int *wrong)
 {
     const int ks[] = {1, 8, 64, 256, 1024};
-    const char *headers[] = {"V", "K", "kernel", "ms", "GB/s", "of copy bandwidth", "vs kernel 1"};
+    const char *headers[] = {
+        "V", "K", "kernel", "ms", "GB/s", "of copy bandwidth (slowest–fastest)", "vs kernel 1 (slowest–fastest)"};
     Table *table = table_new(7, headers, "rrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             GpuCase c = {logits, rows, vocabs[v], ks[t]};
-            double naive_ms = -1.0;
+            BenchStats naive = {0};
             for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
                 if (ks[t] > softmax_topk_gpu_max_k(kernel)) {
                     continue;
                 }
                 char why[200] = "";
-                double ms = validated_time_ms(kernel, &c, why, sizeof why);
+                BenchStats stats;
                 table_cell(table, "%zu", c.vocab);
                 table_cell(table, "%d", c.k);
                 table_cell(table, "%d", kernel);
-                if (ms < 0.0) {
-                    table_cell(table, "WRONG: %s", why);
-                    table_cell(table, "-");
-                    table_cell(table, "-");
-                    table_cell(table, "-");
+                if (!validated_time(kernel, &c, &stats, why, sizeof why)) {
+                    wrong_cells(table, why, 3, wrong);
                     continue;
                 }
-                double gbs = (double)(rows * c.vocab * sizeof(float)) / (ms * 1e-3) * 1e-9;
-                naive_ms = kernel == 1 ? ms : naive_ms;
-                table_cell(table, "%.3f", ms);
-                table_cell(table, "%.0f", gbs);
-                table_cell(table, "%.0f%%", 100.0 * gbs / copy_gbs);
-                if (naive_ms > 0.0) {
-                    table_cell(table, "%.1fx", naive_ms / ms);
+                double bytes = (double)(rows * c.vocab * sizeof(float));
+                naive = kernel == 1 ? stats : naive;
+                table_cell(table, "%.3f", stats.median * 1e3);
+                table_cell(table, "%.0f", gb_per_s(bytes, stats.median));
+                bench_share_cell(table, bytes, stats, copy_gbs);
+                if (naive.runs > 0) {
+                    bench_speedup_cell(table, naive, stats);
                 } else {
                     table_cell(table, "-");
                 }
@@ -116,10 +278,10 @@ static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs
 
 /* One row of V = 128256 logits: a single decode step, where launch latency
  * and the parallelism of one row decide. */
-static Table *decode_step_table(const float *logits)
+static Table *decode_step_table(const float *logits, int *wrong)
 {
     const int ks[] = {1, 8, 64};
-    const char *headers[] = {"K", "kernel", "microseconds"};
+    const char *headers[] = {"K", "kernel", "microseconds (slowest–fastest)"};
     Table *table = table_new(3, headers, "rrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         GpuCase c = {logits, 1, 128256, ks[t]};
@@ -128,13 +290,13 @@ static Table *decode_step_table(const float *logits)
                 continue;
             }
             char why[200] = "";
-            double ms = validated_time_ms(kernel, &c, why, sizeof why);
+            BenchStats stats;
             table_cell(table, "%d", c.k);
             table_cell(table, "%d", kernel);
-            if (ms < 0.0) {
-                table_cell(table, "WRONG: %s", why);
+            if (!validated_time(kernel, &c, &stats, why, sizeof why)) {
+                wrong_cells(table, why, 0, wrong);
             } else {
-                table_cell(table, "%.1f", ms * 1e3);
+                table_cell(table, "%.1f (%.1f–%.1f)", stats.median * 1e6, stats.max * 1e6, stats.min * 1e6);
             }
         }
     }
@@ -146,70 +308,83 @@ static void print_stamp(FILE *out, const char *device, const char *commit, doubl
     results_stamp(out, device, commit);
     fprintf(out,
             "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run; "
-            "%zu rows, each kernel validated against the double reference before timing, median of %d launches\n\n",
+            "%zu rows, each kernel validated against the double reference before timing; "
+            "median of %d launches, and the slowest and fastest of them\n\n",
             copy_gbs, rows, TIMED_LAUNCHES);
 }
 
-void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format)
+static void write_results(const char *path, bool quick, const char *device, const char *commit, double copy_gbs,
+                          size_t rows, const Table *batch, const Table *decode)
 {
-    gpu_require();
+    FILE *out = results_create(path);
+    fprintf(out, "GPU results of softmax_topk gpu-bench%s\n\n", quick ? " --quick" : "");
+    print_stamp(out, device, commit, copy_gbs, rows);
+    table_print(batch, out, TABLE_MARKDOWN);
+    fprintf(out, "\nOne row (a decode step), V = 128256:\n\n");
+    table_print(decode, out, TABLE_MARKDOWN);
+    if (fclose(out) != 0) {
+        cli_fail_status(1, "cannot write %s", path);
+    }
+    printf("\nwrote %s\n", path);
+}
+
+int gpu_bench_command(int argc, char **argv)
+{
+    bool quick = false, markdown = false;
+    const char *results_path = NULL, *commit = NULL;
+    const CliOption options[] = {
+        {"--quick",    CLI_FLAG,   &quick,        0, 0, "only V = 128256, on 1024 rows"                          },
+        {"--results",  CLI_STRING, &results_path, 0, 0, "also write the tables here (Markdown), stamped"         },
+        {"--commit",   CLI_STRING, &commit,       0, 0, "the commit to stamp the results with (else $GIT_COMMIT)"},
+        {"--markdown", CLI_FLAG,   &markdown,     0, 0, "print the tables as Markdown"                           },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    cuda_require_device();
     const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
     size_t rows = quick ? QUICK_ROWS : BENCH_ROWS, vocab_count = quick ? 1 : 4;
     const size_t *vocabs = quick ? quick_vocabs : all_vocabs;
+    TableFormat format = markdown ? TABLE_MARKDOWN : TABLE_TEXT;
     commit = results_commit(commit);
     char device[256];
     cuda_device_describe(device, sizeof device);
     float *logits = bench_logits_new(rows * all_vocabs[3], bench_max_threads());
     double copy_gbs = cuda_copy_bandwidth_gbs(rows * all_vocabs[3] * sizeof(float));
     print_stamp(stdout, device, commit, copy_gbs, rows);
-    Table *batch = batch_table(logits, rows, vocabs, vocab_count, copy_gbs);
-    Table *decode = decode_step_table(logits);
+    int wrong = 0;
+    Table *batch = batch_table(logits, rows, vocabs, vocab_count, copy_gbs, &wrong);
+    Table *decode = decode_step_table(logits, &wrong);
     table_print(batch, stdout, format);
     printf("\none row (a decode step), V = 128256:\n\n");
     table_print(decode, stdout, format);
     if (results_path != NULL) {
-        FILE *out = results_create(results_path);
-        fprintf(out, "GPU results of softmax_topk --gpu --bench%s\n\n", quick ? " --quick" : "");
-        print_stamp(out, device, commit, copy_gbs, rows);
-        table_print(batch, out, TABLE_MARKDOWN);
-        fprintf(out, "\nOne row (a decode step), V = 128256:\n\n");
-        table_print(decode, out, TABLE_MARKDOWN);
-        fclose(out);
-        printf("\nwrote %s\n", results_path);
+        write_results(results_path, quick, device, commit, copy_gbs, rows, batch, decode);
     }
     table_free(batch);
     table_free(decode);
     array_free(logits);
+    return wrong > 0 ? 1 : 0;
 }
 
 #else
 
-static _Noreturn void no_cuda(void)
+int gpu_check_command(int argc, char **argv)
 {
-    cli_fail("--gpu: this program was built without CUDA");
+    return cli_without_cuda(argc, argv);
 }
 
-void gpu_require(void)
+int gpu_bench_command(int argc, char **argv)
 {
-    no_cuda();
+    return cli_without_cuda(argc, argv);
 }
 
-const char *gpu_kernel_name(int kernel)
+int gpu_run_command(int argc, char **argv)
 {
-    (void)kernel;
-    no_cuda();
+    return cli_without_cuda(argc, argv);
 }
 
-void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab, int k, float *probs, int64_t *indices)
+int gpu_apply_command(int argc, char **argv)
 {
-    (void)kernel, (void)logits, (void)rows, (void)vocab, (void)k, (void)probs, (void)indices;
-    no_cuda();
-}
-
-void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format)
-{
-    (void)quick, (void)results_path, (void)commit, (void)format;
-    no_cuda();
+    return cli_without_cuda(argc, argv);
 }
 
 #endif

@@ -1,32 +1,26 @@
-/* The program's GPU side: running a kernel on given logits, the GPU
- * benchmark with its stamped results file, and showing such a file. In a
- * build without CUDA every GPU request ends with one clear line (exit 2). */
+/* The GPU subcommands of softmax_topk. In a build without CUDA each says so
+ * in one line (exit 2); so does each on a machine without a GPU. */
 #ifndef CHAPTERS_03_SOFTMAX_TOPK_GPU_H
 #define CHAPTERS_03_SOFTMAX_TOPK_GPU_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+/* `softmax_topk gpu-check`: every kernel that takes the K, on the hard
+ * inputs and on random rows with ties, each with as many blocks as the rows
+ * need and with 3 blocks looping over them, against the CPU reference
+ * computed in double. 0 if all match, 1 if one differs. */
+int gpu_check_command(int argc, char **argv);
 
-#include "common/table.h"
-#include "kernels/softmax_topk_gpu.h" /* GPU_KERNEL_COUNT */
+/* `softmax_topk gpu-bench [--quick] [--results FILE] [--commit C]`: every
+ * kernel at V in {32000, 50257, 128256, 151936} (quick: 128256) and K in
+ * {1, 8, 64, 256, 1024}, 4096 rows, each validated against the double
+ * reference before it is timed; GB/s and shares of the device-to-device
+ * copy bandwidth measured in the same run, with their spread; then one row
+ * (a decode step). --results also writes the tables there, stamped with the
+ * device, the CUDA version, the date and the commit. */
+int gpu_bench_command(int argc, char **argv);
 
-/* Return if this build has CUDA and a device is there; else exit 2 with one line. */
-void gpu_require(void);
-
-const char *gpu_kernel_name(int kernel);
-
-/* Kernel `kernel` on logits [rows, vocab] -> probs, indices [rows, k]; a K
- * the kernel cannot do (above its limit) is a usage error: exit 2. */
-void gpu_softmax_topk(int kernel, const float *logits, size_t rows, size_t vocab, int k, float *probs,
-                      int64_t *indices);
-
-/* Every kernel at V in {32000, 50257, 128256, 151936} (quick: 128256), K in
- * {1, 8, 64, 256}, 4096 rows, each validated against the double reference
- * before it is timed, as GB/s and as a share of the device-to-device copy
- * bandwidth measured in the same run; then one row (a decode step). With
- * results_path, also writes the tables there, stamped with the device, the
- * CUDA version, the date and `commit` (or $GIT_COMMIT). */
-void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format);
+/* `softmax_topk gpu-run` and `gpu-apply`: run and apply (commands.h) on
+ * GPU kernel --version. */
+int gpu_run_command(int argc, char **argv);
+int gpu_apply_command(int argc, char **argv);
 
 #endif

@@ -109,3 +109,13 @@ const HardInput HARD_INPUTS[] = {
 };
 
 const int HARD_INPUT_COUNT = (int)(sizeof HARD_INPUTS / sizeof HARD_INPUTS[0]);
+
+void fill_tied_logits(float *logits, size_t count, uint64_t seed)
+{
+    Rng rng;
+    rng_seed(&rng, seed);
+    rng_fill_normal_f32(&rng, logits, count, 0.0, 3.0);
+    for (size_t i = 0; i < count; i++) {
+        logits[i] = roundf(logits[i] * 16.0f) / 16.0f;
+    }
+}

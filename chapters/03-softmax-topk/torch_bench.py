@@ -1,10 +1,10 @@
 """PyTorch's softmax followed by topk on the GPU, timed the way
-`softmax_topk --gpu --bench` times the CUDA kernels of this chapter: the same
+`softmax_topk gpu-bench` times the CUDA kernels of this chapter: the same
 shapes (4096 rows of V = 32000, 50257, 128256 and 151936 logits, K = 1, 8, 64
 and 256; one row of V = 128256 for a single decode step), the same byte count
 (the logits read once), CUDA events, the median after warm-up runs, on logits drawn the same way (normal, standard deviation 3). Prints a Markdown table stamped with the device, the PyTorch and CUDA
 versions, the date and the commit (--commit or $GIT_COMMIT), to put next to
-the results file of `softmax_topk --gpu --bench --results`.
+the results file of `softmax_topk gpu-bench --results`.
 
 PyTorch's answer is checked against the same task's answer in double before
 it is timed: the indices of the K largest logits, lowest index first on ties.

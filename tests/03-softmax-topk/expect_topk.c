@@ -1,9 +1,6 @@
 #include "tests/03-softmax-topk/expect_topk.h"
 
-#include <math.h>
 #include <stdio.h>
-
-#include "common/rng.h"
 
 bool topk_matches_reference(const char *what, const float *logits, size_t rows, size_t vocab, int k, const float *probs,
                             const int64_t *indices, double rtol)
@@ -17,16 +14,4 @@ bool topk_matches_reference(const char *what, const float *logits, size_t rows, 
     printf("FAIL %s: %zu wrong indices, %zu wrong probabilities of %zu; first: %s\n", what, c.wrong_indices,
            c.wrong_probs, c.places, c.first_mismatch);
     return false;
-}
-
-void fill_test_logits(float *logits, size_t count, uint64_t seed)
-{
-    Rng rng;
-    rng_seed(&rng, seed);
-    rng_fill_normal_f32(&rng, logits, count, 0.0, 3.0);
-    /* Multiples of 1/16: a few hundred distinct values, so a long row has
-     * ties among its top K, the case where kernels disagree. */
-    for (size_t i = 0; i < count; i++) {
-        logits[i] = roundf(logits[i] * 16.0f) / 16.0f;
-    }
 }

@@ -14,7 +14,4 @@
 bool topk_matches_reference(const char *what, const float *logits, size_t rows, size_t vocab, int k, const float *probs,
                             const int64_t *indices, double rtol);
 
-/* Logits for [rows, vocab] tests: normal(0, 3) rounded to multiples of 1/16. */
-void fill_test_logits(float *logits, size_t count, uint64_t seed);
-
 #endif

@@ -5,6 +5,7 @@
  * leader absorbs another row's warps. */
 #include <stdio.h>
 
+#include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/merge_demo.h"
 #include "common/alloc.h"
 #include "common/testing.h"
@@ -29,7 +30,7 @@ static int rows_right(const float *logits, int rows_per_block, int merge_group)
 int main(void)
 {
     float *logits = ALLOC_ARRAY(float, EMULATED_BLOCK_WARPS *VOCAB);
-    fill_test_logits(logits, EMULATED_BLOCK_WARPS * VOCAB, 11);
+    fill_tied_logits(logits, EMULATED_BLOCK_WARPS * VOCAB, 11);
     for (int rows = 1; rows <= EMULATED_BLOCK_WARPS; rows *= 2) {
         int within = rows_right(logits, rows, EMULATED_BLOCK_WARPS / rows);
         int across = rows_right(logits, rows, EMULATED_BLOCK_WARPS);

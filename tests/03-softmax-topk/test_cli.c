@@ -1,13 +1,18 @@
-/* The softmax_topk program from the outside: bad input gets one line on
- * stderr and exit status 2; --load / --save round-trips .npy files whose
- * contents match the double reference. */
+/* The softmax_topk program from the outside: --help lists the subcommands
+ * and each lists its options; an option of another subcommand, like any
+ * bad input, gets one line on stderr naming the subcommand, and exit
+ * status 2; a failed write of standard output is exit status 1; apply
+ * round-trips .npy files whose contents match the double reference. */
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/hard_inputs.h"
 #include "common/alloc.h"
 #include "common/npy.h"
 #include "common/testing.h"
@@ -15,39 +20,113 @@
 
 static const char *const PROGRAM = "../../chapters/03-softmax-topk/softmax_topk";
 
+static const char *const COMMANDS[] = {"run",       "apply",      "hard-inputs",     "traffic", "accuracy",
+                                       "bench",     "merge-demo", "admissions-data", "gpu-run", "gpu-apply",
+                                       "gpu-check", "gpu-bench",  "gpu-results"};
+
+/* The subcommands that need CUDA: a build without it refuses them, --help
+ * included. */
+static bool needs_cuda(const char *command)
+{
+    return strncmp(command, "gpu-", 4) == 0 && strcmp(command, "gpu-results") != 0;
+}
+
+#ifdef HAVE_CUDA
+static const bool BUILT_WITH_CUDA = true;
+#else
+static const bool BUILT_WITH_CUDA = false;
+#endif
+
 typedef struct {
     const char *argv[16];
+    bool stdout_to_full_disk;
 } Command;
 
 static void exec_program(void *ctx)
 {
     Command *command = ctx;
+    if (command->stdout_to_full_disk) {
+        int full = open("/dev/full", O_WRONLY);
+        if (full < 0 || dup2(full, STDOUT_FILENO) < 0) {
+            perror("/dev/full");
+            _exit(127);
+        }
+    }
     execv(PROGRAM, (char *const *)command->argv);
     perror("execv");
     _exit(127);
 }
 
-/* Run the program with the arguments (NULL-terminated). */
-static ChildResult run(const char *first, ...)
+static ChildResult run_arguments(bool stdout_to_full_disk, const char *first, va_list args)
 {
     Command command = {
-        {PROGRAM, first}
+        {PROGRAM, first},
+        stdout_to_full_disk
     };
-    va_list args;
-    va_start(args, first);
     for (int i = 2; i < 15 && (command.argv[i - 1] != NULL); i++) {
         command.argv[i] = va_arg(args, const char *);
     }
-    va_end(args);
     return test_run_child(exec_program, &command);
 }
 
-/* Exit 2, exactly one line on stderr, naming one of the expected words. */
-static void expect_usage_error(ChildResult r, const char *what, const char *words, const char *other_words)
+/* Run the program with the arguments (NULL-terminated; run(NULL) gives none). */
+static ChildResult run(const char *first, ...)
 {
+    va_list args;
+    va_start(args, first);
+    ChildResult r = run_arguments(false, first, args);
+    va_end(args);
+    return r;
+}
+
+/* The same with standard output on a full disk (/dev/full). */
+static ChildResult run_on_full_disk(const char *first, ...)
+{
+    va_list args;
+    va_start(args, first);
+    ChildResult r = run_arguments(true, first, args);
+    va_end(args);
+    return r;
+}
+
+/* Exit 2, nothing on stdout, one line on stderr: "softmax_topk COMMAND:
+ * error: ..." (command NULL: "softmax_topk: error: ..."), naming one of the
+ * expected words. */
+static void expect_refusal(ChildResult r, const char *command, const char *words, const char *other_words)
+{
+    char prefix[64];
+    if (command == NULL) {
+        snprintf(prefix, sizeof prefix, "softmax_topk: error: ");
+    } else {
+        snprintf(prefix, sizeof prefix, "softmax_topk %s: error: ", command);
+    }
     bool named = strstr(r.err, words) != NULL || (other_words != NULL && strstr(r.err, other_words) != NULL);
-    EXPECT(r.exit_status == 2 && r.err_lines == 1 && named, "%s: exit %d, %d stderr lines: %s", what, r.exit_status,
-           r.err_lines, r.err);
+    EXPECT(r.exit_status == 2 && r.err_lines == 1 && r.out[0] == '\0' && strncmp(r.err, prefix, strlen(prefix)) == 0 &&
+               named,
+           "expected '%s... %s': exit %d, %d stderr lines: %s", prefix, words, r.exit_status, r.err_lines, r.err);
+}
+
+/* A subcommand that needs CUDA, refused as it must be where it cannot run:
+ * without CUDA, or without a device, or for the reason `words`. */
+static void expect_gpu_refusal(ChildResult r, const char *command, const char *words)
+{
+    expect_refusal(r, command, BUILT_WITH_CUDA ? words : "built without CUDA", "no CUDA device");
+}
+
+/* Success where a GPU is; elsewhere the one line that says why not. */
+static void expect_success_or_no_gpu(ChildResult r, const char *command)
+{
+    if (r.exit_status != 0) {
+        expect_gpu_refusal(r, command, "no CUDA device");
+    }
+}
+
+/* With standard output on a full disk the program must not claim success:
+ * exit 1 and one line on stderr. */
+static void expect_write_failure(ChildResult r, const char *what)
+{
+    EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "error: ") != NULL,
+           "%s > /dev/full: exit %d, %d stderr lines: %s", what, r.exit_status, r.err_lines, r.err);
 }
 
 static char directory[] = "/tmp/softmax_topk_cli_XXXXXX";
@@ -70,25 +149,70 @@ static void save_or_fail(const char *path, NpyDtype dtype, int ndim, const size_
     }
 }
 
+static void test_help(void)
+{
+    ChildResult r = run("--help", NULL);
+    EXPECT(r.exit_status == 0 && r.err[0] == '\0', "--help exits 0: %s", r.err);
+    for (size_t c = 0; c < sizeof COMMANDS / sizeof COMMANDS[0]; c++) {
+        char line[64];
+        snprintf(line, sizeof line, "\n  %s ", COMMANDS[c]);
+        EXPECT(strstr(r.out, line) != NULL, "--help lists %s", COMMANDS[c]);
+    }
+    for (size_t c = 0; c < sizeof COMMANDS / sizeof COMMANDS[0]; c++) {
+        r = run(COMMANDS[c], "--help", NULL);
+        if (needs_cuda(COMMANDS[c]) && !BUILT_WITH_CUDA) {
+            expect_refusal(r, COMMANDS[c], "built without CUDA", NULL);
+            continue;
+        }
+        char first[64];
+        snprintf(first, sizeof first, "softmax_topk %s: ", COMMANDS[c]);
+        EXPECT(r.exit_status == 0 && strncmp(r.out, first, strlen(first)) == 0 && strstr(r.out, "--help") != NULL,
+               "%s --help: exit %d: %s%s", COMMANDS[c], r.exit_status, r.out, r.err);
+    }
+    r = run("apply", "--help", NULL);
+    EXPECT(strstr(r.out, "--load") != NULL && strstr(r.out, "--save") != NULL && strstr(r.out, "-k") != NULL,
+           "apply --help lists --load, -k and --save");
+}
+
+static void test_commands(void)
+{
+    expect_refusal(run(NULL), NULL, "no command given (see softmax_topk --help)", NULL);
+    expect_refusal(run("show", NULL), NULL, "unknown command 'show'", NULL);
+    expect_refusal(run("--hard-inputs", NULL), NULL, "'--hard-inputs': give a command first", NULL);
+    /* An option of another subcommand is unknown to this one. */
+    expect_refusal(run("hard-inputs", "--load", "/nonexistent.npy", NULL), "hard-inputs", "unknown option '--load'",
+                   NULL);
+    expect_refusal(run("run", "--load", "x.npy", NULL), "run", "unknown option '--load'", NULL);
+    expect_refusal(run("run", "--save", "out", NULL), "run", "unknown option '--save'", NULL);
+    expect_refusal(run("run", "--kernel", "2", NULL), "run", "unknown option '--kernel'", NULL);
+    expect_refusal(run("run", "--quick", NULL), "run", "unknown option '--quick'", NULL);
+    expect_refusal(run("apply", "--rows", "3", NULL), "apply", "unknown option '--rows'", NULL);
+    expect_refusal(run("traffic", "--merge-demo", NULL), "traffic", "unknown option '--merge-demo'", NULL);
+    expect_refusal(run("traffic", "merge-demo", NULL), "traffic", "unexpected argument 'merge-demo'", NULL);
+    expect_refusal(run("accuracy", "--rows", "3", NULL), "accuracy", "unknown option '--rows'", NULL);
+    expect_refusal(run("merge-demo", "-k", "3", NULL), "merge-demo", "unexpected argument '-k'", NULL);
+    expect_refusal(run("bench", "--results", "r.md", NULL), "bench", "unknown option '--results'", NULL);
+    expect_refusal(run("admissions-data", "--markdown", NULL), "admissions-data", "unknown option '--markdown'", NULL);
+    expect_refusal(run("gpu-results", "--markdown", NULL), "gpu-results", "unknown option '--markdown'", NULL);
+    expect_gpu_refusal(run("gpu-bench", "--threads", "2", NULL), "gpu-bench", "unknown option '--threads'");
+    expect_gpu_refusal(run("gpu-run", "--threads", "2", NULL), "gpu-run", "unknown option '--threads'");
+    expect_gpu_refusal(run("gpu-check", "--quick", NULL), "gpu-check", "unknown option '--quick'");
+}
+
 static void test_bad_input(void)
 {
-    expect_usage_error(run("--bogus", NULL), "unknown flag", "unknown option '--bogus'", NULL);
-    expect_usage_error(run("--vocab", "10", "-k", "11", NULL), "K > V", "larger than V = 10", NULL);
-    expect_usage_error(run("-k", "0", NULL), "K = 0", "-k expects an integer", NULL);
-    expect_usage_error(run("-k", "-3", NULL), "K < 0", "-k expects an integer", NULL);
-    expect_usage_error(run("--rows", "abc", NULL), "non-numeric rows", "--rows expects an integer", NULL);
-    expect_usage_error(run("-k", "12x", NULL), "trailing junk", "-k expects an integer", NULL);
-    expect_usage_error(run("--vocab", NULL), "missing value", "--vocab expects a value", NULL);
-    expect_usage_error(run("--kernel", "2", NULL), "--kernel without --gpu", "add --gpu", NULL);
-    expect_usage_error(run("--quick", NULL), "--quick alone", "--quick goes with --bench", NULL);
-    expect_usage_error(run("--traffic", "--merge-demo", NULL), "two modes", "exclude each other", NULL);
-    /* Without CUDA, or without a device, or (on a GPU) K above kernel 2's limit. */
-    expect_usage_error(run("--gpu", "--kernel", "2", "-k", "33", NULL), "--gpu K = 33 on kernel 2", "supports K <= 32",
-                       "CUDA");
-    expect_usage_error(run("--gpu", "--kernel", "6", NULL), "--kernel past the last", "--kernel expects an integer in",
-                       NULL);
-    expect_usage_error(run("--gpu", "--kernel", "5", "--vocab", "2000", "-k", "1025", NULL),
-                       "--gpu K = 1025 on kernel 5", "supports K <= 1024", "CUDA");
+    expect_refusal(run("run", "--bogus", NULL), "run", "unknown option '--bogus'", NULL);
+    expect_refusal(run("run", "--vocab", "10", "-k", "11", NULL), "run", "larger than V = 10", NULL);
+    expect_refusal(run("run", "-k", "0", NULL), "run", "-k expects an integer", NULL);
+    expect_refusal(run("run", "-k", "-3", NULL), "run", "-k expects an integer", NULL);
+    expect_refusal(run("run", "--rows", "abc", NULL), "run", "--rows expects an integer", NULL);
+    expect_refusal(run("run", "-k", "12x", NULL), "run", "-k expects an integer", NULL);
+    expect_refusal(run("run", "--vocab", NULL), "run", "--vocab expects a value", NULL);
+    expect_refusal(run("run", "--version", "4", NULL), "run", "--version expects an integer in [1, 3]", NULL);
+    expect_gpu_refusal(run("gpu-run", "--version", "2", "-k", "33", NULL), "gpu-run", "supports K <= 32");
+    expect_gpu_refusal(run("gpu-run", "--version", "6", NULL), "gpu-run", "--version expects an integer in [1, 5]");
+    expect_gpu_refusal(run("gpu-run", "--version", "5", "--vocab", "2000", "-k", "1025", NULL), "gpu-run",
+                       "supports K <= 1024");
 
     const size_t shape2[2] = {3, 4}, shape1[1] = {12}, shape3[3] = {1, 3, 4};
     double doubles[12] = {0};
@@ -96,46 +220,94 @@ static void test_bad_input(void)
     save_or_fail(path_in_directory("f64.npy"), NPY_FLOAT64, 2, shape2, doubles);
     save_or_fail(path_in_directory("rank1.npy"), NPY_FLOAT32, 1, shape1, floats);
     save_or_fail(path_in_directory("rank3.npy"), NPY_FLOAT32, 3, shape3, floats);
+    save_or_fail(path_in_directory("small.npy"), NPY_FLOAT32, 2, shape2, floats);
     FILE *text = fopen(path_in_directory("text.npy"), "w");
     fputs("not a numpy file\n", text);
     fclose(text);
-    expect_usage_error(run("--load", path_in_directory("f64.npy"), NULL), "float64 logits", "expected float32", NULL);
-    expect_usage_error(run("--load", path_in_directory("rank1.npy"), NULL), "rank 1", "expected float32", NULL);
-    expect_usage_error(run("--load", path_in_directory("rank3.npy"), NULL), "rank 3", "expected float32", NULL);
-    expect_usage_error(run("--load", path_in_directory("text.npy"), NULL), "not .npy", "text.npy", NULL);
-    expect_usage_error(run("--load", path_in_directory("missing.npy"), NULL), "missing file", "missing.npy", NULL);
-    save_or_fail(path_in_directory("small.npy"), NPY_FLOAT32, 2, shape2, floats);
-    expect_usage_error(run("--load", path_in_directory("small.npy"), "-k", "5", NULL), "K > V of the file",
-                       "larger than V = 4", NULL);
-    expect_usage_error(run("--load", path_in_directory("small.npy"), "--vocab", "4", NULL), "--load with --vocab",
-                       "come from the file", NULL);
+    const char *out = path_in_directory("bad_out");
+    const struct {
+        const char *file, *words;
+    } refused_files[] = {
+        {"f64.npy",     "expected float32"},
+        {"rank1.npy",   "expected float32"},
+        {"rank3.npy",   "expected float32"},
+        {"text.npy",    "text.npy"        },
+        {"missing.npy", "missing.npy"     },
+        {".",           "regular file"    },
+    };
+    for (size_t f = 0; f < sizeof refused_files / sizeof refused_files[0]; f++) {
+        expect_refusal(run("apply", "--load", path_in_directory(refused_files[f].file), "--save", out, NULL), "apply",
+                       refused_files[f].words, NULL);
+    }
+    const char *small = path_in_directory("small.npy");
+    expect_refusal(run("apply", "--load", small, "-k", "5", "--save", out, NULL), "apply", "larger than V = 4", NULL);
+    expect_refusal(run("apply", "--load", small, "--vocab", "4", "--save", out, NULL), "apply",
+                   "unknown option '--vocab'", NULL);
+    expect_refusal(run("apply", "--load", small, NULL), "apply", "--save DIR is required", NULL);
+    expect_refusal(run("apply", "--save", out, NULL), "apply", "--load FILE is required", NULL);
+    expect_gpu_refusal(run("gpu-apply", "--save", out, NULL), "gpu-apply", "--load FILE is required");
+
+    /* "/./" repeated: a directory whose name fits, but not with "/indices.npy" after it. */
+    static char long_dir[4096];
+    snprintf(long_dir, sizeof long_dir, "%s", directory);
+    while (strlen(long_dir) + strlen("/out") < 4090) {
+        strcat(long_dir, "/.");
+    }
+    strcat(long_dir, "/out");
+    expect_refusal(run("apply", "--load", small, "-k", "2", "--save", long_dir, NULL), "apply", "name is too long",
+                   NULL);
+    ChildResult r = run("apply", "--load", small, "-k", "2", "--save", "/dev/null/out", NULL);
+    EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "cannot create the directory") != NULL,
+           "--save under a file: exit %d: %s", r.exit_status, r.err);
+    /* A directory where probs.npy should go: the write fails. */
+    if (mkdir(path_in_directory("blocked"), 0777) != 0 || mkdir(path_in_directory("blocked/probs.npy"), 0777) != 0) {
+        perror("mkdir");
+        exit(1);
+    }
+    r = run("apply", "--load", small, "-k", "2", "--save", path_in_directory("blocked"), NULL);
+    EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "probs.npy") != NULL,
+           "probs.npy not writable: exit %d: %s", r.exit_status, r.err);
+}
+
+static void test_failed_writes(void)
+{
+    expect_write_failure(run_on_full_disk("--help", NULL), "--help");
+    expect_write_failure(run_on_full_disk("run", "--help", NULL), "run --help");
+    expect_write_failure(run_on_full_disk("run", "--rows", "2", "--vocab", "100", NULL), "run");
+    expect_write_failure(run_on_full_disk("hard-inputs", "--markdown", NULL), "hard-inputs");
+    expect_write_failure(run_on_full_disk("merge-demo", NULL), "merge-demo");
+    expect_write_failure(run_on_full_disk("admissions-data", NULL), "admissions-data");
 }
 
 static void test_round_trip(void)
 {
     enum { ROWS = 5, VOCAB = 1003, K = 7 };
     float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
-    fill_test_logits(logits, ROWS * VOCAB, 3);
+    fill_tied_logits(logits, ROWS * VOCAB, 3);
     const size_t shape[2] = {ROWS, VOCAB};
     save_or_fail(path_in_directory("logits.npy"), NPY_FLOAT32, 2, shape, logits);
-    ChildResult r = run("--load", path_in_directory("logits.npy"), "-k", "7", "--save", path_in_directory("out"), NULL);
-    EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "round trip run: %s%s", r.out,
-           r.err);
+    ChildResult r =
+        run("apply", "--load", path_in_directory("logits.npy"), "-k", "7", "--save", path_in_directory("out"), NULL);
+    EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "apply: %s%s", r.out, r.err);
     const size_t result_shape[2] = {ROWS, K};
     NpyArray probs = npy_load_or_exit(path_in_directory("out/probs.npy"), NPY_FLOAT32, 2, result_shape);
     NpyArray indices = npy_load_or_exit(path_in_directory("out/indices.npy"), NPY_INT64, 2, result_shape);
-    EXPECT(
-        topk_matches_reference("--save output", logits, ROWS, VOCAB, K, probs.data, indices.data, TOPK_RTOL_TREE_SUM),
-        "probs.npy and indices.npy match the reference");
+    EXPECT(topk_matches_reference("apply --save", logits, ROWS, VOCAB, K, probs.data, indices.data, TOPK_RTOL_TREE_SUM),
+           "probs.npy and indices.npy match the reference");
     npy_free(&probs);
     npy_free(&indices);
     array_free(logits);
+    expect_write_failure(
+        run_on_full_disk("apply", "--load", path_in_directory("logits.npy"), "--save", path_in_directory("out"), NULL),
+        "apply");
 
-    r = run("--help", NULL);
-    EXPECT(r.exit_status == 0 && strstr(r.out, "--load") != NULL, "--help exits 0 and lists --load");
-    r = run("--rows", "3", "--vocab", "100", "-k", "5", "--version", "1", NULL);
+    r = run("run", "--rows", "3", "--vocab", "100", "-k", "5", "--version", "1", NULL);
     EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "naive on random logits: %s",
            r.out);
+    r = run("gpu-results", "--file", path_in_directory("none.md"), NULL);
+    EXPECT(r.exit_status == 0 && r.out[0] != '\0', "gpu-results without a file says so: %s", r.err);
+    expect_success_or_no_gpu(run("gpu-run", "--rows", "3", "--vocab", "1000", NULL), "gpu-run");
+    expect_success_or_no_gpu(run("gpu-check", NULL), "gpu-check");
 }
 
 int main(void)
@@ -144,7 +316,10 @@ int main(void)
         perror("mkdtemp");
         return 1;
     }
+    test_help();
+    test_commands();
     test_bad_input();
+    test_failed_writes();
     test_round_trip();
     char command[200];
     snprintf(command, sizeof command, "rm -r '%s'", directory);

@@ -52,7 +52,7 @@ static void test_shapes(void)
     for (size_t a = 0; a < sizeof vocabs / sizeof vocabs[0]; a++) {
         size_t vocab = vocabs[a], rows = vocab > 10000 ? 3 : 5;
         float *logits = ALLOC_ARRAY(float, rows *vocab);
-        fill_test_logits(logits, rows * vocab, vocab);
+        fill_tied_logits(logits, rows * vocab, vocab);
         for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++) {
             int k = ks[b] > (int)vocab ? (int)vocab : ks[b];
             char what[64];
@@ -90,7 +90,7 @@ static void test_threads(void)
 {
     enum { ROWS = 13, VOCAB = 3001, K = 40 };
     float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
-    fill_test_logits(logits, ROWS * VOCAB, 7);
+    fill_tied_logits(logits, ROWS * VOCAB, 7);
     for (CpuVersion v = CPU_NAIVE; v <= CPU_FUSED; v++) {
         float *p1 = ALLOC_ARRAY(float, ROWS *K), *p2 = ALLOC_ARRAY(float, ROWS *K);
         int64_t *i1 = ALLOC_ARRAY(int64_t, ROWS * K), *i2 = ALLOC_ARRAY(int64_t, ROWS * K);

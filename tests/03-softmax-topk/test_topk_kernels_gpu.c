@@ -75,7 +75,7 @@ static void test_shapes(void)
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v], rows = vocab > 10000 ? 5 : 37;
         float *logits = ALLOC_ARRAY(float, rows *vocab);
-        fill_test_logits(logits, rows * vocab, 100 + vocab);
+        fill_tied_logits(logits, rows * vocab, 100 + vocab);
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             int k = ks[t] > (int)vocab ? (int)vocab : ks[t];
             check_all_kernels("random rows with ties", logits, rows, vocab, k);
@@ -93,7 +93,7 @@ static void test_winners_in_the_last_tile(void)
     for (size_t v = 0; v < 3; v++) {
         size_t vocab = vocabs[v];
         float *logits = ALLOC_ARRAY(float, ROWS *vocab);
-        fill_test_logits(logits, ROWS * vocab, 7 + vocab);
+        fill_tied_logits(logits, ROWS * vocab, 7 + vocab);
         for (size_t row = 0; row < ROWS; row++) {
             float *x = logits + row * vocab;
             x[vocab - 1] = 50.0f;
@@ -112,7 +112,7 @@ static void test_mixed_rows(void)
 {
     enum { ROWS = 16, VOCAB = 300, K = 5 };
     float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
-    fill_test_logits(logits, ROWS * VOCAB, 99);
+    fill_tied_logits(logits, ROWS * VOCAB, 99);
     logits[2 * VOCAB + 17] = NAN;
     for (int i = 0; i < VOCAB; i++) {
         logits[5 * VOCAB + i] = -INFINITY;
@@ -138,7 +138,7 @@ static void test_large_k(void)
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v];
         float *logits = ALLOC_ARRAY(float, ROWS *vocab);
-        fill_test_logits(logits, ROWS * vocab, 300 + vocab);
+        fill_tied_logits(logits, ROWS * vocab, 300 + vocab);
         float *equal_block = logits + vocab, *zeros = logits + 2 * vocab;
         float *with_nan = logits + 3 * vocab, *one_finite = logits + 4 * vocab;
         for (size_t i = 0; i < vocab; i++) {
@@ -175,7 +175,7 @@ static void test_splits(void)
     enum { ROWS = 6 };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         float *logits = ALLOC_ARRAY(float, ROWS *cases[c].vocab);
-        fill_test_logits(logits, ROWS * cases[c].vocab, 5 + c);
+        fill_tied_logits(logits, ROWS * cases[c].vocab, 5 + c);
         for (int max_blocks = 0; max_blocks <= 2; max_blocks += 2) {
             SoftmaxTopkGpuConfig config = {max_blocks, cases[c].splits};
             EXPECT(kernel_matches(4, "chosen splits", logits, ROWS, cases[c].vocab, cases[c].k, config),

@@ -1,0 +1,356 @@
+#include "chapters/03-softmax-topk/commands.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "chapters/03-softmax-topk/admissions.h"
+#include "chapters/03-softmax-topk/bench_cpu.h"
+#include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/hard_inputs.h"
+#include "chapters/03-softmax-topk/merge_demo.h"
+#include "chapters/03-softmax-topk/softmax_topk.h"
+#include "common/alloc.h"
+#include "common/bench.h"
+#include "common/cli.h"
+#include "common/npy.h"
+#include "common/rng.h"
+
+typedef struct {
+    float *logits;
+    size_t rows, vocab;
+    NpyArray file; /* when loaded */
+} Logits;
+
+static Logits random_logits(long rows, long vocab, long seed)
+{
+    Logits x = {.rows = (size_t)rows, .vocab = (size_t)vocab};
+    x.logits = ALLOC_ARRAY(float, x.rows *x.vocab);
+    Rng rng;
+    rng_seed(&rng, (uint64_t)seed);
+    rng_fill_normal_f32(&rng, x.logits, x.rows * x.vocab, 0.0, 3.0);
+    return x;
+}
+
+static Logits load_logits(const char *path)
+{
+    const size_t any_shape[2] = {0, 0};
+    Logits x = {.file = npy_load_or_exit(path, NPY_FLOAT32, 2, any_shape)};
+    x.rows = x.file.shape[0];
+    x.vocab = x.file.shape[1];
+    if (x.rows == 0 || x.vocab == 0 || x.vocab > SOFTMAX_TOPK_MAX_VOCAB) {
+        cli_fail("%s: shape [%zu, %zu]: need at least one row and 1 <= V <= %zu", path, x.rows, x.vocab,
+                 SOFTMAX_TOPK_MAX_VOCAB);
+    }
+    x.logits = x.file.data;
+    return x;
+}
+
+static void free_logits(Logits *x)
+{
+    if (x->file.data != NULL) {
+        npy_free(&x->file);
+    } else {
+        array_free(x->logits);
+    }
+}
+
+/* Where apply writes: known before any work, so that a path too long is
+ * refused before anything is computed or printed. A write that fails is
+ * told in `error` and ends the program once its memory is released. */
+typedef struct {
+    const char *dir;
+    char probs[4096], indices[4096];
+    char error[4400];
+} SavePaths;
+
+static void save_path(char *path, size_t size, const char *dir, const char *name)
+{
+    if (snprintf(path, size, "%s/%s", dir, name) >= (int)size) {
+        cli_fail("--save: the directory's name is too long (%zu characters) to hold %s", strlen(dir), name);
+    }
+}
+
+static void save_paths(SavePaths *paths, const char *dir)
+{
+    paths->dir = dir;
+    paths->error[0] = '\0';
+    save_path(paths->probs, sizeof paths->probs, dir, "probs.npy");
+    save_path(paths->indices, sizeof paths->indices, dir, "indices.npy");
+}
+
+static void save_results(SavePaths *paths, size_t rows, int k, const float *probs, const int64_t *indices)
+{
+    if (mkdir(paths->dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(paths->error, sizeof paths->error, "--save %s: cannot create the directory: %s", paths->dir,
+                 strerror(errno));
+        return;
+    }
+    const size_t shape[2] = {rows, (size_t)k};
+    if (npy_save(paths->probs, NPY_FLOAT32, 2, shape, probs, paths->error, sizeof paths->error) == 0 &&
+        npy_save(paths->indices, NPY_INT64, 2, shape, indices, paths->error, sizeof paths->error) == 0) {
+        printf("wrote %s and %s\n", paths->probs, paths->indices);
+    }
+}
+
+typedef struct {
+    char text[32];
+} ProbabilityText;
+
+/* printf spells NaN "nan" or "-nan" after its sign bit, which means nothing here. */
+static ProbabilityText probability_text(float p)
+{
+    ProbabilityText t;
+    if (isnan(p)) {
+        snprintf(t.text, sizeof t.text, "NaN");
+    } else {
+        snprintf(t.text, sizeof t.text, "%.4g", (double)p);
+    }
+    return t;
+}
+
+static void print_rows(size_t rows, int k, const float *probs, const int64_t *indices)
+{
+    enum { SHOWN_ROWS = 4, SHOWN_PLACES = 8 };
+    for (size_t row = 0; row < rows && row < SHOWN_ROWS; row++) {
+        printf("row %zu:", row);
+        for (int j = 0; j < k && j < SHOWN_PLACES; j++) {
+            size_t at = row * (size_t)k + (size_t)j;
+            printf(" %lld (%s)", (long long)indices[at], probability_text(probs[at]).text);
+        }
+        printf(k > SHOWN_PLACES ? " ...\n" : "\n");
+    }
+    if (rows > SHOWN_ROWS) {
+        printf("... %zu rows in all\n", rows);
+    }
+}
+
+/* The options that run and apply share: -k, --version and, on the CPU, --threads. */
+typedef struct {
+    long k, version, threads;
+} TopkOptions;
+
+enum { TOPK_OPTION_COUNT = 3 };
+
+static TopkOptions topk_defaults(const TopkDevice *device)
+{
+    return (TopkOptions){.k = 8, .version = device->default_version, .threads = bench_max_threads()};
+}
+
+/* Fill `options` with the shared ones; returns how many the device takes. */
+static size_t topk_options(const TopkDevice *device, TopkOptions *o, CliOption *options)
+{
+    options[0] = (CliOption){"-k", CLI_INT, &o->k, 1, 1 << 30, "K: how many of the largest probabilities per row"};
+    options[1] = (CliOption){"--version", CLI_INT, &o->version, 1, (double)device->version_count, device->version_help};
+    options[2] = (CliOption){"--threads", CLI_INT, &o->threads, 1, 1024, "CPU threads"};
+    return device->takes_threads ? TOPK_OPTION_COUNT : TOPK_OPTION_COUNT - 1;
+}
+
+static void require_device(const TopkDevice *device)
+{
+    if (device->require != NULL) {
+        device->require();
+    }
+}
+
+/* Compute, print a few rows, check against the double reference (on up to
+ * 64 rows spread over the input), save if asked. 1 on a mismatch. */
+static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, SavePaths *save)
+{
+    int k = (int)o->k;
+    if ((size_t)k > x->vocab) {
+        cli_fail("-k %d is larger than V = %zu, the number of logits per row", k, x->vocab);
+    }
+    float *probs = ALLOC_ARRAY(float, x->rows *(size_t)k);
+    int64_t *indices = ALLOC_ARRAY(int64_t, x->rows * (size_t)k);
+    double rtol = device->compute(o->version, o->threads, x->logits, x->rows, x->vocab, k, probs, indices);
+    print_rows(x->rows, k, probs, indices);
+    size_t row_step = x->rows > 64 ? x->rows / 64 : 1;
+    TopkComparison c = compare_with_reference(x->logits, x->rows, row_step, x->vocab, k, probs, indices, rtol);
+    bool ok = c.wrong_indices + c.wrong_probs == 0;
+    if (ok) {
+        printf("matches the double reference on %zu places: indices exact, probabilities within %.0f%% of rtol %.2g\n",
+               c.places, 100.0 * c.tolerance_used, rtol);
+    } else {
+        printf("DIFFERS from the double reference: %zu wrong indices, %zu wrong probabilities; first: %s\n",
+               c.wrong_indices, c.wrong_probs, c.first_mismatch);
+    }
+    if (save != NULL) {
+        save_results(save, x->rows, k, probs, indices);
+    }
+    array_free(probs);
+    array_free(indices);
+    return ok ? 0 : 1;
+}
+
+int topk_random_command(int argc, char **argv, const TopkDevice *device)
+{
+    enum { OWN = 3 };
+    long rows = 4, vocab = 50257, seed = 1;
+    TopkOptions topk = topk_defaults(device);
+    CliOption options[OWN + TOPK_OPTION_COUNT] = {
+        {"--rows",  CLI_INT, &rows,  1, 1 << 20,                        "rows of random logits"    },
+        {"--vocab", CLI_INT, &vocab, 1, (double)SOFTMAX_TOPK_MAX_VOCAB, "V: logits per row"        },
+        {"--seed",  CLI_INT, &seed,  0, 1e18,                           "seed of the random logits"},
+    };
+    size_t count = OWN + topk_options(device, &topk, options + OWN);
+    cli_parse(argc, argv, options, count, NULL);
+    require_device(device);
+    Logits x = random_logits(rows, vocab, seed);
+    int status = compute_and_check(device, &topk, &x, NULL);
+    free_logits(&x);
+    return status;
+}
+
+int topk_apply_command(int argc, char **argv, const TopkDevice *device)
+{
+    enum { OWN = 2 };
+    const char *load = NULL, *save = NULL;
+    TopkOptions topk = topk_defaults(device);
+    CliOption options[OWN + TOPK_OPTION_COUNT] = {
+        {"--load", CLI_STRING, &load, 0, 0, "the logits: a .npy file, float32 [rows, V]"                      },
+        {"--save", CLI_STRING, &save, 0, 0, "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
+    };
+    size_t count = OWN + topk_options(device, &topk, options + OWN);
+    cli_parse(argc, argv, options, count, NULL);
+    if (load == NULL || save == NULL) {
+        cli_fail("%s is required (see --help)", load == NULL ? "--load FILE" : "--save DIR");
+    }
+    SavePaths paths;
+    save_paths(&paths, save);
+    require_device(device);
+    Logits x = load_logits(load);
+    int status = compute_and_check(device, &topk, &x, &paths);
+    free_logits(&x);
+    if (paths.error[0] != '\0') {
+        cli_fail_status(1, "%s", paths.error);
+    }
+    return status;
+}
+
+static double cpu_compute(long version, long threads, const float *logits, size_t rows, size_t vocab, int k,
+                          float *probs, int64_t *indices)
+{
+    CpuVersion cpu_version = (CpuVersion)version;
+    softmax_topk_rows(cpu_version, logits, rows, vocab, k, (int)threads, probs, indices);
+    printf("CPU version %d (%s), %zu rows, V = %zu, K = %d\n", cpu_version, cpu_version_name(cpu_version), rows, vocab,
+           k);
+    return cpu_version == CPU_FUSED ? TOPK_RTOL_TREE_SUM : topk_rtol_sequential_sum(vocab);
+}
+
+static const TopkDevice CPU = {
+    .version_help = "CPU version: 1 naive, 2 online, 3 fused",
+    .default_version = CPU_FUSED,
+    .version_count = CPU_VERSION_COUNT,
+    .takes_threads = true,
+    .require = NULL,
+    .compute = cpu_compute,
+};
+
+int run_command(int argc, char **argv)
+{
+    return topk_random_command(argc, argv, &CPU);
+}
+
+int apply_command(int argc, char **argv)
+{
+    return topk_apply_command(argc, argv, &CPU);
+}
+
+static TableFormat parse_table_options(int argc, char **argv)
+{
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    return markdown ? TABLE_MARKDOWN : TABLE_TEXT;
+}
+
+/* Up to SHOWN entries of a row, and " ..." after them if there are more. */
+typedef struct {
+    char indices[128], probs[160];
+} ShownEntries;
+
+static ShownEntries shown_entries(const float *probs, const int64_t *indices, int k)
+{
+    enum { SHOWN = 5 };
+    ShownEntries shown = {"", ""};
+    for (int j = 0; j < k && j < SHOWN; j++) {
+        size_t a = strlen(shown.indices), b = strlen(shown.probs);
+        snprintf(shown.indices + a, sizeof shown.indices - a, "%s%lld", j ? " " : "", (long long)indices[j]);
+        snprintf(shown.probs + b, sizeof shown.probs - b, "%s%s", j ? " " : "", probability_text(probs[j]).text);
+    }
+    if (k > SHOWN) {
+        strcat(shown.indices, " ...");
+        strcat(shown.probs, " ...");
+    }
+    return shown;
+}
+
+int hard_inputs_command(int argc, char **argv)
+{
+    TableFormat format = parse_table_options(argc, argv);
+    const char *headers[] = {"input", "V", "K", "indices", "probabilities"};
+    Table *table = table_new(5, headers, "lrrll");
+    for (int c = 0; c < HARD_INPUT_COUNT; c++) {
+        const HardInput *input = &HARD_INPUTS[c];
+        float *row = ALLOC_ARRAY(float, input->vocab), probs[16];
+        int64_t indices[16];
+        input->fill(row, input->vocab);
+        RowScratch scratch = row_scratch_new(CPU_FUSED, input->vocab, input->k);
+        softmax_topk_row(CPU_FUSED, row, input->vocab, input->k, &scratch, probs, indices);
+        ShownEntries shown = shown_entries(probs, indices, input->k);
+        table_cell(table, "%s", input->name);
+        table_cell(table, "%zu", input->vocab);
+        table_cell(table, "%d", input->k);
+        table_cell(table, "%s", shown.indices);
+        table_cell(table, "%s", shown.probs);
+        row_scratch_free(&scratch);
+        array_free(row);
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+    return 0;
+}
+
+int traffic_command(int argc, char **argv)
+{
+    print_traffic_table(parse_table_options(argc, argv));
+    return 0;
+}
+
+int accuracy_command(int argc, char **argv)
+{
+    print_accuracy_table(parse_table_options(argc, argv));
+    return 0;
+}
+
+int merge_demo_command(int argc, char **argv)
+{
+    print_merge_demo(parse_table_options(argc, argv));
+    return 0;
+}
+
+int bench_command(int argc, char **argv)
+{
+    bool quick = false, markdown = false;
+    long threads = bench_max_threads();
+    const CliOption options[] = {
+        {"--quick",    CLI_FLAG, &quick,    0, 0,    "a reduced grid: V = 128256 and K in {8, 64}"},
+        {"--threads",  CLI_INT,  &threads,  1, 1024, "CPU threads of the all-cores rows"          },
+        {"--markdown", CLI_FLAG, &markdown, 0, 0,    "print the table as Markdown"                },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    print_cpu_bench(quick, (int)threads, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    return 0;
+}
+
+int admissions_data_command(int argc, char **argv)
+{
+    cli_parse(argc, argv, NULL, 0, NULL);
+    write_admissions_data(stdout);
+    return 0;
+}

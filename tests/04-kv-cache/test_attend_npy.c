@@ -119,7 +119,7 @@ static void quantized_output_matches(const Inputs *in, KvFormat format, const ch
 static void outputs_match_reference(Inputs *in)
 {
     save_all(in);
-    attend_npy_directory(in->dir, 16, 32);
+    attend_npy(in->dir, in->dir, 16, 32);
     NpyArray contiguous = load_output(in, "out_contiguous.npy"), paged = load_output(in, "out_paged.npy");
     double *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
     reference(in, ref);
@@ -140,7 +140,7 @@ static void outputs_match_reference(Inputs *in)
 
 static void attend_in_child(void *dir)
 {
-    attend_npy_directory(dir, 16, 32);
+    attend_npy(dir, dir, 16, 32);
 }
 
 /* Save a broken file in place of a good one: the run must end with status 2

@@ -28,6 +28,7 @@
 #define WASTE_SEED 7
 #define WASTE_MAX_LEN 2048
 #define WASTE_POOL_SLOTS 65536
+/* The keys and values of bench --quick and bench-formats --quick. */
 #define QUICK_BENCH_BYTES (64u << 20)
 /* The accuracy experiment: a prompt, then 256 generated tokens. */
 #define ACCURACY_PROMPT_LEN 64
@@ -111,6 +112,16 @@ static ModelConfig config_from(const ModelOptions *m)
     return c;
 }
 
+/* Parse the subcommand's own options, in `table`, and the model's: the
+ * model they describe. */
+static ModelConfig parse_with_model(int argc, char **argv, OptionTable *table)
+{
+    ModelOptions m = model_options_default();
+    add_model_options(table, &m);
+    cli_parse(argc, argv, table->items, table->count, NULL);
+    return config_from(&m);
+}
+
 typedef struct {
     double temperature;
     long top_k;
@@ -159,16 +170,13 @@ int generate_command(int argc, char **argv)
 {
     GenerationOptions g = {PROMPT_LEN, NEW_TOKENS};
     SamplerOptions s = {TEMPERATURE, TOP_K};
-    ModelOptions m = model_options_default();
     long block_size = BLOCK_SIZE;
     OptionTable table = {0};
     const CliOption own[] = {block_size_option(&block_size)};
     add_generation_options(&table, &g);
     add_options(&table, own, CLI_COUNT(own));
     add_sampler_options(&table, &s);
-    add_model_options(&table, &m);
-    cli_parse(argc, argv, table.items, table.count, NULL);
-    ModelConfig config = config_from(&m);
+    ModelConfig config = parse_with_model(argc, argv, &table);
     Sampler sampler = sampler_from(&s, &config);
     check_generation_length(&g, &config);
     Model model = model_create(&config);
@@ -180,15 +188,12 @@ int generate_command(int argc, char **argv)
 int cost_command(int argc, char **argv)
 {
     GenerationOptions g = {PROMPT_LEN, NEW_TOKENS};
-    ModelOptions m = model_options_default();
     bool markdown = false;
     OptionTable table = {0};
     const CliOption own[] = {markdown_option(&markdown)};
     add_generation_options(&table, &g);
     add_options(&table, own, CLI_COUNT(own));
-    add_model_options(&table, &m);
-    cli_parse(argc, argv, table.items, table.count, NULL);
-    ModelConfig config = config_from(&m);
+    ModelConfig config = parse_with_model(argc, argv, &table);
     check_generation_length(&g, &config);
     Model model = model_create(&config);
     cost_report(&model, (int)g.prompt_len, (int)g.new_tokens, stdout, format_of(markdown));
@@ -203,7 +208,6 @@ typedef void DemoFunction(const Model *model, int block_size, const Sampler *sam
 static int run_demo(int argc, char **argv, DemoFunction *demo, bool samples)
 {
     SamplerOptions s = {TEMPERATURE, TOP_K};
-    ModelOptions m = model_options_default();
     long block_size = BLOCK_SIZE;
     bool markdown = false;
     OptionTable table = {0};
@@ -211,9 +215,7 @@ static int run_demo(int argc, char **argv, DemoFunction *demo, bool samples)
     add_options(&table, own, CLI_COUNT(own));
     if (samples)
         add_sampler_options(&table, &s);
-    add_model_options(&table, &m);
-    cli_parse(argc, argv, table.items, table.count, NULL);
-    ModelConfig config = config_from(&m);
+    ModelConfig config = parse_with_model(argc, argv, &table);
     Sampler sampler = samples ? sampler_from(&s, &config) : (Sampler){0};
     int needed = demo_positions_needed((int)block_size);
     if (config.max_seq_len < needed)
@@ -254,7 +256,6 @@ int preempt_demo_command(int argc, char **argv)
 
 int accuracy_command(int argc, char **argv)
 {
-    ModelOptions m = model_options_default();
     long block_size = BLOCK_SIZE, int4_group = KV_DEFAULT_INT4_GROUP;
     bool markdown = false;
     OptionTable table = {0};
@@ -264,11 +265,9 @@ int accuracy_command(int argc, char **argv)
         markdown_option(&markdown),
     };
     add_options(&table, own, CLI_COUNT(own));
-    add_model_options(&table, &m);
-    cli_parse(argc, argv, table.items, table.count, NULL);
+    ModelConfig config = parse_with_model(argc, argv, &table);
     if (int4_group != 32 && int4_group != 64)
         cli_fail("--int4-group must be 32 or 64, got %ld", int4_group);
-    ModelConfig config = config_from(&m);
     if (config.max_seq_len < ACCURACY_PROMPT_LEN + ACCURACY_NEW_TOKENS)
         cli_fail("the experiment needs --max-len of at least %d", ACCURACY_PROMPT_LEN + ACCURACY_NEW_TOKENS);
     const AccuracySetup setup = {ACCURACY_PROMPT_LEN, ACCURACY_NEW_TOKENS, (int)block_size, (int)int4_group,

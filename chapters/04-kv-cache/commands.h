@@ -4,7 +4,7 @@
 #ifndef CHAPTERS_04_KV_CACHE_COMMANDS_H
 #define CHAPTERS_04_KV_CACHE_COMMANDS_H
 
-/* commands_model.c: the experiments on the chapter's decoder. */
+/* The experiments on the chapter's decoder: its shape is options of each. */
 int generate_command(int argc, char **argv);
 int verify_command(int argc, char **argv);
 int cost_command(int argc, char **argv);
@@ -13,7 +13,7 @@ int prefix_demo_command(int argc, char **argv);
 int preempt_demo_command(int argc, char **argv);
 int accuracy_command(int argc, char **argv);
 
-/* commands.c: the experiments that need no model. */
+/* The experiments that need no model. */
 int waste_command(int argc, char **argv);
 int waste_data_command(int argc, char **argv);
 int memory_command(int argc, char **argv);

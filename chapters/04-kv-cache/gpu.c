@@ -291,9 +291,9 @@ int gpu_bench_command(int argc, char **argv)
     bool quick = false;
     const char *results_path = NULL, *commit = NULL;
     const CliOption options[] = {
-        {"--quick",   CLI_FLAG,   &quick,        0, 0, "fewer sequences, contexts and batch sizes"              },
-        {"--results", CLI_STRING, &results_path, 0, 0, "also write the tables (Markdown) to this file"          },
-        {"--commit",  CLI_STRING, &commit,       0, 0, "the commit to stamp (none: $GIT_COMMIT)"},
+        {"--quick",   CLI_FLAG,   &quick,        0, 0, "fewer sequences, contexts and batch sizes"    },
+        {"--results", CLI_STRING, &results_path, 0, 0, "also write the tables (Markdown) to this file"},
+        {"--commit",  CLI_STRING, &commit,       0, 0, "the commit to stamp (none: $GIT_COMMIT)"      },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     cuda_require_device();

@@ -16,10 +16,11 @@ typedef struct {
     const int32_t *lens;
 } AttendInput;
 
-static void path_in(char *path, size_t size, const char *dir, const char *name)
+/* `option` names the directory's option in the error line. */
+static void path_in(char *path, size_t size, const char *option, const char *dir, const char *name)
 {
     if (snprintf(path, size, "%s/%s", dir, name) >= (int)size)
-        cli_fail("--attend: directory name too long: '%s'", dir);
+        cli_fail("%s: directory name too long: '%s'", option, dir);
 }
 
 static void require(bool ok, const char *name, const char *what, size_t got, size_t expected)
@@ -49,7 +50,7 @@ static AttendInput check_inputs(const NpyArray *q, const NpyArray *k, const NpyA
             cli_fail("v.npy: dimension %d is %zu, but k.npy's is %zu", d, v->shape[d], k->shape[d]);
     require(lens->shape[0] == q->shape[0], "lens.npy", "length", lens->shape[0], q->shape[0]);
     if (in.batch < 1 || in.n_heads < 1 || in.head_dim < 1 || in.n_kv_heads < 1 || in.max_len < 1)
-        cli_fail("--attend: every dimension must be at least 1");
+        cli_fail("q.npy, k.npy, v.npy: every dimension must be at least 1");
     if (in.n_heads % in.n_kv_heads != 0)
         cli_fail("q.npy has %d heads, not a multiple of k.npy's %d kv heads", in.n_heads, in.n_kv_heads);
     for (int b = 0; b < in.batch; b++)
@@ -126,21 +127,21 @@ static void save_output(const char *dir, const char *name, const AttendInput *in
 {
     char path[4096];
     size_t out_shape[3] = {(size_t)in->batch, (size_t)in->n_heads, (size_t)in->head_dim};
-    path_in(path, sizeof path, dir, name);
+    path_in(path, sizeof path, "--save", dir, name);
     npy_save_or_exit(path, NPY_FLOAT32, 3, out_shape, out);
 }
 
-void attend_npy_directory(const char *dir, int block_size, int int4_group)
+void attend_npy(const char *load_dir, const char *save_dir, int block_size, int int4_group)
 {
     char path[4096];
     const size_t any3[3] = {0, 0, 0}, any4[4] = {0, 0, 0, 0}, any1[1] = {0};
-    path_in(path, sizeof path, dir, "q.npy");
+    path_in(path, sizeof path, "--load", load_dir, "q.npy");
     NpyArray q = npy_load_or_exit(path, NPY_FLOAT32, 3, any3);
-    path_in(path, sizeof path, dir, "k.npy");
+    path_in(path, sizeof path, "--load", load_dir, "k.npy");
     NpyArray k = npy_load_or_exit(path, NPY_FLOAT32, 4, any4);
-    path_in(path, sizeof path, dir, "v.npy");
+    path_in(path, sizeof path, "--load", load_dir, "v.npy");
     NpyArray v = npy_load_or_exit(path, NPY_FLOAT32, 4, any4);
-    path_in(path, sizeof path, dir, "lens.npy");
+    path_in(path, sizeof path, "--load", load_dir, "lens.npy");
     NpyArray lens = npy_load_or_exit(path, NPY_INT32, 1, any1);
     AttendInput in = check_inputs(&q, &k, &v, &lens);
 
@@ -148,12 +149,12 @@ void attend_npy_directory(const char *dir, int block_size, int int4_group)
     float *scores = ALLOC_ARRAY(float, (size_t)(in.n_heads / in.n_kv_heads) * in.max_len);
     float *out = ALLOC_ARRAY(float, out_floats);
     attend_all_contiguous(&in, scores, out);
-    save_output(dir, "out_contiguous.npy", &in, out);
+    save_output(save_dir, "out_contiguous.npy", &in, out);
     const KvFormat formats[] = {KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4};
     const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy"};
     for (int f = 0; f < 3; f++) {
         attend_all_paged(&in, block_size, formats[f], int4_group, scores, out);
-        save_output(dir, names[f], &in, out);
+        save_output(save_dir, names[f], &in, out);
     }
 
     array_free(scores);

@@ -1,14 +1,15 @@
-/* An interface for checking the attention independently (with NumPy, say):
- * read q.npy [batch, n_heads, head_dim], k.npy and v.npy
- * [batch, n_kv_heads, max_len, head_dim] and lens.npy [batch] (int32) from a
- * directory; write out_contiguous.npy and out_paged.npy [batch, n_heads,
- * head_dim]: each query attends over the first lens[b] positions with softmax
- * scale 1/sqrt(head_dim); and out_int8.npy and out_int4.npy, the same through
- * INT8 and INT4 blocks (INT4 groups of int4_group channels). Bad input: one
- * line on stderr, exit 2. */
+/* An interface for checking the attention independently (with NumPy, say),
+ * `kv_cache attend --load DIR --save DIR`: read q.npy [batch, n_heads,
+ * head_dim], k.npy and v.npy [batch, n_kv_heads, max_len, head_dim] and
+ * lens.npy [batch] (int32) from load_dir; write out_contiguous.npy and
+ * out_paged.npy [batch, n_heads, head_dim] to save_dir: each query attends
+ * over the first lens[b] positions with softmax scale 1/sqrt(head_dim); and
+ * out_int8.npy and out_int4.npy, the same through INT8 and INT4 blocks (INT4
+ * groups of int4_group channels). Bad input: one line on stderr, exit 2; a
+ * file that cannot be written: one line, exit 1. */
 #ifndef CHAPTERS_04_KV_CACHE_ATTEND_NPY_H
 #define CHAPTERS_04_KV_CACHE_ATTEND_NPY_H
 
-void attend_npy_directory(const char *dir, int block_size, int int4_group);
+void attend_npy(const char *load_dir, const char *save_dir, int block_size, int int4_group);
 
 #endif

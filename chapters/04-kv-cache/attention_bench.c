@@ -177,10 +177,11 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
             "decode attention, one thread: %d query heads, %d kv heads of %d; one step over %d sequences of "
             "%d positions, in each cache format\n\n",
             BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT);
-    const char *headers[] = {"cache", "bytes read per position", "bytes / float32's", "matches the reference",
-                             "ms",    "float32's time / this",   "GB/s of cache read"};
+    const char *headers[] = {"cache", "bytes read per position",         "bytes / float32's", "matches the reference",
+                             "ms",    "float32's time / this (min–max)", "GB/s of cache read"};
     Table *t = table_new(7, headers, "lrrlrrr");
-    double float_seconds = 0.0, float_bytes = 0.0;
+    BenchStats float_stats = {0};
+    double float_bytes = 0.0;
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
         const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f, 32,
                                         9};
@@ -191,7 +192,7 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
         BenchStats stats = bench_run(attend_in_format, &run, 1, 5);
         double bytes = decode_batch_cache_bytes(&b);
         if (f == KV_FORMAT_FLOAT32) {
-            float_seconds = stats.median;
+            float_stats = stats;
             float_bytes = bytes;
         }
         table_cell(t, "%s", kv_format_name((KvFormat)f));
@@ -199,7 +200,7 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
         table_cell(t, "%.3f", bytes / float_bytes);
         table_cell(t, "%s", ok ? "yes" : "NO");
         table_cell(t, "%.2f", 1e3 * stats.median);
-        table_cell(t, "%.2f", float_seconds / stats.median);
+        bench_speedup_cell(t, float_stats, stats);
         table_cell(t, "%.2f", gb_per_s(bytes, stats.median));
         array_free(run.out);
         decode_batch_free(&b);
@@ -224,8 +225,8 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
                              "same output",
                              "contiguous GB/s",
                              "paged GB/s",
-                             "paged / contiguous",
-                             "contiguous / read bandwidth"};
+                             "contiguous's time / paged's (min–max)",
+                             "contiguous, of read bandwidth (min–max)"};
     Table *t = table_new(7, headers, "rrlrrrr");
     Rng rng;
     rng_seed(&rng, 5);
@@ -241,8 +242,8 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
         table_cell(t, "%s", same ? "bitwise" : "NO");
         table_cell(t, "%.2f", gb_per_s(bytes, contiguous.median));
         table_cell(t, "%.2f", gb_per_s(bytes, paged.median));
-        table_cell(t, "%.3f", contiguous.median / paged.median);
-        table_cell(t, "%.0f%%", 100 * gb_per_s(bytes, contiguous.median) / read_gbs);
+        bench_speedup_cell(t, contiguous, paged);
+        bench_share_cell(t, bytes, contiguous, read_gbs);
         bench_free(&b);
     }
     table_print(t, out, format);

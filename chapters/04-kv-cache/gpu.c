@@ -1,11 +1,10 @@
 #include "chapters/04-kv-cache/gpu.h"
 
 #include "common/cli.h"
-#include "common/results.h"
 
 #ifdef HAVE_CUDA
 
-#include <math.h>
+#include <stdbool.h>
 
 #include "chapters/04-kv-cache/accuracy.h"
 #include "chapters/04-kv-cache/decode_batch.h"
@@ -13,13 +12,8 @@
 #include "common/bench.h"
 #include "common/check.h"
 #include "common/cuda_util.h"
+#include "common/results.h"
 #include "kernels/paged_attention_gpu.h"
-
-static void require_device(void)
-{
-    if (!cuda_device_available())
-        cli_fail("--gpu: no CUDA device found");
-}
 
 static PagedAttentionProblem problem_of(const DecodeBatch *b, int int4_group)
 {
@@ -112,7 +106,6 @@ static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_g
 
 int gpu_check(FILE *out, int widest_heads)
 {
-    require_device();
     int failures = 0;
     for (size_t i = 0; i < sizeof CHECK_CASES / sizeof CHECK_CASES[0]; i++)
         for (int f = 0; f < KV_FORMAT_COUNT; f++) {
@@ -129,28 +122,49 @@ int gpu_check(FILE *out, int widest_heads)
     return failures;
 }
 
+int gpu_check_command(int argc, char **argv)
+{
+    cli_parse(argc, argv, NULL, 0, NULL);
+    cuda_require_device();
+    return gpu_check(stdout, GPU_CHECK_WIDEST_HEADS) == 0 ? 0 : 1;
+}
+
 /* The attention of a Llama-3-8B layer: 32 query heads, 8 kv heads of 128. */
 enum { BENCH_HEADS = 32, BENCH_KV_HEADS = 8, BENCH_HEAD_DIM = 128, BENCH_BLOCK = 16, TIMED_RUNS = 20 };
 
 typedef struct {
-    double ms;    /* median per decode step; < 0: the output was wrong */
-    double bytes; /* of cache read */
+    bool ok;          /* the output matched the reference, so it was timed */
+    BenchStats stats; /* seconds per decode step */
+    double bytes;     /* of cache read */
 } Timing;
+
+/* Each decode step timed by its own call of the kernels' timer (which runs
+ * cuda_bench_run after two untimed steps), so that every step's time is
+ * kept and the spread over the steps shows. */
+static BenchStats time_steps(PagedAttentionGpuRun *run, int version)
+{
+    double seconds[TIMED_RUNS];
+    for (int r = 0; r < TIMED_RUNS; r++)
+        seconds[r] = 1e-3 * paged_attention_gpu_run_time_ms(run, version, 0, 1);
+    return bench_stats_from_times(seconds, TIMED_RUNS);
+}
 
 /* Validate on the first and last sequences, then time. */
 static Timing validated_timing(PagedAttentionGpuRun *run, const DecodeBatch *b, int version, char *why, size_t size)
 {
-    Timing t = {-1.0, decode_batch_cache_bytes(b)};
+    Timing t = {.ok = false, .bytes = decode_batch_cache_bytes(b)};
     float *result = ALLOC_ARRAY(float, (size_t)b->batch * b->n_heads * b->shape.head_dim);
     char err[256];
     if (paged_attention_gpu_run_once(run, version, 0, result, err, sizeof err) != 0)
         cli_fail_status(1, "%s", err);
     CloseReport r = compare_with_reference(b, result, b->batch > 1 ? b->batch - 1 : 1);
-    if (r.ok)
-        t.ms = paged_attention_gpu_run_time_ms(run, version, 0, TIMED_RUNS);
-    else
+    if (r.ok) {
+        t.ok = true;
+        t.stats = time_steps(run, version);
+    } else {
         snprintf(why, size, "%zu of %zu values off, worst %g against %g", r.failures, r.count, r.worst_got,
                  r.worst_ref);
+    }
     array_free(result);
     return t;
 }
@@ -176,18 +190,11 @@ static PagedAttentionGpuRun *bench_run_new(const DecodeBatch *b)
     return run;
 }
 
-static void timing_cells(Table *t, Timing timing, const char *why, double copy_gbs)
+static void wrong_cells(Table *t, const char *why, int count)
 {
-    if (timing.ms < 0) {
-        table_cell(t, "WRONG: %s", why);
+    table_cell(t, "WRONG: %s", why);
+    for (int i = 1; i < count; i++)
         table_cell(t, "-");
-        table_cell(t, "-");
-        return;
-    }
-    double gbs = gb_per_s(timing.bytes, timing.ms * 1e-3);
-    table_cell(t, "%.3f", timing.ms);
-    table_cell(t, "%.0f", gbs);
-    table_cell(t, "%.0f%%", 100 * gbs / copy_gbs);
 }
 
 /* Every format, both versions, at one long context: the bytes each reads,
@@ -195,27 +202,31 @@ static void timing_cells(Table *t, Timing timing, const char *why, double copy_g
 static Table *formats_table(int batch, int context, double copy_gbs)
 {
     const KvFormat formats[] = {KV_FORMAT_FP16, KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4, KV_FORMAT_KIVI4};
-    const char *headers[] = {"cache", "version", "MB read", "bytes / fp16's",
-                             "ms",    "GB/s",    "of copy", "fp16's time / this"};
+    const char *headers[] = {"cache", "version", "MB read",           "bytes / fp16's",
+                             "ms",    "GB/s",    "of copy (min–max)", "fp16's time / this (min–max)"};
     Table *t = table_new(8, headers, "lrrrrrrr");
-    double fp16_ms[3] = {0}, fp16_bytes = 0;
+    Timing fp16[PAGED_ATTENTION_VERSIONS + 1] = {0};
     for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
         DecodeBatch b = bench_batch(batch, context, formats[f]);
         char why[256] = "";
         PagedAttentionGpuRun *run = bench_run_new(&b);
         for (int version = 1; version <= PAGED_ATTENTION_VERSIONS; version++) {
             Timing timing = validated_timing(run, &b, version, why, sizeof why);
-            if (f == 0) {
-                fp16_ms[version] = timing.ms;
-                fp16_bytes = timing.bytes;
-            }
+            if (f == 0)
+                fp16[version] = timing;
             table_cell(t, "%s", kv_format_name(formats[f]));
             table_cell(t, "%d", version);
             table_cell(t, "%.0f", timing.bytes / 1e6);
-            table_cell(t, "%.3f", timing.bytes / fp16_bytes);
-            timing_cells(t, timing, why, copy_gbs);
-            if (timing.ms > 0 && fp16_ms[version] > 0)
-                table_cell(t, "%.2f", fp16_ms[version] / timing.ms);
+            table_cell(t, "%.3f", timing.bytes / fp16[version].bytes);
+            if (!timing.ok) {
+                wrong_cells(t, why, 4);
+                continue;
+            }
+            table_cell(t, "%.3f", 1e3 * timing.stats.median);
+            table_cell(t, "%.0f", gb_per_s(timing.bytes, timing.stats.median));
+            bench_share_cell(t, timing.bytes, timing.stats, copy_gbs);
+            if (fp16[version].ok)
+                bench_speedup_cell(t, fp16[version].stats, timing.stats);
             else
                 table_cell(t, "-");
         }
@@ -228,7 +239,8 @@ static Table *formats_table(int batch, int context, double copy_gbs)
 /* Version 1 against version 2, fp16, over context lengths and batch sizes. */
 static Table *split_table(const int *contexts, int n_contexts, const int *batches, int n_batches)
 {
-    const char *headers[] = {"context", "sequences", "thread blocks, v1", "v1 ms", "v2 ms", "v1 / v2"};
+    const char *headers[] = {"context", "sequences", "thread blocks, v1",
+                             "v1 ms",   "v2 ms",     "v1's time / v2's (min–max)"};
     Table *t = table_new(6, headers, "rrrrrr");
     for (int c = 0; c < n_contexts; c++)
         for (int s = 0; s < n_batches; s++) {
@@ -240,14 +252,12 @@ static Table *split_table(const int *contexts, int n_contexts, const int *batche
             table_cell(t, "%d", contexts[c]);
             table_cell(t, "%d", batches[s]);
             table_cell(t, "%d", batches[s] * BENCH_HEADS);
-            if (v1.ms < 0 || v2.ms < 0) {
-                table_cell(t, "WRONG: %s", why);
-                table_cell(t, "-");
-                table_cell(t, "-");
+            if (v1.ok && v2.ok) {
+                table_cell(t, "%.3f", 1e3 * v1.stats.median);
+                table_cell(t, "%.3f", 1e3 * v2.stats.median);
+                bench_speedup_cell(t, v1.stats, v2.stats);
             } else {
-                table_cell(t, "%.3f", v1.ms);
-                table_cell(t, "%.3f", v2.ms);
-                table_cell(t, "%.2f", v1.ms / v2.ms);
+                wrong_cells(t, why, 3);
             }
             paged_attention_gpu_run_free(run);
             decode_batch_free(&b);
@@ -261,15 +271,32 @@ static void print_header(FILE *out, const char *device, const char *commit, doub
     fprintf(out,
             "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run. Decode "
             "attention of %d query heads over %d kv heads of %d, blocks of %d scattered through the pool; "
-            "each case validated against the double reference before timing, median of %d steps. "
-            "Bytes counted: the cache's rows and scales, read once.\n\n"
+            "each case validated against the double reference before timing, median of %d steps, with the "
+            "slowest and the fastest. Bytes counted: the cache's rows and scales, read once.\n\n"
             "%d sequences of %d positions:\n\n",
             copy_gbs, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, TIMED_RUNS, batch, context);
 }
 
-void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format)
+static const char SPLIT_TITLE[] = "\nfp16, version 1 (a thread block per query head) against version 2 (split-K):\n\n";
+
+static void print_tables(FILE *out, const Table *formats, const Table *split, TableFormat format)
 {
-    require_device();
+    table_print(formats, out, format);
+    fprintf(out, "%s", SPLIT_TITLE);
+    table_print(split, out, format);
+}
+
+int gpu_bench_command(int argc, char **argv)
+{
+    bool quick = false;
+    const char *results_path = NULL, *commit = NULL;
+    const CliOption options[] = {
+        {"--quick",   CLI_FLAG,   &quick,        0, 0, "fewer sequences, contexts and batch sizes"    },
+        {"--results", CLI_STRING, &results_path, 0, 0, "also write the tables (Markdown) to this file"},
+        {"--commit",  CLI_STRING, &commit,       0, 0, "the commit to stamp (none: $GIT_COMMIT)"      },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    cuda_require_device();
     commit = results_commit(commit);
     const int batch = quick ? 4 : 8, context = 16384;
     const int all_contexts[] = {1024, 4096, 16384}, all_batches[] = {1, 4, 32};
@@ -280,42 +307,32 @@ void gpu_bench(bool quick, const char *results_path, const char *commit, TableFo
     Table *formats = formats_table(batch, context, copy_gbs);
     Table *split =
         quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3);
-    const char *split_title = "\nfp16, version 1 (a thread block per query head) against version 2 (split-K):\n\n";
     print_header(stdout, device, commit, copy_gbs, batch, context);
-    table_print(formats, stdout, format);
-    printf("%s", split_title);
-    table_print(split, stdout, format);
+    print_tables(stdout, formats, split, TABLE_TEXT);
     if (results_path != NULL) {
         FILE *file = results_create(results_path);
-        fprintf(file, "GPU results of kv_cache --gpu --bench%s\n\n", quick ? " --quick" : "");
+        fprintf(file, "GPU results of kv_cache gpu-bench%s\n\n", quick ? " --quick" : "");
         print_header(file, device, commit, copy_gbs, batch, context);
-        table_print(formats, file, TABLE_MARKDOWN);
-        fprintf(file, "%s", split_title);
-        table_print(split, file, TABLE_MARKDOWN);
-        fclose(file);
+        print_tables(file, formats, split, TABLE_MARKDOWN);
+        if (fclose(file) != 0)
+            cli_fail_status(1, "--results %s: cannot write the file", results_path);
         printf("\nwrote %s\n", results_path);
     }
     table_free(formats);
     table_free(split);
+    return 0;
 }
 
 #else
 
-static _Noreturn void no_cuda(void)
+int gpu_check_command(int argc, char **argv)
 {
-    cli_fail("--gpu: this program was built without CUDA");
+    return cli_without_cuda(argc, argv);
 }
 
-int gpu_check(FILE *out)
+int gpu_bench_command(int argc, char **argv)
 {
-    (void)out;
-    no_cuda();
-}
-
-void gpu_bench(bool quick, const char *results_path, const char *commit, TableFormat format)
-{
-    (void)quick, (void)results_path, (void)commit, (void)format;
-    no_cuda();
+    return cli_without_cuda(argc, argv);
 }
 
 #endif

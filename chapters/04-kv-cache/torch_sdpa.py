@@ -1,5 +1,5 @@
 """PyTorch's scaled_dot_product_attention on the decode step that
-`kv_cache --gpu --bench` times: one query per head and sequence, 32 query
+`kv_cache gpu-bench` times: one query per head and sequence, 32 query
 heads over 8 kv heads of 128 (a Llama-3-8B layer), in fp16, with the keys and
 values contiguous, [batch, kv heads, context, 128], as PyTorch wants them (the
 kernels of the chapter read them through block tables instead). The same
@@ -7,7 +7,7 @@ byte count (the cache, read once), CUDA events, the median of the steps after
 warm-up ones, and the device-to-device copy bandwidth of the same run.
 Prints a Markdown table stamped with the device, the PyTorch and CUDA
 versions, the date and the commit (--commit or $GIT_COMMIT), to put beside
-the results file of `kv_cache --gpu --bench --results`.
+the results file of `kv_cache gpu-bench --results`.
 
 Not needed to build or test anything; run it on the GPU machine:
     python3 torch_sdpa.py --commit "$(git rev-parse HEAD)" > torch-results.md

@@ -1,13 +1,15 @@
-/* The .npy interface: --attend DIR reads q, k, v and lens, and writes the
- * attention computed through the contiguous and the paged layouts, and
- * through INT8 and INT4 blocks. Each is checked against a double-precision
- * reference computed here (over the numbers as INT8 or INT4 store them, for
- * those), and inputs that disagree are refused with one line and exit
- * status 2. */
+/* The .npy interface of `kv_cache attend --load DIR --save DIR`: reads q,
+ * k, v and lens from one directory, and writes to another the attention
+ * computed through the contiguous and the paged layouts, and through INT8
+ * and INT4 blocks. Each is checked against a double-precision reference
+ * computed here (over the numbers as INT8 or INT4 store them, for those);
+ * inputs that disagree are refused with one line and exit status 2, and
+ * outputs that cannot be written with one line and exit status 1. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "chapters/04-kv-cache/attend_npy.h"
@@ -19,11 +21,12 @@
 #include "kernels/kv_quant.h"
 
 enum { B = 3, H = 6, KVH = 2, L = 37, D = 12 };
-static const char *const file_names[] = {
-    "q.npy", "k.npy", "v.npy", "lens.npy", "out_contiguous.npy", "out_paged.npy", "out_int8.npy", "out_int4.npy"};
+static const char *const input_names[] = {"q.npy", "k.npy", "v.npy", "lens.npy"};
+static const char *const output_names[] = {"out_contiguous.npy", "out_paged.npy", "out_int8.npy", "out_int4.npy"};
 
 typedef struct {
-    char dir[64];
+    char dir[64];      /* --load */
+    char save_dir[96]; /* --save: a directory inside dir */
     float q[B * H * D], k[B * KVH * L * D], v[B * KVH * L * D];
     int32_t lens[B];
 } Inputs;
@@ -31,6 +34,11 @@ typedef struct {
 static void path_of(char *path, const Inputs *in, const char *name)
 {
     snprintf(path, 128, "%s/%s", in->dir, name);
+}
+
+static void output_path_of(char *path, const Inputs *in, const char *name)
+{
+    snprintf(path, 128, "%s/%s", in->save_dir, name);
 }
 
 static void save(const Inputs *in, const char *name, NpyDtype dtype, int ndim, const size_t *shape, const void *data)
@@ -78,7 +86,7 @@ static NpyArray load_output(const Inputs *in, const char *name)
 {
     char path[128];
     const size_t shape[] = {B, H, D};
-    path_of(path, in, name);
+    output_path_of(path, in, name);
     return npy_load_or_exit(path, NPY_FLOAT32, 3, shape);
 }
 
@@ -119,7 +127,10 @@ static void quantized_output_matches(const Inputs *in, KvFormat format, const ch
 static void outputs_match_reference(Inputs *in)
 {
     save_all(in);
-    attend_npy_directory(in->dir, 16, 32);
+    attend_npy(in->dir, in->save_dir, 16, 32);
+    char path[128];
+    path_of(path, in, output_names[0]);
+    EXPECT(access(path, F_OK) != 0, "the outputs go to --save, not to --load");
     NpyArray contiguous = load_output(in, "out_contiguous.npy"), paged = load_output(in, "out_paged.npy");
     double *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
     reference(in, ref);
@@ -138,9 +149,10 @@ static void outputs_match_reference(Inputs *in)
     npy_free(&paged);
 }
 
-static void attend_in_child(void *dir)
+static void attend_in_child(void *inputs)
 {
-    attend_npy_directory(dir, 16, 32);
+    const Inputs *in = inputs;
+    attend_npy(in->dir, in->save_dir, 16, 32);
 }
 
 /* Save a broken file in place of a good one: the run must end with status 2
@@ -150,7 +162,7 @@ static void refused(Inputs *in, const char *name, NpyDtype dtype, int ndim, cons
 {
     save_all(in);
     save(in, name, dtype, ndim, shape, data);
-    ChildResult r = test_run_child(attend_in_child, in->dir);
+    ChildResult r = test_run_child(attend_in_child, in);
     EXPECT(r.exit_status == 2 && r.err_lines == 1 && strstr(r.err, expected) != NULL,
            "%s: exit 2 and one line mentioning '%s'; got status %d, %d lines: %s", name, expected, r.exit_status,
            r.err_lines, r.err);
@@ -173,8 +185,36 @@ static void bad_inputs_are_refused(Inputs *in)
     save_all(in);
     path_of(path, in, "v.npy");
     unlink(path);
-    ChildResult r = test_run_child(attend_in_child, in->dir);
+    ChildResult r = test_run_child(attend_in_child, in);
     EXPECT(r.exit_status == 2 && r.err_lines == 1, "a missing v.npy: exit 2, one line: %s", r.err);
+}
+
+/* A --save directory that does not exist: the first write fails, with
+ * status 1 (not the user's input) and one line naming the file. */
+static void unwritable_output_fails(const Inputs *in)
+{
+    save_all(in);
+    Inputs *missing = ALLOC_ARRAY(Inputs, 1);
+    *missing = *in;
+    snprintf(missing->save_dir, sizeof missing->save_dir, "%s/missing", in->dir);
+    ChildResult r = test_run_child(attend_in_child, missing);
+    EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "out_contiguous.npy") != NULL,
+           "--save of a missing directory: exit 1 and one line naming out_contiguous.npy; got status %d, %d lines: %s",
+           r.exit_status, r.err_lines, r.err);
+    array_free(missing);
+}
+
+static void remove_files(const Inputs *in)
+{
+    char path[128];
+    for (size_t i = 0; i < sizeof input_names / sizeof input_names[0]; i++) {
+        path_of(path, in, input_names[i]);
+        unlink(path);
+    }
+    for (size_t i = 0; i < sizeof output_names / sizeof output_names[0]; i++) {
+        output_path_of(path, in, output_names[i]);
+        unlink(path);
+    }
 }
 
 int main(void)
@@ -183,6 +223,9 @@ int main(void)
     snprintf(in->dir, sizeof in->dir, "/tmp/kv_cache_attend_XXXXXX");
     if (!mkdtemp(in->dir))
         test_skip("cannot make a temporary directory in /tmp");
+    snprintf(in->save_dir, sizeof in->save_dir, "%s/out", in->dir);
+    if (mkdir(in->save_dir, 0700) != 0)
+        test_skip("cannot make a directory in the temporary directory");
     Rng rng;
     rng_seed(&rng, 21);
     rng_fill_normal_f32(&rng, in->q, B * H * D, 0, 1);
@@ -192,12 +235,9 @@ int main(void)
     memcpy(in->lens, lens, sizeof lens);
     outputs_match_reference(in);
     bad_inputs_are_refused(in);
-    for (size_t i = 0; i < sizeof file_names / sizeof file_names[0]; i++) {
-        char path[128];
-        path_of(path, in, file_names[i]);
-        unlink(path);
-    }
-    EXPECT(rmdir(in->dir) == 0, "the temporary directory is left empty");
+    unwritable_output_fails(in);
+    remove_files(in);
+    EXPECT(rmdir(in->save_dir) == 0 && rmdir(in->dir) == 0, "the temporary directories are left empty");
     array_free(in);
     return test_finish();
 }

@@ -1,50 +1,118 @@
 #!/bin/sh
-# Bad input to kv_cache: every case must print nothing on stdout, exactly one
-# line "kv_cache: error: ..." on stderr naming the problem, and exit 2.
+# kv_cache's command line: the subcommands and their --help; bad input, which
+# must print nothing on stdout, exactly one line "kv_cache SUB: error: ..."
+# on stderr naming the problem, and exit 2; and output that cannot be written.
 set -u
 . ../cli-checks.sh
 cli_program ../../chapters/04-kv-cache/kv_cache
 
-rejects_mentioning "--bogus" --bogus
-rejects_mentioning "--layers" --layers abc
-rejects_mentioning "--layers" --layers 3x
-rejects_mentioning "--block-size" --block-size 0
-rejects_mentioning "--block-size" --block-size -4
-rejects_mentioning "multiple of --kv-heads" --heads 6 --kv-heads 4
-rejects_mentioning "even" --head-dim 15
-rejects_mentioning "longer than the model's maximum" --prompt-len 3000
-rejects_mentioning "need 2099 positions" --prompt-len 2000 --new-tokens 100
-rejects_mentioning "choose one of" --verify --cost
-rejects_mentioning "--bench only" --quick
-rejects_mentioning "larger than the vocabulary" --top-k 500
-rejects_mentioning "--temperature" --temperature -1
-rejects_mentioning "--vocab" --vocab 3
-rejects_mentioning "at least 381" --verify --max-len 200
-rejects_mentioning "q.npy" --attend /nonexistent-directory
-rejects_mentioning "--int4-group must be 32 or 64" --accuracy --int4-group 48
-rejects_mentioning "--int4-group" --int4-group 0
-rejects_mentioning "choose one of" --accuracy --memory
-rejects_mentioning "--accuracy needs --max-len" --accuracy --max-len 100
-rejects_mentioning "--gpu goes alone" --gpu --memory
-rejects_mentioning "--results and --commit go with --gpu --bench" --results out.md
-rejects_mentioning "--results and --commit go with --gpu --bench" --gpu --commit abc123
-rejects_mentioning "--show-results" --show-results
-rejects_mentioning "--formats goes with --bench" --formats
-rejects_mentioning "--formats goes with --bench" --gpu --bench --formats
-runs_on_gpu_or_says_why --gpu
-
-accepts --memory
-if ! grep -q "Llama-3.1-405B" "$out"; then
-    fail "kv_cache --memory should list the real models"
-fi
-accepts --show-results "$scratch/none.md"
-if ! grep -q "No results recorded yet" "$out"; then
-    fail "kv_cache --show-results on a missing file should say there are none"
-fi
+commands="generate verify cost waste waste-data bench bench-formats attend cow-demo prefix-demo preempt-demo
+accuracy memory gpu-check gpu-bench gpu-results"
 
 accepts --help
-if ! grep -q -- "--block-size" "$out"; then
-    fail "kv_cache --help should list the options"
+for command in $commands; do
+    grep -q "^  $command  " "$out" || fail "kv_cache --help should list $command"
+done
+for command in $commands; do
+    name="kv_cache $command"
+    if [ "$command" = gpu-check ] || [ "$command" = gpu-bench ]; then
+        # Without CUDA these refuse everything, --help included.
+        runs_on_gpu_or_says_why "$command" --help
+    else
+        accepts "$command" --help
+        grep -q "^$name: " "$out" || fail "$name --help should start with its summary"
+    fi
+done
+name=kv_cache
+accepts generate --help
+grep -q -- "--block-size <int> .*(default 16)" "$out" || fail "kv_cache generate --help should list --block-size"
+
+rejects_saying "no command given (see kv_cache --help)"
+rejects_saying "unknown command 'gpu' (see kv_cache --help)" gpu
+rejects_saying "'--verify': give a command first (see kv_cache --help)" --verify
+
+name="kv_cache generate"
+rejects_mentioning "--bogus" generate --bogus
+rejects_mentioning "--layers" generate --layers abc
+rejects_mentioning "--layers" generate --layers 3x
+rejects_mentioning "--block-size" generate --block-size 0
+rejects_mentioning "--block-size" generate --block-size -4
+rejects_mentioning "multiple of --kv-heads" generate --heads 6 --kv-heads 4
+rejects_mentioning "even" generate --head-dim 15
+rejects_mentioning "longer than the model's maximum" generate --prompt-len 3000
+rejects_mentioning "need 2099 positions" generate --prompt-len 2000 --new-tokens 100
+rejects_mentioning "larger than the vocabulary" generate --top-k 500
+rejects_mentioning "--temperature" generate --temperature -1
+rejects_mentioning "--vocab" generate --vocab 3
+# Options of other subcommands.
+rejects_saying "unknown option '--quick' (see --help)" generate --quick
+rejects_saying "unknown option '--markdown' (see --help)" generate --markdown
+rejects_saying "unexpected argument 'verify' (options start with --; see --help)" generate verify
+
+name="kv_cache verify"
+rejects_mentioning "at least 381" verify --max-len 200
+rejects_saying "unknown option '--prompt-len' (see --help)" verify --prompt-len 5
+rejects_saying "unknown option '--top-k' (see --help)" verify --top-k 5
+name="kv_cache cost"
+rejects_saying "unknown option '--block-size' (see --help)" cost --block-size 16
+name="kv_cache cow-demo"
+rejects_mentioning "at least 381" cow-demo --max-len 200
+rejects_mentioning "larger than the vocabulary" cow-demo --vocab 30
+
+name="kv_cache accuracy"
+rejects_mentioning "--int4-group must be 32 or 64" accuracy --int4-group 48
+rejects_mentioning "--int4-group" accuracy --int4-group 0
+rejects_mentioning "needs --max-len of at least 320" accuracy --max-len 100
+rejects_saying "unknown option '--memory' (see --help)" accuracy --memory
+name="kv_cache memory"
+rejects_saying "unknown option '--int4-group' (see --help)" memory --int4-group 32
+
+name="kv_cache bench"
+rejects_saying "unknown option '--formats' (see --help)" bench --formats
+rejects_saying "unknown option '--results' (see --help)" bench --results out.md
+name="kv_cache bench-formats"
+rejects_saying "unknown option '--commit' (see --help)" bench-formats --commit abc123
+name="kv_cache waste"
+rejects_mentioning "--requests" waste --requests 0
+name="kv_cache waste-data"
+rejects_saying "unknown option '--markdown' (see --help)" waste-data --markdown
+
+name="kv_cache attend"
+rejects_mentioning "q.npy" attend --load /nonexistent-directory --save "$scratch"
+rejects_saying "give both --load DIR and --save DIR" attend --load "$scratch"
+rejects_saying "give both --load DIR and --save DIR" attend --save "$scratch"
+rejects_saying "unknown option '--block-size' (see --help)" attend --load "$scratch" --save "$scratch" --block-size 8
+
+name="kv_cache gpu-results"
+rejects_saying "--file expects a value" gpu-results --file
+rejects_saying "unknown option '--results' (see --help)" gpu-results --results gpu-results.md
+# In a build without CUDA, gpu-check and gpu-bench refuse everything alike.
+name="kv_cache gpu-check"
+rejects gpu-check --bench
+name="kv_cache gpu-bench"
+rejects gpu-bench --formats
+rejects gpu-bench --results
+name="kv_cache gpu-check"
+runs_on_gpu_or_says_why gpu-check
+name=kv_cache
+
+accepts memory
+if ! grep -q "Llama-3.1-405B" "$out"; then
+    fail "kv_cache memory should list the real models"
 fi
+accepts gpu-results --file "$scratch/none.md"
+if ! grep -q "No results recorded yet" "$out"; then
+    fail "kv_cache gpu-results on a missing file should say there are none"
+fi
+
+for command in memory waste-data gpu-results; do
+    name="kv_cache $command"
+    fails_writing "$command"
+done
+name="kv_cache generate"
+fails_writing generate --prompt-len 4 --new-tokens 2
+fails_writing generate --help
+name=kv_cache
+fails_writing --help
 
 cli_finish

@@ -2,7 +2,7 @@
  * cache format, both versions, version 2 with default and with small
  * partitions, head_dim 64, 128 and 256, GQA groups of 1, 4 and 8, batches of
  * 1 to 8 sequences whose lengths are not multiples of the block size
- * (kv_cache --gpu prints the same cases); the same output twice, bit for bit;
+ * (kv_cache gpu-check prints the same cases); the same output twice, bit for bit;
  * and the partition and version arguments. Needs a GPU; skipped without. */
 #include <stdio.h>
 #include <string.h>

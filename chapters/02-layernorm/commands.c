@@ -39,21 +39,35 @@ static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(L
     return ln_comparison_print(stdout, label, &comparison);
 }
 
+void random_problem_options(CliOption *options, RandomProblemArgs *args)
+{
+    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5};
+    const CliOption random[RANDOM_PROBLEM_OPTIONS] = {
+        {"--n",    CLI_INT,    &args->n,    1,     1 << 24,  "rows of the random problem"   },
+        {"--d",    CLI_INT,    &args->d,    1,     1 << 20,  "its row length"               },
+        {"--seed", CLI_INT,    &args->seed, 0,     1L << 62, "random seed"                  },
+        {"--eps",  CLI_DOUBLE, &args->eps,  1e-30, 1.0,      "epsilon added to the variance"},
+    };
+    for (int i = 0; i < RANDOM_PROBLEM_OPTIONS; i++)
+        options[i] = random[i];
+}
+
+LnProblem random_problem_new(const RandomProblemArgs *args)
+{
+    LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
+    ln_problem_fill_random(&p, (uint64_t)args->seed, 0.0, 1.0);
+    return p;
+}
+
 int run_command(int argc, char **argv)
 {
-    long n = 64, d = 1024, seed = 1;
-    double eps = 1e-5;
-    const CliOption options[] = {
-        {"--n",    CLI_INT,    &n,    1,     1 << 24,  "rows"                                 },
-        {"--d",    CLI_INT,    &d,    1,     1 << 20,  "row length (the normalised dimension)"},
-        {"--seed", CLI_INT,    &seed, 0,     1L << 62, "random seed"                          },
-        {"--eps",  CLI_DOUBLE, &eps,  1e-30, 1.0,      "epsilon added to the variance"        },
-    };
+    RandomProblemArgs args;
+    CliOption options[RANDOM_PROBLEM_OPTIONS];
+    random_problem_options(options, &args);
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    ln_problem_check_size(n, d);
-    LnProblem p = ln_problem_new((size_t)n, (size_t)d, (float)eps);
-    ln_problem_fill_random(&p, (uint64_t)seed, 0.0, 1.0);
-    printf("%zu x %zu, random inputs (seed %ld), eps %g\n", p.n, p.d, seed, eps);
+    ln_problem_check_size(args.n, args.d);
+    LnProblem p = random_problem_new(&args);
+    printf("%zu x %zu, random inputs (seed %ld), eps %g\n", p.n, p.d, args.seed, args.eps);
     bool ok = compute_and_check(&p, "cpu float vs double reference:", ln_problem_run_cpu);
     ln_problem_free(&p);
     return ok ? 0 : 1;

@@ -98,10 +98,6 @@ static int last_version(int kernel, int versions)
     return kernel == 0 ? versions : first_version(kernel, versions);
 }
 
-/* The seed of the data every version is validated on, unless gpu-check is
- * given another. */
-enum { VALIDATION_SEED = 1 };
-
 static bool validate_all(int kernel, uint64_t seed)
 {
     bool ok = true;
@@ -125,24 +121,22 @@ static void print_device(char *device, size_t size)
 
 int gpu_check_command(int argc, char **argv)
 {
-    long kernel = 0, n = 64, d = 1024, seed = VALIDATION_SEED;
-    double eps = 1e-5;
-    const CliOption options[] = {
-        {"--kernel", CLI_INT,    &kernel, 0,     LAYERNORM_FORWARD_VERSIONS,
-         "only version N: forward N, backward min(N, 2) (0: all)"                                                                 },
-        {"--n",      CLI_INT,    &n,      1,     1 << 24,                    "rows of the random problem checked after the shapes"},
-        {"--d",      CLI_INT,    &d,      1,     1 << 20,                    "its row length"                                     },
-        {"--seed",   CLI_INT,    &seed,   0,     1L << 62,                   "random seed of every problem"                       },
-        {"--eps",    CLI_DOUBLE, &eps,    1e-30, 1.0,                        "epsilon of the random problem"                      },
+    RandomProblemArgs args;
+    long kernel = 0;
+    CliOption options[RANDOM_PROBLEM_OPTIONS + 1];
+    random_problem_options(options, &args);
+    const CliOption kernel_option[] = {
+        {"--kernel", CLI_INT, &kernel, 0, LAYERNORM_FORWARD_VERSIONS,
+         "only version N: forward N, backward min(N, 2); 0: all"},
     };
+    options[RANDOM_PROBLEM_OPTIONS] = kernel_option[0];
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    ln_problem_check_size(n, d);
+    ln_problem_check_size(args.n, args.d);
     cuda_require_device();
     char device[256];
     print_device(device, sizeof device);
-    bool ok = validate_all((int)kernel, (uint64_t)seed);
-    LnProblem p = ln_problem_new((size_t)n, (size_t)d, (float)eps);
-    ln_problem_fill_random(&p, (uint64_t)seed, 0.0, 1.0);
+    bool ok = validate_all((int)kernel, (uint64_t)args.seed);
+    LnProblem p = random_problem_new(&args);
     char label[96];
     snprintf(label, sizeof label, "%zu x %zu", p.n, p.d);
     ok = check_problem(&p, label, last_version((int)kernel, LAYERNORM_FORWARD_VERSIONS),
@@ -290,7 +284,8 @@ int gpu_bench_command(int argc, char **argv)
     cuda_require_device();
     char device[256];
     print_device(device, sizeof device);
-    if (!validate_all(0, VALIDATION_SEED)) {
+    /* The data of `gpu-check` with its defaults: seed 1. */
+    if (!validate_all(0, 1)) {
         printf("nothing is timed\n");
         return 1;
     }

@@ -106,16 +106,18 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     }
     char name[160];
     cpu_name(name, sizeof name);
-    fprintf(out, "%s: %d threads, last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs.\n\n", name,
-            thread_counts[1], bench_llc_bytes() >> 20, bytes >> 20, timed_runs);
-    const char *headers[] = {"threads", "pass", "d", "rows", "GB/s", "of memcpy"};
+    fprintf(out,
+            "%s: %d threads, last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs, in brackets "
+            "the slowest and the fastest.\n\n",
+            name, thread_counts[1], bench_llc_bytes() >> 20, bytes >> 20, timed_runs);
+    const char *headers[] = {"threads", "pass", "d", "rows", "GB/s", "of memcpy (range)"};
     Table *table = table_new(6, headers, "rlrrrr");
     for (int t = 0; t < 2 && (t == 0 || thread_counts[1] != thread_counts[0]); t++) {
         int threads = thread_counts[t];
         set_threads(threads);
         double copy_before = memcpy_bandwidth_gbs(bytes, threads);
         add_memcpy_row(table, threads, "before", copy_before);
-        double kernel_gbs[3][2];
+        BenchStats kernel_stats[3][2];
         for (size_t w = 0; w < 3; w++) {
             a.d = widths[w];
             a.n = count / a.d;
@@ -124,10 +126,8 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
             for (size_t i = 0; i < 7; i++)
                 *per_width[i] = ALLOC_ARRAY(float, counts[i]);
             fill_in_parallel(a.gamma, a.d, 1.0f);
-            for (int p = 0; p < 2; p++) {
-                BenchStats stats = bench_run(passes[p].body, &a, 1, timed_runs);
-                kernel_gbs[w][p] = gb_per_s(passes[p].bytes_per_element * (double)(a.n * a.d), stats.median);
-            }
+            for (int p = 0; p < 2; p++)
+                kernel_stats[w][p] = bench_run(passes[p].body, &a, 1, timed_runs);
             for (size_t i = 0; i < 7; i++)
                 array_free(*per_width[i]);
         }
@@ -135,12 +135,14 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
         double copy = 0.5 * (copy_before + copy_after);
         for (size_t w = 0; w < 3; w++)
             for (int p = 0; p < 2; p++) {
+                size_t rows = count / widths[w];
+                double moved = passes[p].bytes_per_element * (double)(rows * widths[w]);
                 table_cell(table, "%d", threads);
                 table_cell(table, "%s", passes[p].pass);
                 table_cell(table, "%zu", widths[w]);
-                table_cell(table, "%zu", count / widths[w]);
-                table_cell(table, "%.1f", kernel_gbs[w][p]);
-                table_cell(table, "%.0f%%", 100.0 * kernel_gbs[w][p] / copy);
+                table_cell(table, "%zu", rows);
+                table_cell(table, "%.1f", gb_per_s(moved, kernel_stats[w][p].median));
+                bench_share_cell(table, moved, kernel_stats[w][p], copy);
             }
         if (!quick)
             add_memcpy_row(table, threads, "after", copy_after);

@@ -11,7 +11,7 @@
 
 #include "common/table.h"
 
-/* quick: 3 timed runs instead of 7, and memcpy measured before the kernels
+/* quick: 5 timed runs instead of 7, and memcpy measured before the kernels
  * only (not also after); the working set stays above the last-level cache. */
 void bench_cpu_print(FILE *out, TableFormat format, bool quick);
 

@@ -1,11 +1,12 @@
 #include "chapters/02-layernorm/gpu.h"
 
-#include <stdlib.h>
-#include <string.h>
+#include "common/cli.h"
 
+#ifdef HAVE_CUDA
+
+#include "chapters/02-layernorm/commands.h"
 #include "chapters/02-layernorm/gpu_device.h"
 #include "common/bench.h"
-#include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/results.h"
 #include "kernels/layernorm.h"
@@ -97,39 +98,75 @@ static int last_version(int kernel, int versions)
     return kernel == 0 ? versions : first_version(kernel, versions);
 }
 
-static bool validate_all(const GpuOptions *o)
+static bool validate_all(int kernel, uint64_t seed)
 {
     bool ok = true;
     for (int s = 0; s < gpu_check_shape_count; s++)
-        for (int f = first_version(o->kernel, LAYERNORM_FORWARD_VERSIONS);
-             f <= last_version(o->kernel, LAYERNORM_FORWARD_VERSIONS); f++)
-            for (int b = first_version(o->kernel, LAYERNORM_BACKWARD_VERSIONS);
-                 b <= last_version(o->kernel, LAYERNORM_BACKWARD_VERSIONS); b++)
-                ok = gpu_check_versions(&gpu_check_shapes[s], f, b, o->seed, stdout) && ok;
+        for (int f = first_version(kernel, LAYERNORM_FORWARD_VERSIONS);
+             f <= last_version(kernel, LAYERNORM_FORWARD_VERSIONS); f++)
+            for (int b = first_version(kernel, LAYERNORM_BACKWARD_VERSIONS);
+                 b <= last_version(kernel, LAYERNORM_BACKWARD_VERSIONS); b++)
+                ok = gpu_check_versions(&gpu_check_shapes[s], f, b, seed, stdout) && ok;
+    if (!ok)
+        printf("some kernels do not match the reference\n");
     return ok;
 }
 
-/* The --n x --d (or --load) problem with the highest versions asked for;
- * --save writes their results. */
-static bool run_one_problem(const GpuOptions *o)
+/* The first line of every GPU subcommand's output, kept for a results file. */
+static void print_device(char *device, size_t size)
 {
-    LnProblem p;
-    if (o->load != NULL) {
-        p = ln_problem_load(o->load, o->eps);
-    } else {
-        p = ln_problem_new(o->n, o->d, o->eps);
-        ln_problem_fill_random(&p, o->seed, 0.0, 1.0);
-    }
+    cuda_device_describe(device, size);
+    printf("%s\n", device);
+}
+
+int gpu_check_command(int argc, char **argv)
+{
+    RandomProblemArgs args;
+    long kernel = 0;
+    CliOption options[RANDOM_PROBLEM_OPTIONS + 1];
+    random_problem_options(options, &args);
+    const CliOption kernel_option[] = {
+        {"--kernel", CLI_INT, &kernel, 0, LAYERNORM_FORWARD_VERSIONS,
+         "only version N: forward N, backward min(N, 2); 0: all"},
+    };
+    options[RANDOM_PROBLEM_OPTIONS] = kernel_option[0];
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    ln_problem_check_size(args.n, args.d);
+    cuda_require_device();
+    char device[256];
+    print_device(device, sizeof device);
+    bool ok = validate_all((int)kernel, (uint64_t)args.seed);
+    LnProblem p = random_problem_new(&args);
     char label[96];
-    snprintf(label, sizeof label, "%zu x %zu%s", p.n, p.d, o->load != NULL ? " (loaded)" : "");
-    bool ok = check_problem(&p, label, last_version(o->kernel, LAYERNORM_FORWARD_VERSIONS),
-                            last_version(o->kernel, LAYERNORM_BACKWARD_VERSIONS), 0, stdout);
-    if (o->save != NULL) {
-        ln_problem_save(&p, o->save);
-        printf("saved the GPU results to %s/*.npy\n", o->save);
-    }
+    snprintf(label, sizeof label, "%zu x %zu", p.n, p.d);
+    ok = check_problem(&p, label, last_version((int)kernel, LAYERNORM_FORWARD_VERSIONS),
+                       last_version((int)kernel, LAYERNORM_BACKWARD_VERSIONS), 0, stdout) &&
+         ok;
     ln_problem_free(&p);
-    return ok;
+    return ok ? 0 : 1;
+}
+
+/* The highest versions that take the problem: forward 3 and backward 2
+ * refuse rows too long to keep in registers, and the lower versions take
+ * them. */
+static void run_highest_versions(LnProblem *p)
+{
+    for (int f = LAYERNORM_FORWARD_VERSIONS; f >= 1; f--)
+        for (int b = LAYERNORM_BACKWARD_VERSIONS; b >= 1; b--)
+            if (gpu_run_problem(p, f, b, 0) == NULL) {
+                printf("forward %d, backward %d\n", f, b);
+                return;
+            }
+    cli_fail_status(1, "every kernel version refused %zu x %zu", p->n, p->d);
+}
+
+int gpu_apply_command(int argc, char **argv)
+{
+    ApplyArgs args = apply_parse(argc, argv);
+    cuda_require_device();
+    char device[256];
+    print_device(device, sizeof device);
+    return apply_run(&args, "gpu float vs double reference:", run_highest_versions);
 }
 
 // ANCHOR: benchmark_on_the_gpu
@@ -150,35 +187,54 @@ static const GpuBenchRow gpu_bench_rows[] = {
     {false, 2, 12},
 };
 
+typedef struct {
+    DeviceProblem *g;
+    const GpuBenchRow *row;
+} BenchLaunch;
+
+/* NULL, or the reason the version refused the problem. */
+static const char *launch_version(DeviceProblem *g, const GpuBenchRow *row)
+{
+    return row->forward ? device_problem_forward(g, row->version, 1e-5f) : device_problem_backward(g, row->version);
+}
+
+/* Only versions that took the problem once are timed: nothing to report. */
+static void launch_timed(void *context)
+{
+    const BenchLaunch *launch = context;
+    launch_version(launch->g, launch->row);
+}
+
 /* Time every version at each width and fill a table; `copy` is the
  * device-to-device bandwidth measured in the same run. */
 static Table *bench_table(int runs, double copy)
 {
     const size_t widths[] = {768, 1024, 4096};
-    const char *headers[] = {"pass", "version", "d", "rows", "time", "GB/s", "of copy", "vs version 1"};
+    const char *headers[] = {"pass", "version", "d", "rows", "time", "GB/s", "of copy (range)", "vs version 1 (range)"};
     Table *table = table_new(8, headers, "lrrrrrrr");
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         size_t d = widths[w], n = GPU_BENCH_TENSOR_BYTES / sizeof(float) / d;
         DeviceProblem *g = device_problem_new(n, d, 0);
         device_problem_fill_pattern(g);
-        double baseline = 0.0;
+        BenchStats baseline = {0};
         for (size_t r = 0; r < sizeof gpu_bench_rows / sizeof gpu_bench_rows[0]; r++) {
             const GpuBenchRow *row = &gpu_bench_rows[r];
-            double seconds = device_problem_time(g, row->forward, row->version, runs);
-            if (seconds < 0)
+            if (launch_version(g, row) != NULL)
                 cli_fail_status(1, "%s %d refused %zu x %zu", row->forward ? "forward" : "backward", row->version, n,
                                 d);
-            double gbs = gb_per_s(row->bytes_per_element * (double)(n * d), seconds);
+            BenchLaunch launch = {g, row};
+            BenchStats stats = cuda_bench_run(launch_timed, &launch, 3, runs);
             if (row->version == 1)
-                baseline = seconds;
+                baseline = stats;
+            double moved = row->bytes_per_element * (double)(n * d);
             table_cell(table, "%s", row->forward ? "forward" : "backward");
             table_cell(table, "%d", row->version);
             table_cell(table, "%zu", d);
             table_cell(table, "%zu", n);
-            table_cell(table, "%.3f ms", 1e3 * seconds);
-            table_cell(table, "%.0f", gbs);
-            table_cell(table, "%.0f%%", 100.0 * gbs / copy);
-            table_cell(table, "%.1fx", baseline / seconds);
+            table_cell(table, "%.3f ms", 1e3 * stats.median);
+            table_cell(table, "%.0f", gb_per_s(moved, stats.median));
+            bench_share_cell(table, moved, stats, copy);
+            bench_speedup_cell(table, baseline, stats);
         }
         device_problem_free(g);
     }
@@ -187,48 +243,72 @@ static Table *bench_table(int runs, double copy)
 
 static void print_bench(FILE *out, const Table *table, TableFormat format, int runs, double copy)
 {
-    fprintf(out, "Each n x d tensor %zu MiB; median of %d runs; device-to-device copy %.0f GB/s in the same run.\n\n",
+    fprintf(out,
+            "Each n x d tensor %zu MiB; median of %d runs, in brackets the slowest and the fastest; device-to-device "
+            "copy %.0f GB/s in the same run.\n\n",
             GPU_BENCH_TENSOR_BYTES >> 20, runs, copy);
     table_print(table, out, format);
 }
 
 /* Measure once; print the table, and write the same table to the results
  * file, stamped with the device, the date and the commit. */
-static void bench(const GpuOptions *o, const char *device)
+static void bench(bool quick, const char *results, const char *commit, const char *device)
 {
-    int runs = o->quick ? 5 : 20;
+    int runs = quick ? 5 : 20;
     double copy = cuda_copy_bandwidth_gbs(GPU_BENCH_TENSOR_BYTES);
     Table *table = bench_table(runs, copy);
-    print_bench(stdout, table, o->format, runs, copy);
-    if (o->results != NULL) {
-        FILE *file = results_create(o->results);
-        results_stamp(file, device, results_commit(o->commit));
+    print_bench(stdout, table, TABLE_TEXT, runs, copy);
+    if (results != NULL) {
+        FILE *file = results_create(results);
+        results_stamp(file, device, results_commit(commit));
         fprintf(file, "\n");
         print_bench(file, table, TABLE_MARKDOWN, runs, copy);
         if (fclose(file) != 0)
-            cli_fail_status(1, "--results %s: cannot write the file", o->results);
-        printf("\nwrote %s\n", o->results);
+            cli_fail_status(1, "--results %s: cannot write the file", results);
+        printf("\nwrote %s\n", results);
     }
     table_free(table);
 }
 // ANCHOR_END: benchmark_on_the_gpu
 
-int gpu_main(const GpuOptions *o)
+int gpu_bench_command(int argc, char **argv)
 {
-    if (!cuda_device_available())
-        cli_fail("--gpu: no CUDA device available");
+    bool quick = false;
+    const char *results = NULL, *commit = NULL;
+    const CliOption options[] = {
+        {"--quick",   CLI_FLAG,   &quick,   0, 0, "5 timed runs of each version instead of 20"                 },
+        {"--results", CLI_STRING, &results, 0, 0, "write the table, stamped, to this file"                     },
+        {"--commit",  CLI_STRING, &commit,  0, 0, "the commit to stamp; without it $GIT_COMMIT, else 'unknown'"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    cuda_require_device();
     char device[256];
-    cuda_device_describe(device, sizeof device);
-    printf("%s\n", device);
-    bool ok = validate_all(o);
-    ok = run_one_problem(o) && ok;
-    if (!ok) {
-        printf("some kernels do not match the reference: nothing is timed\n");
+    print_device(device, sizeof device);
+    /* The data of `gpu-check` with its defaults: seed 1. */
+    if (!validate_all(0, 1)) {
+        printf("nothing is timed\n");
         return 1;
     }
-    if (o->bench) {
-        printf("\n");
-        bench(o, device);
-    }
+    printf("\n");
+    bench(quick, results, commit, device);
     return 0;
 }
+
+#else
+
+int gpu_check_command(int argc, char **argv)
+{
+    return cli_without_cuda(argc, argv);
+}
+
+int gpu_apply_command(int argc, char **argv)
+{
+    return cli_without_cuda(argc, argv);
+}
+
+int gpu_bench_command(int argc, char **argv)
+{
+    return cli_without_cuda(argc, argv);
+}
+
+#endif

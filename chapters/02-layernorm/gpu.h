@@ -1,6 +1,7 @@
-/* The GPU side of the chapter program: every kernel version of
- * kernels/layernorm.cu validated against the double reference, and the GPU
- * benchmark. Built only with CUDA; C-callable. */
+/* The GPU subcommands of the chapter program: every kernel version of
+ * kernels/layernorm.cu validated against the double reference, the GPU
+ * twin of `apply`, and the GPU benchmark. Without CUDA each subcommand says
+ * so in one line and exits 2. */
 #ifndef CHAPTERS_02_LAYERNORM_GPU_H
 #define CHAPTERS_02_LAYERNORM_GPU_H
 
@@ -11,24 +12,25 @@
 
 #include "chapters/02-layernorm/problem.h"
 #include "common/hostdevice.h"
-#include "common/table.h"
 
 COMMON_BEGIN_C
 
-typedef struct {
-    size_t n, d;
-    float eps;
-    uint64_t seed;
-    int kernel; /* 0: every version; N: forward N and backward min(N, 2) */
-    bool bench, quick;
-    const char *load, *save, *results, *commit;
-    TableFormat format;
-} GpuOptions;
+/* layernorm gpu-check [--kernel N] [--n N] [--d D] [--seed S] [--eps E]:
+ * every version (or version N) on gpu_check_shapes and on a random n x d
+ * problem; 0 when all match the double reference, 1 when one does not. */
+int gpu_check_command(int argc, char **argv);
 
-/* --gpu: validate every version on gpu_check_shapes and on the --n x --d
- * (or --load) problem, then with --bench time them. Returns the exit status. */
-int gpu_main(const GpuOptions *options);
+/* layernorm gpu-bench [--quick] [--results FILE] [--commit C]: validate
+ * every version, then time them against the device-to-device copy, and
+ * write the table, stamped, to FILE. */
+int gpu_bench_command(int argc, char **argv);
 
+/* layernorm gpu-apply --load DIR --save DIR [--eps E] [--kernel N]: what
+ * `apply` does, on the GPU: the results of the highest versions (or
+ * version N), checked against the double reference, to DIR. */
+int gpu_apply_command(int argc, char **argv);
+
+#ifdef HAVE_CUDA
 /* Run forward version `forward` and backward version `backward` on the
  * GPU with p's inputs, results into p's outputs. With misalign > 0 every
  * device array starts that many floats past an aligned address, which
@@ -49,6 +51,7 @@ extern const int gpu_check_shape_count;
 /* Run (forward, backward) on a random problem of this shape and compare
  * with the double reference; one line to out. True when it matched. */
 bool gpu_check_versions(const GpuCheckShape *shape, int forward, int backward, uint64_t seed, FILE *out);
+#endif
 
 COMMON_END_C
 

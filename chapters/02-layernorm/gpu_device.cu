@@ -1,5 +1,4 @@
 #include "chapters/02-layernorm/gpu_device.h"
-#include "common/bench.h"
 #include "common/cuda_util.h"
 #include "kernels/layernorm.h"
 
@@ -89,29 +88,4 @@ extern "C" const char *device_problem_backward(DeviceProblem *g, int version)
 {
     return layernorm_backward_gpu(version, g->dx, g->dgamma, g->dbeta, g->scratch, g->dy, g->x, g->mean, g->rstd,
                                   g->gamma, g->n, g->d);
-}
-
-extern "C" double device_problem_time(DeviceProblem *g, bool forward, int version, int runs)
-{
-    enum { WARMUP = 3, MAX_RUNS = 64 };
-    double seconds[MAX_RUNS];
-    runs = runs < 1 ? 1 : runs > MAX_RUNS ? MAX_RUNS : runs;
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    bool refused = false;
-    for (int r = -WARMUP; r < runs && !refused; r++) {
-        CUDA_CHECK(cudaEventRecord(start));
-        const char *why = forward ? device_problem_forward(g, version, 1e-5f) : device_problem_backward(g, version);
-        CUDA_CHECK(cudaEventRecord(stop));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        float ms;
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-        refused = why != NULL;
-        if (r >= 0)
-            seconds[r] = 1e-3 * ms;
-    }
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    return refused ? -1.0 : bench_stats_from_times(seconds, runs).median;
 }

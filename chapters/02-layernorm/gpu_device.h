@@ -4,7 +4,6 @@
 #ifndef CHAPTERS_02_LAYERNORM_GPU_DEVICE_H
 #define CHAPTERS_02_LAYERNORM_GPU_DEVICE_H
 
-#include <stdbool.h>
 #include <stddef.h>
 
 #include "chapters/02-layernorm/problem.h"
@@ -30,10 +29,6 @@ void device_problem_fill_pattern(DeviceProblem *g);
 /* Run one kernel version; NULL, or the reason the version refused. */
 const char *device_problem_forward(DeviceProblem *g, int version, float eps);
 const char *device_problem_backward(DeviceProblem *g, int version);
-
-/* Median seconds of `runs` (1 ... 64) launches of a version, after 3
- * untimed ones, from CUDA events; negative if the version refused. */
-double device_problem_time(DeviceProblem *g, bool forward, int version, int runs);
 
 COMMON_END_C
 

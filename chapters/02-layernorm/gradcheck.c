@@ -317,6 +317,41 @@ GradCheckResult grad_check(const GradProblem *p, GradCheckMethod method, GradTen
     return result;
 }
 
+// ANCHOR: plan_the_gradient_checks
+/* Which check runs on which shape: every element on small shapes, random
+ * directions on a transformer-sized batch (B x T x D = 4 x 512 x 1024). */
+typedef struct {
+    GradCheckMethod method;
+    size_t n, d;
+} GradCheckPlan;
+
+static const GradCheckPlan gradcheck_plan[] = {
+    {CHECK_NODE_BY_NODE,          4 * 512, 1024},
+    {CHECK_CENTRAL_EVERY_ELEMENT, 3,       5   },
+    {CHECK_CENTRAL_EVERY_ELEMENT, 8,       64  },
+    {CHECK_COMPLEX_EVERY_ELEMENT, 8,       64  },
+    {CHECK_DIRECTIONAL,           4 * 512, 1024},
+    {CHECK_COMPLEX_DIRECTIONAL,   4 * 512, 1024},
+};
+enum { GRADCHECK_DIRECTIONS = 4 };
+// ANCHOR_END: plan_the_gradient_checks
+
+bool grad_check_plan_run(uint64_t seed, GradCheckReport *report, void *context)
+{
+    bool ok = true;
+    for (size_t i = 0; i < sizeof gradcheck_plan / sizeof gradcheck_plan[0]; i++) {
+        const GradCheckPlan *plan = &gradcheck_plan[i];
+        GradProblem p = grad_problem_random(plan->n, plan->d, 1e-5, seed);
+        for (int t = 0; t < TENSOR_COUNT; t++) {
+            GradCheckResult r = grad_check(&p, plan->method, (GradTensor)t, GRADCHECK_DIRECTIONS, seed);
+            ok = ok && r.report.ok;
+            report(context, plan->n, plan->d, &r);
+        }
+        grad_problem_free(&p);
+    }
+    return ok;
+}
+
 const char *grad_check_method_name(GradCheckMethod method)
 {
     static const char *const names[] = {

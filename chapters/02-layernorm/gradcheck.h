@@ -58,6 +58,12 @@ typedef struct {
 GradCheckResult grad_check(const GradProblem *p, GradCheckMethod method, GradTensor tensor, int directions,
                            uint64_t seed);
 
+/* The chapter's gradient checks, each method on the shapes it suits
+ * (gradcheck.c), with directions and data from `seed`: every result goes
+ * to report(context, n, d, result) as it comes. True when all passed. */
+typedef void GradCheckReport(void *context, size_t n, size_t d, const GradCheckResult *result);
+bool grad_check_plan_run(uint64_t seed, GradCheckReport *report, void *context);
+
 const char *grad_check_method_name(GradCheckMethod method);
 const char *grad_tensor_name(GradTensor tensor);
 

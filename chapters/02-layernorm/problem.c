@@ -28,6 +28,12 @@ LnProblem ln_problem_new(size_t n, size_t d, float eps)
     return p;
 }
 
+void ln_problem_check_size(long n, long d)
+{
+    if ((double)n * (double)d > (double)(1L << 28))
+        cli_fail("--n x --d = %ld x %ld is more than 2^28 elements", n, d);
+}
+
 void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x_std)
 {
     Rng rng;
@@ -86,15 +92,11 @@ static void save_f32(const char *dir, const char *name, int ndim, const size_t *
     npy_save_or_exit(path, NPY_FLOAT32, ndim, shape, data);
 }
 
-void ln_problem_save(const LnProblem *p, const char *dir)
+void ln_problem_save_results(const LnProblem *p, const char *dir)
 {
     if (mkdir(dir, 0777) != 0 && errno != EEXIST)
         cli_fail_status(1, "cannot create directory %s: %s", dir, strerror(errno));
     const size_t matrix[2] = {p->n, p->d}, rows[1] = {p->n}, columns[1] = {p->d};
-    save_f32(dir, "x.npy", 2, matrix, p->x);
-    save_f32(dir, "gamma.npy", 1, columns, p->gamma);
-    save_f32(dir, "beta.npy", 1, columns, p->beta);
-    save_f32(dir, "dy.npy", 2, matrix, p->dy);
     save_f32(dir, "y.npy", 2, matrix, p->y);
     save_f32(dir, "mean.npy", 1, rows, p->mean);
     save_f32(dir, "rstd.npy", 1, rows, p->rstd);

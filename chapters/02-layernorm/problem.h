@@ -23,6 +23,10 @@ typedef struct {
     float *dx, *dgamma, *dbeta;   /* backward */
 } LnProblem;
 
+/* Stop with one line (exit 2) if an n x d problem asked for on the command
+ * line has more than 2^28 elements, which keeps each n x d array of floats
+ * within 1 GiB. */
+void ln_problem_check_size(long n, long d);
 /* Zeroed arrays for an n x d problem. */
 LnProblem ln_problem_new(size_t n, size_t d, float eps);
 /* x ~ N(x_mean, x_std^2), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2), dy ~ N(0, 1), from `seed`. */
@@ -31,9 +35,10 @@ void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x
  * DIR/dy.npy (n x d); a missing file, another dtype or a shape that does
  * not fit is one line on stderr and exit 2. */
 LnProblem ln_problem_load(const char *dir, float eps);
-/* Write the inputs and the results (y, mean, rstd, dx, dgamma, dbeta) to DIR,
- * creating DIR if it does not exist (but not its parents). */
-void ln_problem_save(const LnProblem *p, const char *dir);
+/* Write the results (y, mean, rstd, dx, dgamma, dbeta) to DIR, creating DIR
+ * if it does not exist (but not its parents); a failed write is one line
+ * on stderr and exit 1. */
+void ln_problem_save_results(const LnProblem *p, const char *dir);
 void ln_problem_free(LnProblem *p);
 
 /* The CPU float kernels: forward, then backward from the cache. */

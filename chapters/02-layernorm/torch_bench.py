@@ -1,10 +1,10 @@
-"""PyTorch's layer norm on the GPU, timed the way `layernorm --gpu --bench`
+"""PyTorch's layer norm on the GPU, timed the way `layernorm gpu-bench`
 times the CUDA kernels of this chapter: the same shapes (d = 768, 1024, 4096,
 each n x d tensor 512 MiB), the same byte counts (forward: read x, write y;
 backward: read x and dy, write dx), CUDA events, the median after warm-up runs.
 Prints a Markdown table stamped with the device, the PyTorch and CUDA
 versions, the date and the commit (--commit or $GIT_COMMIT), to put next to
-the results file of `layernorm --gpu --bench --results`.
+the results file of `layernorm gpu-bench --results`.
 
 Not needed to build or test anything; run it on the GPU machine:
     python3 torch_bench.py --commit "$(git rev-parse HEAD)" > torch-results.md

@@ -1,76 +1,194 @@
 #!/bin/sh
-# The layernorm program on bad input: each case must print nothing on
-# stdout, exactly one line "layernorm: error: ..." on stderr, and exit 2.
-# Good invocations must exit 0, and --save / --load must round-trip.
+# The layernorm program: its table of subcommands, each subcommand's own
+# options, and bad input. A refusal prints nothing on stdout, exactly one
+# line "layernorm SUB: error: ..." on stderr, and exits 2. Good invocations
+# exit 0, and `apply` reads and writes the .npy files of its interface.
 set -u
 . ../cli-checks.sh
 cli_program ../../chapters/02-layernorm/layernorm
 
-# A .npy file by hand: npy FILE DESCR SHAPE DATA_BYTES (header padded to 128 bytes)
+# A .npy file by hand: npy FILE DESCR SHAPE DATA_BYTES (header padded to
+# 128 bytes), its data zeros, or the float32 values that DATA_COMMAND prints.
 npy() {
     printf '\223NUMPY\001\000\166\000%-117s\n' "{'descr': '$2', 'fortran_order': False, 'shape': $3, }" > "$1"
     head -c "$4" /dev/zero >> "$1"
 }
+npy_of() {
+    printf '\223NUMPY\001\000\166\000%-117s\n' "{'descr': '<f4', 'fortran_order': False, 'shape': $2, }" > "$1"
+    $3 "$4" >> "$1"
+}
+# COUNT float32 values 1, 2, 3, 1, 2, 3, ... (little-endian): rows that vary.
+one_two_three() {
+    i=0
+    while [ $i -lt "$1" ]; do
+        case $((i % 3)) in
+        0) printf '\000\000\200\077' ;;
+        1) printf '\000\000\000\100' ;;
+        2) printf '\000\000\100\100' ;;
+        esac
+        i=$((i + 1))
+    done
+}
 
-rejects --d 0
-rejects --d -5
-rejects --n 0
-rejects --n -1
-rejects --n abc
-rejects --n 12x
-rejects --d 1e3
-rejects --n 100000 --d 100000
-rejects --eps 0
-rejects --eps -1e-5
-rejects --eps nan
-rejects --eps abc
-rejects --seed -1
-rejects --frobnicate
-rejects positional
-rejects --n
-rejects --kernel 4
-rejects --kernel 1
-rejects --quick
-rejects --results r.md
-rejects --commit abc
-rejects --gradcheck --edge-cases
-rejects --bench --complexity
-rejects --failure
-rejects --failure bogus
-rejects --gradcheck --save "$scratch"
-rejects --markdown=yes
+commands='run apply gradcheck edge-cases complexity cache-memory failure bench gpu-check gpu-apply gpu-bench gpu-results'
+
+# A build with CUDA parses the GPU subcommands' options (a GPU or not); a
+# build without it says so, whatever they are given.
+if "$program" gpu-check --help > /dev/null 2>&1; then cuda=yes; else cuda=no; fi
+without_cuda='this program was built without CUDA (./configure found no nvcc), so it has no GPU'
+# gpu_rejects_saying MESSAGE ARGS...: MESSAGE with CUDA, else the line without it.
+gpu_rejects_saying() {
+    if [ $cuda = yes ]; then
+        rejects_saying "$@"
+    else
+        shift
+        rejects_saying "$without_cuda" "$@"
+    fi
+}
+
+# The table of subcommands.
+accepts --help
+for sub in $commands; do
+    grep -q "^  $sub  " "$out" || fail "--help does not list $sub"
+done
+accepts help
+for sub in $commands; do
+    name="layernorm $sub"
+    case $cuda-$sub in
+    no-gpu-check | no-gpu-apply | no-gpu-bench) rejects_saying "$without_cuda" "$sub" --help ;;
+    *)
+        accepts "$sub" --help
+        grep -q "^layernorm $sub: " "$out" || fail "$sub --help does not start with its summary"
+        ;;
+    esac
+done
+name=layernorm
+rejects_saying "no command given (see layernorm --help)"
+rejects_saying "unknown command 'frobnicate' (see layernorm --help)" frobnicate
+rejects_saying "'--n': give a command first (see layernorm --help)" --n 3 run
+rejects_saying "'--gradcheck': give a command first (see layernorm --help)" --gradcheck
+fails_writing --help
+
+name='layernorm run'
+rejects run --d 0
+rejects run --d -5
+rejects run --n 0
+rejects run --n -1
+rejects run --n abc
+rejects run --n 12x
+rejects run --d 1e3
+rejects_saying "--n x --d = 100000 x 100000 is more than 2^28 elements" run --n 100000 --d 100000
+rejects run --eps 0
+rejects run --eps -1e-5
+rejects run --eps nan
+rejects run --eps abc
+rejects run --seed -1
+rejects_saying "unknown option '--frobnicate' (see --help)" run --frobnicate
+rejects_saying "unexpected argument 'positional' (options start with --; see --help)" run positional
+rejects_saying "--n expects a value" run --n
+# An option of another subcommand is refused like any unknown one.
+rejects_saying "unknown option '--kernel' (see --help)" run --kernel 1
+rejects_saying "unknown option '--quick' (see --help)" run --quick
+rejects_saying "unknown option '--results' (see --help)" run --results r.md
+rejects_saying "unknown option '--load' (see --help)" run --load "$scratch"
+rejects_saying "unknown option '--save' (see --help)" run --save "$scratch"
+accepts run --n 7 --d 13
+accepts run
+fails_writing run --n 3 --d 5
+
+name='layernorm gradcheck'
+rejects_saying "unknown option '--save' (see --help)" gradcheck --save "$scratch"
+rejects_saying "unexpected argument 'edge-cases' (options start with --; see --help)" gradcheck edge-cases
+rejects gradcheck --seed -1
+
+name='layernorm edge-cases'
+rejects_saying "--markdown takes no value, got 'yes'" edge-cases --markdown=yes
+
+name='layernorm complexity'
+accepts complexity --markdown
+rejects_saying "unknown option '--n' (see --help)" complexity --n 3
+fails_writing complexity
+
+name='layernorm cache-memory'
+accepts cache-memory
+
+name='layernorm bench'
+rejects_saying "unknown option '--complexity' (see --help)" bench --complexity
+rejects_saying "unknown option '--commit' (see --help)" bench --commit abc
+
+name='layernorm failure'
+rejects_saying "needs --mode, one of zero-variance, huge-mean, tiny-eps, overflow, rsqrt" failure
+rejects_saying "--mode expects a value" failure --mode
+rejects_saying "--mode expects one of zero-variance, huge-mean, tiny-eps, overflow, rsqrt, got 'bogus'" \
+    failure --mode bogus
+accepts failure --mode zero-variance
+accepts failure --mode rsqrt
+fails_writing failure --mode overflow
+
+# apply: exactly --load DIR --save DIR [--eps E].
+name='layernorm apply'
+mkdir -p "$scratch/good"
+npy_of "$scratch/good/x.npy" '(3, 5)' one_two_three 15
+npy_of "$scratch/good/gamma.npy" '(5,)' one_two_three 5
+npy "$scratch/good/beta.npy" '<f4' '(5,)' 20
+npy_of "$scratch/good/dy.npy" '(3, 5)' one_two_three 15
+accepts apply --load "$scratch/good" --save "$scratch/out"
+for result in y mean rstd dx dgamma dbeta; do
+    if [ ! -s "$scratch/out/$result.npy" ]; then
+        checks=$((checks + 1)); fail "apply wrote no $result.npy"
+    fi
+done
+if [ "$(ls "$scratch/out" 2>/dev/null | wc -l)" -ne 6 ]; then
+    checks=$((checks + 1)); fail "apply wrote more than the six results: $(ls "$scratch/out")"
+fi
+accepts apply --load "$scratch/good" --save "$scratch/out" --eps 1e-3
+rejects_saying "needs --load DIR and --save DIR" apply --load "$scratch/good"
+rejects_saying "needs --load DIR and --save DIR" apply --save "$scratch/out"
+rejects_saying "needs --load DIR and --save DIR" apply
+rejects_saying "unknown option '--n' (see --help)" apply --load "$scratch/good" --save "$scratch/out" --n 3
+rejects apply --load "$scratch/good" --save "$scratch/out" --eps 0
+fails_writing apply --load "$scratch/good" --save "$scratch/out"
+# A directory that cannot be made: exit 1 (not the user's syntax) and one line.
+run_program apply --load "$scratch/good" --save /nonexistent-directory/out
+if [ $status -ne 1 ] || [ "$(wc -l < "$err")" -ne 1 ] || ! grep -q "^$name: error: cannot create directory" "$err"; then
+    fail "apply --save into a missing parent (status $status): expected status 1 and one error line"
+fi
 
 # .npy input: a missing directory, another dtype, shapes that do not fit.
-rejects --load /nonexistent-directory
-accepts --n 3 --d 5 --save "$scratch/good"
-if [ ! -s "$scratch/good/dx.npy" ]; then
-    checks=$((checks + 1)); fail "--save wrote no dx.npy"
-fi
-accepts --load "$scratch/good"
+rejects apply --load /nonexistent-directory --save "$scratch/out"
 mkdir -p "$scratch/f64" "$scratch/shape" "$scratch/empty"
 cp "$scratch/good/"*.npy "$scratch/f64/"
 npy "$scratch/f64/x.npy" '<f8' '(3, 5)' 120
-rejects --load "$scratch/f64"
+rejects apply --load "$scratch/f64" --save "$scratch/out"
 cp "$scratch/good/"*.npy "$scratch/shape/"
 npy "$scratch/shape/gamma.npy" '<f4' '(4,)' 16
-rejects --load "$scratch/shape"
+rejects apply --load "$scratch/shape" --save "$scratch/out"
 cp "$scratch/good/"*.npy "$scratch/shape/"
 npy "$scratch/shape/dy.npy" '<f4' '(3, 6)' 72
-rejects --load "$scratch/shape"
+rejects apply --load "$scratch/shape" --save "$scratch/out"
 cp "$scratch/good/"*.npy "$scratch/empty/"
 npy "$scratch/empty/x.npy" '<f4' '(0, 5)' 0
-rejects --load "$scratch/empty"
+rejects apply --load "$scratch/empty" --save "$scratch/out"
 printf 'not a numpy file' > "$scratch/empty/x.npy"
-rejects --load "$scratch/empty"
+rejects apply --load "$scratch/empty" --save "$scratch/out"
 
-accepts --help
-accepts --n 7 --d 13
-accepts --complexity --markdown
-accepts --cache-memory
-accepts --failure zero-variance
-accepts --failure rsqrt
-
-# --gpu: the validation where a GPU is, else one line and status 2.
-runs_on_gpu_or_says_why --gpu --n 8 --d 8
+# The GPU subcommands: bad input first, then the device (or its absence).
+name='layernorm gpu-check'
+gpu_rejects_saying "--kernel expects an integer in [0, 3], got '4'" gpu-check --kernel 4
+gpu_rejects_saying "--n x --d = 100000 x 100000 is more than 2^28 elements" gpu-check --n 100000 --d 100000
+gpu_rejects_saying "unknown option '--quick' (see --help)" gpu-check --quick
+runs_on_gpu_or_says_why gpu-check --n 8 --d 8
+name='layernorm gpu-apply'
+gpu_rejects_saying "needs --load DIR and --save DIR" gpu-apply --load "$scratch/good"
+gpu_rejects_saying "unknown option '--kernel' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --kernel 1
+runs_on_gpu_or_says_why gpu-apply --load "$scratch/good" --save "$scratch/gpu"
+name='layernorm gpu-bench'
+gpu_rejects_saying "unknown option '--n' (see --help)" gpu-bench --n 8
+gpu_rejects_saying "unknown option '--kernel' (see --help)" gpu-bench --kernel 1
+gpu_rejects_saying "--results expects a value" gpu-bench --results
+name='layernorm gpu-results'
+accepts gpu-results --file "$scratch/none.md"
+grep -q 'No results recorded yet' "$out" || fail "gpu-results does not say there are no results"
+rejects_saying "unknown option '--markdown' (see --help)" gpu-results --markdown
 
 cli_finish

@@ -1,5 +1,8 @@
-/* --save then --load: the files hold exactly the arrays, in the shapes a
- * reader's np.load expects, and a loaded problem computes the same bits. */
+/* The .npy interface of `layernorm apply`: inputs written as NumPy writes
+ * them load bit for bit and compute the same bits, and the results
+ * directory holds exactly the six result arrays, in the shapes a reader's
+ * np.load expects. */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +17,52 @@ static bool same_bits(const float *a, const float *b, size_t n)
     return memcmp(a, b, n * sizeof *a) == 0;
 }
 
+static void join(char *path, size_t size, const char *dir, const char *name)
+{
+    if (snprintf(path, size, "%s/%s", dir, name) >= (int)size) {
+        fprintf(stderr, "path too long: %s/%s\n", dir, name);
+        exit(1);
+    }
+}
+
+static void save_input(const char *dir, const char *name, int ndim, const size_t *shape, const float *values)
+{
+    char path[512];
+    join(path, sizeof path, dir, name);
+    npy_save_or_exit(path, NPY_FLOAT32, ndim, shape, values);
+}
+
+/* The files in dir, "." and ".." left out. */
+static int count_files(const char *dir)
+{
+    DIR *listing = opendir(dir);
+    if (listing == NULL)
+        return -1;
+    int count = 0;
+    const struct dirent *entry;
+    while ((entry = readdir(listing)) != NULL)
+        count += strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0;
+    closedir(listing);
+    return count;
+}
+
 int main(void)
 {
     char dir[] = "/tmp/layernorm-npy-XXXXXX";
     if (mkdtemp(dir) == NULL)
         test_skip("cannot make a temporary directory");
+    char results[512];
+    join(results, sizeof results, dir, "results");
     LnProblem saved = ln_problem_new(13, 781, 1e-5f);
     ln_problem_fill_random(&saved, 21, 0.0, 1.0);
     ln_problem_run_cpu(&saved);
-    ln_problem_save(&saved, dir);
+    const char *inputs[] = {"x.npy", "gamma.npy", "beta.npy", "dy.npy"};
+    const size_t matrix[2] = {saved.n, saved.d}, columns[1] = {saved.d};
+    save_input(dir, inputs[0], 2, matrix, saved.x);
+    save_input(dir, inputs[1], 1, columns, saved.gamma);
+    save_input(dir, inputs[2], 1, columns, saved.beta);
+    save_input(dir, inputs[3], 2, matrix, saved.dy);
+    ln_problem_save_results(&saved, results);
 
     LnProblem loaded = ln_problem_load(dir, 1e-5f);
     EXPECT(loaded.n == saved.n && loaded.d == saved.d, "shape %zu x %zu read back", loaded.n, loaded.d);
@@ -49,9 +89,12 @@ int main(void)
         {"dgamma.npy", 1, 781, saved.dgamma},
         {"dbeta.npy",  1, 781, saved.dbeta }
     };
-    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+    const int output_count = (int)(sizeof outputs / sizeof outputs[0]);
+    int files = count_files(results);
+    EXPECT(files == output_count, "the results directory holds %d files, expected %d", files, output_count);
+    for (int i = 0; i < output_count; i++) {
         char path[512], err[256];
-        snprintf(path, sizeof path, "%s/%s", dir, outputs[i].name);
+        join(path, sizeof path, results, outputs[i].name);
         NpyArray array;
         bool read = npy_load(path, &array, err, sizeof err) == 0;
         EXPECT(read, "%s: %s", outputs[i].name, read ? "read" : err);
@@ -65,10 +108,10 @@ int main(void)
         npy_free(&array);
         unlink(path);
     }
-    const char *inputs[] = {"x.npy", "gamma.npy", "beta.npy", "dy.npy"};
-    for (size_t i = 0; i < 4; i++) {
+    rmdir(results);
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/%s", dir, inputs[i]);
+        join(path, sizeof path, dir, inputs[i]);
         unlink(path);
     }
     rmdir(dir);

@@ -1,0 +1,201 @@
+#include "chapters/02-layernorm/commands.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "chapters/02-layernorm/analysis.h"
+#include "chapters/02-layernorm/bench_cpu.h"
+#include "chapters/02-layernorm/edge_cases.h"
+#include "chapters/02-layernorm/gradcheck.h"
+#include "chapters/02-layernorm/stability.h"
+#include "common/cli.h"
+#include "common/table.h"
+
+static const char markdown_help[] = "print tables as Markdown";
+
+static TableFormat table_format(bool markdown)
+{
+    return markdown ? TABLE_MARKDOWN : TABLE_TEXT;
+}
+
+/* The subcommands that print one table and take nothing but --markdown. */
+static TableFormat parse_markdown_only(int argc, char **argv)
+{
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, markdown_help},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    return table_format(markdown);
+}
+
+/* compute(p), then its float results against the double reference. */
+static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(LnProblem *p))
+{
+    compute(p);
+    LnReference ref = ln_reference_compute(p);
+    LnComparison comparison = ln_compare(p, &ref);
+    ln_reference_free(&ref);
+    return ln_comparison_print(stdout, label, &comparison);
+}
+
+void random_problem_options(CliOption *options, RandomProblemArgs *args)
+{
+    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5};
+    const CliOption random[RANDOM_PROBLEM_OPTIONS] = {
+        {"--n",    CLI_INT,    &args->n,    1,     1 << 24,  "rows of the random problem"   },
+        {"--d",    CLI_INT,    &args->d,    1,     1 << 20,  "its row length"               },
+        {"--seed", CLI_INT,    &args->seed, 0,     1L << 62, "random seed"                  },
+        {"--eps",  CLI_DOUBLE, &args->eps,  1e-30, 1.0,      "epsilon added to the variance"},
+    };
+    for (int i = 0; i < RANDOM_PROBLEM_OPTIONS; i++)
+        options[i] = random[i];
+}
+
+LnProblem random_problem_new(const RandomProblemArgs *args)
+{
+    LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
+    ln_problem_fill_random(&p, (uint64_t)args->seed, 0.0, 1.0);
+    return p;
+}
+
+int run_command(int argc, char **argv)
+{
+    RandomProblemArgs args;
+    CliOption options[RANDOM_PROBLEM_OPTIONS];
+    random_problem_options(options, &args);
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    ln_problem_check_size(args.n, args.d);
+    LnProblem p = random_problem_new(&args);
+    printf("%zu x %zu, random inputs (seed %ld), eps %g\n", p.n, p.d, args.seed, args.eps);
+    bool ok = compute_and_check(&p, "cpu float vs double reference:", ln_problem_run_cpu);
+    ln_problem_free(&p);
+    return ok ? 0 : 1;
+}
+
+ApplyArgs apply_parse(int argc, char **argv)
+{
+    ApplyArgs args = {.load = NULL, .save = NULL, .eps = 1e-5};
+    const CliOption options[] = {
+        {"--load", CLI_STRING, &args.load, 0,     0,   "required: read x, gamma, beta, dy (.npy, float32) from here" },
+        {"--save", CLI_STRING, &args.save, 0,     0,   "required: write y, mean, rstd, dx, dgamma, dbeta (.npy) here"},
+        {"--eps",  CLI_DOUBLE, &args.eps,  1e-30, 1.0, "epsilon added to the variance"                               },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (args.load == NULL || args.save == NULL)
+        cli_fail("needs --load DIR and --save DIR");
+    return args;
+}
+
+int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p))
+{
+    LnProblem p = ln_problem_load(args->load, (float)args->eps);
+    printf("%zu x %zu from %s, eps %g\n", p.n, p.d, args->load, args->eps);
+    bool ok = compute_and_check(&p, label, compute);
+    ln_problem_save_results(&p, args->save);
+    printf("saved y, mean, rstd, dx, dgamma, dbeta to %s/*.npy\n", args->save);
+    ln_problem_free(&p);
+    return ok ? 0 : 1;
+}
+
+int apply_command(int argc, char **argv)
+{
+    ApplyArgs args = apply_parse(argc, argv);
+    return apply_run(&args, "cpu float vs double reference:", ln_problem_run_cpu);
+}
+
+static void add_gradcheck_row(void *context, size_t n, size_t d, const GradCheckResult *r)
+{
+    Table *table = context;
+    bool directional = r->method == CHECK_DIRECTIONAL || r->method == CHECK_COMPLEX_DIRECTIONAL;
+    table_cell(table, "%s", grad_check_method_name(r->method));
+    table_cell(table, "%zu x %zu", n, d);
+    table_cell(table, "%s", grad_tensor_name(r->tensor));
+    table_cell(table, "%zu %s", r->report.count, directional ? "directions" : "values");
+    table_cell(table, "%.1e", r->report.max_abs_error);
+    table_cell(table, "%.1e", r->report.max_rel_error);
+    table_cell(table, "%s%.2g%%", r->report.ok ? "" : "FAIL ", 100.0 * r->report.tolerance_used);
+    table_cell(table, "%zu", r->evaluations);
+    table_cell(table, "%.3f s", r->seconds);
+}
+
+int gradcheck_command(int argc, char **argv)
+{
+    long seed = 1;
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--seed",     CLI_INT,  &seed,     0, 1L << 62, "random seed of the points and the directions"},
+        {"--markdown", CLI_FLAG, &markdown, 0, 0,        markdown_help                                 },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    const char *headers[] = {"check",         "shape",        "gradient",         "compared", "max abs error",
+                             "max rel error", "of tolerance", "loss evaluations", "time"};
+    Table *table = table_new(9, headers, "lllrrrrrr");
+    bool ok = grad_check_plan_run((uint64_t)seed, add_gradcheck_row, table);
+    table_print(table, stdout, table_format(markdown));
+    table_free(table);
+    return ok ? 0 : 1;
+}
+
+int edge_cases_command(int argc, char **argv)
+{
+    TableFormat format = parse_markdown_only(argc, argv);
+    static EdgeChecks checks;
+    bool ok = edge_cases_run_all(&checks);
+    const char *headers[] = {"case", "shape", "check", "measured", "allowed", "result"};
+    Table *table = table_new(6, headers, "llllll");
+    for (int i = 0; i < checks.count; i++) {
+        const EdgeCheck *c = &checks.checks[i];
+        table_cell(table, "%s", c->name);
+        table_cell(table, "%s", c->shape);
+        table_cell(table, "%s", c->check);
+        table_cell(table, "%s", c->measured);
+        table_cell(table, "%s", c->allowed);
+        table_cell(table, "%s", c->ok ? "ok" : "FAIL");
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+    return ok ? 0 : 1;
+}
+
+int complexity_command(int argc, char **argv)
+{
+    complexity_print(stdout, parse_markdown_only(argc, argv));
+    return 0;
+}
+
+int cache_memory_command(int argc, char **argv)
+{
+    cache_memory_print(stdout, parse_markdown_only(argc, argv));
+    return 0;
+}
+
+int failure_command(int argc, char **argv)
+{
+    const char *mode = NULL;
+    bool markdown = false;
+    char mode_help[128];
+    snprintf(mode_help, sizeof mode_help, "the failure mode to show: %s", failure_mode_names);
+    const CliOption options[] = {
+        {"--mode",     CLI_STRING, &mode,     0, 0, mode_help    },
+        {"--markdown", CLI_FLAG,   &markdown, 0, 0, markdown_help},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (mode == NULL)
+        cli_fail("needs --mode, one of %s", failure_mode_names);
+    if (!failure_mode_print(mode, stdout, table_format(markdown)))
+        cli_fail("--mode expects one of %s, got '%s'", failure_mode_names, mode);
+    return 0;
+}
+
+int bench_command(int argc, char **argv)
+{
+    bool quick = false, markdown = false;
+    const CliOption options[] = {
+        {"--quick",    CLI_FLAG, &quick,    0, 0, "5 timed runs instead of 7, memcpy measured before the kernels only"},
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, markdown_help                                                       },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    bench_cpu_print(stdout, table_format(markdown), quick);
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* The subcommands of `layernorm` (main.c lists them), one function each:
+ * it parses its own options, runs the chapter's code and prints. */
+#ifndef CHAPTERS_02_LAYERNORM_COMMANDS_H
+#define CHAPTERS_02_LAYERNORM_COMMANDS_H
+
+#include "chapters/02-layernorm/problem.h"
+#include "common/cli.h"
+
+int run_command(int argc, char **argv);
+int apply_command(int argc, char **argv);
+int gradcheck_command(int argc, char **argv);
+int edge_cases_command(int argc, char **argv);
+int complexity_command(int argc, char **argv);
+int cache_memory_command(int argc, char **argv);
+int failure_command(int argc, char **argv);
+int bench_command(int argc, char **argv);
+
+/* The random problem of `run` and `gpu-check`: --n N --d D --seed S --eps E,
+ * the first RANDOM_PROBLEM_OPTIONS entries of their option tables, which
+ * random_problem_options fills, pointing at *args and its defaults. */
+typedef struct {
+    long n, d, seed;
+    double eps;
+} RandomProblemArgs;
+
+enum { RANDOM_PROBLEM_OPTIONS = 4 };
+
+void random_problem_options(CliOption *options, RandomProblemArgs *args);
+
+/* The problem, once parsed and its size checked (ln_problem_check_size). */
+LnProblem random_problem_new(const RandomProblemArgs *args);
+
+/* The .npy interface, shared by `apply` and `gpu-apply`: the options
+ * --load DIR --save DIR [--eps E], parsed (both directories required). */
+typedef struct {
+    const char *load, *save;
+    double eps;
+} ApplyArgs;
+
+ApplyArgs apply_parse(int argc, char **argv);
+
+/* Load the inputs, compute(p) fills the results, check them against the
+ * double reference (lines labelled `label`) and save them. The exit status:
+ * 0, or 1 when a result is outside its tolerance (it is saved all the same). */
+int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p));
+
+#endif

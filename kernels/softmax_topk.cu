@@ -1,35 +1,17 @@
-/* Softmax + top-K kernels, versions 1 to 5 (see kernels/softmax_topk_gpu.h).
- * The arithmetic and the order of logits come from kernels/softmax_topk.h,
- * the same functions the CPU code and its tests use. */
-#include <algorithm>
-#include <cstdarg>
-#include <cstdio>
-#include <vector>
-
-#include "common/cuda_util.h"
+/* Softmax + top-K kernels, versions 1 to 5 (see kernels/softmax_topk_gpu.h;
+ * their launcher is kernels/softmax_topk_launch.cu). The arithmetic and the
+ * order of logits come from kernels/softmax_topk.h, the same functions the
+ * CPU code and its tests use. */
 #include "kernels/softmax_topk.h"
-#include "kernels/softmax_topk_gpu.h"
+#include "kernels/softmax_topk_kernels.cuh"
 
-namespace
+namespace softmax_topk_kernels
 {
 
-constexpr int kWarpSize = 32;
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kBlockThreads = 256;
-constexpr int kBlockWarps = kBlockThreads / kWarpSize;
-/* One step of a warp's scan offers at most 32 lanes x 4 logits. */
-constexpr int kOffersPerStep = kWarpSize * 4;
-constexpr int kMaxK = 256;
-constexpr int kRegisterMaxK = 32;
-/* Shared memory a block may use without opting in to more. */
-constexpr size_t kSharedBytes = 48 * 1024;
-/* Version 4 gives each block at least this many logits of a row. */
-constexpr int kMinSliceLength = 1024;
-/* Version 5 selects with 8-bit digits, 4 for a 32-bit key; its list of K
- * sits in shared memory (8 KiB at the limit). */
+/* Version 5 selects with 8-bit digits, 4 for a 32-bit key. */
 constexpr int kRadixBits = 8;
 constexpr int kRadixDigits = 1 << kRadixBits;
-constexpr int kRadixMaxK = 1024;
 
 /* ---- Warp-level pieces ------------------------------------------------ */
 
@@ -335,13 +317,6 @@ __device__ void block_merge_partials(TopkEntry *lists, int list_stride, SoftmaxS
     }
 }
 // ANCHOR_END: merge_partial_states_in_shared_memory
-
-/* Shared memory of a block of versions 1 (selection), 3 and 4 (first kernel):
- * a candidate buffer and an online state per warp. */
-size_t scan_shared_bytes(int capacity)
-{
-    return kBlockWarps * (static_cast<size_t>(capacity) * sizeof(TopkEntry) + sizeof(SoftmaxState));
-}
 
 /* The probability of a winner: from the online state, or (version 1) from
  * the [rows, V] array the first kernel wrote. */
@@ -670,290 +645,20 @@ __global__ void radix_select_kernel(const float *logits, int rows, int vocab, in
 }
 // ANCHOR_END: give_each_row_a_block_and_a_radix_select
 
-/* ---- Launch configuration ----------------------------------------------- */
+/* The instances the launcher uses: a register list for every K up to
+ * kRegisterMaxK (version 2), selection alone (version 1) or with the
+ * softmax (version 3). One missing here fails the link. */
+#define INSTANTIATE_WARP_PER_ROW(LIST_K) \
+    template __global__ void warp_per_row_kernel<LIST_K>(const float *, int, int, int, float *, int64_t *)
+INSTANTIATE_WARP_PER_ROW(1);
+INSTANTIATE_WARP_PER_ROW(4);
+INSTANTIATE_WARP_PER_ROW(8);
+INSTANTIATE_WARP_PER_ROW(16);
+INSTANTIATE_WARP_PER_ROW(kRegisterMaxK);
+#define INSTANTIATE_BLOCK_ROWS(SOFTMAX)                                                                        \
+    template __global__ void block_rows_kernel<SOFTMAX>(const float *, int, int, int, int, int, const float *, \
+                                                        float *, int64_t *)
+INSTANTIATE_BLOCK_ROWS(false);
+INSTANTIATE_BLOCK_ROWS(true);
 
-int next_power_of_two(int n)
-{
-    int p = 1;
-    while (p < n) {
-        p *= 2;
-    }
-    return p;
-}
-
-/* Buffer entries per warp: room for k kept plus one step of offers, and
- * at least 2k (a list merge writes its result behind the list). */
-int candidate_capacity(int k)
-{
-    return next_power_of_two(std::max(2 * k, k + kOffersPerStep));
-}
-
-/* Warps per row in version 3: each warp should get at least ~16 float4
- * per lane of work, else a block takes several rows. Powers of two up to 8. */
-int warps_per_row_for(int vocab)
-{
-    int warps = 1;
-    while (warps < kBlockWarps && vocab >= 2 * warps * 512) {
-        warps *= 2;
-    }
-    return warps;
-}
-
-size_t merge_shared_bytes(int splits, int k)
-{
-    return static_cast<size_t>(splits) * (2 * k * sizeof(TopkEntry) + sizeof(SoftmaxState));
-}
-
-/* The merge kernel holds every split's list in shared memory. */
-int max_splits(int vocab, int k)
-{
-    return std::min(vocab, static_cast<int>(kSharedBytes / merge_shared_bytes(1, k)));
-}
-
-int multiprocessor_count()
-{
-    int device = 0, count = 0;
-    CUDA_CHECK(cudaGetDevice(&device));
-    CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-}
-
-/* Blocks per row for version 4: enough blocks in all to fill the GPU a few
- * times over, but slices no shorter than kMinSliceLength. */
-int auto_splits(int rows, int vocab, int k)
-{
-    int wanted = (4 * multiprocessor_count() + rows - 1) / rows;
-    int by_length = std::max(1, vocab / kMinSliceLength);
-    return std::max(1, std::min({wanted, by_length, max_splits(vocab, k)}));
-}
-
-int grid_for(long long work_items, int max_blocks)
-{
-    long long cap = max_blocks > 0 ? max_blocks : 1ll << 30;
-    return static_cast<int>(std::max(1ll, std::min(work_items, cap)));
-}
-
-void set_error(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(err, err_size, fmt, args);
-    va_end(args);
-}
-
-template <int kListK>
-void launch_warp_per_row(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs,
-                         int64_t *indices)
-{
-    int grid = grid_for((rows + kBlockWarps - 1) / kBlockWarps, max_blocks);
-    warp_per_row_kernel<kListK><<<grid, kBlockThreads>>>(logits, rows, vocab, k, probs, indices);
-}
-
-/* The smallest register list that holds k. */
-void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs, int64_t *indices)
-{
-    if (k <= 1) {
-        launch_warp_per_row<1>(logits, rows, vocab, k, max_blocks, probs, indices);
-    } else if (k <= 4) {
-        launch_warp_per_row<4>(logits, rows, vocab, k, max_blocks, probs, indices);
-    } else if (k <= 8) {
-        launch_warp_per_row<8>(logits, rows, vocab, k, max_blocks, probs, indices);
-    } else if (k <= 16) {
-        launch_warp_per_row<16>(logits, rows, vocab, k, max_blocks, probs, indices);
-    } else {
-        launch_warp_per_row<kRegisterMaxK>(logits, rows, vocab, k, max_blocks, probs, indices);
-    }
-}
-
-} // namespace
-
-struct SoftmaxTopkGpuRun {
-    int kernel;
-    int rows, vocab, k;
-    int max_blocks, splits;
-    float *logits, *probs;
-    int64_t *indices;
-    float *probabilities;         /* version 1: [rows, vocab] */
-    TopkEntry *partial_lists;     /* version 4: [rows, splits, k] */
-    SoftmaxState *partial_states; /* version 4: [rows, splits] */
-};
-
-int softmax_topk_gpu_max_k(int kernel)
-{
-    return kernel == 2 ? kRegisterMaxK : kernel == 5 ? kRadixMaxK : kMaxK;
-}
-
-const char *softmax_topk_gpu_name(int kernel)
-{
-    switch (kernel) {
-    case 1:
-        return "naive: three passes, [rows, V] probabilities, then select";
-    case 2:
-        return "one warp per row, top K in registers";
-    case 3:
-        return "block per row, float4 loads, cross-warp merge";
-    case 4:
-        return "several blocks per row, merged by a second kernel";
-    case 5:
-        return "block per row, radix select of the K-th key";
-    default:
-        return "?";
-    }
-}
-
-/* The argument checks, one line each. */
-static bool check_arguments(int kernel, size_t rows, size_t vocab, int k, const SoftmaxTopkGpuConfig *config, char *err,
-                            size_t err_size)
-{
-    if (kernel < 1 || kernel > GPU_KERNEL_COUNT) {
-        set_error(err, err_size, "kernel %d does not exist (1 .. %d)", kernel, GPU_KERNEL_COUNT);
-    } else if (rows < 1 || rows > (1u << 30) || vocab < 1 || vocab > (1u << 30)) {
-        set_error(err, err_size, "rows %zu and V %zu must be in [1, 2^30]", rows, vocab);
-    } else if (k < 1 || static_cast<size_t>(k) > vocab) {
-        set_error(err, err_size, "K = %d must be in [1, V = %zu]", k, vocab);
-    } else if (k > softmax_topk_gpu_max_k(kernel)) {
-        set_error(err, err_size, "kernel %d supports K <= %d, got K = %d", kernel, softmax_topk_gpu_max_k(kernel), k);
-    } else if (config->max_blocks < 0 || config->splits < 0) {
-        set_error(err, err_size, "max_blocks and splits must be >= 0");
-    } else if (kernel == 4 && config->splits > max_splits(static_cast<int>(vocab), k)) {
-        set_error(err, err_size, "kernel 4 with V = %zu, K = %d takes at most %d splits, got %d", vocab, k,
-                  max_splits(static_cast<int>(vocab), k), config->splits);
-    } else {
-        return true;
-    }
-    return false;
-}
-
-SoftmaxTopkGpuRun *softmax_topk_gpu_run_new(int kernel, const float *logits, size_t rows, size_t vocab, int k,
-                                            const SoftmaxTopkGpuConfig *config, char *err, size_t err_size)
-{
-    if (!check_arguments(kernel, rows, vocab, k, config, err, err_size)) {
-        return nullptr;
-    }
-    SoftmaxTopkGpuRun *run = new SoftmaxTopkGpuRun();
-    run->kernel = kernel;
-    run->rows = static_cast<int>(rows);
-    run->vocab = static_cast<int>(vocab);
-    run->k = k;
-    run->max_blocks = config->max_blocks;
-    run->splits = 1;
-    if (kernel == 4) {
-        run->splits = config->splits > 0 ? config->splits : auto_splits(run->rows, run->vocab, k);
-    }
-    size_t count = rows * vocab, outputs = rows * static_cast<size_t>(k);
-    CUDA_CHECK(cudaMalloc(&run->logits, count * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(run->logits, logits, count * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaMalloc(&run->probs, outputs * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&run->indices, outputs * sizeof(int64_t)));
-    if (kernel == 1) {
-        CUDA_CHECK(cudaMalloc(&run->probabilities, count * sizeof(float)));
-    }
-    if (kernel == 4) {
-        CUDA_CHECK(cudaMalloc(&run->partial_lists, outputs * run->splits * sizeof(TopkEntry)));
-        CUDA_CHECK(cudaMalloc(&run->partial_states, rows * run->splits * sizeof(SoftmaxState)));
-    }
-    return run;
-}
-
-void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run)
-{
-    if (run == nullptr) {
-        return;
-    }
-    CUDA_CHECK(cudaFree(run->logits));
-    CUDA_CHECK(cudaFree(run->probs));
-    CUDA_CHECK(cudaFree(run->indices));
-    CUDA_CHECK(cudaFree(run->probabilities));
-    CUDA_CHECK(cudaFree(run->partial_lists));
-    CUDA_CHECK(cudaFree(run->partial_states));
-    delete run;
-}
-
-int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run)
-{
-    return run->splits;
-}
-
-static void launch(const SoftmaxTopkGpuRun *run)
-{
-    const int rows = run->rows, vocab = run->vocab, k = run->k;
-    const int capacity = candidate_capacity(k);
-    const size_t scan_bytes = scan_shared_bytes(capacity);
-    switch (run->kernel) {
-    case 1: {
-        three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab,
-                                                                                      run->probabilities);
-        CUDA_CHECK(cudaGetLastError());
-        int warps = warps_per_row_for(vocab), groups = (rows + kBlockWarps / warps - 1) / (kBlockWarps / warps);
-        block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
-            run->logits, rows, vocab, k, capacity, warps, run->probabilities, run->probs, run->indices);
-        break;
-    }
-    case 2:
-        launch_version_2(run->logits, rows, vocab, k, run->max_blocks, run->probs, run->indices);
-        break;
-    case 3: {
-        int warps = warps_per_row_for(vocab), groups = (rows + kBlockWarps / warps - 1) / (kBlockWarps / warps);
-        block_rows_kernel<true><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
-            run->logits, rows, vocab, k, capacity, warps, nullptr, run->probs, run->indices);
-        break;
-    }
-    case 4:
-        slice_partials_kernel<<<grid_for(static_cast<long long>(rows) * run->splits, run->max_blocks), kBlockThreads,
-                                scan_bytes>>>(run->logits, rows, vocab, k, capacity, run->splits, run->partial_lists,
-                                              run->partial_states);
-        CUDA_CHECK(cudaGetLastError());
-        merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k)>>>(
-            run->partial_lists, run->partial_states, rows, k, run->splits, run->probs, run->indices);
-        break;
-    case 5:
-        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k, run->probs,
-                                                                                run->indices);
-        break;
-    }
-    CUDA_CHECK(cudaGetLastError());
-}
-
-void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices)
-{
-    launch(run);
-    size_t outputs = static_cast<size_t>(run->rows) * run->k;
-    CUDA_CHECK(cudaMemcpy(probs, run->probs, outputs * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(indices, run->indices, outputs * sizeof(int64_t), cudaMemcpyDeviceToHost));
-}
-
-double softmax_topk_gpu_run_time_ms(SoftmaxTopkGpuRun *run, int runs)
-{
-    enum { WARMUP_RUNS = 3 };
-    for (int i = 0; i < WARMUP_RUNS; i++) {
-        launch(run);
-    }
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
-    std::vector<float> times(static_cast<size_t>(std::max(runs, 1)));
-    for (float &ms : times) {
-        CUDA_CHECK(cudaEventRecord(start));
-        launch(run);
-        CUDA_CHECK(cudaEventRecord(stop));
-        CUDA_CHECK(cudaEventSynchronize(stop));
-        CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    }
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
-    std::sort(times.begin(), times.end());
-    size_t n = times.size();
-    return n % 2 == 1 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
-}
-
-int softmax_topk_gpu(int kernel, const float *logits, size_t rows, size_t vocab, int k,
-                     const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices, char *err, size_t err_size)
-{
-    SoftmaxTopkGpuRun *run = softmax_topk_gpu_run_new(kernel, logits, rows, vocab, k, config, err, err_size);
-    if (run == nullptr) {
-        return -1;
-    }
-    softmax_topk_gpu_run_once(run, probs, indices);
-    softmax_topk_gpu_run_free(run);
-    return 0;
-}
+} // namespace softmax_topk_kernels

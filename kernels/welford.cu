@@ -1,12 +1,11 @@
 /* Row means and variances on the GPU: every thread summarises its strided
  * share of a row in a Welford state, then the block merges the states, first
  * within each warp through register shuffles, then across warps through
- * shared memory. The merge is kernels/welford.h, shared with the CPU code. */
-#include <climits>
-
-#include "common/cuda_util.h"
+ * shared memory. The merge is kernels/welford.h, shared with the CPU code;
+ * the launcher is kernels/welford_launch.cu. */
 #include "kernels/welford.h"
 #include "kernels/welford_gpu.h"
+#include "kernels/welford_kernels.cuh"
 
 #define WARP_SIZE 32u
 #define WELFORD_GPU_MAX_WARPS (WELFORD_GPU_MAX_THREADS / WARP_SIZE)
@@ -64,25 +63,3 @@ __global__ void welford_rows_kernel(const float *x, size_t cols, float *mean, fl
     }
 }
 // ANCHOR_END: reduce_a_row_per_block
-
-extern "C" int welford_rows_gpu(const float *x, size_t rows, size_t cols, int threads, float *mean, float *variance)
-{
-    if (rows < 1 || rows > INT_MAX || cols < 1 || threads < 1 || threads > WELFORD_GPU_MAX_THREADS) {
-        return -1;
-    }
-    float *device_x, *device_mean, *device_variance;
-    CUDA_CHECK(cudaMalloc(&device_x, rows * cols * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&device_mean, rows * sizeof(float)));
-    CUDA_CHECK(cudaMalloc(&device_variance, rows * sizeof(float)));
-    CUDA_CHECK(cudaMemcpy(device_x, x, rows * cols * sizeof(float), cudaMemcpyHostToDevice));
-
-    welford_rows_kernel<<<(unsigned)rows, (unsigned)threads>>>(device_x, cols, device_mean, device_variance);
-    CUDA_CHECK(cudaGetLastError());
-
-    CUDA_CHECK(cudaMemcpy(mean, device_mean, rows * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(variance, device_variance, rows * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaFree(device_x));
-    CUDA_CHECK(cudaFree(device_mean));
-    CUDA_CHECK(cudaFree(device_variance));
-    return 0;
-}

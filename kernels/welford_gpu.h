@@ -1,5 +1,5 @@
 /* Row means and variances on the GPU with the Welford merge: the C-callable
- * launcher of kernels/welford.cu. */
+ * launcher of kernels/welford_launch.cu. */
 #ifndef KERNELS_WELFORD_GPU_H
 #define KERNELS_WELFORD_GPU_H
 

@@ -1,0 +1,142 @@
+/* The layer norm launchers (kernels/layernorm.h): argument checks, the
+ * launch configuration of every version, and the dispatch of the row
+ * kernels to the template instance of their row plan. The kernels are
+ * kernels/layernorm.cu. */
+#include <climits>
+
+#include "common/cuda_util.h"
+#include "kernels/layernorm.h"
+#include "kernels/layernorm_kernels.cuh"
+#include "kernels/layernorm_row.h"
+
+static const char *check_sizes(int version, int versions, size_t n, size_t d)
+{
+    if (version < 1 || version > versions)
+        return "no such kernel version";
+    if (n < 1 || d < 1)
+        return "n and d must be at least 1";
+    if (n > INT_MAX || d > INT_MAX || n * d / d != n)
+        return "n or d too large for int indices";
+    return NULL;
+}
+
+static unsigned blocks_for(size_t items, unsigned threads)
+{
+    return (unsigned)((items + threads - 1) / threads);
+}
+
+/* Dispatch a row kernel to its template instance for a plan. */
+#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                  \
+    do {                                                          \
+        dim3 blocks_(grid), threads_((unsigned)(plan).threads);   \
+        if ((plan).width == 4) {                                  \
+            switch ((plan).items) {                               \
+            case 1:                                               \
+                kernel<4, 1><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 2:                                               \
+                kernel<4, 2><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 4:                                               \
+                kernel<4, 4><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            default:                                              \
+                kernel<4, 8><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            }                                                     \
+        } else {                                                  \
+            switch ((plan).items) {                               \
+            case 1:                                               \
+                kernel<1, 1><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 2:                                               \
+                kernel<1, 2><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            case 4:                                               \
+                kernel<1, 4><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            default:                                              \
+                kernel<1, 8><<<blocks_, threads_>>>(__VA_ARGS__); \
+                break;                                            \
+            }                                                     \
+        }                                                         \
+    } while (0)
+
+static const char *const ROW_TOO_LONG = "a row of this length does not fit in one block's registers "
+                                        "(more than 1024 threads x 8 vectors): use a lower version";
+
+extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x,
+                                             const float *gamma, const float *beta, size_t n, size_t d, float eps)
+{
+    const char *why = check_sizes(version, LAYERNORM_FORWARD_VERSIONS, n, d);
+    if (why != NULL)
+        return why;
+    int rows = (int)n, cols = (int)d;
+    if (version == 1) {
+        layernorm_forward_v1<<<blocks_for(n, 128), 128>>>(y, mean, rstd, x, gamma, beta, rows, cols, eps);
+    } else if (version == 2) {
+        const unsigned warps_per_block = 8;
+        layernorm_forward_v2<<<blocks_for(n, warps_per_block), warps_per_block * WARP_SIZE>>>(y, mean, rstd, x, gamma,
+                                                                                              beta, rows, cols, eps);
+    } else {
+        const void *rows_and_params[] = {x, y, gamma, beta, NULL};
+        LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
+        if (plan.threads == 0)
+            return ROW_TOO_LONG;
+        LAUNCH_FOR_PLAN(layernorm_forward_v3, plan, (unsigned)n, y, mean, rstd, x, gamma, beta, cols, eps);
+    }
+    CUDA_CHECK(cudaGetLastError());
+    return NULL;
+}
+
+/* Enough blocks of backward 2 to fill the GPU a few times over, and at
+ * least LN_BACKWARD_CHUNKS, so that no block sums more rows of dgamma in
+ * float than a CPU chunk does (on a GPU with few multiprocessors, 4 blocks
+ * per SM would each sum hundreds of rows); never more than rows: each block
+ * writes a partial row of 2 * d floats. */
+static int backward_v2_blocks(size_t n)
+{
+    int device, sms;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    size_t blocks = 4 * (size_t)sms;
+    if (blocks < LN_BACKWARD_CHUNKS)
+        blocks = LN_BACKWARD_CHUNKS;
+    return (int)(n < blocks ? n : blocks);
+}
+
+extern "C" size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d)
+{
+    if (version != 2 || check_sizes(version, LAYERNORM_BACKWARD_VERSIONS, n, d) != NULL)
+        return 0;
+    return (size_t)backward_v2_blocks(n) * 2 * d;
+}
+
+extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch,
+                                              const float *dy, const float *x, const float *mean, const float *rstd,
+                                              const float *gamma, size_t n, size_t d)
+{
+    const char *why = check_sizes(version, LAYERNORM_BACKWARD_VERSIONS, n, d);
+    if (why != NULL)
+        return why;
+    int rows = (int)n, cols = (int)d;
+    if (version == 1) {
+        layernorm_backward_v1_dx<<<blocks_for(n, 128), 128>>>(dx, dy, x, mean, rstd, gamma, rows, cols);
+        CUDA_CHECK(cudaGetLastError());
+        layernorm_backward_v1_params<<<blocks_for(d, 128), 128>>>(dgamma, dbeta, dy, x, mean, rstd, rows, cols);
+    } else {
+        const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
+        LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
+        if (plan.threads == 0)
+            return ROW_TOO_LONG;
+        if (scratch == NULL)
+            return "backward 2 needs scratch space (layernorm_backward_gpu_scratch_floats)";
+        int blocks = backward_v2_blocks(n);
+        LAUNCH_FOR_PLAN(layernorm_backward_v2, plan, (unsigned)blocks, dx, scratch, dy, x, mean, rstd, gamma, rows,
+                        cols);
+        CUDA_CHECK(cudaGetLastError());
+        layernorm_backward_v2_finalize<<<blocks_for(d, 256), 256>>>(dgamma, dbeta, scratch, blocks, cols);
+    }
+    CUDA_CHECK(cudaGetLastError());
+    return NULL;
+}

@@ -1,0 +1,269 @@
+/* The paged attention launcher (kernels/paged_attention_gpu.h): problem
+ * checks, the copies to the GPU, the dispatch of a format and head_dim to
+ * its kernel instance, version 2's workspace, and timing. The kernels are
+ * kernels/paged_attention.cu. */
+#include <algorithm>
+#include <cstdio>
+
+#include "common/cuda_util.h"
+#include "kernels/kv_quant.h"
+#include "kernels/online_attention.h"
+#include "kernels/paged_attention_gpu.h"
+#include "kernels/paged_attention_kernels.cuh"
+
+/* Launches name their kernels unqualified: tests/emulator/cuda-to-cpp.sh
+ * rewrites `name<<<`, and a qualified name would lose its qualifier. */
+using namespace paged_attention_kernels;
+
+namespace
+{
+
+/* A grid's y and z dimensions. */
+constexpr int kMaxGridYZ = 65535;
+
+template <KvFormat kFormat, int kHeadDim> void launch_format(int version, const KernelParams &p, dim3 grid)
+{
+    if (version == 1) {
+        whole_context_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
+    } else {
+        partition_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
+    }
+}
+
+template <int kHeadDim> void launch_head_dim(int version, KvFormat format, const KernelParams &p, dim3 grid)
+{
+    switch (format) {
+    case KV_FORMAT_FLOAT32:
+        launch_format<KV_FORMAT_FLOAT32, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_FP16:
+        launch_format<KV_FORMAT_FP16, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_INT8:
+        launch_format<KV_FORMAT_INT8, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_INT4:
+        launch_format<KV_FORMAT_INT4, kHeadDim>(version, p, grid);
+        break;
+    case KV_FORMAT_KIVI4:
+    case KV_FORMAT_COUNT:
+        launch_format<KV_FORMAT_KIVI4, kHeadDim>(version, p, grid);
+        break;
+    }
+}
+
+void launch(int version, KvFormat format, int head_dim, const KernelParams &p, dim3 grid)
+{
+    switch (head_dim) {
+    case 64:
+        launch_head_dim<64>(version, format, p, grid);
+        break;
+    case 128:
+        launch_head_dim<128>(version, format, p, grid);
+        break;
+    default:
+        launch_head_dim<256>(version, format, p, grid);
+        break;
+    }
+}
+
+template <typename T> T *device_copy(const T *host, size_t count)
+{
+    T *device = nullptr;
+    CUDA_CHECK(cudaMalloc(&device, count * sizeof(T)));
+    CUDA_CHECK(cudaMemcpy(device, host, count * sizeof(T), cudaMemcpyHostToDevice));
+    return device;
+}
+} // namespace
+
+struct PagedAttentionGpuRun {
+    PagedAttentionProblem problem; /* the host pointers are not kept */
+    KvBlockLayout keys, values;
+    int max_length;
+    float *queries, *out;
+    uint8_t *key_pool, *value_pool;
+    int32_t *block_tables, *lengths;
+    float *partial_acc;
+    SoftmaxState *partial_state;
+    size_t workspace_items; /* (sequence, head, partition) items the workspace holds */
+};
+
+/* The problem's scalars and host arrays must make every device read land
+ * inside the copies: lengths within the tables, blocks within the pool. */
+static bool problem_ok(const PagedAttentionProblem *p, char *err, size_t err_size)
+{
+    const PagedKvShape &s = p->shape;
+    if (static_cast<int>(p->format) < 0 || p->format >= KV_FORMAT_COUNT) {
+        snprintf(err, err_size, "unknown cache format %d", static_cast<int>(p->format));
+    } else if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) {
+        snprintf(err, err_size, "head_dim %d: the kernels take 64, 128 or 256", s.head_dim);
+    } else if ((p->format == KV_FORMAT_INT4 || p->format == KV_FORMAT_KIVI4) && p->int4_group != 32 &&
+               p->int4_group != 64) {
+        snprintf(err, err_size, "INT4 groups of %d channels: the kernels take 32 or 64", p->int4_group);
+    } else if (p->batch < 1 || p->batch > kMaxGridYZ || p->n_heads < 1 || s.n_kv_heads < 1 ||
+               p->n_heads % s.n_kv_heads != 0) {
+        snprintf(err, err_size, "batch %d, %d heads, %d kv heads: need 1..%d sequences and kv heads dividing heads",
+                 p->batch, p->n_heads, s.n_kv_heads, kMaxGridYZ);
+    } else if (s.block_size < 1 || p->max_blocks < 1 || p->num_blocks < 1) {
+        snprintf(err, err_size, "block size, blocks per table and pool must be at least 1");
+    } else {
+        for (int b = 0; b < p->batch; b++) {
+            if (p->lengths[b] < 1 || p->lengths[b] > p->max_blocks * s.block_size) {
+                snprintf(err, err_size, "sequence %d: length %d outside 1..%d", b, p->lengths[b],
+                         p->max_blocks * s.block_size);
+                return false;
+            }
+            for (int i = 0; i < paged_kv_blocks_for(p->lengths[b], s.block_size); i++) {
+                int32_t block = p->block_tables[static_cast<size_t>(b) * p->max_blocks + i];
+                if (block < 0 || block >= p->num_blocks) {
+                    snprintf(err, err_size, "sequence %d: block %d is %d, outside the pool of %d", b, i, block,
+                             p->num_blocks);
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+    return false;
+}
+
+extern "C" PagedAttentionGpuRun *paged_attention_gpu_run_new(const PagedAttentionProblem *problem, char *err,
+                                                             size_t err_size)
+{
+    if (!problem_ok(problem, err, err_size)) {
+        return nullptr;
+    }
+    PagedAttentionGpuRun *run = new PagedAttentionGpuRun();
+    const PagedAttentionProblem &p = *problem;
+    run->problem = p;
+    run->keys = kv_layout(p.format, true, p.shape, p.int4_group);
+    run->values = kv_layout(p.format, false, p.shape, p.int4_group);
+    run->max_length = *std::max_element(p.lengths, p.lengths + p.batch);
+    size_t query_floats = static_cast<size_t>(p.batch) * p.n_heads * p.shape.head_dim;
+    run->queries = device_copy(p.queries, query_floats);
+    run->key_pool = device_copy(p.key_pool, p.num_blocks * kv_block_bytes(run->keys));
+    run->value_pool = device_copy(p.value_pool, p.num_blocks * kv_block_bytes(run->values));
+    run->block_tables = device_copy(p.block_tables, static_cast<size_t>(p.batch) * p.max_blocks);
+    run->lengths = device_copy(p.lengths, static_cast<size_t>(p.batch));
+    CUDA_CHECK(cudaMalloc(&run->out, query_floats * sizeof(float)));
+    return run;
+}
+
+extern "C" void paged_attention_gpu_run_free(PagedAttentionGpuRun *run)
+{
+    if (run == nullptr) {
+        return;
+    }
+    void *buffers[] = {run->queries,      run->out,     run->key_pool,    run->value_pool,
+                       run->block_tables, run->lengths, run->partial_acc, run->partial_state};
+    for (void *buffer : buffers) {
+        CUDA_CHECK(cudaFree(buffer));
+    }
+    delete run;
+}
+
+extern "C" int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, char *err,
+                                             size_t err_size)
+{
+    int block_size = run->problem.shape.block_size;
+    if (partition_tokens == 0) {
+        partition_tokens = paged_kv_blocks_for(PAGED_ATTENTION_DEFAULT_PARTITION, block_size) * block_size;
+    }
+    if (partition_tokens < 0 || partition_tokens % block_size != 0) {
+        snprintf(err, err_size, "a partition of %d positions: must be a positive multiple of the block size %d",
+                 partition_tokens, block_size);
+        return 0;
+    }
+    if (paged_kv_blocks_for(run->max_length, partition_tokens) > kMaxGridYZ) {
+        snprintf(err, err_size, "a partition of %d positions cuts %d positions into more than %d", partition_tokens,
+                 run->max_length, kMaxGridYZ);
+        return 0;
+    }
+    return partition_tokens;
+}
+
+/* Queue one decode step; false (nothing queued) on a bad version or partition. */
+static bool launch_step(PagedAttentionGpuRun *run, int version, int partition_tokens, char *err, size_t err_size)
+{
+    const PagedAttentionProblem &pr = run->problem;
+    KernelParams p = {};
+    p.queries = run->queries;
+    p.key_pool = run->key_pool;
+    p.value_pool = run->value_pool;
+    p.block_tables = run->block_tables;
+    p.lengths = run->lengths;
+    p.keys = run->keys;
+    p.values = run->values;
+    p.n_heads = pr.n_heads;
+    p.max_blocks = pr.max_blocks;
+    p.out = run->out;
+    if (version == 1) {
+        launch(1, pr.format, pr.shape.head_dim, p, dim3(pr.n_heads, pr.batch));
+        CUDA_CHECK(cudaGetLastError());
+        return true;
+    }
+    if (version != 2) {
+        snprintf(err, err_size, "no version %d: there are 1 and 2", version);
+        return false;
+    }
+    p.partition_tokens = paged_attention_gpu_partition(run, partition_tokens, err, err_size);
+    if (p.partition_tokens == 0) {
+        return false;
+    }
+    p.max_partitions = paged_kv_blocks_for(run->max_length, p.partition_tokens);
+    size_t items = static_cast<size_t>(pr.batch) * pr.n_heads * p.max_partitions;
+    if (items > run->workspace_items) {
+        CUDA_CHECK(cudaFree(run->partial_acc));
+        CUDA_CHECK(cudaFree(run->partial_state));
+        CUDA_CHECK(cudaMalloc(&run->partial_acc, items * pr.shape.head_dim * sizeof(float)));
+        CUDA_CHECK(cudaMalloc(&run->partial_state, items * sizeof(SoftmaxState)));
+        run->workspace_items = items;
+    }
+    p.partial_acc = run->partial_acc;
+    p.partial_state = run->partial_state;
+    launch(2, pr.format, pr.shape.head_dim, p, dim3(pr.n_heads, pr.batch, p.max_partitions));
+    CUDA_CHECK(cudaGetLastError());
+    merge_partitions_kernel<<<dim3(pr.n_heads, pr.batch), pr.shape.head_dim>>>(p, pr.shape.head_dim);
+    CUDA_CHECK(cudaGetLastError());
+    return true;
+}
+
+extern "C" int paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int version, int partition_tokens, float *out,
+                                            char *err, size_t err_size)
+{
+    if (!launch_step(run, version, partition_tokens, err, err_size)) {
+        return -1;
+    }
+    const PagedAttentionProblem &p = run->problem;
+    size_t floats = static_cast<size_t>(p.batch) * p.n_heads * p.shape.head_dim;
+    CUDA_CHECK(cudaMemcpy(out, run->out, floats * sizeof(float), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+namespace
+{
+
+struct TimedStep {
+    PagedAttentionGpuRun *run;
+    int version, partition_tokens;
+};
+
+void launch_timed_step(void *ctx)
+{
+    TimedStep *step = static_cast<TimedStep *>(ctx);
+    char err[256];
+    launch_step(step->run, step->version, step->partition_tokens, err, sizeof err);
+}
+
+} // namespace
+
+extern "C" double paged_attention_gpu_run_time_ms(PagedAttentionGpuRun *run, int version, int partition_tokens,
+                                                  int runs)
+{
+    char err[256];
+    if (version != 1 && (version != 2 || paged_attention_gpu_partition(run, partition_tokens, err, sizeof err) == 0)) {
+        return -1.0;
+    }
+    TimedStep step = {run, version, partition_tokens};
+    return 1e3 * cuda_bench_run(launch_timed_step, &step, 2, std::max(1, runs)).median;
+}

@@ -1,0 +1,49 @@
+/* The kernels of kernels/softmax_topk.cu, as their launcher
+ * (kernels/softmax_topk_launch.cu) sees them, with the sizes both sides
+ * rely on. Every block has kBlockThreads threads. Versions 1 (selection),
+ * 3 and 4 (first kernel) take `capacity` candidates per warp in dynamic
+ * shared memory, version 4's merge 2k candidates per split. */
+#ifndef KERNELS_SOFTMAX_TOPK_KERNELS_CUH
+#define KERNELS_SOFTMAX_TOPK_KERNELS_CUH
+
+#include <cstdint>
+
+#include "kernels/softmax_topk.h"
+
+namespace softmax_topk_kernels
+{
+
+constexpr int kWarpSize = 32;
+constexpr int kBlockThreads = 256;
+constexpr int kBlockWarps = kBlockThreads / kWarpSize;
+/* One step of a warp's scan offers at most 32 lanes x 4 logits. */
+constexpr int kOffersPerStep = kWarpSize * 4;
+constexpr int kRegisterMaxK = 32;
+/* Version 5's list of K sits in shared memory (8 KiB at the limit). */
+constexpr int kRadixMaxK = 1024;
+
+/* Version 1, first kernel: every probability, into [rows, vocab]. */
+__global__ void three_pass_softmax_kernel(const float *logits, int rows, int vocab, float *probabilities);
+
+/* Version 2: a warp per row, k <= kListK. */
+template <int kListK>
+__global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, int k, float *probs, int64_t *indices);
+
+/* Version 3 (kSoftmax) and version 1's selection, which takes the
+ * probabilities of the first kernel. */
+template <bool kSoftmax>
+__global__ void block_rows_kernel(const float *logits, int rows, int vocab, int k, int capacity, int warps_per_row,
+                                  const float *probabilities, float *probs, int64_t *indices);
+
+/* Version 4: a partial state per (row, split), then a block per row merges them. */
+__global__ void slice_partials_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
+                                      TopkEntry *partial_lists, SoftmaxState *partial_states);
+__global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
+                                      int k, int splits, float *probs, int64_t *indices);
+
+/* Version 5, k <= kRadixMaxK. */
+__global__ void radix_select_kernel(const float *logits, int rows, int vocab, int k, float *probs, int64_t *indices);
+
+} // namespace softmax_topk_kernels
+
+#endif

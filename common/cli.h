@@ -42,12 +42,18 @@ typedef struct {
  * inside a subcommand means the subcommand's own summary from its table. */
 void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary);
 
+/* The function of a subcommand: it parses its own options from argv
+ * (argv[0] is the subcommand's name) and returns the exit status. A function
+ * type, so that one declaration declares them all:
+ *     CliCommandFunction show_command, bench_command; */
+typedef int CliCommandFunction(int argc, char **argv);
+
 /* A subcommand: `program NAME [options]`. Every chapter program is a table
  * of these, and its main() is one call of cli_run_command. */
 typedef struct {
-    const char *name;                  /* "offset-sweep" */
-    int (*run)(int argc, char **argv); /* argv[0] is NAME; returns the exit status */
-    const char *summary;               /* one line: the program's --help lists it */
+    const char *name;        /* "offset-sweep" */
+    CliCommandFunction *run; /* called with the arguments from NAME on */
+    const char *summary;     /* one line: the program's --help lists it */
 } CliCommand;
 
 /* Run the subcommand that argv[1] names with the arguments after it, and

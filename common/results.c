@@ -63,3 +63,29 @@ int results_command(int argc, char **argv)
     results_show(file);
     return 0;
 }
+
+GpuBenchOptions results_parse_bench_options(int argc, char **argv, const char *quick_help)
+{
+    GpuBenchOptions o = {0};
+    const CliOption options[] = {
+        {"--quick",   CLI_FLAG,   &o.quick,   0, 0, quick_help                                                 },
+        {"--results", CLI_STRING, &o.results, 0, 0, "also write the tables to this file (Markdown), stamped"   },
+        {"--commit",  CLI_STRING, &o.commit,  0, 0, "the commit to stamp; without it $GIT_COMMIT, else unknown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    return o;
+}
+
+void results_write(const char *path, const char *title, const char *device, const char *commit,
+                   void (*print)(FILE *out, const void *ctx), const void *ctx)
+{
+    FILE *file = results_create(path);
+    fprintf(file, "%s\n\n", title);
+    results_stamp(file, device, results_commit(commit));
+    fprintf(file, "\n");
+    print(file, ctx);
+    if (ferror(file) | fclose(file)) { /* "|", not "||": close it either way */
+        cli_fail_status(1, "--results %s: cannot write the file", path);
+    }
+    printf("\nwrote %s\n", path);
+}

@@ -4,6 +4,7 @@
 #ifndef COMMON_RESULTS_H
 #define COMMON_RESULTS_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "common/hostdevice.h"
@@ -19,6 +20,23 @@ void results_stamp(FILE *out, const char *device, const char *commit);
 
 /* Open a results file for writing, or stop with one line and status 1. */
 FILE *results_create(const char *path);
+
+/* The options every chapter's gpu-bench takes: --quick (`quick_help` says
+ * what it leaves out), --results FILE and --commit C. Parsed, or exit 2. */
+typedef struct {
+    bool quick;
+    const char *results; /* NULL: no results file */
+    const char *commit;  /* as given; results_write resolves it */
+} GpuBenchOptions;
+
+GpuBenchOptions results_parse_bench_options(int argc, char **argv, const char *quick_help);
+
+/* Write the results file `path`: a title line, the stamp (`device`, the
+ * date, results_commit(commit)), then what print(out, ctx) writes (the
+ * tables, in Markdown); then say "wrote PATH" on stdout. A file that cannot
+ * be written or closed is one line and exit 1. */
+void results_write(const char *path, const char *title, const char *device, const char *commit,
+                   void (*print)(FILE *out, const void *ctx), const void *ctx);
 
 /* Print the results file at `path` (a GPU benchmark's, or PyTorch's
  * side-by-side); when there is none, say so, and what writes it: the GPU

@@ -7,22 +7,18 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "common/cli.h"
 #include "common/table.h"
 
 /* commands.c: the accuracy of the variance */
-int show_command(int argc, char **argv);
-int offset_sweep_command(int argc, char **argv);
-int blocked_sweep_command(int argc, char **argv);
-int theory_data_command(int argc, char **argv);
-int layernorm_demo_command(int argc, char **argv);
-int merge_demo_command(int argc, char **argv);
+CliCommandFunction show_command, offset_sweep_command, blocked_sweep_command, theory_data_command,
+    layernorm_demo_command, merge_demo_command;
 
 /* commands_derivative.c: cancellation in numerical derivatives */
-int derivative_command(int argc, char **argv);
-int derivative_data_command(int argc, char **argv);
+CliCommandFunction derivative_command, derivative_data_command;
 
 /* commands_bench.c: what stability costs */
-int bench_command(int argc, char **argv);
+CliCommandFunction bench_command;
 
 /* Plumbing the commands share. */
 void print_table(Table *table, bool markdown); /* and free it */

@@ -5,12 +5,14 @@
 #ifndef CHAPTERS_01_CANCELLATION_GPU_H
 #define CHAPTERS_01_CANCELLATION_GPU_H
 
+#include "common/cli.h"
+
 /* cancellation gpu-check [--seed S]: 0 when every shape passes, 1 if not. */
-int gpu_check_command(int argc, char **argv);
+CliCommandFunction gpu_check_command;
 
 /* cancellation gpu-bench [--quick] [--results FILE] [--commit C]: validate,
  * then time; the stamped results file when --results is given. */
-int gpu_bench_command(int argc, char **argv);
+CliCommandFunction gpu_bench_command;
 
 #ifdef HAVE_CUDA
 #include <stdbool.h>

@@ -6,14 +6,8 @@
 #include "chapters/02-layernorm/problem.h"
 #include "common/cli.h"
 
-int run_command(int argc, char **argv);
-int apply_command(int argc, char **argv);
-int gradcheck_command(int argc, char **argv);
-int edge_cases_command(int argc, char **argv);
-int complexity_command(int argc, char **argv);
-int cache_memory_command(int argc, char **argv);
-int failure_command(int argc, char **argv);
-int bench_command(int argc, char **argv);
+CliCommandFunction run_command, apply_command, gradcheck_command, edge_cases_command, complexity_command,
+    cache_memory_command, failure_command, bench_command;
 
 /* The random problem of `run` and `gpu-check`: --n N --d D --seed S --eps E,
  * the first RANDOM_PROBLEM_OPTIONS entries of their option tables, which

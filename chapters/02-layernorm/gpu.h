@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "chapters/02-layernorm/problem.h"
+#include "common/cli.h"
 #include "common/hostdevice.h"
 
 COMMON_BEGIN_C
@@ -18,17 +19,17 @@ COMMON_BEGIN_C
 /* layernorm gpu-check [--kernel N] [--n N] [--d D] [--seed S] [--eps E]:
  * every version (or version N) on gpu_check_shapes and on a random n x d
  * problem; 0 when all match the double reference, 1 when one does not. */
-int gpu_check_command(int argc, char **argv);
+CliCommandFunction gpu_check_command;
 
 /* layernorm gpu-bench [--quick] [--results FILE] [--commit C]: validate
  * every version, then time them against the device-to-device copy, and
  * write the table, stamped, to FILE. */
-int gpu_bench_command(int argc, char **argv);
+CliCommandFunction gpu_bench_command;
 
 /* layernorm gpu-apply --load DIR --save DIR [--eps E] [--kernel N]: what
  * `apply` does, on the GPU: the results of the highest versions (or
  * version N), checked against the double reference, to DIR. */
-int gpu_apply_command(int argc, char **argv);
+CliCommandFunction gpu_apply_command;
 
 #ifdef HAVE_CUDA
 /* Run forward version `forward` and backward version `backward` on the

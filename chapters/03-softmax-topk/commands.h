@@ -7,14 +7,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-int run_command(int argc, char **argv);
-int apply_command(int argc, char **argv);
-int hard_inputs_command(int argc, char **argv);
-int traffic_command(int argc, char **argv);
-int accuracy_command(int argc, char **argv);
-int bench_command(int argc, char **argv);
-int merge_demo_command(int argc, char **argv);
-int admissions_data_command(int argc, char **argv);
+#include "common/cli.h"
+
+CliCommandFunction run_command, apply_command, hard_inputs_command, traffic_command, accuracy_command, bench_command,
+    merge_demo_command, admissions_data_command;
 
 /* Where the top K is computed: the CPU versions, or the GPU kernels. */
 typedef struct {

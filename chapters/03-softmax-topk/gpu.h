@@ -3,11 +3,13 @@
 #ifndef CHAPTERS_03_SOFTMAX_TOPK_GPU_H
 #define CHAPTERS_03_SOFTMAX_TOPK_GPU_H
 
+#include "common/cli.h"
+
 /* `softmax_topk gpu-check`: every kernel that takes the K, on the hard
  * inputs and on random rows with ties, each with as many blocks as the rows
  * need and with 3 blocks looping over them, against the CPU reference
  * computed in double. 0 if all match, 1 if one differs. */
-int gpu_check_command(int argc, char **argv);
+CliCommandFunction gpu_check_command;
 
 /* `softmax_topk gpu-bench [--quick] [--results FILE] [--commit C]`: every
  * kernel at V in {32000, 50257, 128256, 151936} (quick: 128256) and K in
@@ -16,11 +18,10 @@ int gpu_check_command(int argc, char **argv);
  * copy bandwidth measured in the same run, with their spread; then one row
  * (a decode step). --results also writes the tables there, stamped with the
  * device, the CUDA version, the date and the commit. */
-int gpu_bench_command(int argc, char **argv);
+CliCommandFunction gpu_bench_command;
 
 /* `softmax_topk gpu-run` and `gpu-apply`: run and apply (commands.h) on
  * GPU kernel --version. */
-int gpu_run_command(int argc, char **argv);
-int gpu_apply_command(int argc, char **argv);
+CliCommandFunction gpu_run_command, gpu_apply_command;
 
 #endif

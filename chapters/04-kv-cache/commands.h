@@ -4,21 +4,14 @@
 #ifndef CHAPTERS_04_KV_CACHE_COMMANDS_H
 #define CHAPTERS_04_KV_CACHE_COMMANDS_H
 
+#include "common/cli.h"
+
 /* The experiments on the chapter's decoder: its shape is options of each. */
-int generate_command(int argc, char **argv);
-int verify_command(int argc, char **argv);
-int cost_command(int argc, char **argv);
-int cow_demo_command(int argc, char **argv);
-int prefix_demo_command(int argc, char **argv);
-int preempt_demo_command(int argc, char **argv);
-int accuracy_command(int argc, char **argv);
+CliCommandFunction generate_command, verify_command, cost_command, cow_demo_command, prefix_demo_command,
+    preempt_demo_command, accuracy_command;
 
 /* The experiments that need no model. */
-int waste_command(int argc, char **argv);
-int waste_data_command(int argc, char **argv);
-int memory_command(int argc, char **argv);
-int bench_command(int argc, char **argv);
-int bench_formats_command(int argc, char **argv);
-int attend_command(int argc, char **argv);
+CliCommandFunction waste_command, waste_data_command, memory_command, bench_command, bench_formats_command,
+    attend_command;
 
 #endif

@@ -6,8 +6,10 @@
 #ifndef CHAPTERS_04_KV_CACHE_GPU_H
 #define CHAPTERS_04_KV_CACHE_GPU_H
 
+#include "common/cli.h"
+
 /* `kv_cache gpu-check`: every case of gpu_check; 0 if all pass, else 1. */
-int gpu_check_command(int argc, char **argv);
+CliCommandFunction gpu_check_command;
 
 /* `kv_cache gpu-bench [--quick] [--results FILE] [--commit C]`: decode
  * attention at long context in every format and both versions, each
@@ -15,7 +17,7 @@ int gpu_check_command(int argc, char **argv);
  * of the same run; then version 1 against version 2 over context lengths
  * and batch sizes. With --results, also writes the tables there, stamped
  * with the device, the CUDA version, the date and the commit. */
-int gpu_bench_command(int argc, char **argv);
+CliCommandFunction gpu_bench_command;
 
 #ifdef HAVE_CUDA
 #include <stdio.h>

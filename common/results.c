@@ -89,3 +89,11 @@ void results_write(const char *path, const char *title, const char *device, cons
     }
     printf("\nwrote %s\n", path);
 }
+
+void results_wrong_cells(Table *table, const char *why, int dashes)
+{
+    table_cell(table, "WRONG: %s", why);
+    for (int i = 0; i < dashes; i++) {
+        table_cell(table, "-");
+    }
+}

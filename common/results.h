@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "common/hostdevice.h"
+#include "common/table.h"
 
 COMMON_BEGIN_C
 
@@ -37,6 +38,12 @@ GpuBenchOptions results_parse_bench_options(int argc, char **argv, const char *q
  * be written or closed is one line and exit 1. */
 void results_write(const char *path, const char *title, const char *device, const char *commit,
                    void (*print)(FILE *out, const void *ctx), const void *ctx);
+
+/* A gpu-bench validates each case before it times it; a case whose output
+ * did not match the reference is not timed, and its row says so the same
+ * way in every chapter: "WRONG: why", then `dashes` cells of "-" where its
+ * times would have been. */
+void results_wrong_cells(Table *table, const char *why, int dashes);
 
 /* Print the results file at `path` (a GPU benchmark's, or PyTorch's
  * side-by-side); when there is none, say so, and what writes it: the GPU

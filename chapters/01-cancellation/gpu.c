@@ -1,16 +1,15 @@
 /* The GPU row statistics against the quadruple-precision CPU reference, and
- * their timing. */
+ * their timing. Compiled in CUDA builds only: without CUDA, gpu.h names
+ * cli_without_cuda in place of each subcommand. */
 #include "chapters/01-cancellation/gpu.h"
 
-#include "common/cli.h"
-
-#ifdef HAVE_CUDA
 #include <float.h>
 
 #include "chapters/01-cancellation/accuracy.h"
 #include "chapters/01-cancellation/variance.h"
 #include "common/alloc.h"
 #include "common/check.h"
+#include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/results.h"
 #include "common/rng.h"
@@ -153,63 +152,48 @@ static Table *time_block_sizes(const GpuBenchSize *size)
     return table;
 }
 
-static void print_bench(FILE *out, const Table *table, TableFormat format, const GpuBenchSize *size)
+/* The block-size table and the data it was timed on; printed as text, then
+ * (format switched) given to results_write for the results file. */
+typedef struct {
+    const Table *table;
+    GpuBenchSize size;
+    TableFormat format;
+} BenchReport;
+
+static void print_bench(FILE *out, const void *ctx)
 {
+    const BenchReport *report = ctx;
     fprintf(out,
             "Row means and variances of %zu x %d floats (%.0f MiB), one block per row; the median of %d runs, in "
             "parentheses the slowest and the fastest. The launcher takes host memory: every time includes copying "
             "x to the GPU and the results back.\n\n",
-            size->rows, BENCH_COLS, (double)(size->rows * BENCH_COLS * sizeof(float)) / 1048576.0, size->runs);
-    table_print(table, out, format);
-}
-
-static void write_results(const char *path, const char *commit, const Table *table, const GpuBenchSize *size)
-{
-    char device[256];
-    cuda_device_describe(device, sizeof device);
-    FILE *file = results_create(path);
-    results_stamp(file, device, results_commit(commit));
-    fprintf(file, "\n");
-    print_bench(file, table, TABLE_MARKDOWN, size);
-    if (ferror(file) | fclose(file)) { /* "|", not "||": close it either way */
-        cli_fail_status(1, "--results %s: cannot write the file", path);
-    }
-    printf("\nwrote %s\n", path);
+            report->size.rows, BENCH_COLS, (double)(report->size.rows * BENCH_COLS * sizeof(float)) / 1048576.0,
+            report->size.runs);
+    table_print(report->table, out, report->format);
 }
 
 int gpu_bench_command(int argc, char **argv)
 {
-    bool quick = false;
-    const char *results = NULL, *commit = NULL;
-    const CliOption options[] = {
-        {"--quick",   CLI_FLAG,   &quick,   0, 0, "fewer rows and runs"                                 },
-        {"--results", CLI_STRING, &results, 0, 0, "also write the table to this file, stamped"          },
-        {"--commit",  CLI_STRING, &commit,  0, 0, "the commit to stamp; none: $GIT_COMMIT, else unknown"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    GpuBenchOptions options = results_parse_bench_options(argc, argv, "fewer rows and runs");
     cuda_require_device();
     if (!check_every_shape(1)) {
         printf("some results do not match the reference: nothing is timed\n");
         return 1;
     }
-    GpuBenchSize size = quick ? (GpuBenchSize){QUICK_BENCH_ROWS, 1, 5} : (GpuBenchSize){BENCH_ROWS, 2, 20};
+    GpuBenchSize size = options.quick ? (GpuBenchSize){QUICK_BENCH_ROWS, 1, 5} : (GpuBenchSize){BENCH_ROWS, 2, 20};
     Table *table = time_block_sizes(&size);
+    BenchReport report = {table, size, TABLE_TEXT};
     printf("\n");
-    print_bench(stdout, table, TABLE_TEXT, &size);
-    if (results != NULL) {
-        write_results(results, commit, table, &size);
+    print_bench(stdout, &report);
+    if (options.results != NULL) {
+        char device[256];
+        cuda_device_describe(device, sizeof device);
+        report.format = TABLE_MARKDOWN;
+        results_write(options.results,
+                      options.quick ? "GPU results of cancellation gpu-bench --quick"
+                                    : "GPU results of cancellation gpu-bench",
+                      device, options.commit, print_bench, &report);
     }
     table_free(table);
     return 0;
 }
-#else
-int gpu_check_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-int gpu_bench_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-#endif

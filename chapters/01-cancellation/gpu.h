@@ -7,18 +7,18 @@
 
 #include "common/cli.h"
 
+#ifdef HAVE_CUDA
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
 /* cancellation gpu-check [--seed S]: 0 when every shape passes, 1 if not. */
 CliCommandFunction gpu_check_command;
 
 /* cancellation gpu-bench [--quick] [--results FILE] [--commit C]: validate,
  * then time; the stamped results file when --results is given. */
 CliCommandFunction gpu_bench_command;
-
-#ifdef HAVE_CUDA
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
 
 typedef struct {
     size_t rows, cols;
@@ -36,6 +36,10 @@ extern const int gpu_check_shape_count;
  * row's mean and variance with the exact ones, print a line for each, and
  * return whether both are within tolerance. */
 bool check_gpu_rows(const GpuCheckShape *shape, uint64_t seed, FILE *out);
+#else
+/* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
+#define gpu_check_command cli_without_cuda
+#define gpu_bench_command cli_without_cuda
 #endif
 
 #endif

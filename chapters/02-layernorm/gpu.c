@@ -1,12 +1,12 @@
+/* The GPU subcommands of the chapter program, and what the GPU tests call.
+ * Compiled in CUDA builds only: without CUDA, gpu.h names cli_without_cuda
+ * in place of each subcommand. */
 #include "chapters/02-layernorm/gpu.h"
-
-#include "common/cli.h"
-
-#ifdef HAVE_CUDA
 
 #include "chapters/02-layernorm/commands.h"
 #include "chapters/02-layernorm/gpu_device.h"
 #include "common/bench.h"
+#include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/results.h"
 #include "kernels/layernorm.h"
@@ -241,31 +241,40 @@ static Table *bench_table(int runs, double copy)
     return table;
 }
 
-static void print_bench(FILE *out, const Table *table, TableFormat format, int runs, double copy)
+/* The versions' table and the copy bandwidth it is read against; text on
+ * stdout, Markdown in the results file. */
+typedef struct {
+    const Table *table;
+    int runs;
+    double copy;
+    TableFormat format;
+} BenchReport;
+
+static void print_bench(FILE *out, const void *ctx)
 {
+    const BenchReport *report = ctx;
     fprintf(out,
             "Each n x d tensor %zu MiB; median of %d runs, in brackets the slowest and the fastest; device-to-device "
             "copy %.0f GB/s in the same run.\n\n",
-            GPU_BENCH_TENSOR_BYTES >> 20, runs, copy);
-    table_print(table, out, format);
+            GPU_BENCH_TENSOR_BYTES >> 20, report->runs, report->copy);
+    table_print(report->table, out, report->format);
 }
 
 /* Measure once; print the table, and write the same table to the results
  * file, stamped with the device, the date and the commit. */
-static void bench(bool quick, const char *results, const char *commit, const char *device)
+static void bench(const GpuBenchOptions *options, const char *device)
 {
-    int runs = quick ? 5 : 20;
+    int runs = options->quick ? 5 : 20;
     double copy = cuda_copy_bandwidth_gbs(GPU_BENCH_TENSOR_BYTES);
     Table *table = bench_table(runs, copy);
-    print_bench(stdout, table, TABLE_TEXT, runs, copy);
-    if (results != NULL) {
-        FILE *file = results_create(results);
-        results_stamp(file, device, results_commit(commit));
-        fprintf(file, "\n");
-        print_bench(file, table, TABLE_MARKDOWN, runs, copy);
-        if (fclose(file) != 0)
-            cli_fail_status(1, "--results %s: cannot write the file", results);
-        printf("\nwrote %s\n", results);
+    BenchReport report = {table, runs, copy, TABLE_TEXT};
+    print_bench(stdout, &report);
+    if (options->results != NULL) {
+        report.format = TABLE_MARKDOWN;
+        results_write(options->results,
+                      options->quick ? "GPU results of layernorm gpu-bench --quick"
+                                     : "GPU results of layernorm gpu-bench",
+                      device, options->commit, print_bench, &report);
     }
     table_free(table);
 }
@@ -273,14 +282,7 @@ static void bench(bool quick, const char *results, const char *commit, const cha
 
 int gpu_bench_command(int argc, char **argv)
 {
-    bool quick = false;
-    const char *results = NULL, *commit = NULL;
-    const CliOption options[] = {
-        {"--quick",   CLI_FLAG,   &quick,   0, 0, "5 timed runs of each version instead of 20"                 },
-        {"--results", CLI_STRING, &results, 0, 0, "write the table, stamped, to this file"                     },
-        {"--commit",  CLI_STRING, &commit,  0, 0, "the commit to stamp; without it $GIT_COMMIT, else 'unknown'"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    GpuBenchOptions options = results_parse_bench_options(argc, argv, "5 timed runs of each version instead of 20");
     cuda_require_device();
     char device[256];
     print_device(device, sizeof device);
@@ -290,25 +292,6 @@ int gpu_bench_command(int argc, char **argv)
         return 1;
     }
     printf("\n");
-    bench(quick, results, commit, device);
+    bench(&options, device);
     return 0;
 }
-
-#else
-
-int gpu_check_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-int gpu_apply_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-int gpu_bench_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-#endif

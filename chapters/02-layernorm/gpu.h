@@ -16,6 +16,7 @@
 
 COMMON_BEGIN_C
 
+#ifdef HAVE_CUDA
 /* layernorm gpu-check [--kernel N] [--n N] [--d D] [--seed S] [--eps E]:
  * every version (or version N) on gpu_check_shapes and on a random n x d
  * problem; 0 when all match the double reference, 1 when one does not. */
@@ -31,7 +32,6 @@ CliCommandFunction gpu_bench_command;
  * version N), checked against the double reference, to DIR. */
 CliCommandFunction gpu_apply_command;
 
-#ifdef HAVE_CUDA
 /* Run forward version `forward` and backward version `backward` on the
  * GPU with p's inputs, results into p's outputs. With misalign > 0 every
  * device array starts that many floats past an aligned address, which
@@ -52,6 +52,11 @@ extern const int gpu_check_shape_count;
 /* Run (forward, backward) on a random problem of this shape and compare
  * with the double reference; one line to out. True when it matched. */
 bool gpu_check_versions(const GpuCheckShape *shape, int forward, int backward, uint64_t seed, FILE *out);
+#else
+/* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
+#define gpu_check_command cli_without_cuda
+#define gpu_bench_command cli_without_cuda
+#define gpu_apply_command cli_without_cuda
 #endif
 
 COMMON_END_C

@@ -1,8 +1,6 @@
+/* The GPU subcommands of softmax_topk. Compiled in CUDA builds only:
+ * without CUDA, gpu.h names cli_without_cuda in place of each. */
 #include "chapters/03-softmax-topk/gpu.h"
-
-#include "common/cli.h"
-
-#ifdef HAVE_CUDA
 
 #include <stdio.h>
 
@@ -12,6 +10,7 @@
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "common/alloc.h"
 #include "common/bench.h"
+#include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/results.h"
 #include "common/table.h"
@@ -226,16 +225,6 @@ static bool validated_time(int kernel, const GpuCase *c, BenchStats *stats, char
     return ok;
 }
 
-/* A case whose results are wrong: said in the table, and counted. */
-static void wrong_cells(Table *table, const char *why, int empty_cells, int *wrong)
-{
-    ++*wrong;
-    table_cell(table, "WRONG: %s", why);
-    for (int i = 0; i < empty_cells; i++) {
-        table_cell(table, "-");
-    }
-}
-
 static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs, size_t vocab_count, double copy_gbs,
                           int *wrong)
 {
@@ -257,7 +246,8 @@ static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs
                 table_cell(table, "%d", c.k);
                 table_cell(table, "%d", kernel);
                 if (!validated_time(kernel, &c, &stats, why, sizeof why)) {
-                    wrong_cells(table, why, 3, wrong);
+                    ++*wrong;
+                    results_wrong_cells(table, why, 3);
                     continue;
                 }
                 double bytes = (double)(rows * c.vocab * sizeof(float));
@@ -294,7 +284,8 @@ static Table *decode_step_table(const float *logits, int *wrong)
             table_cell(table, "%d", c.k);
             table_cell(table, "%d", kernel);
             if (!validated_time(kernel, &c, &stats, why, sizeof why)) {
-                wrong_cells(table, why, 0, wrong);
+                ++*wrong;
+                results_wrong_cells(table, why, 0);
             } else {
                 table_cell(table, "%.1f (%.1f–%.1f)", stats.median * 1e6, stats.max * 1e6, stats.min * 1e6);
             }
@@ -303,88 +294,54 @@ static Table *decode_step_table(const float *logits, int *wrong)
     return table;
 }
 
-static void print_stamp(FILE *out, const char *device, const char *commit, double copy_gbs, size_t rows)
+/* Both tables (the batch, one decode step) and what they were measured
+ * against; printed after the stamp, as text or in Markdown. */
+typedef struct {
+    double copy_gbs;
+    size_t rows;
+    const Table *batch, *decode;
+    TableFormat format;
+} BenchReport;
+
+static void print_bench(FILE *out, const void *ctx)
 {
-    results_stamp(out, device, commit);
+    const BenchReport *report = ctx;
     fprintf(out,
             "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run; "
             "%zu rows, each kernel validated against the double reference before timing; "
             "median of %d launches, and the slowest and fastest of them\n\n",
-            copy_gbs, rows, TIMED_LAUNCHES);
-}
-
-static void write_results(const char *path, bool quick, const char *device, const char *commit, double copy_gbs,
-                          size_t rows, const Table *batch, const Table *decode)
-{
-    FILE *out = results_create(path);
-    fprintf(out, "GPU results of softmax_topk gpu-bench%s\n\n", quick ? " --quick" : "");
-    print_stamp(out, device, commit, copy_gbs, rows);
-    table_print(batch, out, TABLE_MARKDOWN);
+            report->copy_gbs, report->rows, TIMED_LAUNCHES);
+    table_print(report->batch, out, report->format);
     fprintf(out, "\nOne row (a decode step), V = 128256:\n\n");
-    table_print(decode, out, TABLE_MARKDOWN);
-    if (fclose(out) != 0) {
-        cli_fail_status(1, "cannot write %s", path);
-    }
-    printf("\nwrote %s\n", path);
+    table_print(report->decode, out, report->format);
 }
 
 int gpu_bench_command(int argc, char **argv)
 {
-    bool quick = false, markdown = false;
-    const char *results_path = NULL, *commit = NULL;
-    const CliOption options[] = {
-        {"--quick",    CLI_FLAG,   &quick,        0, 0, "only V = 128256, on 1024 rows"                          },
-        {"--results",  CLI_STRING, &results_path, 0, 0, "also write the tables here (Markdown), stamped"         },
-        {"--commit",   CLI_STRING, &commit,       0, 0, "the commit to stamp the results with (else $GIT_COMMIT)"},
-        {"--markdown", CLI_FLAG,   &markdown,     0, 0, "print the tables as Markdown"                           },
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    GpuBenchOptions options = results_parse_bench_options(argc, argv, "only V = 128256, on 1024 rows");
     cuda_require_device();
     const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
-    size_t rows = quick ? QUICK_ROWS : BENCH_ROWS, vocab_count = quick ? 1 : 4;
-    const size_t *vocabs = quick ? quick_vocabs : all_vocabs;
-    TableFormat format = markdown ? TABLE_MARKDOWN : TABLE_TEXT;
-    commit = results_commit(commit);
+    size_t rows = options.quick ? QUICK_ROWS : BENCH_ROWS, vocab_count = options.quick ? 1 : 4;
+    const size_t *vocabs = options.quick ? quick_vocabs : all_vocabs;
     char device[256];
     cuda_device_describe(device, sizeof device);
+    results_stamp(stdout, device, results_commit(options.commit));
     float *logits = bench_logits_new(rows * all_vocabs[3], bench_max_threads());
     double copy_gbs = cuda_copy_bandwidth_gbs(rows * all_vocabs[3] * sizeof(float));
-    print_stamp(stdout, device, commit, copy_gbs, rows);
     int wrong = 0;
     Table *batch = batch_table(logits, rows, vocabs, vocab_count, copy_gbs, &wrong);
     Table *decode = decode_step_table(logits, &wrong);
-    table_print(batch, stdout, format);
-    printf("\none row (a decode step), V = 128256:\n\n");
-    table_print(decode, stdout, format);
-    if (results_path != NULL) {
-        write_results(results_path, quick, device, commit, copy_gbs, rows, batch, decode);
+    BenchReport report = {copy_gbs, rows, batch, decode, TABLE_TEXT};
+    print_bench(stdout, &report);
+    if (options.results != NULL) {
+        report.format = TABLE_MARKDOWN;
+        results_write(options.results,
+                      options.quick ? "GPU results of softmax_topk gpu-bench --quick"
+                                    : "GPU results of softmax_topk gpu-bench",
+                      device, options.commit, print_bench, &report);
     }
     table_free(batch);
     table_free(decode);
     array_free(logits);
     return wrong > 0 ? 1 : 0;
 }
-
-#else
-
-int gpu_check_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-int gpu_bench_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-int gpu_run_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-int gpu_apply_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-#endif

@@ -5,6 +5,7 @@
 
 #include "common/cli.h"
 
+#ifdef HAVE_CUDA
 /* `softmax_topk gpu-check`: every kernel that takes the K, on the hard
  * inputs and on random rows with ties, each with as many blocks as the rows
  * need and with 3 blocks looping over them, against the CPU reference
@@ -23,5 +24,12 @@ CliCommandFunction gpu_bench_command;
 /* `softmax_topk gpu-run` and `gpu-apply`: run and apply (commands.h) on
  * GPU kernel --version. */
 CliCommandFunction gpu_run_command, gpu_apply_command;
+#else
+/* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
+#define gpu_check_command cli_without_cuda
+#define gpu_bench_command cli_without_cuda
+#define gpu_run_command cli_without_cuda
+#define gpu_apply_command cli_without_cuda
+#endif
 
 #endif

@@ -1,8 +1,7 @@
+/* The GPU subcommands of kv_cache, and the check its GPU test runs.
+ * Compiled in CUDA builds only: without CUDA, gpu.h names cli_without_cuda
+ * in place of each subcommand. */
 #include "chapters/04-kv-cache/gpu.h"
-
-#include "common/cli.h"
-
-#ifdef HAVE_CUDA
 
 #include <stdbool.h>
 
@@ -11,6 +10,7 @@
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/check.h"
+#include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/results.h"
 #include "kernels/paged_attention_gpu.h"
@@ -190,13 +190,6 @@ static PagedAttentionGpuRun *bench_run_new(const DecodeBatch *b)
     return run;
 }
 
-static void wrong_cells(Table *t, const char *why, int count)
-{
-    table_cell(t, "WRONG: %s", why);
-    for (int i = 1; i < count; i++)
-        table_cell(t, "-");
-}
-
 /* Every format, both versions, at one long context: the bytes each reads,
  * the bandwidth it reaches, and its speed against fp16's. */
 static Table *formats_table(int batch, int context, double copy_gbs)
@@ -219,7 +212,7 @@ static Table *formats_table(int batch, int context, double copy_gbs)
             table_cell(t, "%.0f", timing.bytes / 1e6);
             table_cell(t, "%.3f", timing.bytes / fp16[version].bytes);
             if (!timing.ok) {
-                wrong_cells(t, why, 4);
+                results_wrong_cells(t, why, 3);
                 continue;
             }
             table_cell(t, "%.3f", 1e3 * timing.stats.median);
@@ -257,7 +250,7 @@ static Table *split_table(const int *contexts, int n_contexts, const int *batche
                 table_cell(t, "%.3f", 1e3 * v2.stats.median);
                 bench_speedup_cell(t, v1.stats, v2.stats);
             } else {
-                wrong_cells(t, why, 3);
+                results_wrong_cells(t, why, 2);
             }
             paged_attention_gpu_run_free(run);
             decode_batch_free(&b);
@@ -265,40 +258,36 @@ static Table *split_table(const int *contexts, int n_contexts, const int *batche
     return t;
 }
 
-static void print_header(FILE *out, const char *device, const char *commit, double copy_gbs, int batch, int context)
+/* The formats table, the split-K table, and the copy bandwidth and batch
+ * they were measured with; printed after the stamp, as text or Markdown. */
+typedef struct {
+    double copy_gbs;
+    int batch, context;
+    const Table *formats, *split;
+    TableFormat format;
+} BenchReport;
+
+static void print_bench(FILE *out, const void *ctx)
 {
-    results_stamp(out, device, commit);
+    const BenchReport *report = ctx;
     fprintf(out,
             "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run. Decode "
             "attention of %d query heads over %d kv heads of %d, blocks of %d scattered through the pool; "
             "each case validated against the double reference before timing, median of %d steps, with the "
             "slowest and the fastest. Bytes counted: the cache's rows and scales, read once.\n\n"
             "%d sequences of %d positions:\n\n",
-            copy_gbs, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, TIMED_RUNS, batch, context);
-}
-
-static const char SPLIT_TITLE[] = "\nfp16, version 1 (a thread block per query head) against version 2 (split-K):\n\n";
-
-static void print_tables(FILE *out, const Table *formats, const Table *split, TableFormat format)
-{
-    table_print(formats, out, format);
-    fprintf(out, "%s", SPLIT_TITLE);
-    table_print(split, out, format);
+            report->copy_gbs, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, TIMED_RUNS, report->batch,
+            report->context);
+    table_print(report->formats, out, report->format);
+    fprintf(out, "\nfp16, version 1 (a thread block per query head) against version 2 (split-K):\n\n");
+    table_print(report->split, out, report->format);
 }
 
 int gpu_bench_command(int argc, char **argv)
 {
-    bool quick = false;
-    const char *results_path = NULL, *commit = NULL;
-    const CliOption options[] = {
-        {"--quick",   CLI_FLAG,   &quick,        0, 0, "fewer sequences, contexts and batch sizes"    },
-        {"--results", CLI_STRING, &results_path, 0, 0, "also write the tables (Markdown) to this file"},
-        {"--commit",  CLI_STRING, &commit,       0, 0, "the commit to stamp (none: $GIT_COMMIT)"      },
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    GpuBenchOptions options = results_parse_bench_options(argc, argv, "fewer sequences, contexts and batch sizes");
     cuda_require_device();
-    commit = results_commit(commit);
-    const int batch = quick ? 4 : 8, context = 16384;
+    const int batch = options.quick ? 4 : 8, context = 16384;
     const int all_contexts[] = {1024, 4096, 16384}, all_batches[] = {1, 4, 32};
     const int quick_contexts[] = {1024, 16384}, quick_batches[] = {1, 16};
     char device[256];
@@ -306,33 +295,17 @@ int gpu_bench_command(int argc, char **argv)
     double copy_gbs = cuda_copy_bandwidth_gbs((size_t)1 << 30);
     Table *formats = formats_table(batch, context, copy_gbs);
     Table *split =
-        quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3);
-    print_header(stdout, device, commit, copy_gbs, batch, context);
-    print_tables(stdout, formats, split, TABLE_TEXT);
-    if (results_path != NULL) {
-        FILE *file = results_create(results_path);
-        fprintf(file, "GPU results of kv_cache gpu-bench%s\n\n", quick ? " --quick" : "");
-        print_header(file, device, commit, copy_gbs, batch, context);
-        print_tables(file, formats, split, TABLE_MARKDOWN);
-        if (fclose(file) != 0)
-            cli_fail_status(1, "--results %s: cannot write the file", results_path);
-        printf("\nwrote %s\n", results_path);
+        options.quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3);
+    BenchReport report = {copy_gbs, batch, context, formats, split, TABLE_TEXT};
+    results_stamp(stdout, device, results_commit(options.commit));
+    print_bench(stdout, &report);
+    if (options.results != NULL) {
+        report.format = TABLE_MARKDOWN;
+        results_write(options.results,
+                      options.quick ? "GPU results of kv_cache gpu-bench --quick" : "GPU results of kv_cache gpu-bench",
+                      device, options.commit, print_bench, &report);
     }
     table_free(formats);
     table_free(split);
     return 0;
 }
-
-#else
-
-int gpu_check_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-int gpu_bench_command(int argc, char **argv)
-{
-    return cli_without_cuda(argc, argv);
-}
-
-#endif

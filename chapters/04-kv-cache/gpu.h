@@ -8,6 +8,9 @@
 
 #include "common/cli.h"
 
+#ifdef HAVE_CUDA
+#include <stdio.h>
+
 /* `kv_cache gpu-check`: every case of gpu_check; 0 if all pass, else 1. */
 CliCommandFunction gpu_check_command;
 
@@ -19,9 +22,6 @@ CliCommandFunction gpu_check_command;
  * with the device, the CUDA version, the date and the commit. */
 CliCommandFunction gpu_bench_command;
 
-#ifdef HAVE_CUDA
-#include <stdio.h>
-
 /* Both kernel versions (version 2 with two partition sizes) on every cache
  * format, head_dim 64, 128 and 256, GQA groups of 1, 4 and 8, batches of 1
  * to 8 sequences of irregular lengths, blocks of 16 and of 7, against the
@@ -31,6 +31,10 @@ CliCommandFunction gpu_bench_command;
  * ask for fewer (the CUDA emulator runs every GPU thread on the CPU). */
 #define GPU_CHECK_WIDEST_HEADS 32
 int gpu_check(FILE *out, int widest_heads);
+#else
+/* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
+#define gpu_check_command cli_without_cuda
+#define gpu_bench_command cli_without_cuda
 #endif
 
 #endif

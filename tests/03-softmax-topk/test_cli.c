@@ -195,6 +195,9 @@ static void test_commands(void)
     expect_refusal(run("admissions-data", "--markdown", NULL), "admissions-data", "unknown option '--markdown'", NULL);
     expect_refusal(run("gpu-results", "--markdown", NULL), "gpu-results", "unknown option '--markdown'", NULL);
     expect_gpu_refusal(run("gpu-bench", "--threads", "2", NULL), "gpu-bench", "unknown option '--threads'");
+    /* gpu-bench prints text and writes its results file in Markdown, as in
+     * every chapter: it has no --markdown. */
+    expect_gpu_refusal(run("gpu-bench", "--markdown", NULL), "gpu-bench", "unknown option '--markdown'");
     expect_gpu_refusal(run("gpu-run", "--threads", "2", NULL), "gpu-run", "unknown option '--threads'");
     expect_gpu_refusal(run("gpu-check", "--quick", NULL), "gpu-check", "unknown option '--quick'");
 }

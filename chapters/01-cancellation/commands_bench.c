@@ -1,6 +1,8 @@
 /* The bench subcommand: how fast each double-precision variance function
  * reads an array larger than the last-level cache, on one thread, against
  * memcpy and a plain read measured in the same run. */
+#include <string.h>
+
 #include "chapters/01-cancellation/accuracy.h"
 #include "chapters/01-cancellation/commands.h"
 #include "chapters/01-cancellation/throughput.h"
@@ -37,6 +39,40 @@ static void print_limits(size_t n, size_t bytes, double memcpy_gbs, double read_
            n, bytes / 1048576.0, cache, BENCH_RUNS, memcpy_gbs, read_gbs);
 }
 
+/* The comparison the chapter's prose makes, computed from this run: is the
+ * blocked method faster than the naive formula and than Welford's, by the
+ * median, and in every timed run (its slowest against their fastest)? */
+static void print_verdict(const BenchStats *stats, int naive, int welford, int blocked)
+{
+    const struct {
+        const char *name;
+        int index;
+    } rivals[] = {
+        {"the naive formula", naive  },
+        {"Welford",           welford},
+    };
+    printf("\nVerdict of this run:");
+    for (size_t r = 0; r < sizeof rivals / sizeof rivals[0]; r++) {
+        BenchStats rival = stats[rivals[r].index], own = stats[blocked];
+        const char *how = own.max < rival.min         ? "faster in every timed run"
+                          : own.median < rival.median ? "faster by the median, though the runs overlap"
+                                                      : "not faster by the median";
+        printf("%s blocked takes %.2f of the time of %s: %s", r == 0 ? "" : ";", own.median / rival.median,
+               rivals[r].name, how);
+    }
+    printf(".\n");
+}
+
+static int method_index(const char *name)
+{
+    for (int m = 0; m < timed_method_count; m++) {
+        if (strcmp(timed_methods[m].name, name) == 0) {
+            return m;
+        }
+    }
+    cli_fail_status(1, "no timed method is called %s (a program error)", name);
+}
+
 int bench_command(int argc, char **argv)
 {
     long seed = 1;
@@ -57,24 +93,25 @@ int bench_command(int argc, char **argv)
 
     const char *headers[] = {"method", "passes", "ms", "GB/s read", "of memcpy", "of read", "speed-up over naive"};
     Table *table = table_new(7, headers, "lrrrrrr");
-    BenchStats naive = {0};
+    BenchStats naive = {0}, stats[TIMED_METHOD_MAX];
     for (int m = 0; m < timed_method_count; m++) {
         const TimedMethod *method = &timed_methods[m];
         BenchContext context = {.variance = method->variance, .x = x, .n = n};
-        BenchStats stats = bench_run(bench_body, &context, BENCH_WARMUP, BENCH_RUNS);
+        stats[m] = bench_run(bench_body, &context, BENCH_WARMUP, BENCH_RUNS);
         double bytes_read = (double)method->passes * (double)bytes;
         if (m == 0) {
-            naive = stats;
+            naive = stats[m];
         }
         table_cell(table, "%s", method->name);
         table_cell(table, "%d", method->passes);
-        table_cell(table, "%.0f", stats.median * 1e3);
-        table_cell(table, "%.1f", gb_per_s(bytes_read, stats.median));
-        bench_share_cell(table, bytes_read, stats, memcpy_gbs);
-        bench_share_cell(table, bytes_read, stats, read_gbs);
-        bench_speedup_cell(table, naive, stats);
+        table_cell(table, "%.0f", stats[m].median * 1e3);
+        table_cell(table, "%.1f", gb_per_s(bytes_read, stats[m].median));
+        bench_share_cell(table, bytes_read, stats[m], memcpy_gbs);
+        bench_share_cell(table, bytes_read, stats[m], read_gbs);
+        bench_speedup_cell(table, naive, stats[m]);
     }
     print_table(table, markdown);
+    print_verdict(stats, method_index("naive"), method_index("Welford"), method_index("blocked"));
     array_free(x);
     return 0;
 }

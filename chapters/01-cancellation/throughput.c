@@ -14,3 +14,4 @@ const TimedMethod timed_methods[] = {
 };
 // ANCHOR_END: count_the_bytes_each_method_reads
 const int timed_method_count = (int)(sizeof timed_methods / sizeof timed_methods[0]);
+_Static_assert(sizeof timed_methods / sizeof timed_methods[0] <= TIMED_METHOD_MAX, "raise TIMED_METHOD_MAX");

@@ -14,6 +14,8 @@ typedef struct {
 
 /* The four textbook methods in the order of the accuracy tables, then the
  * blocked one; the first, naive, is the baseline of the speed-ups. */
+/* At most TIMED_METHOD_MAX methods, so a caller may keep their results in an array. */
+enum { TIMED_METHOD_MAX = 8 };
 extern const TimedMethod timed_methods[];
 extern const int timed_method_count;
 

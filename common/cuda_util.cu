@@ -1,3 +1,4 @@
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 
@@ -15,6 +16,18 @@ void cuda_check_result(int error, const char *call, const char *file, int line)
     fprintf(stderr, "%s:%d: CUDA error: %s: %s (%s)\n", file, line, call, cudaGetErrorString(code),
             cudaGetErrorName(code));
     exit(1);
+}
+
+const char *gpu_refusal(const char *fmt, ...)
+{
+    /* Per thread, so that launchers called from several threads do not
+     * overwrite each other's reasons. */
+    static thread_local char reason[256];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(reason, sizeof reason, fmt, args);
+    va_end(args);
+    return reason;
 }
 
 bool cuda_device_available(void)
@@ -72,6 +85,27 @@ double cuda_theoretical_bandwidth_gbs(void)
     }
     /* Double data rate: two transfers per clock, bus_bits / 8 bytes each. */
     return 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;
+}
+
+void *cuda_device_alloc(size_t bytes)
+{
+    void *device = nullptr;
+    CUDA_CHECK(cudaMalloc(&device, bytes));
+    return device;
+}
+
+void *cuda_device_copy_of(const void *host, size_t bytes)
+{
+    void *device = cuda_device_alloc(bytes);
+    CUDA_CHECK(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice));
+    return device;
+}
+
+void cuda_device_free(void *device)
+{
+    if (device != nullptr) {
+        CUDA_CHECK(cudaFree(device));
+    }
 }
 
 BenchStats cuda_bench_run(void (*launch)(void *ctx), void *ctx, int warmup, int runs)

@@ -35,6 +35,19 @@ void cuda_device_describe(char *buf, size_t size);
  * (memory clock and bus width), or 0 when the driver does not report them. */
 double cuda_theoretical_bandwidth_gbs(void);
 
+/* The reason a launcher of kernels/ refuses its arguments, formatted like
+ * printf into a buffer of the calling thread: a launcher returns it without
+ * allocating anything, and it stays valid until that thread's next refusal.
+ * One line, cut at 255 characters. */
+const char *gpu_refusal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Device memory for the plain-C chapter code, which cannot call the CUDA
+ * runtime's templates: an allocation, one filled with a copy of `bytes` of
+ * host memory, and its release (NULL is ignored). */
+void *cuda_device_alloc(size_t bytes);
+void *cuda_device_copy_of(const void *host, size_t bytes);
+void cuda_device_free(void *device);
+
 /* The GPU twin of bench_run, and the one place GPU time is measured:
  * `runs` (>= 1) calls of launch(ctx), each timed between two CUDA events on
  * the default stream, after `warmup` untimed calls; the median, min and max

@@ -14,10 +14,17 @@
  *               (deterministic: no floating-point atomics)
  *
  * All pointers are device memory; x, dy, y, dx are n x d row-major, gamma,
- * beta, dgamma, dbeta have d floats, mean and rstd n. The launchers queue
- * the work on the default stream and return NULL, or, when a version
- * cannot take the arguments, return a one-line reason and launch nothing.
- * CUDA errors end the program (common/cuda_util.h). */
+ * beta, dgamma, dbeta have d floats, mean and rstd n: the launchers only
+ * queue the work.
+ *
+ * The launchers' convention, the same for every operation (README.md, "The
+ * kernels' launchers"): versions are numbered 1 .. OP_GPU_VERSIONS, naive
+ * first. A launcher or constructor that can refuse its arguments returns
+ * NULL when it did the work, otherwise a one-line reason (gpu_refusal), and
+ * then nothing was launched or allocated. A *_launch or *_device call only
+ * queues work on the default stream, so that callers time it with
+ * cuda_bench_run (common/cuda_util.h) and get its spread. CUDA errors end
+ * the program. */
 #ifndef KERNELS_LAYERNORM_H
 #define KERNELS_LAYERNORM_H
 
@@ -29,8 +36,12 @@
 
 COMMON_BEGIN_C
 
-#define LAYERNORM_FORWARD_VERSIONS 3
-#define LAYERNORM_BACKWARD_VERSIONS 2
+#define LAYERNORM_FORWARD_GPU_VERSIONS 3
+#define LAYERNORM_BACKWARD_GPU_VERSIONS 2
+
+/* One line describing a version, e.g. "one warp per row, Welford shuffles". */
+const char *layernorm_forward_gpu_version_name(int version);
+const char *layernorm_backward_gpu_version_name(int version);
 
 const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x, const float *gamma,
                                   const float *beta, size_t n, size_t d, float eps);

@@ -12,12 +12,38 @@
 static const char *check_sizes(int version, int versions, size_t n, size_t d)
 {
     if (version < 1 || version > versions)
-        return "no such kernel version";
+        return gpu_refusal("no version %d: there are 1 .. %d", version, versions);
     if (n < 1 || d < 1)
-        return "n and d must be at least 1";
+        return gpu_refusal("n = %zu, d = %zu: both must be at least 1", n, d);
     if (n > INT_MAX || d > INT_MAX || n * d / d != n)
-        return "n or d too large for int indices";
+        return gpu_refusal("n = %zu, d = %zu: too large for int indices", n, d);
     return NULL;
+}
+
+extern "C" const char *layernorm_forward_gpu_version_name(int version)
+{
+    switch (version) {
+    case 1:
+        return "one thread per row, three passes";
+    case 2:
+        return "one warp per row, Welford shuffles";
+    case 3:
+        return "one block per row, the row in registers";
+    default:
+        return "?";
+    }
+}
+
+extern "C" const char *layernorm_backward_gpu_version_name(int version)
+{
+    switch (version) {
+    case 1:
+        return "one thread per row for dx, per column for dgamma, dbeta";
+    case 2:
+        return "fused, partial dgamma, dbeta per block, fixed-order finalize";
+    default:
+        return "?";
+    }
 }
 
 static unsigned blocks_for(size_t items, unsigned threads)
@@ -68,7 +94,7 @@ static const char *const ROW_TOO_LONG = "a row of this length does not fit in on
 extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x,
                                              const float *gamma, const float *beta, size_t n, size_t d, float eps)
 {
-    const char *why = check_sizes(version, LAYERNORM_FORWARD_VERSIONS, n, d);
+    const char *why = check_sizes(version, LAYERNORM_FORWARD_GPU_VERSIONS, n, d);
     if (why != NULL)
         return why;
     int rows = (int)n, cols = (int)d;
@@ -107,7 +133,7 @@ static int backward_v2_blocks(size_t n)
 
 extern "C" size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d)
 {
-    if (version != 2 || check_sizes(version, LAYERNORM_BACKWARD_VERSIONS, n, d) != NULL)
+    if (version != 2 || check_sizes(version, LAYERNORM_BACKWARD_GPU_VERSIONS, n, d) != NULL)
         return 0;
     return (size_t)backward_v2_blocks(n) * 2 * d;
 }
@@ -116,7 +142,7 @@ extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dga
                                               const float *dy, const float *x, const float *mean, const float *rstd,
                                               const float *gamma, size_t n, size_t d)
 {
-    const char *why = check_sizes(version, LAYERNORM_BACKWARD_VERSIONS, n, d);
+    const char *why = check_sizes(version, LAYERNORM_BACKWARD_GPU_VERSIONS, n, d);
     if (why != NULL)
         return why;
     int rows = (int)n, cols = (int)d;

@@ -15,7 +15,16 @@
  * key row each), the lanes of a warp take several positions at once, and
  * the warps' partial states are merged at the end with the same merge
  * (kernels/online_attention.h). Supported: head_dim 64, 128 or 256; INT4
- * groups of 32 or 64 channels; any block size. C-callable. */
+ * groups of 32 or 64 channels; any block size. C-callable.
+ *
+ * The launchers' convention, the same for every operation (README.md, "The
+ * kernels' launchers"): versions are numbered 1 .. OP_GPU_VERSIONS, naive
+ * first. A launcher or constructor that can refuse its arguments returns
+ * NULL when it did the work, otherwise a one-line reason (gpu_refusal), and
+ * then nothing was launched or allocated. A *_launch or *_device call only
+ * queues work on the default stream, so that callers time it with
+ * cuda_bench_run (common/cuda_util.h) and get its spread. CUDA errors end
+ * the program. */
 #ifndef KERNELS_PAGED_ATTENTION_GPU_H
 #define KERNELS_PAGED_ATTENTION_GPU_H
 
@@ -27,7 +36,10 @@
 
 COMMON_BEGIN_C
 
-#define PAGED_ATTENTION_VERSIONS 2
+#define PAGED_ATTENTION_GPU_VERSIONS 2
+/* One line describing a version, e.g. "split-K: partitions, then a merge". */
+const char *paged_attention_gpu_version_name(int version);
+
 /* Version 2's partition when none is given: a multiple of the block size. */
 #define PAGED_ATTENTION_DEFAULT_PARTITION 512
 
@@ -48,25 +60,25 @@ typedef struct {
 /* The problem copied to the device once, with the outputs and workspace. */
 typedef struct PagedAttentionGpuRun PagedAttentionGpuRun;
 
-/* NULL, with one line in err, when the problem is out of range (a head_dim
- * or INT4 group the kernels do not take, a length or block number outside
- * the tables or the pool). */
-PagedAttentionGpuRun *paged_attention_gpu_run_new(const PagedAttentionProblem *problem, char *err, size_t err_size);
+/* Check the problem (a head_dim or INT4 group the kernels do not take, a
+ * length or block number outside the tables or the pool), then copy it to
+ * the device and set *run; refused, *run is NULL. */
+const char *paged_attention_gpu_run_new(PagedAttentionGpuRun **run, const PagedAttentionProblem *problem);
 void paged_attention_gpu_run_free(PagedAttentionGpuRun *run);
 
 /* Partitions of version 2: partition_tokens 0 means the default, rounded up
  * to a multiple of the block size; otherwise it must be such a multiple.
- * The partition actually used, or 0 (with err) when it cannot be. */
-int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, char *err, size_t err_size);
+ * Sets *used to the partition actually used. */
+const char *paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, int *used);
 
-/* Run `version` (1 or 2) once and copy the output to out[batch][n_heads][head_dim].
- * 0, or -1 with one line in err for a bad version or partition. */
-int paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int version, int partition_tokens, float *out, char *err,
-                                 size_t err_size);
+/* Queue one decode step of `version` (both kernels for version 2), the
+ * output left on the device: what cuda_bench_run times. Refused for a bad
+ * version or partition. Version 2's workspace is allocated on its first
+ * step with as many partitions, so launch once (or run_once) before timing. */
+const char *paged_attention_gpu_run_launch(PagedAttentionGpuRun *run, int version, int partition_tokens);
 
-/* Median milliseconds per decode step (both kernels for version 2) over
- * `runs` launches after two untimed ones; -1 on a bad version or partition. */
-double paged_attention_gpu_run_time_ms(PagedAttentionGpuRun *run, int version, int partition_tokens, int runs);
+/* One step, then the output copied to out[batch][n_heads][head_dim]. */
+const char *paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int version, int partition_tokens, float *out);
 
 COMMON_END_C
 

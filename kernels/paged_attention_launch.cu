@@ -1,9 +1,8 @@
 /* The paged attention launcher (kernels/paged_attention_gpu.h): problem
  * checks, the copies to the GPU, the dispatch of a format and head_dim to
- * its kernel instance, version 2's workspace, and timing. The kernels are
+ * its kernel instance, and version 2's workspace. The kernels are
  * kernels/paged_attention.cu. */
 #include <algorithm>
-#include <cstdio>
 
 #include "common/cuda_util.h"
 #include "kernels/kv_quant.h"
@@ -88,50 +87,59 @@ struct PagedAttentionGpuRun {
     size_t workspace_items; /* (sequence, head, partition) items the workspace holds */
 };
 
+extern "C" const char *paged_attention_gpu_version_name(int version)
+{
+    switch (version) {
+    case 1:
+        return "a thread block per (sequence, query head), whole context";
+    case 2:
+        return "split-K: a thread block per partition, then a merge";
+    default:
+        return "?";
+    }
+}
+
 /* The problem's scalars and host arrays must make every device read land
  * inside the copies: lengths within the tables, blocks within the pool. */
-static bool problem_ok(const PagedAttentionProblem *p, char *err, size_t err_size)
+static const char *check_problem(const PagedAttentionProblem *p)
 {
     const PagedKvShape &s = p->shape;
     if (static_cast<int>(p->format) < 0 || p->format >= KV_FORMAT_COUNT) {
-        snprintf(err, err_size, "unknown cache format %d", static_cast<int>(p->format));
-    } else if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) {
-        snprintf(err, err_size, "head_dim %d: the kernels take 64, 128 or 256", s.head_dim);
-    } else if ((p->format == KV_FORMAT_INT4 || p->format == KV_FORMAT_KIVI4) && p->int4_group != 32 &&
-               p->int4_group != 64) {
-        snprintf(err, err_size, "INT4 groups of %d channels: the kernels take 32 or 64", p->int4_group);
-    } else if (p->batch < 1 || p->batch > kMaxGridYZ || p->n_heads < 1 || s.n_kv_heads < 1 ||
-               p->n_heads % s.n_kv_heads != 0) {
-        snprintf(err, err_size, "batch %d, %d heads, %d kv heads: need 1..%d sequences and kv heads dividing heads",
-                 p->batch, p->n_heads, s.n_kv_heads, kMaxGridYZ);
-    } else if (s.block_size < 1 || p->max_blocks < 1 || p->num_blocks < 1) {
-        snprintf(err, err_size, "block size, blocks per table and pool must be at least 1");
-    } else {
-        for (int b = 0; b < p->batch; b++) {
-            if (p->lengths[b] < 1 || p->lengths[b] > p->max_blocks * s.block_size) {
-                snprintf(err, err_size, "sequence %d: length %d outside 1..%d", b, p->lengths[b],
-                         p->max_blocks * s.block_size);
-                return false;
-            }
-            for (int i = 0; i < paged_kv_blocks_for(p->lengths[b], s.block_size); i++) {
-                int32_t block = p->block_tables[static_cast<size_t>(b) * p->max_blocks + i];
-                if (block < 0 || block >= p->num_blocks) {
-                    snprintf(err, err_size, "sequence %d: block %d is %d, outside the pool of %d", b, i, block,
-                             p->num_blocks);
-                    return false;
-                }
+        return gpu_refusal("unknown cache format %d", static_cast<int>(p->format));
+    }
+    if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) {
+        return gpu_refusal("head_dim %d: the kernels take 64, 128 or 256", s.head_dim);
+    }
+    if ((p->format == KV_FORMAT_INT4 || p->format == KV_FORMAT_KIVI4) && p->int4_group != 32 && p->int4_group != 64) {
+        return gpu_refusal("INT4 groups of %d channels: the kernels take 32 or 64", p->int4_group);
+    }
+    if (p->batch < 1 || p->batch > kMaxGridYZ || p->n_heads < 1 || s.n_kv_heads < 1 || p->n_heads % s.n_kv_heads != 0) {
+        return gpu_refusal("batch %d, %d heads, %d kv heads: need 1..%d sequences and kv heads dividing heads",
+                           p->batch, p->n_heads, s.n_kv_heads, kMaxGridYZ);
+    }
+    if (s.block_size < 1 || p->max_blocks < 1 || p->num_blocks < 1) {
+        return "block size, blocks per table and pool must be at least 1";
+    }
+    for (int b = 0; b < p->batch; b++) {
+        if (p->lengths[b] < 1 || p->lengths[b] > p->max_blocks * s.block_size) {
+            return gpu_refusal("sequence %d: length %d outside 1..%d", b, p->lengths[b], p->max_blocks * s.block_size);
+        }
+        for (int i = 0; i < paged_kv_blocks_for(p->lengths[b], s.block_size); i++) {
+            int32_t block = p->block_tables[static_cast<size_t>(b) * p->max_blocks + i];
+            if (block < 0 || block >= p->num_blocks) {
+                return gpu_refusal("sequence %d: block %d is %d, outside the pool of %d", b, i, block, p->num_blocks);
             }
         }
-        return true;
     }
-    return false;
+    return nullptr;
 }
 
-extern "C" PagedAttentionGpuRun *paged_attention_gpu_run_new(const PagedAttentionProblem *problem, char *err,
-                                                             size_t err_size)
+extern "C" const char *paged_attention_gpu_run_new(PagedAttentionGpuRun **made, const PagedAttentionProblem *problem)
 {
-    if (!problem_ok(problem, err, err_size)) {
-        return nullptr;
+    *made = nullptr;
+    const char *why = check_problem(problem);
+    if (why != nullptr) {
+        return why;
     }
     PagedAttentionGpuRun *run = new PagedAttentionGpuRun();
     const PagedAttentionProblem &p = *problem;
@@ -146,7 +154,8 @@ extern "C" PagedAttentionGpuRun *paged_attention_gpu_run_new(const PagedAttentio
     run->block_tables = device_copy(p.block_tables, static_cast<size_t>(p.batch) * p.max_blocks);
     run->lengths = device_copy(p.lengths, static_cast<size_t>(p.batch));
     CUDA_CHECK(cudaMalloc(&run->out, query_floats * sizeof(float)));
-    return run;
+    *made = run;
+    return nullptr;
 }
 
 extern "C" void paged_attention_gpu_run_free(PagedAttentionGpuRun *run)
@@ -162,28 +171,25 @@ extern "C" void paged_attention_gpu_run_free(PagedAttentionGpuRun *run)
     delete run;
 }
 
-extern "C" int paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, char *err,
-                                             size_t err_size)
+extern "C" const char *paged_attention_gpu_partition(const PagedAttentionGpuRun *run, int partition_tokens, int *used)
 {
     int block_size = run->problem.shape.block_size;
     if (partition_tokens == 0) {
         partition_tokens = paged_kv_blocks_for(PAGED_ATTENTION_DEFAULT_PARTITION, block_size) * block_size;
     }
     if (partition_tokens < 0 || partition_tokens % block_size != 0) {
-        snprintf(err, err_size, "a partition of %d positions: must be a positive multiple of the block size %d",
-                 partition_tokens, block_size);
-        return 0;
+        return gpu_refusal("a partition of %d positions: must be a positive multiple of the block size %d",
+                           partition_tokens, block_size);
     }
     if (paged_kv_blocks_for(run->max_length, partition_tokens) > kMaxGridYZ) {
-        snprintf(err, err_size, "a partition of %d positions cuts %d positions into more than %d", partition_tokens,
-                 run->max_length, kMaxGridYZ);
-        return 0;
+        return gpu_refusal("a partition of %d positions cuts %d positions into more than %d", partition_tokens,
+                           run->max_length, kMaxGridYZ);
     }
-    return partition_tokens;
+    *used = partition_tokens;
+    return nullptr;
 }
 
-/* Queue one decode step; false (nothing queued) on a bad version or partition. */
-static bool launch_step(PagedAttentionGpuRun *run, int version, int partition_tokens, char *err, size_t err_size)
+extern "C" const char *paged_attention_gpu_run_launch(PagedAttentionGpuRun *run, int version, int partition_tokens)
 {
     const PagedAttentionProblem &pr = run->problem;
     KernelParams p = {};
@@ -200,15 +206,14 @@ static bool launch_step(PagedAttentionGpuRun *run, int version, int partition_to
     if (version == 1) {
         launch(1, pr.format, pr.shape.head_dim, p, dim3(pr.n_heads, pr.batch));
         CUDA_CHECK(cudaGetLastError());
-        return true;
+        return nullptr;
     }
     if (version != 2) {
-        snprintf(err, err_size, "no version %d: there are 1 and 2", version);
-        return false;
+        return gpu_refusal("no version %d: there are 1 .. %d", version, PAGED_ATTENTION_GPU_VERSIONS);
     }
-    p.partition_tokens = paged_attention_gpu_partition(run, partition_tokens, err, err_size);
-    if (p.partition_tokens == 0) {
-        return false;
+    const char *why = paged_attention_gpu_partition(run, partition_tokens, &p.partition_tokens);
+    if (why != nullptr) {
+        return why;
     }
     p.max_partitions = paged_kv_blocks_for(run->max_length, p.partition_tokens);
     size_t items = static_cast<size_t>(pr.batch) * pr.n_heads * p.max_partitions;
@@ -225,45 +230,18 @@ static bool launch_step(PagedAttentionGpuRun *run, int version, int partition_to
     CUDA_CHECK(cudaGetLastError());
     merge_partitions_kernel<<<dim3(pr.n_heads, pr.batch), pr.shape.head_dim>>>(p, pr.shape.head_dim);
     CUDA_CHECK(cudaGetLastError());
-    return true;
+    return nullptr;
 }
 
-extern "C" int paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int version, int partition_tokens, float *out,
-                                            char *err, size_t err_size)
+extern "C" const char *paged_attention_gpu_run_once(PagedAttentionGpuRun *run, int version, int partition_tokens,
+                                                    float *out)
 {
-    if (!launch_step(run, version, partition_tokens, err, err_size)) {
-        return -1;
+    const char *why = paged_attention_gpu_run_launch(run, version, partition_tokens);
+    if (why != nullptr) {
+        return why;
     }
     const PagedAttentionProblem &p = run->problem;
     size_t floats = static_cast<size_t>(p.batch) * p.n_heads * p.shape.head_dim;
     CUDA_CHECK(cudaMemcpy(out, run->out, floats * sizeof(float), cudaMemcpyDeviceToHost));
-    return 0;
-}
-
-namespace
-{
-
-struct TimedStep {
-    PagedAttentionGpuRun *run;
-    int version, partition_tokens;
-};
-
-void launch_timed_step(void *ctx)
-{
-    TimedStep *step = static_cast<TimedStep *>(ctx);
-    char err[256];
-    launch_step(step->run, step->version, step->partition_tokens, err, sizeof err);
-}
-
-} // namespace
-
-extern "C" double paged_attention_gpu_run_time_ms(PagedAttentionGpuRun *run, int version, int partition_tokens,
-                                                  int runs)
-{
-    char err[256];
-    if (version != 1 && (version != 2 || paged_attention_gpu_partition(run, partition_tokens, err, sizeof err) == 0)) {
-        return -1.0;
-    }
-    TimedStep step = {run, version, partition_tokens};
-    return 1e3 * cuda_bench_run(launch_timed_step, &step, 2, std::max(1, runs)).median;
+    return nullptr;
 }

@@ -18,7 +18,16 @@
  * All of them return, for each row, the K largest probabilities and their
  * indices in the order of kernels/softmax_topk.h (which holds the logic they
  * share with the CPU code). C-callable, so the chapter program (plain C) and
- * the tests can use them. */
+ * the tests can use them.
+ *
+ * The launchers' convention, the same for every operation (README.md, "The
+ * kernels' launchers"): versions are numbered 1 .. OP_GPU_VERSIONS, naive
+ * first. A launcher or constructor that can refuse its arguments returns
+ * NULL when it did the work, otherwise a one-line reason (gpu_refusal), and
+ * then nothing was launched or allocated. A *_launch or *_device call only
+ * queues work on the default stream, so that callers time it with
+ * cuda_bench_run (common/cuda_util.h) and get its spread. CUDA errors end
+ * the program. */
 #ifndef KERNELS_SOFTMAX_TOPK_GPU_H
 #define KERNELS_SOFTMAX_TOPK_GPU_H
 
@@ -29,13 +38,13 @@
 
 COMMON_BEGIN_C
 
-#define GPU_KERNEL_COUNT 5
+#define SOFTMAX_TOPK_GPU_VERSIONS 5
 
-/* The largest K kernel `kernel` (1 .. GPU_KERNEL_COUNT) supports. */
-int softmax_topk_gpu_max_k(int kernel);
+/* The largest K version `version` (1 .. SOFTMAX_TOPK_GPU_VERSIONS) takes. */
+int softmax_topk_gpu_max_k(int version);
 
 /* One line describing the version, e.g. "one warp per row, registers". */
-const char *softmax_topk_gpu_name(int kernel);
+const char *softmax_topk_gpu_version_name(int version);
 
 typedef struct {
     /* Cap on the number of blocks (0: as many as the rows need). A small cap
@@ -46,28 +55,29 @@ typedef struct {
     int splits;
 } SoftmaxTopkGpuConfig;
 
-/* A kernel bound to its device arrays: logits [rows, vocab] (copied in
+/* A version bound to its device arrays: logits [rows, vocab] (copied in
  * once), probs and indices [rows, k], and its workspace. */
 typedef struct SoftmaxTopkGpuRun SoftmaxTopkGpuRun;
 
-/* Check the arguments, allocate and copy the logits; on a bad argument
- * return NULL with one line in err (K > V, K above the version's limit, ...). */
-SoftmaxTopkGpuRun *softmax_topk_gpu_run_new(int kernel, const float *logits, size_t rows, size_t vocab, int k,
-                                            const SoftmaxTopkGpuConfig *config, char *err, size_t err_size);
+/* Check the arguments (K > V, K above the version's limit, ...), then
+ * allocate, copy the logits and set *run; refused, *run is NULL. */
+const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **run, int version, const float *logits, size_t rows,
+                                     size_t vocab, int k, const SoftmaxTopkGpuConfig *config);
 void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run);
 
 /* Blocks per row that version 4 uses (1 for the others). */
 int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run);
 
+/* Queue one launch, results left on the device: what cuda_bench_run times.
+ * The arguments were checked by softmax_topk_gpu_run_new: it cannot refuse. */
+void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run);
+
 /* Launch once and copy the results to probs and indices [rows, k]. */
 void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices);
 
-/* Median milliseconds per launch over `runs` launches, after warm-up. */
-double softmax_topk_gpu_run_time_ms(SoftmaxTopkGpuRun *run, int runs);
-
-/* All in one: copy in, launch, copy out. 0 on success, -1 with err. */
-int softmax_topk_gpu(int kernel, const float *logits, size_t rows, size_t vocab, int k,
-                     const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices, char *err, size_t err_size);
+/* All in one: copy in, launch, copy out into host memory. */
+const char *softmax_topk_gpu(int version, const float *logits, size_t rows, size_t vocab, int k,
+                             const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices);
 
 COMMON_END_C
 

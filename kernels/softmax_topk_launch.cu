@@ -1,9 +1,7 @@
 /* The softmax + top-K launcher (kernels/softmax_topk_gpu.h): argument
- * checks, the launch configuration of every version, allocation, and
- * timing. The kernels are kernels/softmax_topk.cu. */
+ * checks, the launch configuration of every version, and allocation. The
+ * kernels are kernels/softmax_topk.cu. */
 #include <algorithm>
-#include <cstdarg>
-#include <cstdio>
 
 #include "common/cuda_util.h"
 #include "kernels/softmax_topk.h"
@@ -84,14 +82,6 @@ int grid_for(long long work_items, int max_blocks)
     return static_cast<int>(std::max(1ll, std::min(work_items, cap)));
 }
 
-void set_error(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(err, err_size, fmt, args);
-    va_end(args);
-}
-
 template <int kListK>
 void launch_warp_per_row(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs,
                          int64_t *indices)
@@ -126,7 +116,7 @@ size_t scan_shared_bytes(int capacity)
 } // namespace
 
 struct SoftmaxTopkGpuRun {
-    int kernel;
+    int version;
     int rows, vocab, k;
     int max_blocks, splits;
     float *logits, *probs;
@@ -136,14 +126,14 @@ struct SoftmaxTopkGpuRun {
     SoftmaxState *partial_states; /* version 4: [rows, splits] */
 };
 
-int softmax_topk_gpu_max_k(int kernel)
+int softmax_topk_gpu_max_k(int version)
 {
-    return kernel == 2 ? kRegisterMaxK : kernel == 5 ? kRadixMaxK : kMaxK;
+    return version == 2 ? kRegisterMaxK : version == 5 ? kRadixMaxK : kMaxK;
 }
 
-const char *softmax_topk_gpu_name(int kernel)
+const char *softmax_topk_gpu_version_name(int version)
 {
-    switch (kernel) {
+    switch (version) {
     case 1:
         return "naive: three passes, [rows, V] probabilities, then select";
     case 2:
@@ -159,43 +149,47 @@ const char *softmax_topk_gpu_name(int kernel)
     }
 }
 
-/* The argument checks, one line each. */
-static bool check_arguments(int kernel, size_t rows, size_t vocab, int k, const SoftmaxTopkGpuConfig *config, char *err,
-                            size_t err_size)
+/* The argument checks, one line each: NULL, or the reason. */
+static const char *check_arguments(int version, size_t rows, size_t vocab, int k, const SoftmaxTopkGpuConfig *config)
 {
-    if (kernel < 1 || kernel > GPU_KERNEL_COUNT) {
-        set_error(err, err_size, "kernel %d does not exist (1 .. %d)", kernel, GPU_KERNEL_COUNT);
-    } else if (rows < 1 || rows > (1u << 30) || vocab < 1 || vocab > (1u << 30)) {
-        set_error(err, err_size, "rows %zu and V %zu must be in [1, 2^30]", rows, vocab);
-    } else if (k < 1 || static_cast<size_t>(k) > vocab) {
-        set_error(err, err_size, "K = %d must be in [1, V = %zu]", k, vocab);
-    } else if (k > softmax_topk_gpu_max_k(kernel)) {
-        set_error(err, err_size, "kernel %d supports K <= %d, got K = %d", kernel, softmax_topk_gpu_max_k(kernel), k);
-    } else if (config->max_blocks < 0 || config->splits < 0) {
-        set_error(err, err_size, "max_blocks and splits must be >= 0");
-    } else if (kernel == 4 && config->splits > max_splits(static_cast<int>(vocab), k)) {
-        set_error(err, err_size, "kernel 4 with V = %zu, K = %d takes at most %d splits, got %d", vocab, k,
-                  max_splits(static_cast<int>(vocab), k), config->splits);
-    } else {
-        return true;
+    if (version < 1 || version > SOFTMAX_TOPK_GPU_VERSIONS) {
+        return gpu_refusal("version %d does not exist (1 .. %d)", version, SOFTMAX_TOPK_GPU_VERSIONS);
     }
-    return false;
+    if (rows < 1 || rows > (1u << 30) || vocab < 1 || vocab > (1u << 30)) {
+        return gpu_refusal("rows %zu and V %zu must be in [1, 2^30]", rows, vocab);
+    }
+    if (k < 1 || static_cast<size_t>(k) > vocab) {
+        return gpu_refusal("K = %d must be in [1, V = %zu]", k, vocab);
+    }
+    if (k > softmax_topk_gpu_max_k(version)) {
+        return gpu_refusal("version %d supports K <= %d, got K = %d", version, softmax_topk_gpu_max_k(version), k);
+    }
+    if (config->max_blocks < 0 || config->splits < 0) {
+        return "max_blocks and splits must be >= 0";
+    }
+    if (version == 4 && config->splits > max_splits(static_cast<int>(vocab), k)) {
+        return gpu_refusal("version 4 with V = %zu, K = %d takes at most %d splits, got %d", vocab, k,
+                           max_splits(static_cast<int>(vocab), k), config->splits);
+    }
+    return nullptr;
 }
 
-SoftmaxTopkGpuRun *softmax_topk_gpu_run_new(int kernel, const float *logits, size_t rows, size_t vocab, int k,
-                                            const SoftmaxTopkGpuConfig *config, char *err, size_t err_size)
+const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, const float *logits, size_t rows,
+                                     size_t vocab, int k, const SoftmaxTopkGpuConfig *config)
 {
-    if (!check_arguments(kernel, rows, vocab, k, config, err, err_size)) {
-        return nullptr;
+    *made = nullptr;
+    const char *why = check_arguments(version, rows, vocab, k, config);
+    if (why != nullptr) {
+        return why;
     }
     SoftmaxTopkGpuRun *run = new SoftmaxTopkGpuRun();
-    run->kernel = kernel;
+    run->version = version;
     run->rows = static_cast<int>(rows);
     run->vocab = static_cast<int>(vocab);
     run->k = k;
     run->max_blocks = config->max_blocks;
     run->splits = 1;
-    if (kernel == 4) {
+    if (version == 4) {
         run->splits = config->splits > 0 ? config->splits : auto_splits(run->rows, run->vocab, k);
     }
     size_t count = rows * vocab, outputs = rows * static_cast<size_t>(k);
@@ -203,14 +197,15 @@ SoftmaxTopkGpuRun *softmax_topk_gpu_run_new(int kernel, const float *logits, siz
     CUDA_CHECK(cudaMemcpy(run->logits, logits, count * sizeof(float), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaMalloc(&run->probs, outputs * sizeof(float)));
     CUDA_CHECK(cudaMalloc(&run->indices, outputs * sizeof(int64_t)));
-    if (kernel == 1) {
+    if (version == 1) {
         CUDA_CHECK(cudaMalloc(&run->probabilities, count * sizeof(float)));
     }
-    if (kernel == 4) {
+    if (version == 4) {
         CUDA_CHECK(cudaMalloc(&run->partial_lists, outputs * run->splits * sizeof(TopkEntry)));
         CUDA_CHECK(cudaMalloc(&run->partial_states, rows * run->splits * sizeof(SoftmaxState)));
     }
-    return run;
+    *made = run;
+    return nullptr;
 }
 
 void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run)
@@ -237,7 +232,7 @@ static void launch(const SoftmaxTopkGpuRun *run)
     const int rows = run->rows, vocab = run->vocab, k = run->k;
     const int capacity = candidate_capacity(k);
     const size_t scan_bytes = scan_shared_bytes(capacity);
-    switch (run->kernel) {
+    switch (run->version) {
     case 1: {
         three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab,
                                                                                       run->probabilities);
@@ -272,6 +267,11 @@ static void launch(const SoftmaxTopkGpuRun *run)
     CUDA_CHECK(cudaGetLastError());
 }
 
+void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run)
+{
+    launch(run);
+}
+
 void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices)
 {
     launch(run);
@@ -280,25 +280,15 @@ void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *in
     CUDA_CHECK(cudaMemcpy(indices, run->indices, outputs * sizeof(int64_t), cudaMemcpyDeviceToHost));
 }
 
-static void launch_timed(void *ctx)
+const char *softmax_topk_gpu(int version, const float *logits, size_t rows, size_t vocab, int k,
+                             const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices)
 {
-    launch(static_cast<const SoftmaxTopkGpuRun *>(ctx));
-}
-
-double softmax_topk_gpu_run_time_ms(SoftmaxTopkGpuRun *run, int runs)
-{
-    enum { WARMUP_RUNS = 3 };
-    return 1e3 * cuda_bench_run(launch_timed, run, WARMUP_RUNS, std::max(runs, 1)).median;
-}
-
-int softmax_topk_gpu(int kernel, const float *logits, size_t rows, size_t vocab, int k,
-                     const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices, char *err, size_t err_size)
-{
-    SoftmaxTopkGpuRun *run = softmax_topk_gpu_run_new(kernel, logits, rows, vocab, k, config, err, err_size);
-    if (run == nullptr) {
-        return -1;
+    SoftmaxTopkGpuRun *run = nullptr;
+    const char *why = softmax_topk_gpu_run_new(&run, version, logits, rows, vocab, k, config);
+    if (why != nullptr) {
+        return why;
     }
     softmax_topk_gpu_run_once(run, probs, indices);
     softmax_topk_gpu_run_free(run);
-    return 0;
+    return nullptr;
 }

@@ -102,10 +102,10 @@ static bool validate_all(int kernel, uint64_t seed)
 {
     bool ok = true;
     for (int s = 0; s < gpu_check_shape_count; s++)
-        for (int f = first_version(kernel, LAYERNORM_FORWARD_VERSIONS);
-             f <= last_version(kernel, LAYERNORM_FORWARD_VERSIONS); f++)
-            for (int b = first_version(kernel, LAYERNORM_BACKWARD_VERSIONS);
-                 b <= last_version(kernel, LAYERNORM_BACKWARD_VERSIONS); b++)
+        for (int f = first_version(kernel, LAYERNORM_FORWARD_GPU_VERSIONS);
+             f <= last_version(kernel, LAYERNORM_FORWARD_GPU_VERSIONS); f++)
+            for (int b = first_version(kernel, LAYERNORM_BACKWARD_GPU_VERSIONS);
+                 b <= last_version(kernel, LAYERNORM_BACKWARD_GPU_VERSIONS); b++)
                 ok = gpu_check_versions(&gpu_check_shapes[s], f, b, seed, stdout) && ok;
     if (!ok)
         printf("some kernels do not match the reference\n");
@@ -126,7 +126,7 @@ int gpu_check_command(int argc, char **argv)
     CliOption options[RANDOM_PROBLEM_OPTIONS + 1];
     random_problem_options(options, &args);
     const CliOption kernel_option[] = {
-        {"--kernel", CLI_INT, &kernel, 0, LAYERNORM_FORWARD_VERSIONS,
+        {"--kernel", CLI_INT, &kernel, 0, LAYERNORM_FORWARD_GPU_VERSIONS,
          "only version N: forward N, backward min(N, 2); 0: all"},
     };
     options[RANDOM_PROBLEM_OPTIONS] = kernel_option[0];
@@ -139,8 +139,8 @@ int gpu_check_command(int argc, char **argv)
     LnProblem p = random_problem_new(&args);
     char label[96];
     snprintf(label, sizeof label, "%zu x %zu", p.n, p.d);
-    ok = check_problem(&p, label, last_version((int)kernel, LAYERNORM_FORWARD_VERSIONS),
-                       last_version((int)kernel, LAYERNORM_BACKWARD_VERSIONS), 0, stdout) &&
+    ok = check_problem(&p, label, last_version((int)kernel, LAYERNORM_FORWARD_GPU_VERSIONS),
+                       last_version((int)kernel, LAYERNORM_BACKWARD_GPU_VERSIONS), 0, stdout) &&
          ok;
     ln_problem_free(&p);
     return ok ? 0 : 1;
@@ -151,8 +151,8 @@ int gpu_check_command(int argc, char **argv)
  * them. */
 static void run_highest_versions(LnProblem *p)
 {
-    for (int f = LAYERNORM_FORWARD_VERSIONS; f >= 1; f--)
-        for (int b = LAYERNORM_BACKWARD_VERSIONS; b >= 1; b--)
+    for (int f = LAYERNORM_FORWARD_GPU_VERSIONS; f >= 1; f--)
+        for (int b = LAYERNORM_BACKWARD_GPU_VERSIONS; b >= 1; b--)
             if (gpu_run_problem(p, f, b, 0) == NULL) {
                 printf("forward %d, backward %d\n", f, b);
                 return;

@@ -20,20 +20,20 @@ static double gpu_compute(long version, long threads, const float *logits, size_
                           float *probs, int64_t *indices)
 {
     (void)threads;
-    int kernel = (int)version;
     SoftmaxTopkGpuConfig config = {0, 0};
-    char err[256];
-    if (softmax_topk_gpu(kernel, logits, rows, vocab, k, &config, probs, indices, err, sizeof err) != 0) {
-        cli_fail("--version %d: %s", kernel, err);
+    const char *why = softmax_topk_gpu((int)version, logits, rows, vocab, k, &config, probs, indices);
+    if (why != NULL) {
+        cli_fail("--version %ld: %s", version, why);
     }
-    printf("GPU kernel %d (%s), %zu rows, V = %zu, K = %d\n", kernel, softmax_topk_gpu_name(kernel), rows, vocab, k);
+    printf("GPU version %ld (%s), %zu rows, V = %zu, K = %d\n", version, softmax_topk_gpu_version_name((int)version),
+           rows, vocab, k);
     return topk_rtol_gpu(vocab);
 }
 
 static const TopkDevice GPU = {
-    .version_help = "GPU kernel 1 .. 5 (kernels/softmax_topk_gpu.h)",
+    .version_help = "GPU version 1 .. 5 (kernels/softmax_topk_gpu.h)",
     .default_version = 3,
-    .version_count = GPU_KERNEL_COUNT,
+    .version_count = SOFTMAX_TOPK_GPU_VERSIONS,
     .takes_threads = false,
     .require = cuda_require_device,
     .compute = gpu_compute,
@@ -55,14 +55,13 @@ typedef struct {
     int k;
 } GpuCase;
 
-/* A kernel bound to a case; a bad argument here is the program's own bug. */
-static SoftmaxTopkGpuRun *gpu_run_new(int kernel, const GpuCase *c, SoftmaxTopkGpuConfig config)
+/* A version bound to a case; a refusal here is the program's own bug. */
+static SoftmaxTopkGpuRun *gpu_run_new(int version, const GpuCase *c, SoftmaxTopkGpuConfig config)
 {
-    char err[256];
-    SoftmaxTopkGpuRun *run =
-        softmax_topk_gpu_run_new(kernel, c->logits, c->rows, c->vocab, c->k, &config, err, sizeof err);
-    if (run == NULL) {
-        cli_fail_status(1, "kernel %d: %s", kernel, err);
+    SoftmaxTopkGpuRun *run;
+    const char *why = softmax_topk_gpu_run_new(&run, version, c->logits, c->rows, c->vocab, c->k, &config);
+    if (why != NULL) {
+        cli_fail_status(1, "version %d: %s", version, why);
     }
     return run;
 }
@@ -87,22 +86,22 @@ static bool matches(const TopkComparison *check)
     return check->wrong_indices + check->wrong_probs == 0;
 }
 
-/* What gpu-check found for one kernel over all its cases. */
+/* What gpu-check found for one version over all its cases. */
 typedef struct {
     int cases;
     size_t places, wrong;
     double max_rel_error, tolerance_used;
     char first_mismatch[300];
-} KernelVerdict;
+} VersionVerdict;
 
 /* One case with as many blocks as the rows need, and with 3 blocks, so
  * that each block loops over several rows (shared memory reused). */
-static void check_case(int kernel, const char *what, const GpuCase *c, KernelVerdict *verdict)
+static void check_case(int version, const char *what, const GpuCase *c, VersionVerdict *verdict)
 {
     const int max_blocks[] = {0, 3};
     for (int b = 0; b < 2; b++) {
         SoftmaxTopkGpuConfig config = {max_blocks[b], 0};
-        SoftmaxTopkGpuRun *run = gpu_run_new(kernel, c, config);
+        SoftmaxTopkGpuRun *run = gpu_run_new(version, c, config);
         TopkComparison check = validate(run, c, 1);
         softmax_topk_gpu_run_free(run);
         verdict->cases++;
@@ -119,24 +118,24 @@ static void check_case(int kernel, const char *what, const GpuCase *c, KernelVer
     }
 }
 
-static void check_hard_inputs(int kernel, KernelVerdict *verdict)
+static void check_hard_inputs(int version, VersionVerdict *verdict)
 {
     for (int i = 0; i < HARD_INPUT_COUNT; i++) {
         const HardInput *input = &HARD_INPUTS[i];
-        if (input->k > softmax_topk_gpu_max_k(kernel)) {
+        if (input->k > softmax_topk_gpu_max_k(version)) {
             continue;
         }
         float *row = ALLOC_ARRAY(float, input->vocab);
         input->fill(row, input->vocab);
         GpuCase c = {row, 1, input->vocab, input->k};
-        check_case(kernel, input->name, &c, verdict);
+        check_case(version, input->name, &c, verdict);
         array_free(row);
     }
 }
 
 /* Irregular shapes (V not a multiple of 4, a block holding several rows),
- * at every K the kernel takes up to 1024. */
-static void check_random_rows(int kernel, KernelVerdict *verdict)
+ * at every K the version takes up to 1024. */
+static void check_random_rows(int version, VersionVerdict *verdict)
 {
     const struct {
         size_t rows, vocab;
@@ -150,9 +149,9 @@ static void check_random_rows(int kernel, KernelVerdict *verdict)
         float *logits = ALLOC_ARRAY(float, shapes[s].rows *shapes[s].vocab);
         fill_tied_logits(logits, shapes[s].rows * shapes[s].vocab, 7 + s);
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
-            if (ks[t] <= softmax_topk_gpu_max_k(kernel) && (size_t)ks[t] <= shapes[s].vocab) {
+            if (ks[t] <= softmax_topk_gpu_max_k(version) && (size_t)ks[t] <= shapes[s].vocab) {
                 GpuCase c = {logits, shapes[s].rows, shapes[s].vocab, ks[t]};
-                check_case(kernel, "random rows with ties", &c, verdict);
+                check_case(version, "random rows with ties", &c, verdict);
             }
         }
         array_free(logits);
@@ -163,14 +162,14 @@ int gpu_check_command(int argc, char **argv)
 {
     cli_parse(argc, argv, NULL, 0, NULL);
     cuda_require_device();
-    const char *headers[] = {"kernel", "cases", "places", "largest relative error", "of the tolerance", "result"};
+    const char *headers[] = {"version", "cases", "places", "largest relative error", "of the tolerance", "result"};
     Table *table = table_new(6, headers, "lrrrrl");
     int failed = 0;
-    for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
-        KernelVerdict verdict = {0};
-        check_hard_inputs(kernel, &verdict);
-        check_random_rows(kernel, &verdict);
-        table_cell(table, "%d %s", kernel, softmax_topk_gpu_name(kernel));
+    for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
+        VersionVerdict verdict = {0};
+        check_hard_inputs(version, &verdict);
+        check_random_rows(version, &verdict);
+        table_cell(table, "%d %s", version, softmax_topk_gpu_version_name(version));
         table_cell(table, "%d", verdict.cases);
         table_cell(table, "%zu", verdict.places);
         table_cell(table, "%.1e", verdict.max_rel_error);
@@ -185,34 +184,34 @@ int gpu_check_command(int argc, char **argv)
     table_print(table, stdout, TABLE_TEXT);
     table_free(table);
     if (failed > 0) {
-        printf("%d of %d kernels differ from the double reference\n", failed, GPU_KERNEL_COUNT);
+        printf("%d of %d versions differ from the double reference\n", failed, SOFTMAX_TOPK_GPU_VERSIONS);
         return 1;
     }
-    printf("every kernel matches the double reference: indices exact, probabilities within the tolerance\n");
+    printf("every version matches the double reference: indices exact, probabilities within the tolerance\n");
     return 0;
 }
 
 enum { BENCH_ROWS = 4096, QUICK_ROWS = 1024, TIMED_LAUNCHES = 21, VALIDATED_ROWS = 16 };
 
-/* kernels/softmax_topk_gpu.h has no launch without a copy of the results,
- * which cuda_bench_run could time; its own event timing, asked for one
- * launch (after its warm-up) at a time, gives the times whose spread the
- * tables show. */
-static BenchStats time_launches(SoftmaxTopkGpuRun *run)
+static void launch_once(void *run)
 {
-    double seconds[TIMED_LAUNCHES];
-    for (int i = 0; i < TIMED_LAUNCHES; i++) {
-        seconds[i] = 1e-3 * softmax_topk_gpu_run_time_ms(run, 1);
-    }
-    return bench_stats_from_times(seconds, TIMED_LAUNCHES);
+    softmax_topk_gpu_run_launch(run);
 }
 
-/* One kernel on one case: validated on VALIDATED_ROWS rows spread over the
+/* The launches alone, the results left on the device, so that the copies
+ * back do not count; warm-up launches first. */
+static BenchStats time_launches(SoftmaxTopkGpuRun *run)
+{
+    enum { WARMUP_LAUNCHES = 3 };
+    return cuda_bench_run(launch_once, run, WARMUP_LAUNCHES, TIMED_LAUNCHES);
+}
+
+/* One version on one case: validated on VALIDATED_ROWS rows spread over the
  * batch, then timed. False, with the first mismatch in `why`, if wrong. */
-static bool validated_time(int kernel, const GpuCase *c, BenchStats *stats, char *why, size_t why_size)
+static bool validated_time(int version, const GpuCase *c, BenchStats *stats, char *why, size_t why_size)
 {
     SoftmaxTopkGpuConfig automatic = {0, 0};
-    SoftmaxTopkGpuRun *run = gpu_run_new(kernel, c, automatic);
+    SoftmaxTopkGpuRun *run = gpu_run_new(version, c, automatic);
     size_t step = c->rows > VALIDATED_ROWS ? c->rows / VALIDATED_ROWS : 1;
     TopkComparison check = validate(run, c, step);
     bool ok = matches(&check);
@@ -230,28 +229,28 @@ static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs
 {
     const int ks[] = {1, 8, 64, 256, 1024};
     const char *headers[] = {
-        "V", "K", "kernel", "ms", "GB/s", "of copy bandwidth (slowest–fastest)", "vs kernel 1 (slowest–fastest)"};
+        "V", "K", "version", "ms", "GB/s", "of copy bandwidth (slowest–fastest)", "vs version 1 (slowest–fastest)"};
     Table *table = table_new(7, headers, "rrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             GpuCase c = {logits, rows, vocabs[v], ks[t]};
             BenchStats naive = {0};
-            for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
-                if (ks[t] > softmax_topk_gpu_max_k(kernel)) {
+            for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
+                if (ks[t] > softmax_topk_gpu_max_k(version)) {
                     continue;
                 }
                 char why[200] = "";
                 BenchStats stats;
                 table_cell(table, "%zu", c.vocab);
                 table_cell(table, "%d", c.k);
-                table_cell(table, "%d", kernel);
-                if (!validated_time(kernel, &c, &stats, why, sizeof why)) {
+                table_cell(table, "%d", version);
+                if (!validated_time(version, &c, &stats, why, sizeof why)) {
                     ++*wrong;
                     results_wrong_cells(table, why, 3);
                     continue;
                 }
                 double bytes = (double)(rows * c.vocab * sizeof(float));
-                naive = kernel == 1 ? stats : naive;
+                naive = version == 1 ? stats : naive;
                 table_cell(table, "%.3f", stats.median * 1e3);
                 table_cell(table, "%.0f", gb_per_s(bytes, stats.median));
                 bench_share_cell(table, bytes, stats, copy_gbs);
@@ -271,19 +270,19 @@ static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs
 static Table *decode_step_table(const float *logits, int *wrong)
 {
     const int ks[] = {1, 8, 64};
-    const char *headers[] = {"K", "kernel", "microseconds (slowest–fastest)"};
+    const char *headers[] = {"K", "version", "microseconds (slowest–fastest)"};
     Table *table = table_new(3, headers, "rrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         GpuCase c = {logits, 1, 128256, ks[t]};
-        for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
-            if (ks[t] > softmax_topk_gpu_max_k(kernel)) {
+        for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
+            if (ks[t] > softmax_topk_gpu_max_k(version)) {
                 continue;
             }
             char why[200] = "";
             BenchStats stats;
             table_cell(table, "%d", c.k);
-            table_cell(table, "%d", kernel);
-            if (!validated_time(kernel, &c, &stats, why, sizeof why)) {
+            table_cell(table, "%d", version);
+            if (!validated_time(version, &c, &stats, why, sizeof why)) {
                 ++*wrong;
                 results_wrong_cells(table, why, 0);
             } else {
@@ -308,7 +307,7 @@ static void print_bench(FILE *out, const void *ctx)
     const BenchReport *report = ctx;
     fprintf(out,
             "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run; "
-            "%zu rows, each kernel validated against the double reference before timing; "
+            "%zu rows, each version validated against the double reference before timing; "
             "median of %d launches, and the slowest and fastest of them\n\n",
             report->copy_gbs, report->rows, TIMED_LAUNCHES);
     table_print(report->batch, out, report->format);

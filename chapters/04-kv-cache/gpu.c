@@ -78,11 +78,11 @@ static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_g
     const DecodeBatchShape shape = {c->batch,      c->n_heads, c->n_kv_heads, c->head_dim,
                                     c->block_size, format,     int4_group,    31};
     DecodeBatch b = decode_batch_create(&shape, c->lengths);
-    char err[256];
     PagedAttentionProblem problem = problem_of(&b, int4_group);
-    PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
-    if (run == NULL)
-        cli_fail_status(1, "a check case was refused: %s", err);
+    PagedAttentionGpuRun *run;
+    const char *why = paged_attention_gpu_run_new(&run, &problem);
+    if (why != NULL)
+        cli_fail_status(1, "a check case was refused: %s", why);
     float *result = ALLOC_ARRAY(float, (size_t)c->batch * c->n_heads * c->head_dim);
     const int versions[] = {1, 2, 2}, partitions[] = {0, 0, 3 * c->block_size};
     int failures = 0;
@@ -93,8 +93,9 @@ static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_g
                  : v == 1 ? " (default partitions)"
                           : "",
                  kv_format_name(format), c->n_heads, c->n_kv_heads, c->head_dim, c->block_size, c->batch);
-        if (paged_attention_gpu_run_once(run, versions[v], partitions[v], result, err, sizeof err) != 0)
-            cli_fail_status(1, "%s: %s", what, err);
+        why = paged_attention_gpu_run_once(run, versions[v], partitions[v], result);
+        if (why != NULL)
+            cli_fail_status(1, "%s: %s", what, why);
         CloseReport r = compare_with_reference(&b, result, 1);
         failures += !close_report_print(out, what, &r);
     }
@@ -138,15 +139,28 @@ typedef struct {
     double bytes;     /* of cache read */
 } Timing;
 
-/* Each decode step timed by its own call of the kernels' timer (which runs
- * cuda_bench_run after two untimed steps), so that every step's time is
- * kept and the spread over the steps shows. */
+typedef struct {
+    PagedAttentionGpuRun *run;
+    int version;
+} Step;
+
+/* One decode step at the default partition, already run once (validated,
+ * workspace allocated): it cannot be refused here. */
+static void launch_step(void *ctx)
+{
+    const Step *step = ctx;
+    const char *why = paged_attention_gpu_run_launch(step->run, step->version, 0);
+    if (why != NULL)
+        cli_fail_status(1, "version %d: %s", step->version, why);
+}
+
+/* Each decode step timed on its own, after two untimed ones, so that the
+ * spread over the steps shows. */
 static BenchStats time_steps(PagedAttentionGpuRun *run, int version)
 {
-    double seconds[TIMED_RUNS];
-    for (int r = 0; r < TIMED_RUNS; r++)
-        seconds[r] = 1e-3 * paged_attention_gpu_run_time_ms(run, version, 0, 1);
-    return bench_stats_from_times(seconds, TIMED_RUNS);
+    enum { WARMUP_STEPS = 2 };
+    Step step = {run, version};
+    return cuda_bench_run(launch_step, &step, WARMUP_STEPS, TIMED_RUNS);
 }
 
 /* Validate on the first and last sequences, then time. */
@@ -154,9 +168,9 @@ static Timing validated_timing(PagedAttentionGpuRun *run, const DecodeBatch *b, 
 {
     Timing t = {.ok = false, .bytes = decode_batch_cache_bytes(b)};
     float *result = ALLOC_ARRAY(float, (size_t)b->batch * b->n_heads * b->shape.head_dim);
-    char err[256];
-    if (paged_attention_gpu_run_once(run, version, 0, result, err, sizeof err) != 0)
-        cli_fail_status(1, "%s", err);
+    const char *refused = paged_attention_gpu_run_once(run, version, 0, result);
+    if (refused != NULL)
+        cli_fail_status(1, "version %d: %s", version, refused);
     CloseReport r = compare_with_reference(b, result, b->batch > 1 ? b->batch - 1 : 1);
     if (r.ok) {
         t.ok = true;
@@ -182,11 +196,11 @@ static DecodeBatch bench_batch(int batch, int context, KvFormat format)
 
 static PagedAttentionGpuRun *bench_run_new(const DecodeBatch *b)
 {
-    char err[256];
     PagedAttentionProblem problem = problem_of(b, 32);
-    PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
-    if (run == NULL)
-        cli_fail_status(1, "the benchmark was refused: %s", err);
+    PagedAttentionGpuRun *run;
+    const char *why = paged_attention_gpu_run_new(&run, &problem);
+    if (why != NULL)
+        cli_fail_status(1, "the benchmark was refused: %s", why);
     return run;
 }
 
@@ -198,12 +212,12 @@ static Table *formats_table(int batch, int context, double copy_gbs)
     const char *headers[] = {"cache", "version", "MB read",           "bytes / fp16's",
                              "ms",    "GB/s",    "of copy (min–max)", "fp16's time / this (min–max)"};
     Table *t = table_new(8, headers, "lrrrrrrr");
-    Timing fp16[PAGED_ATTENTION_VERSIONS + 1] = {0};
+    Timing fp16[PAGED_ATTENTION_GPU_VERSIONS + 1] = {0};
     for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
         DecodeBatch b = bench_batch(batch, context, formats[f]);
         char why[256] = "";
         PagedAttentionGpuRun *run = bench_run_new(&b);
-        for (int version = 1; version <= PAGED_ATTENTION_VERSIONS; version++) {
+        for (int version = 1; version <= PAGED_ATTENTION_GPU_VERSIONS; version++) {
             Timing timing = validated_timing(run, &b, version, why, sizeof why);
             if (f == 0)
                 fp16[version] = timing;

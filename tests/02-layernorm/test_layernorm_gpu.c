@@ -26,8 +26,8 @@ static void test_every_version_on_every_shape(void)
     for (int s = 0; s < gpu_check_shape_count; s++) {
         GpuCheckShape shape = gpu_check_shapes[s];
         shape.n = rows_at_most(shape.n);
-        for (int f = 1; f <= LAYERNORM_FORWARD_VERSIONS; f++)
-            for (int b = 1; b <= LAYERNORM_BACKWARD_VERSIONS; b++)
+        for (int f = 1; f <= LAYERNORM_FORWARD_GPU_VERSIONS; f++)
+            for (int b = 1; b <= LAYERNORM_BACKWARD_GPU_VERSIONS; b++)
                 EXPECT(gpu_check_versions(&shape, f, b, 17, stdout), "forward %d, backward %d, %zu x %zu (%s)", f, b,
                        shape.n, shape.d, shape.why);
     }
@@ -55,8 +55,11 @@ static void test_rows_too_long_are_refused(void)
     ln_problem_fill_random(&p, 19, 0.0, 1.0);
     const char *forward = gpu_run_problem(&p, 3, 1, 0);
     const char *backward = gpu_run_problem(&p, 1, 2, 0);
-    EXPECT(forward != NULL, "forward 3 refuses d = 8193");
-    EXPECT(backward != NULL, "backward 2 refuses d = 8193");
+    EXPECT(forward != NULL && strstr(forward, "registers") != NULL, "forward 3 refuses d = 8193: %s", forward);
+    EXPECT(backward != NULL && strstr(backward, "registers") != NULL, "backward 2 refuses d = 8193: %s", backward);
+    const char *missing = gpu_run_problem(&p, LAYERNORM_FORWARD_GPU_VERSIONS + 1, 1, 0);
+    EXPECT(missing != NULL && strstr(missing, "no version 4: there are 1 .. 3") != NULL,
+           "a version after the last is refused: %s", missing);
     EXPECT(gpu_run_problem(&p, 2, 1, 0) == NULL, "forward 2 and backward 1 take it");
     ln_problem_free(&p);
 }

@@ -1,11 +1,11 @@
-/* The five CUDA kernels against the double reference, on the inputs that
- * catch the bugs seen in published versions of this kernel: several rows
+/* The five CUDA kernel versions against the double reference, on the inputs
+ * that catch the bugs seen in published versions of this kernel: several rows
  * per block and per launch (a merge that mixes rows, shared memory reused
  * too early), blocks that loop over rows, winners in the last tile, V
  * smaller than a tile, V not a multiple of 4 (rows that start unaligned
- * for the 16-byte loads), ties, NaN and infinities, K at each kernel's
+ * for the 16-byte loads), ties, NaN and infinities, K at each version's
  * limit (1024 for the radix select, with ties across its K-th key), and
- * kernel 4 with empty slices. Needs a GPU; skipped without. */
+ * version 4 with empty slices. Needs a GPU; skipped without. */
 #include <math.h>
 #include <stdio.h>
 
@@ -17,19 +17,20 @@
 #include "kernels/softmax_topk_gpu.h"
 #include "tests/03-softmax-topk/expect_topk.h"
 
-/* Run one kernel and compare every row; false (with a printed line) on
+/* Run one version and compare every row; false (with a printed line) on
  * any difference. */
-static bool kernel_matches(int kernel, const char *what, const float *logits, size_t rows, size_t vocab, int k,
-                           SoftmaxTopkGpuConfig config)
+static bool version_matches(int version, const char *what, const float *logits, size_t rows, size_t vocab, int k,
+                            SoftmaxTopkGpuConfig config)
 {
     float *probs = ALLOC_ARRAY(float, rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
-    char err[256], label[256];
-    snprintf(label, sizeof label, "kernel %d, %s (rows %zu, V %zu, K %d, max_blocks %d, splits %d)", kernel, what, rows,
-             vocab, k, config.max_blocks, config.splits);
-    bool ok = softmax_topk_gpu(kernel, logits, rows, vocab, k, &config, probs, indices, err, sizeof err) == 0;
+    char label[256];
+    snprintf(label, sizeof label, "version %d, %s (rows %zu, V %zu, K %d, max_blocks %d, splits %d)", version, what,
+             rows, vocab, k, config.max_blocks, config.splits);
+    const char *why = softmax_topk_gpu(version, logits, rows, vocab, k, &config, probs, indices);
+    bool ok = why == NULL;
     if (!ok) {
-        printf("FAIL %s: %s\n", label, err);
+        printf("FAIL %s: %s\n", label, why);
     } else {
         ok = topk_matches_reference(label, logits, rows, vocab, k, probs, indices, topk_rtol_gpu(vocab));
     }
@@ -38,19 +39,19 @@ static bool kernel_matches(int kernel, const char *what, const float *logits, si
     return ok;
 }
 
-/* Every kernel that supports k, with the grid as large as the rows need and
+/* Every version that supports k, with the grid as large as the rows need and
  * with a grid of 3 blocks, so that each block handles several rows. */
-static void check_all_kernels(const char *what, const float *logits, size_t rows, size_t vocab, int k)
+static void check_all_versions(const char *what, const float *logits, size_t rows, size_t vocab, int k)
 {
     const int max_blocks[] = {0, 3};
-    for (int kernel = 1; kernel <= GPU_KERNEL_COUNT; kernel++) {
-        if (k > softmax_topk_gpu_max_k(kernel)) {
+    for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
+        if (k > softmax_topk_gpu_max_k(version)) {
             continue;
         }
         for (int b = 0; b < 2; b++) {
             SoftmaxTopkGpuConfig config = {max_blocks[b], 0};
-            EXPECT(kernel_matches(kernel, what, logits, rows, vocab, k, config), "kernel %d: %s, K %d", kernel, what,
-                   k);
+            EXPECT(version_matches(version, what, logits, rows, vocab, k, config), "version %d: %s, K %d", version,
+                   what, k);
         }
     }
 }
@@ -61,13 +62,13 @@ static void test_hard_inputs(void)
         const HardInput *input = &HARD_INPUTS[c];
         float *row = ALLOC_ARRAY(float, input->vocab);
         input->fill(row, input->vocab);
-        check_all_kernels(input->name, row, 1, input->vocab, input->k);
+        check_all_versions(input->name, row, 1, input->vocab, input->k);
         array_free(row);
     }
 }
 
-/* Small V (a block holds up to 8 rows in kernel 3, and 8 warps hold 8 rows
- * in kernel 2), odd V (unaligned rows), V below one step of a warp. */
+/* Small V (a block holds up to 8 rows in version 3, and 8 warps hold 8 rows
+ * in version 2), odd V (unaligned rows), V below one step of a warp. */
 static void test_shapes(void)
 {
     const size_t vocabs[] = {1, 3, 5, 31, 100, 129, 1000, 1001, 1823, 4099, 50257};
@@ -78,7 +79,7 @@ static void test_shapes(void)
         fill_tied_logits(logits, rows * vocab, 100 + vocab);
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             int k = ks[t] > (int)vocab ? (int)vocab : ks[t];
-            check_all_kernels("random rows with ties", logits, rows, vocab, k);
+            check_all_versions("random rows with ties", logits, rows, vocab, k);
         }
         array_free(logits);
     }
@@ -101,13 +102,13 @@ static void test_winners_in_the_last_tile(void)
             x[vocab - 5] = 48.0f;
             x[vocab - 6] = 48.0f; /* a tie across the float4 boundary */
         }
-        check_all_kernels("winners at the end of the row", logits, ROWS, vocab, 8);
+        check_all_versions("winners at the end of the row", logits, ROWS, vocab, 8);
         array_free(logits);
     }
 }
 
 /* Rows of different kinds in one launch: a NaN row or an all -inf row must
- * not leak into its neighbours (in kernel 3 they share a block). */
+ * not leak into its neighbours (in version 3 they share a block). */
 static void test_mixed_rows(void)
 {
     enum { ROWS = 16, VOCAB = 300, K = 5 };
@@ -120,11 +121,11 @@ static void test_mixed_rows(void)
     }
     logits[11 * VOCAB + 299] = INFINITY;
     logits[11 * VOCAB + 3] = INFINITY;
-    check_all_kernels("NaN, -inf, equal and +inf rows among others", logits, ROWS, VOCAB, K);
+    check_all_versions("NaN, -inf, equal and +inf rows among others", logits, ROWS, VOCAB, K);
     array_free(logits);
 }
 
-/* K up to 1024 (kernel 5 alone above 256), several rows per block and a
+/* K up to 1024 (version 5 alone above 256), several rows per block and a
  * grid of 3: random rows (ties everywhere: logits are multiples of 1/16),
  * and rows built so that many entries share the K-th key on both sides of
  * the boundary, where only the index decides (the radix select's tie rule):
@@ -149,7 +150,7 @@ static void test_large_k(void)
         }
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             if ((size_t)ks[t] <= vocab) {
-                check_all_kernels("large K: ties at the K-th key, zeros, NaN, -inf", logits, ROWS, vocab, ks[t]);
+                check_all_versions("large K: ties at the K-th key, zeros, NaN, -inf", logits, ROWS, vocab, ks[t]);
             }
         }
         array_free(logits);
@@ -178,8 +179,8 @@ static void test_splits(void)
         fill_tied_logits(logits, ROWS * cases[c].vocab, 5 + c);
         for (int max_blocks = 0; max_blocks <= 2; max_blocks += 2) {
             SoftmaxTopkGpuConfig config = {max_blocks, cases[c].splits};
-            EXPECT(kernel_matches(4, "chosen splits", logits, ROWS, cases[c].vocab, cases[c].k, config),
-                   "kernel 4 with %d splits", cases[c].splits);
+            EXPECT(version_matches(4, "chosen splits", logits, ROWS, cases[c].vocab, cases[c].k, config),
+                   "version 4 with %d splits", cases[c].splits);
         }
         array_free(logits);
     }

@@ -33,9 +33,10 @@ static PagedAttentionProblem valid(void)
 
 static void refused(PagedAttentionProblem problem, const char *expected)
 {
-    char err[256] = "";
-    PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
-    EXPECT(run == NULL && strstr(err, expected) != NULL, "refused, mentioning '%s': %s", expected, err);
+    PagedAttentionGpuRun *run = NULL;
+    const char *why = paged_attention_gpu_run_new(&run, &problem);
+    EXPECT(why != NULL && strstr(why, expected) != NULL && strchr(why, '\n') == NULL && run == NULL,
+           "refused in one line, mentioning '%s': %s", expected, why != NULL ? why : "(taken)");
     paged_attention_gpu_run_free(run);
 }
 

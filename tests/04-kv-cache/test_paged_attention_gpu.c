@@ -34,24 +34,30 @@ static void runs_and_arguments(void)
         .max_blocks = b.max_blocks,
         .lengths = b.lengths,
     };
-    char err[256] = "";
-    PagedAttentionGpuRun *run = paged_attention_gpu_run_new(&problem, err, sizeof err);
-    EXPECT(run != NULL, "a valid problem is taken: %s", err);
-    if (run == NULL)
+    PagedAttentionGpuRun *run;
+    const char *why = paged_attention_gpu_run_new(&run, &problem);
+    EXPECT(why == NULL, "a valid problem is taken: %s", why);
+    if (why != NULL)
         return;
-    EXPECT(paged_attention_gpu_partition(run, 0, err, sizeof err) == 512, "the default partition: 512 positions");
-    EXPECT(paged_attention_gpu_partition(run, 40, err, sizeof err) == 0 && strstr(err, "multiple") != NULL,
-           "a partition that is not a multiple of the block size is refused: %s", err);
+    int used = 0;
+    why = paged_attention_gpu_partition(run, 0, &used);
+    EXPECT(why == NULL && used == 512, "the default partition: 512 positions");
+    why = paged_attention_gpu_partition(run, 40, &used);
+    EXPECT(why != NULL && strstr(why, "multiple of the block size 16") != NULL,
+           "a partition that is not a multiple of the block size is refused: %s", why);
     size_t floats = (size_t)b.batch * b.n_heads * 128;
     float *first = ALLOC_ARRAY(float, floats), *second = ALLOC_ARRAY(float, floats);
-    EXPECT(paged_attention_gpu_run_once(run, 3, 0, first, err, sizeof err) == -1, "there is no version 3: %s", err);
-    for (int version = 1; version <= 2; version++) {
-        paged_attention_gpu_run_once(run, version, 48, first, err, sizeof err);
-        paged_attention_gpu_run_once(run, version, 48, second, err, sizeof err);
+    why = paged_attention_gpu_run_once(run, 3, 0, first);
+    EXPECT(why != NULL && strstr(why, "no version 3") != NULL, "there is no version 3: %s", why);
+    why = paged_attention_gpu_run_launch(run, 2, 40);
+    EXPECT(why != NULL && strstr(why, "40 positions") != NULL, "a launch with a bad partition is refused: %s", why);
+    for (int version = 1; version <= PAGED_ATTENTION_GPU_VERSIONS; version++) {
+        EXPECT(paged_attention_gpu_run_once(run, version, 48, first) == NULL, "version %d runs", version);
+        EXPECT(paged_attention_gpu_run_launch(run, version, 48) == NULL, "version %d launches", version);
+        paged_attention_gpu_run_once(run, version, 48, second);
         EXPECT(memcmp(first, second, sizeof(float) * floats) == 0,
                "version %d: the same output twice, bit for bit (no atomics, fixed merge order)", version);
     }
-    EXPECT(paged_attention_gpu_run_time_ms(run, 2, 48, 3) > 0.0, "version 2 can be timed");
     array_free(first);
     array_free(second);
     paged_attention_gpu_run_free(run);

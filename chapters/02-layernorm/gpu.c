@@ -87,28 +87,28 @@ bool gpu_check_versions(const GpuCheckShape *shape, int forward, int backward, u
     return ok;
 }
 
-/* --kernel N: forward N and backward min(N, 2); 0: all of them. */
-static int first_version(int kernel, int versions)
+/* --version N: forward N and backward min(N, 2); 0: all of them. */
+static int first_version(int version, int versions)
 {
-    return kernel == 0 ? 1 : (kernel < versions ? kernel : versions);
+    return version == 0 ? 1 : (version < versions ? version : versions);
 }
 
-static int last_version(int kernel, int versions)
+static int last_version(int version, int versions)
 {
-    return kernel == 0 ? versions : first_version(kernel, versions);
+    return version == 0 ? versions : first_version(version, versions);
 }
 
-static bool validate_all(int kernel, uint64_t seed)
+static bool validate_all(int version, uint64_t seed)
 {
     bool ok = true;
     for (int s = 0; s < gpu_check_shape_count; s++)
-        for (int f = first_version(kernel, LAYERNORM_FORWARD_GPU_VERSIONS);
-             f <= last_version(kernel, LAYERNORM_FORWARD_GPU_VERSIONS); f++)
-            for (int b = first_version(kernel, LAYERNORM_BACKWARD_GPU_VERSIONS);
-                 b <= last_version(kernel, LAYERNORM_BACKWARD_GPU_VERSIONS); b++)
+        for (int f = first_version(version, LAYERNORM_FORWARD_GPU_VERSIONS);
+             f <= last_version(version, LAYERNORM_FORWARD_GPU_VERSIONS); f++)
+            for (int b = first_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS);
+                 b <= last_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS); b++)
                 ok = gpu_check_versions(&gpu_check_shapes[s], f, b, seed, stdout) && ok;
     if (!ok)
-        printf("some kernels do not match the reference\n");
+        printf("some versions do not match the reference\n");
     return ok;
 }
 
@@ -122,25 +122,25 @@ static void print_device(char *device, size_t size)
 int gpu_check_command(int argc, char **argv)
 {
     RandomProblemArgs args;
-    long kernel = 0;
+    long version = 0;
     CliOption options[RANDOM_PROBLEM_OPTIONS + 1];
     random_problem_options(options, &args);
-    const CliOption kernel_option[] = {
-        {"--kernel", CLI_INT, &kernel, 0, LAYERNORM_FORWARD_GPU_VERSIONS,
+    const CliOption version_option[] = {
+        {"--version", CLI_INT, &version, 0, LAYERNORM_FORWARD_GPU_VERSIONS,
          "only version N: forward N, backward min(N, 2); 0: all"},
     };
-    options[RANDOM_PROBLEM_OPTIONS] = kernel_option[0];
+    options[RANDOM_PROBLEM_OPTIONS] = version_option[0];
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     ln_problem_check_size(args.n, args.d);
     cuda_require_device();
     char device[256];
     print_device(device, sizeof device);
-    bool ok = validate_all((int)kernel, (uint64_t)args.seed);
+    bool ok = validate_all((int)version, (uint64_t)args.seed);
     LnProblem p = random_problem_new(&args);
     char label[96];
     snprintf(label, sizeof label, "%zu x %zu", p.n, p.d);
-    ok = check_problem(&p, label, last_version((int)kernel, LAYERNORM_FORWARD_GPU_VERSIONS),
-                       last_version((int)kernel, LAYERNORM_BACKWARD_GPU_VERSIONS), 0, stdout) &&
+    ok = check_problem(&p, label, last_version((int)version, LAYERNORM_FORWARD_GPU_VERSIONS),
+                       last_version((int)version, LAYERNORM_BACKWARD_GPU_VERSIONS), 0, stdout) &&
          ok;
     ln_problem_free(&p);
     return ok ? 0 : 1;

@@ -87,7 +87,7 @@ rejects_saying "unknown option '--frobnicate' (see --help)" run --frobnicate
 rejects_saying "unexpected argument 'positional' (options start with --; see --help)" run positional
 rejects_saying "--n expects a value" run --n
 # An option of another subcommand is refused like any unknown one.
-rejects_saying "unknown option '--kernel' (see --help)" run --kernel 1
+rejects_saying "unknown option '--version' (see --help)" run --version 1
 rejects_saying "unknown option '--quick' (see --help)" run --quick
 rejects_saying "unknown option '--results' (see --help)" run --results r.md
 rejects_saying "unknown option '--load' (see --help)" run --load "$scratch"
@@ -174,17 +174,17 @@ rejects apply --load "$scratch/empty" --save "$scratch/out"
 
 # The GPU subcommands: bad input first, then the device (or its absence).
 name='layernorm gpu-check'
-gpu_rejects_saying "--kernel expects an integer in [0, 3], got '4'" gpu-check --kernel 4
+gpu_rejects_saying "--version expects an integer in [0, 3], got '4'" gpu-check --version 4
 gpu_rejects_saying "--n x --d = 100000 x 100000 is more than 2^28 elements" gpu-check --n 100000 --d 100000
 gpu_rejects_saying "unknown option '--quick' (see --help)" gpu-check --quick
 runs_on_gpu_or_says_why gpu-check --n 8 --d 8
 name='layernorm gpu-apply'
 gpu_rejects_saying "needs --load DIR and --save DIR" gpu-apply --load "$scratch/good"
-gpu_rejects_saying "unknown option '--kernel' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --kernel 1
+gpu_rejects_saying "unknown option '--version' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --version 1
 runs_on_gpu_or_says_why gpu-apply --load "$scratch/good" --save "$scratch/gpu"
 name='layernorm gpu-bench'
 gpu_rejects_saying "unknown option '--n' (see --help)" gpu-bench --n 8
-gpu_rejects_saying "unknown option '--kernel' (see --help)" gpu-bench --kernel 1
+gpu_rejects_saying "unknown option '--version' (see --help)" gpu-bench --version 1
 gpu_rejects_saying "--results expects a value" gpu-bench --results
 name='layernorm gpu-results'
 accepts gpu-results --file "$scratch/none.md"

@@ -12,7 +12,11 @@ static _Thread_local char open_failure[160];
 
 static const char *cannot_open(void)
 {
-    snprintf(open_failure, sizeof open_failure, "cannot open: %s", strerror(errno));
+    /* Callers read errno after a failure (results_show tells a missing file
+     * from an unreadable one): formatting must not change it. */
+    int reason = errno;
+    snprintf(open_failure, sizeof open_failure, "cannot open: %s", strerror(reason));
+    errno = reason;
     return open_failure;
 }
 

@@ -1,9 +1,11 @@
 #include "common/results.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/alloc.h"
 #include "common/cli.h"
 #include "common/files.h"
 
@@ -76,18 +78,92 @@ GpuBenchOptions results_parse_bench_options(int argc, char **argv, const char *q
     return o;
 }
 
+/* vsnprintf into a string of the length it needs. */
+static char *format_new(const char *format, va_list args)
+{
+    va_list again;
+    va_copy(again, args);
+    int length = vsnprintf(NULL, 0, format, args);
+    char *text = ALLOC_ARRAY(char, (size_t)length + 1);
+    vsnprintf(text, (size_t)length + 1, format, again);
+    va_end(again);
+    return text;
+}
+
+BenchReport *bench_report_new(const char *how_format, ...)
+{
+    BenchReport *report = ALLOC_ARRAY(BenchReport, 1);
+    va_list args;
+    va_start(args, how_format);
+    report->how = format_new(how_format, args);
+    va_end(args);
+    return report;
+}
+
+void bench_report_add(BenchReport *report, Table *table, const char *caption_format, ...)
+{
+    if (report->table_count == BENCH_REPORT_MAX_TABLES) {
+        cli_fail_status(1, "internal error: a report holds at most %d tables", BENCH_REPORT_MAX_TABLES);
+    }
+    char *caption = NULL;
+    if (caption_format != NULL) {
+        va_list args;
+        va_start(args, caption_format);
+        caption = format_new(caption_format, args);
+        va_end(args);
+    }
+    report->captions[report->table_count] = caption;
+    report->tables[report->table_count++] = table;
+}
+
+void bench_report_print(const BenchReport *report, FILE *out, TableFormat format)
+{
+    fprintf(out, "%s\n", report->how);
+    for (int i = 0; i < report->table_count; i++) {
+        fprintf(out, "\n");
+        if (report->captions[i] != NULL) {
+            fprintf(out, "%s\n\n", report->captions[i]);
+        }
+        table_print(report->tables[i], out, format);
+    }
+}
+
+void bench_report_free(BenchReport *report)
+{
+    for (int i = 0; i < report->table_count; i++) {
+        table_free(report->tables[i]);
+        array_free(report->captions[i]);
+    }
+    array_free(report->how);
+    array_free(report);
+}
+
 void results_write(const char *path, const char *title, const char *device, const char *commit,
-                   void (*print)(FILE *out, const void *ctx), const void *ctx)
+                   const BenchReport *report)
 {
     FILE *file = results_create(path);
     fprintf(file, "%s\n\n", title);
     results_stamp(file, device, results_commit(commit));
     fprintf(file, "\n");
-    print(file, ctx);
+    bench_report_print(report, file, TABLE_MARKDOWN);
     if (ferror(file) | fclose(file)) { /* "|", not "||": close it either way */
         cli_fail_status(1, "--results %s: cannot write the file", path);
     }
     printf("\nwrote %s\n", path);
+}
+
+void results_publish(BenchReport *report, const GpuBenchOptions *options, const char *program, const char *device)
+{
+    printf("\n");
+    results_stamp(stdout, device, results_commit(options->commit));
+    printf("\n");
+    bench_report_print(report, stdout, TABLE_TEXT);
+    if (options->results != NULL) {
+        char title[256];
+        snprintf(title, sizeof title, "GPU results of %s gpu-bench%s", program, options->quick ? " --quick" : "");
+        results_write(options->results, title, device, options->commit, report);
+    }
+    bench_report_free(report);
 }
 
 void results_wrong_cells(Table *table, const char *why, int dashes)

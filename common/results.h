@@ -32,12 +32,36 @@ typedef struct {
 
 GpuBenchOptions results_parse_bench_options(int argc, char **argv, const char *quick_help);
 
+/* What a gpu-bench measured, as it is printed and written: a paragraph that
+ * says how (the sizes, the copy bandwidth measured in the same run, what the
+ * cells mean), then the tables, each after an optional caption. The report
+ * owns the paragraph and the tables. */
+#define BENCH_REPORT_MAX_TABLES 4
+
+typedef struct {
+    char *how;
+    int table_count;
+    Table *tables[BENCH_REPORT_MAX_TABLES];
+    char *captions[BENCH_REPORT_MAX_TABLES]; /* NULL: none */
+} BenchReport;
+
+BenchReport *bench_report_new(const char *how_format, ...) __attribute__((format(printf, 1, 2)));
+void bench_report_add(BenchReport *report, Table *table, const char *caption_format, ...)
+    __attribute__((format(printf, 3, 4)));
+void bench_report_print(const BenchReport *report, FILE *out, TableFormat format);
+void bench_report_free(BenchReport *report);
+
 /* Write the results file `path`: a title line, the stamp (`device`, the
- * date, results_commit(commit)), then what print(out, ctx) writes (the
- * tables, in Markdown); then say "wrote PATH" on stdout. A file that cannot
- * be written or closed is one line and exit 1. */
+ * date, results_commit(commit)), then the report in Markdown; then say
+ * "wrote PATH" on stdout. A file that cannot be written or closed is one
+ * line and exit 1. */
 void results_write(const char *path, const char *title, const char *device, const char *commit,
-                   void (*print)(FILE *out, const void *ctx), const void *ctx);
+                   const BenchReport *report);
+
+/* The end of every gpu-bench: the stamp and the report on stdout; with
+ * --results, the same in Markdown in that file, titled "GPU results of
+ * PROGRAM gpu-bench" (and " --quick"); then the report is freed. */
+void results_publish(BenchReport *report, const GpuBenchOptions *options, const char *program, const char *device);
 
 /* A gpu-bench validates each case before it times it; a case whose output
  * did not match the reference is not timed, and its row says so the same

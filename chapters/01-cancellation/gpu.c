@@ -167,28 +167,6 @@ static Table *time_block_sizes(const GpuBenchSize *size, double copy_gbs)
     return table;
 }
 
-/* The block-size table and the data it was timed on; printed as text, then
- * (format switched) given to results_write for the results file. */
-typedef struct {
-    const Table *table;
-    GpuBenchSize size;
-    double copy_gbs;
-    TableFormat format;
-} BenchReport;
-
-static void print_bench(FILE *out, const void *ctx)
-{
-    const BenchReport *report = ctx;
-    fprintf(out,
-            "Row means and variances of %zu x %d floats (%.0f MiB), one block per row, the kernel alone on data "
-            "already on the GPU; device-to-device copy bandwidth %.0f GB/s (read + write), measured in this run. "
-            "Bytes counted: x read once, a mean and a variance written per row. The median of %d runs, in "
-            "parentheses the slowest and the fastest.\n\n",
-            report->size.rows, BENCH_COLS, (double)(report->size.rows * BENCH_COLS * sizeof(float)) / 1048576.0,
-            report->copy_gbs, report->size.runs);
-    table_print(report->table, out, report->format);
-}
-
 int gpu_bench_command(int argc, char **argv)
 {
     GpuBenchOptions options = results_parse_bench_options(argc, argv, "fewer rows and runs");
@@ -199,19 +177,15 @@ int gpu_bench_command(int argc, char **argv)
     }
     GpuBenchSize size = options.quick ? (GpuBenchSize){QUICK_BENCH_ROWS, 1, 5} : (GpuBenchSize){BENCH_ROWS, 2, 20};
     double copy_gbs = cuda_copy_bandwidth_gbs((size_t)size.rows * BENCH_COLS * sizeof(float));
-    Table *table = time_block_sizes(&size, copy_gbs);
-    BenchReport report = {table, size, copy_gbs, TABLE_TEXT};
-    printf("\n");
-    print_bench(stdout, &report);
-    if (options.results != NULL) {
-        char device[256];
-        cuda_device_describe(device, sizeof device);
-        report.format = TABLE_MARKDOWN;
-        results_write(options.results,
-                      options.quick ? "GPU results of cancellation gpu-bench --quick"
-                                    : "GPU results of cancellation gpu-bench",
-                      device, options.commit, print_bench, &report);
-    }
-    table_free(table);
+    BenchReport *report = bench_report_new(
+        "Row means and variances of %zu x %d floats (%.0f MiB), one block per row, the kernel alone on data "
+        "already on the GPU; device-to-device copy bandwidth %.0f GB/s (read + write), measured in this run. "
+        "Bytes counted: x read once, a mean and a variance written per row. The median of %d runs, in "
+        "parentheses the slowest and the fastest.",
+        size.rows, BENCH_COLS, (double)(size.rows * BENCH_COLS * sizeof(float)) / 1048576.0, copy_gbs, size.runs);
+    bench_report_add(report, time_block_sizes(&size, copy_gbs), NULL);
+    char device[256];
+    cuda_device_describe(device, sizeof device);
+    results_publish(report, &options, "cancellation", device);
     return 0;
 }

@@ -241,42 +241,17 @@ static Table *bench_table(int runs, double copy)
     return table;
 }
 
-/* The versions' table and the copy bandwidth it is read against; text on
- * stdout, Markdown in the results file. */
-typedef struct {
-    const Table *table;
-    int runs;
-    double copy;
-    TableFormat format;
-} BenchReport;
-
-static void print_bench(FILE *out, const void *ctx)
-{
-    const BenchReport *report = ctx;
-    fprintf(out,
-            "Each n x d tensor %zu MiB; median of %d runs, in brackets the slowest and the fastest; device-to-device "
-            "copy %.0f GB/s in the same run.\n\n",
-            GPU_BENCH_TENSOR_BYTES >> 20, report->runs, report->copy);
-    table_print(report->table, out, report->format);
-}
-
 /* Measure once; print the table, and write the same table to the results
  * file, stamped with the device, the date and the commit. */
 static void bench(const GpuBenchOptions *options, const char *device)
 {
     int runs = options->quick ? 5 : 20;
     double copy = cuda_copy_bandwidth_gbs(GPU_BENCH_TENSOR_BYTES);
-    Table *table = bench_table(runs, copy);
-    BenchReport report = {table, runs, copy, TABLE_TEXT};
-    print_bench(stdout, &report);
-    if (options->results != NULL) {
-        report.format = TABLE_MARKDOWN;
-        results_write(options->results,
-                      options->quick ? "GPU results of layernorm gpu-bench --quick"
-                                     : "GPU results of layernorm gpu-bench",
-                      device, options->commit, print_bench, &report);
-    }
-    table_free(table);
+    BenchReport *report = bench_report_new("Each n x d tensor %zu MiB; median of %d runs, in brackets the slowest and "
+                                           "the fastest; device-to-device copy %.0f GB/s in the same run.",
+                                           GPU_BENCH_TENSOR_BYTES >> 20, runs, copy);
+    bench_report_add(report, bench_table(runs, copy), NULL);
+    results_publish(report, options, "layernorm", device);
 }
 // ANCHOR_END: benchmark_on_the_gpu
 

@@ -224,6 +224,22 @@ static bool validated_time(int version, const GpuCase *c, BenchStats *stats, cha
     return ok;
 }
 
+/* The K and version cells of a row, then the version validated and timed:
+ * true with `stats` filled, or false with the row finished as WRONG (and
+ * `dashes` cells where its times would have been) and *wrong counted. */
+static bool row_validated_time(Table *table, int version, const GpuCase *c, int dashes, BenchStats *stats, int *wrong)
+{
+    char why[200] = "";
+    table_cell(table, "%d", c->k);
+    table_cell(table, "%d", version);
+    if (validated_time(version, c, stats, why, sizeof why)) {
+        return true;
+    }
+    ++*wrong;
+    results_wrong_cells(table, why, dashes);
+    return false;
+}
+
 static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs, size_t vocab_count, double copy_gbs,
                           int *wrong)
 {
@@ -239,14 +255,9 @@ static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs
                 if (ks[t] > softmax_topk_gpu_max_k(version)) {
                     continue;
                 }
-                char why[200] = "";
                 BenchStats stats;
                 table_cell(table, "%zu", c.vocab);
-                table_cell(table, "%d", c.k);
-                table_cell(table, "%d", version);
-                if (!validated_time(version, &c, &stats, why, sizeof why)) {
-                    ++*wrong;
-                    results_wrong_cells(table, why, 3);
+                if (!row_validated_time(table, version, &c, 3, &stats, wrong)) {
                     continue;
                 }
                 double bytes = (double)(rows * c.vocab * sizeof(float));
@@ -278,41 +289,13 @@ static Table *decode_step_table(const float *logits, int *wrong)
             if (ks[t] > softmax_topk_gpu_max_k(version)) {
                 continue;
             }
-            char why[200] = "";
             BenchStats stats;
-            table_cell(table, "%d", c.k);
-            table_cell(table, "%d", version);
-            if (!validated_time(version, &c, &stats, why, sizeof why)) {
-                ++*wrong;
-                results_wrong_cells(table, why, 0);
-            } else {
+            if (row_validated_time(table, version, &c, 0, &stats, wrong)) {
                 table_cell(table, "%.1f (%.1f–%.1f)", stats.median * 1e6, stats.max * 1e6, stats.min * 1e6);
             }
         }
     }
     return table;
-}
-
-/* Both tables (the batch, one decode step) and what they were measured
- * against; printed after the stamp, as text or in Markdown. */
-typedef struct {
-    double copy_gbs;
-    size_t rows;
-    const Table *batch, *decode;
-    TableFormat format;
-} BenchReport;
-
-static void print_bench(FILE *out, const void *ctx)
-{
-    const BenchReport *report = ctx;
-    fprintf(out,
-            "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run; "
-            "%zu rows, each version validated against the double reference before timing; "
-            "median of %d launches, and the slowest and fastest of them\n\n",
-            report->copy_gbs, report->rows, TIMED_LAUNCHES);
-    table_print(report->batch, out, report->format);
-    fprintf(out, "\nOne row (a decode step), V = 128256:\n\n");
-    table_print(report->decode, out, report->format);
 }
 
 int gpu_bench_command(int argc, char **argv)
@@ -322,25 +305,18 @@ int gpu_bench_command(int argc, char **argv)
     const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
     size_t rows = options.quick ? QUICK_ROWS : BENCH_ROWS, vocab_count = options.quick ? 1 : 4;
     const size_t *vocabs = options.quick ? quick_vocabs : all_vocabs;
-    char device[256];
-    cuda_device_describe(device, sizeof device);
-    results_stamp(stdout, device, results_commit(options.commit));
     float *logits = bench_logits_new(rows * all_vocabs[3], bench_max_threads());
     double copy_gbs = cuda_copy_bandwidth_gbs(rows * all_vocabs[3] * sizeof(float));
     int wrong = 0;
-    Table *batch = batch_table(logits, rows, vocabs, vocab_count, copy_gbs, &wrong);
-    Table *decode = decode_step_table(logits, &wrong);
-    BenchReport report = {copy_gbs, rows, batch, decode, TABLE_TEXT};
-    print_bench(stdout, &report);
-    if (options.results != NULL) {
-        report.format = TABLE_MARKDOWN;
-        results_write(options.results,
-                      options.quick ? "GPU results of softmax_topk gpu-bench --quick"
-                                    : "GPU results of softmax_topk gpu-bench",
-                      device, options.commit, print_bench, &report);
-    }
-    table_free(batch);
-    table_free(decode);
+    BenchReport *report = bench_report_new("device-to-device copy bandwidth: %.0f GB/s (read + write), measured in "
+                                           "this run; %zu rows, each version validated against the double reference "
+                                           "before timing; median of %d launches, and the slowest and fastest of them",
+                                           copy_gbs, rows, TIMED_LAUNCHES);
+    bench_report_add(report, batch_table(logits, rows, vocabs, vocab_count, copy_gbs, &wrong), NULL);
+    bench_report_add(report, decode_step_table(logits, &wrong), "One row (a decode step), V = 128256:");
     array_free(logits);
+    char device[256];
+    cuda_device_describe(device, sizeof device);
+    results_publish(report, &options, "softmax_topk", device);
     return wrong > 0 ? 1 : 0;
 }

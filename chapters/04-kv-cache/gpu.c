@@ -272,31 +272,6 @@ static Table *split_table(const int *contexts, int n_contexts, const int *batche
     return t;
 }
 
-/* The formats table, the split-K table, and the copy bandwidth and batch
- * they were measured with; printed after the stamp, as text or Markdown. */
-typedef struct {
-    double copy_gbs;
-    int batch, context;
-    const Table *formats, *split;
-    TableFormat format;
-} BenchReport;
-
-static void print_bench(FILE *out, const void *ctx)
-{
-    const BenchReport *report = ctx;
-    fprintf(out,
-            "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run. Decode "
-            "attention of %d query heads over %d kv heads of %d, blocks of %d scattered through the pool; "
-            "each case validated against the double reference before timing, median of %d steps, with the "
-            "slowest and the fastest. Bytes counted: the cache's rows and scales, read once.\n\n"
-            "%d sequences of %d positions:\n\n",
-            report->copy_gbs, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, TIMED_RUNS, report->batch,
-            report->context);
-    table_print(report->formats, out, report->format);
-    fprintf(out, "\nfp16, version 1 (a thread block per query head) against version 2 (split-K):\n\n");
-    table_print(report->split, out, report->format);
-}
-
 int gpu_bench_command(int argc, char **argv)
 {
     GpuBenchOptions options = results_parse_bench_options(argc, argv, "fewer sequences, contexts and batch sizes");
@@ -304,22 +279,20 @@ int gpu_bench_command(int argc, char **argv)
     const int batch = options.quick ? 4 : 8, context = 16384;
     const int all_contexts[] = {1024, 4096, 16384}, all_batches[] = {1, 4, 32};
     const int quick_contexts[] = {1024, 16384}, quick_batches[] = {1, 16};
+    double copy_gbs = cuda_copy_bandwidth_gbs((size_t)1 << 30);
+    BenchReport *report = bench_report_new(
+        "device-to-device copy bandwidth: %.0f GB/s (read + write), measured in this run. Decode attention of %d "
+        "query heads over %d kv heads of %d, blocks of %d scattered through the pool; each case validated against "
+        "the double reference before timing, median of %d steps, with the slowest and the fastest. Bytes counted: "
+        "the cache's rows and scales, read once.",
+        copy_gbs, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, TIMED_RUNS);
+    bench_report_add(report, formats_table(batch, context, copy_gbs), "%d sequences of %d positions:", batch, context);
+    bench_report_add(report,
+                     options.quick ? split_table(quick_contexts, 2, quick_batches, 2)
+                                   : split_table(all_contexts, 3, all_batches, 3),
+                     "fp16, version 1 (a thread block per query head) against version 2 (split-K):");
     char device[256];
     cuda_device_describe(device, sizeof device);
-    double copy_gbs = cuda_copy_bandwidth_gbs((size_t)1 << 30);
-    Table *formats = formats_table(batch, context, copy_gbs);
-    Table *split =
-        options.quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3);
-    BenchReport report = {copy_gbs, batch, context, formats, split, TABLE_TEXT};
-    results_stamp(stdout, device, results_commit(options.commit));
-    print_bench(stdout, &report);
-    if (options.results != NULL) {
-        report.format = TABLE_MARKDOWN;
-        results_write(options.results,
-                      options.quick ? "GPU results of kv_cache gpu-bench --quick" : "GPU results of kv_cache gpu-bench",
-                      device, options.commit, print_bench, &report);
-    }
-    table_free(formats);
-    table_free(split);
+    results_publish(report, &options, "kv_cache", device);
     return 0;
 }

@@ -47,14 +47,34 @@ static void test_option_errors(void)
            "--help lists the three options with the chapter's meaning of --quick:\n%s", child.out);
 }
 
-static void print_body(FILE *out, const void *ctx)
+/* A report of two tables, the second with a caption. */
+static BenchReport *demo_report(void)
 {
-    fprintf(out, "%s", (const char *)ctx);
+    const char *headers[] = {"a"};
+    BenchReport *report = bench_report_new("how: %d runs", 5);
+    for (int i = 0; i < 2; i++) {
+        Table *table = table_new(1, headers, "r");
+        table_cell(table, "%d", i);
+        bench_report_add(report, table, i == 0 ? NULL : "caption %d:", i);
+    }
+    return report;
 }
 
 static void write_in_child(void *ctx)
 {
-    results_write(ctx, "GPU results of demo gpu-bench --quick", "Demo GPU", "abc", print_body, "| a |\n");
+    BenchReport *report = demo_report();
+    results_write(ctx, "GPU results of demo gpu-bench --quick", "Demo GPU", "abc", report);
+    bench_report_free(report);
+}
+
+/* results_publish: the stamp and the report on stdout, then the file with
+ * the title that names the program and --quick. */
+static void publish_in_child(void *ctx)
+{
+    char name[] = "gpu-bench", quick[] = "--quick", results[] = "--results", commit[] = "--commit=abc";
+    char *argv[] = {name, quick, results, ctx, commit, NULL};
+    GpuBenchOptions options = results_parse_bench_options(5, argv, QUICK_HELP);
+    results_publish(demo_report(), &options, "demo", "Demo GPU");
 }
 
 static char *read_text(const char *path)
@@ -80,10 +100,20 @@ static void test_write(const char *directory)
            child.exit_status, child.out);
     const char *text = read_text(path);
     const char *head = "GPU results of demo gpu-bench --quick\n\ndevice: Demo GPU  \ndate: ";
-    const char *tail = " UTC  \ncommit: abc  \n\n| a |\n";
+    const char *tail =
+        " UTC  \ncommit: abc  \n\nhow: 5 runs\n\n| a |\n|--:|\n| 0 |\n\ncaption 1:\n\n| a |\n|--:|\n| 1 |\n";
     EXPECT(text != NULL && strncmp(text, head, strlen(head)) == 0 && strlen(text) > strlen(tail) &&
                strcmp(text + strlen(text) - strlen(tail), tail) == 0,
-           "the title, the stamp, a blank line, then the tables:\n%s", text != NULL ? text : "(no file)");
+           "the title, the stamp, a blank line, then the report in Markdown:\n%s", text != NULL ? text : "(no file)");
+    unlink(path);
+
+    child = test_run_child(publish_in_child, path);
+    text = read_text(path);
+    EXPECT(child.exit_status == 0 && strncmp(child.out, "\ndevice: Demo GPU  \n", 20) == 0 &&
+               strstr(child.out, "how: 5 runs\n\na\n-\n0\n\ncaption 1:\n\na\n-\n1\n\nwrote ") != NULL && text != NULL &&
+               strncmp(text, head, strlen(head)) == 0,
+           "publish: the stamp and the text tables on stdout, then the file: status %d, out:\n%s", child.exit_status,
+           child.out);
     unlink(path);
 
     /* A file that cannot be created, and one whose writes fail when they

@@ -155,39 +155,32 @@ static const char *value_placeholder(CliKind kind)
     return "";
 }
 
+/* A numeric default outside the accepted range is a "not given" marker that
+ * the program tests for: there is no default value to show. */
+static bool is_not_given_marker(const CliOption *option, double value)
+{
+    return value < option->min || value > option->max;
+}
+
 static void print_default(const CliOption *option)
 {
     switch (option->kind) {
     case CLI_FLAG:
         printf("(default %s)", *(const bool *)option->value ? "on" : "off");
         break;
-    /* A default outside the accepted range is a "not given" marker that the
-     * program tests for: there is no default value to show. */
     case CLI_INT: {
         long value = *(const long *)option->value;
-        if (value < option->min || value > option->max) {
-            printf("(optional)");
-        } else {
-            printf("(default %ld)", value);
-        }
+        is_not_given_marker(option, (double)value) ? printf("(optional)") : printf("(default %ld)", value);
         break;
     }
     case CLI_DOUBLE: {
         double value = *(const double *)option->value;
-        if (value < option->min || value > option->max) {
-            printf("(optional)");
-        } else {
-            printf("(default %g)", value);
-        }
+        is_not_given_marker(option, value) ? printf("(optional)") : printf("(default %g)", value);
         break;
     }
     case CLI_STRING: {
         const char *text = *(const char *const *)option->value;
-        if (text != NULL) {
-            printf("(default '%s')", text);
-        } else {
-            printf("(default none)");
-        }
+        text != NULL ? printf("(default '%s')", text) : printf("(default none)");
         break;
     }
     }

@@ -589,7 +589,7 @@ NpyOutputDir npy_output_dir_open(const char *dir)
     memset(longest_name, 'x', sizeof longest_name - 1);
     longest_name[sizeof longest_name - 1] = '\0';
     if (!output_path(path, sizeof path, dir, longest_name, true)) {
-        cli_fail("an output directory name of %zu characters is too long for the files it would hold", strlen(dir));
+        cli_fail("the output directory's name is too long (%zu characters) to hold its files", strlen(dir));
     }
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         cli_fail_status(1, "%s: cannot create the directory: %s", dir, strerror(errno));

@@ -1,10 +1,8 @@
 #include "chapters/03-softmax-topk/commands.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "chapters/03-softmax-topk/admissions.h"
 #include "chapters/03-softmax-topk/bench_cpu.h"
@@ -54,44 +52,6 @@ static void free_logits(Logits *x)
         npy_free(&x->file);
     } else {
         array_free(x->logits);
-    }
-}
-
-/* Where apply writes: known before any work, so that a path too long is
- * refused before anything is computed or printed. A write that fails is
- * told in `error` and ends the program once its memory is released. */
-typedef struct {
-    const char *dir;
-    char probs[4096], indices[4096];
-    char error[4400];
-} SavePaths;
-
-static void save_path(char *path, size_t size, const char *dir, const char *name)
-{
-    if (snprintf(path, size, "%s/%s", dir, name) >= (int)size) {
-        cli_fail("--save: the directory's name is too long (%zu characters) to hold %s", strlen(dir), name);
-    }
-}
-
-static void save_paths(SavePaths *paths, const char *dir)
-{
-    paths->dir = dir;
-    paths->error[0] = '\0';
-    save_path(paths->probs, sizeof paths->probs, dir, "probs.npy");
-    save_path(paths->indices, sizeof paths->indices, dir, "indices.npy");
-}
-
-static void save_results(SavePaths *paths, size_t rows, int k, const float *probs, const int64_t *indices)
-{
-    if (mkdir(paths->dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(paths->error, sizeof paths->error, "--save %s: cannot create the directory: %s", paths->dir,
-                 strerror(errno));
-        return;
-    }
-    const size_t shape[2] = {rows, (size_t)k};
-    if (npy_save(paths->probs, NPY_FLOAT32, 2, shape, probs, paths->error, sizeof paths->error) == 0 &&
-        npy_save(paths->indices, NPY_INT64, 2, shape, indices, paths->error, sizeof paths->error) == 0) {
-        printf("wrote %s and %s\n", paths->probs, paths->indices);
     }
 }
 
@@ -157,7 +117,7 @@ static void require_device(const TopkDevice *device)
 
 /* Compute, print a few rows, check against the double reference (on up to
  * 64 rows spread over the input), save if asked. 1 on a mismatch. */
-static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, SavePaths *save)
+static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, NpyOutputDir *save)
 {
     int k = (int)o->k;
     if ((size_t)k > x->vocab) {
@@ -178,7 +138,11 @@ static int compute_and_check(const TopkDevice *device, const TopkOptions *o, con
                c.wrong_indices, c.wrong_probs, c.first_mismatch);
     }
     if (save != NULL) {
-        save_results(save, x->rows, k, probs, indices);
+        const size_t shape[2] = {x->rows, (size_t)k};
+        npy_output_dir_add(save, "probs.npy", NPY_FLOAT32, 2, shape, probs);
+        npy_output_dir_add(save, "indices.npy", NPY_INT64, 2, shape, indices);
+        npy_output_dir_commit(save);
+        printf("wrote %s/probs.npy and %s/indices.npy\n", save->dir, save->dir);
     }
     array_free(probs);
     array_free(indices);
@@ -218,15 +182,11 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     if (load == NULL || save == NULL) {
         cli_fail("%s is required (see --help)", load == NULL ? "--load FILE" : "--save DIR");
     }
-    SavePaths paths;
-    save_paths(&paths, save);
     require_device(device);
     Logits x = load_logits(load);
-    int status = compute_and_check(device, &topk, &x, &paths);
+    NpyOutputDir out = npy_output_dir_open(save);
+    int status = compute_and_check(device, &topk, &x, &out);
     free_logits(&x);
-    if (paths.error[0] != '\0') {
-        cli_fail_status(1, "%s", paths.error);
-    }
     return status;
 }
 

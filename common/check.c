@@ -2,6 +2,8 @@
 
 #include <math.h>
 
+#include "common/cli.h"
+
 bool is_close(double got, double ref, double atol, double rtol)
 {
     /* Written as "within", not "not outside": every comparison with NaN is
@@ -85,4 +87,37 @@ bool close_report_print(FILE *out, const char *what, const CloseReport *report)
     }
     fprintf(out, "; worst [%zu] got %.9g, ref %.9g\n", report->worst_index, report->worst_got, report->worst_ref);
     return false;
+}
+
+size_t mark_nonfinite_rows(const float *x, size_t rows, size_t cols, bool *flagged)
+{
+    size_t count = 0;
+    for (size_t r = 0; r < rows; r++) {
+        bool nonfinite = false;
+        for (size_t c = 0; c < cols && !nonfinite; c++) {
+            nonfinite = !isfinite(x[r * cols + c]);
+        }
+        count += nonfinite;
+        if (flagged != NULL) {
+            flagged[r] = flagged[r] || nonfinite;
+        }
+    }
+    return count;
+}
+
+size_t count_flagged(const bool *flagged, size_t rows)
+{
+    size_t count = 0;
+    for (size_t r = 0; r < rows; r++) {
+        count += flagged[r];
+    }
+    return count;
+}
+
+void note_nonfinite_rows(size_t count, size_t rows, const char *where)
+{
+    if (count > 0) {
+        cli_note("%zu of %zu rows held inf or NaN in %s (the README's \"Non-finite values\" says what they get)", count,
+                 rows, where);
+    }
 }

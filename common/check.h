@@ -49,6 +49,24 @@ CloseReport check_close_f64(const double *got, const double *ref, size_t n, doub
  * Returns report->ok. */
 bool close_report_print(FILE *out, const char *what, const CloseReport *report);
 
+/* The non-finite policy of every program (README, "Non-finite values"): a
+ * row that holds an inf or a NaN gets what IEEE arithmetic gives it, the
+ * other rows are unaffected, the outputs are written, the status is 0, and
+ * one note on stderr says how many rows held non-finite inputs or outputs. */
+
+/* Set flagged[r] for each row r of x [rows, cols] that holds an inf or a
+ * NaN (flags already set stay set; `flagged` may be NULL). Returns how many
+ * rows of x hold one. */
+size_t mark_nonfinite_rows(const float *x, size_t rows, size_t cols, bool *flagged);
+
+/* How many of `rows` flags are set. */
+size_t count_flagged(const bool *flagged, size_t rows);
+
+/* The policy's note, when `count` > 0, e.g.
+ *   softmax_topk apply: note: 2 of 5 rows held inf or NaN in the logits or
+ *   the probabilities (the README's "Non-finite values" says what they get) */
+void note_nonfinite_rows(size_t count, size_t rows, const char *where);
+
 COMMON_END_C
 
 #endif

@@ -39,15 +39,29 @@ void cli_escape_control_bytes(const char *text, char *escaped, size_t size)
     escaped[used] = '\0';
 }
 
-static _Noreturn void fail_with(int exit_status, const char *fmt, va_list args)
+/* "<program>: <kind>: <message>" on stderr. stderr is unbuffered: format
+ * the message first, so that the whole line goes out in one write and never
+ * interleaves with other output. */
+static void print_line(const char *kind, const char *fmt, va_list args)
 {
-    /* stderr is unbuffered: format the message first, so that the whole
-     * line goes out in one write and never interleaves with other output. */
     char message[1024], escaped[4 * sizeof message];
     vsnprintf(message, sizeof message, fmt, args);
     cli_escape_control_bytes(message, escaped, sizeof escaped);
-    fprintf(stderr, "%s: error: %s\n", program_name, escaped);
+    fprintf(stderr, "%s: %s: %s\n", program_name, kind, escaped);
+}
+
+static _Noreturn void fail_with(int exit_status, const char *fmt, va_list args)
+{
+    print_line("error", fmt, args);
     exit(exit_status);
+}
+
+void cli_note(const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    print_line("note", fmt, args);
+    va_end(args);
 }
 
 _Noreturn void cli_fail(const char *fmt, ...)

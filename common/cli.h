@@ -87,6 +87,10 @@ COMMON_NORETURN void cli_fail(const char *fmt, ...) __attribute__((format(printf
  * user's input (out of memory, a write that failed). */
 COMMON_NORETURN void cli_fail_status(int exit_status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* "<program>: note: <message>" on stderr, and go on: something the user
+ * should know about a run that still succeeds (escaped like an error line). */
+void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* An error line is one line of plain text whatever it quotes (a file name,
  * a malformed header): control bytes (a newline, or the escape that starts a
  * sequence that would clear the terminal) are written as \xNN. `escaped`

@@ -12,6 +12,7 @@
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
 #include "common/bench.h"
+#include "common/check.h"
 #include "common/cli.h"
 #include "common/npy.h"
 #include "common/rng.h"
@@ -115,6 +116,16 @@ static void require_device(const TopkDevice *device)
     }
 }
 
+/* The non-finite policy's note (README, "Non-finite values"). */
+static void note_nonfinite_logits(const Logits *x, int k, const float *probs)
+{
+    bool *flagged = ALLOC_ARRAY(bool, x->rows);
+    mark_nonfinite_rows(x->logits, x->rows, x->vocab, flagged);
+    mark_nonfinite_rows(probs, x->rows, (size_t)k, flagged);
+    note_nonfinite_rows(count_flagged(flagged, x->rows), x->rows, "the logits or the probabilities");
+    array_free(flagged);
+}
+
 /* Compute, print a few rows, check against the double reference (on up to
  * 64 rows spread over the input), save if asked. 1 on a mismatch. */
 static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, NpyOutputDir *save)
@@ -127,6 +138,7 @@ static int compute_and_check(const TopkDevice *device, const TopkOptions *o, con
     int64_t *indices = ALLOC_ARRAY(int64_t, x->rows * (size_t)k);
     double rtol = device->compute(o->version, o->threads, x->logits, x->rows, x->vocab, k, probs, indices);
     print_rows(x->rows, k, probs, indices);
+    note_nonfinite_logits(x, k, probs);
     size_t row_step = x->rows > 64 ? x->rows / 64 : 1;
     TopkComparison c = compare_with_reference(x->logits, x->rows, row_step, x->vocab, k, probs, indices, rtol);
     bool ok = c.wrong_indices + c.wrong_probs == 0;

@@ -118,6 +118,36 @@ static void test_print(void)
     free(text);
 }
 
+/* The non-finite policy's helpers: which rows hold an inf or a NaN, and the
+ * one note line (none when no row does). */
+static void test_nonfinite_rows(void)
+{
+    const float x[] = {1, 2, 3, /* */ NAN, 0, 0, /* */ 0, 0, 0, /* */ 0, -INFINITY, 0};
+    bool flagged[4] = {false, false, true, false};
+    size_t count = mark_nonfinite_rows(x, 4, 3, flagged);
+    EXPECT(count == 2 && !flagged[0] && flagged[1] && flagged[2] && flagged[3],
+           "rows 1 and 3 hold a non-finite value (row 2 was flagged before): count %zu, flags %d%d%d%d", count,
+           flagged[0], flagged[1], flagged[2], flagged[3]);
+    EXPECT(count_flagged(flagged, 4) == 3, "three rows flagged: %zu", count_flagged(flagged, 4));
+    EXPECT(mark_nonfinite_rows(x, 1, 3, NULL) == 0, "a finite row, no flags to set");
+}
+
+static void note_in_child(void *ctx)
+{
+    note_nonfinite_rows(*(const size_t *)ctx, 5, "x");
+}
+
+static void test_nonfinite_note(void)
+{
+    size_t two = 2, none = 0;
+    ChildResult child = test_run_child(note_in_child, &two);
+    EXPECT(child.exit_status == 0 && child.err_lines == 1 &&
+               strstr(child.err, ": note: 2 of 5 rows held inf or NaN in x") != NULL,
+           "one note line: status %d, stderr:\n%s", child.exit_status, child.err);
+    child = test_run_child(note_in_child, &none);
+    EXPECT(child.exit_status == 0 && child.err[0] == '\0', "no note when no row is flagged: %s", child.err);
+}
+
 int main(void)
 {
     test_is_close_boundary();
@@ -125,5 +155,7 @@ int main(void)
     test_report();
     test_report_nonfinite();
     test_print();
+    test_nonfinite_rows();
+    test_nonfinite_note();
     return test_finish();
 }

@@ -37,8 +37,11 @@ static const bool BUILT_WITH_CUDA = true;
 static const bool BUILT_WITH_CUDA = false;
 #endif
 
+/* At most this many arguments after the program's name; more are dropped. */
+enum { MAX_ARGUMENTS = 14 };
+
 typedef struct {
-    const char *argv[16];
+    const char *argv[MAX_ARGUMENTS + 2];
     bool stdout_to_full_disk;
 } Command;
 
@@ -57,14 +60,13 @@ static void exec_program(void *ctx)
     _exit(127);
 }
 
-static ChildResult run_arguments(bool stdout_to_full_disk, const char *first, va_list args)
+/* Run the program with the NULL-terminated arguments, its standard output
+ * on a full disk (/dev/full) if asked. */
+static ChildResult run_arguments(const char *const arguments[], bool stdout_to_full_disk)
 {
-    Command command = {
-        {PROGRAM, first},
-        stdout_to_full_disk
-    };
-    for (int i = 2; i < 15 && (command.argv[i - 1] != NULL); i++) {
-        command.argv[i] = va_arg(args, const char *);
+    Command command = {{PROGRAM}, stdout_to_full_disk};
+    for (int i = 0; i < MAX_ARGUMENTS && arguments[i] != NULL; i++) {
+        command.argv[i + 1] = arguments[i];
     }
     return test_run_child(exec_program, &command);
 }
@@ -72,21 +74,14 @@ static ChildResult run_arguments(bool stdout_to_full_disk, const char *first, va
 /* Run the program with the arguments (NULL-terminated; run(NULL) gives none). */
 static ChildResult run(const char *first, ...)
 {
+    const char *arguments[MAX_ARGUMENTS + 1] = {first};
     va_list args;
     va_start(args, first);
-    ChildResult r = run_arguments(false, first, args);
+    for (int i = 1; i < MAX_ARGUMENTS && arguments[i - 1] != NULL; i++) {
+        arguments[i] = va_arg(args, const char *);
+    }
     va_end(args);
-    return r;
-}
-
-/* The same with standard output on a full disk (/dev/full). */
-static ChildResult run_on_full_disk(const char *first, ...)
-{
-    va_list args;
-    va_start(args, first);
-    ChildResult r = run_arguments(true, first, args);
-    va_end(args);
-    return r;
+    return run_arguments(arguments, false);
 }
 
 /* Exit 2, nothing on stdout, one line on stderr: "softmax_topk COMMAND:
@@ -272,14 +267,23 @@ static void test_bad_input(void)
            "probs.npy not writable: exit %d: %s", r.exit_status, r.err);
 }
 
+/* Commands that print, run with their standard output on a full disk. */
 static void test_failed_writes(void)
 {
-    expect_write_failure(run_on_full_disk("--help", NULL), "--help");
-    expect_write_failure(run_on_full_disk("run", "--help", NULL), "run --help");
-    expect_write_failure(run_on_full_disk("run", "--rows", "2", "--vocab", "100", NULL), "run");
-    expect_write_failure(run_on_full_disk("hard-inputs", "--markdown", NULL), "hard-inputs");
-    expect_write_failure(run_on_full_disk("merge-demo", NULL), "merge-demo");
-    expect_write_failure(run_on_full_disk("admissions-data", NULL), "admissions-data");
+    static const struct {
+        const char *what;
+        const char *arguments[6];
+    } writers[] = {
+        {"--help",          {"--help"}                              },
+        {"run --help",      {"run", "--help"}                       },
+        {"run",             {"run", "--rows", "2", "--vocab", "100"}},
+        {"hard-inputs",     {"hard-inputs", "--markdown"}           },
+        {"merge-demo",      {"merge-demo"}                          },
+        {"admissions-data", {"admissions-data"}                     },
+    };
+    for (size_t w = 0; w < sizeof writers / sizeof writers[0]; w++) {
+        expect_write_failure(run_arguments(writers[w].arguments, true), writers[w].what);
+    }
 }
 
 static void test_round_trip(void)
@@ -300,9 +304,9 @@ static void test_round_trip(void)
     npy_free(&probs);
     npy_free(&indices);
     array_free(logits);
-    expect_write_failure(
-        run_on_full_disk("apply", "--load", path_in_directory("logits.npy"), "--save", path_in_directory("out"), NULL),
-        "apply");
+    const char *apply[] = {"apply", "--load", path_in_directory("logits.npy"), "--save", path_in_directory("out"),
+                           NULL};
+    expect_write_failure(run_arguments(apply, true), "apply");
 
     r = run("run", "--rows", "3", "--vocab", "100", "-k", "5", "--version", "1", NULL);
     EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "naive on random logits: %s",

@@ -156,21 +156,21 @@ fi
 
 # .npy input: a missing directory, another dtype, shapes that do not fit.
 rejects apply --load /nonexistent-directory --save "$scratch/out"
-mkdir -p "$scratch/f64" "$scratch/shape" "$scratch/empty"
-cp "$scratch/good/"*.npy "$scratch/f64/"
-npy "$scratch/f64/x.npy" '<f8' '(3, 5)' 120
-rejects apply --load "$scratch/f64" --save "$scratch/out"
-cp "$scratch/good/"*.npy "$scratch/shape/"
-npy "$scratch/shape/gamma.npy" '<f4' '(4,)' 16
-rejects apply --load "$scratch/shape" --save "$scratch/out"
-cp "$scratch/good/"*.npy "$scratch/shape/"
-npy "$scratch/shape/dy.npy" '<f4' '(3, 6)' 72
-rejects apply --load "$scratch/shape" --save "$scratch/out"
-cp "$scratch/good/"*.npy "$scratch/empty/"
-npy "$scratch/empty/x.npy" '<f4' '(0, 5)' 0
-rejects apply --load "$scratch/empty" --save "$scratch/out"
-printf 'not a numpy file' > "$scratch/empty/x.npy"
-rejects apply --load "$scratch/empty" --save "$scratch/out"
+# rejects_input FILE DESCR SHAPE DATA_BYTES: apply refuses the good inputs
+# with FILE replaced by that npy file. Copying the good ones first undoes the
+# previous call's replacement, so each call breaks one file only.
+mkdir -p "$scratch/bad"
+rejects_input() {
+    cp "$scratch/good/"*.npy "$scratch/bad/"
+    npy "$scratch/bad/$1" "$2" "$3" "$4"
+    rejects apply --load "$scratch/bad" --save "$scratch/out"
+}
+rejects_input x.npy '<f8' '(3, 5)' 120
+rejects_input gamma.npy '<f4' '(4,)' 16
+rejects_input dy.npy '<f4' '(3, 6)' 72
+rejects_input x.npy '<f4' '(0, 5)' 0
+printf 'not a numpy file' > "$scratch/bad/x.npy"
+rejects apply --load "$scratch/bad" --save "$scratch/out"
 
 # The GPU subcommands: bad input first, then the device (or its absence).
 name='layernorm gpu-check'

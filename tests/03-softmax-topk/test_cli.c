@@ -17,6 +17,7 @@
 #include "common/npy.h"
 #include "common/testing.h"
 #include "tests/03-softmax-topk/expect_topk.h"
+#include "tests/scratch_directory.h"
 
 static const char *const PROGRAM = "../../chapters/03-softmax-topk/softmax_topk";
 
@@ -37,8 +38,11 @@ static const bool BUILT_WITH_CUDA = true;
 static const bool BUILT_WITH_CUDA = false;
 #endif
 
+/* At most this many arguments after the program's name; more are dropped. */
+enum { MAX_ARGUMENTS = 14 };
+
 typedef struct {
-    const char *argv[16];
+    const char *argv[MAX_ARGUMENTS + 2];
     bool stdout_to_full_disk;
 } Command;
 
@@ -57,14 +61,13 @@ static void exec_program(void *ctx)
     _exit(127);
 }
 
-static ChildResult run_arguments(bool stdout_to_full_disk, const char *first, va_list args)
+/* Run the program with the NULL-terminated arguments, its standard output
+ * on a full disk (/dev/full) if asked. */
+static ChildResult run_arguments(const char *const arguments[], bool stdout_to_full_disk)
 {
-    Command command = {
-        {PROGRAM, first},
-        stdout_to_full_disk
-    };
-    for (int i = 2; i < 15 && (command.argv[i - 1] != NULL); i++) {
-        command.argv[i] = va_arg(args, const char *);
+    Command command = {{PROGRAM}, stdout_to_full_disk};
+    for (int i = 0; i < MAX_ARGUMENTS && arguments[i] != NULL; i++) {
+        command.argv[i + 1] = arguments[i];
     }
     return test_run_child(exec_program, &command);
 }
@@ -72,21 +75,14 @@ static ChildResult run_arguments(bool stdout_to_full_disk, const char *first, va
 /* Run the program with the arguments (NULL-terminated; run(NULL) gives none). */
 static ChildResult run(const char *first, ...)
 {
+    const char *arguments[MAX_ARGUMENTS + 1] = {first};
     va_list args;
     va_start(args, first);
-    ChildResult r = run_arguments(false, first, args);
+    for (int i = 1; i < MAX_ARGUMENTS && arguments[i - 1] != NULL; i++) {
+        arguments[i] = va_arg(args, const char *);
+    }
     va_end(args);
-    return r;
-}
-
-/* The same with standard output on a full disk (/dev/full). */
-static ChildResult run_on_full_disk(const char *first, ...)
-{
-    va_list args;
-    va_start(args, first);
-    ChildResult r = run_arguments(true, first, args);
-    va_end(args);
-    return r;
+    return run_arguments(arguments, false);
 }
 
 /* Exit 2, nothing on stdout, one line on stderr: "softmax_topk COMMAND:
@@ -127,17 +123,6 @@ static void expect_write_failure(ChildResult r, const char *what)
 {
     EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "error: ") != NULL,
            "%s > /dev/full: exit %d, %d stderr lines: %s", what, r.exit_status, r.err_lines, r.err);
-}
-
-static char directory[] = "/tmp/softmax_topk_cli_XXXXXX";
-
-static const char *path_in_directory(const char *name)
-{
-    static char paths[8][4200];
-    static int next;
-    char *path = paths[next++ % 8];
-    snprintf(path, sizeof paths[0], "%s/%s", directory, name);
-    return path;
 }
 
 static void save_or_fail(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data)
@@ -220,14 +205,14 @@ static void test_bad_input(void)
     const size_t shape2[2] = {3, 4}, shape1[1] = {12}, shape3[3] = {1, 3, 4};
     double doubles[12] = {0};
     float floats[12] = {0};
-    save_or_fail(path_in_directory("f64.npy"), NPY_FLOAT64, 2, shape2, doubles);
-    save_or_fail(path_in_directory("rank1.npy"), NPY_FLOAT32, 1, shape1, floats);
-    save_or_fail(path_in_directory("rank3.npy"), NPY_FLOAT32, 3, shape3, floats);
-    save_or_fail(path_in_directory("small.npy"), NPY_FLOAT32, 2, shape2, floats);
-    FILE *text = fopen(path_in_directory("text.npy"), "w");
+    save_or_fail(scratch_path("f64.npy"), NPY_FLOAT64, 2, shape2, doubles);
+    save_or_fail(scratch_path("rank1.npy"), NPY_FLOAT32, 1, shape1, floats);
+    save_or_fail(scratch_path("rank3.npy"), NPY_FLOAT32, 3, shape3, floats);
+    save_or_fail(scratch_path("small.npy"), NPY_FLOAT32, 2, shape2, floats);
+    FILE *text = fopen(scratch_path("text.npy"), "w");
     fputs("not a numpy file\n", text);
     fclose(text);
-    const char *out = path_in_directory("bad_out");
+    const char *out = scratch_path("bad_out");
     const struct {
         const char *file, *words;
     } refused_files[] = {
@@ -239,10 +224,10 @@ static void test_bad_input(void)
         {".",           "regular file"    },
     };
     for (size_t f = 0; f < sizeof refused_files / sizeof refused_files[0]; f++) {
-        expect_refusal(run("apply", "--load", path_in_directory(refused_files[f].file), "--save", out, NULL), "apply",
+        expect_refusal(run("apply", "--load", scratch_path(refused_files[f].file), "--save", out, NULL), "apply",
                        refused_files[f].words, NULL);
     }
-    const char *small = path_in_directory("small.npy");
+    const char *small = scratch_path("small.npy");
     expect_refusal(run("apply", "--load", small, "-k", "5", "--save", out, NULL), "apply", "larger than V = 4", NULL);
     expect_refusal(run("apply", "--load", small, "--vocab", "4", "--save", out, NULL), "apply",
                    "unknown option '--vocab'", NULL);
@@ -252,7 +237,7 @@ static void test_bad_input(void)
 
     /* "/./" repeated: a directory whose name fits, but not with "/indices.npy" after it. */
     static char long_dir[4096];
-    snprintf(long_dir, sizeof long_dir, "%s", directory);
+    snprintf(long_dir, sizeof long_dir, "%s", scratch_directory);
     while (strlen(long_dir) + strlen("/out") < 4090) {
         strcat(long_dir, "/.");
     }
@@ -263,23 +248,32 @@ static void test_bad_input(void)
     EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "cannot create the directory") != NULL,
            "--save under a file: exit %d: %s", r.exit_status, r.err);
     /* A directory where probs.npy should go: the write fails. */
-    if (mkdir(path_in_directory("blocked"), 0777) != 0 || mkdir(path_in_directory("blocked/probs.npy"), 0777) != 0) {
+    if (mkdir(scratch_path("blocked"), 0777) != 0 || mkdir(scratch_path("blocked/probs.npy"), 0777) != 0) {
         perror("mkdir");
         exit(1);
     }
-    r = run("apply", "--load", small, "-k", "2", "--save", path_in_directory("blocked"), NULL);
+    r = run("apply", "--load", small, "-k", "2", "--save", scratch_path("blocked"), NULL);
     EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "probs.npy") != NULL,
            "probs.npy not writable: exit %d: %s", r.exit_status, r.err);
 }
 
+/* Commands that print, run with their standard output on a full disk. */
 static void test_failed_writes(void)
 {
-    expect_write_failure(run_on_full_disk("--help", NULL), "--help");
-    expect_write_failure(run_on_full_disk("run", "--help", NULL), "run --help");
-    expect_write_failure(run_on_full_disk("run", "--rows", "2", "--vocab", "100", NULL), "run");
-    expect_write_failure(run_on_full_disk("hard-inputs", "--markdown", NULL), "hard-inputs");
-    expect_write_failure(run_on_full_disk("merge-demo", NULL), "merge-demo");
-    expect_write_failure(run_on_full_disk("admissions-data", NULL), "admissions-data");
+    static const struct {
+        const char *what;
+        const char *arguments[6];
+    } writers[] = {
+        {"--help",          {"--help"}                              },
+        {"run --help",      {"run", "--help"}                       },
+        {"run",             {"run", "--rows", "2", "--vocab", "100"}},
+        {"hard-inputs",     {"hard-inputs", "--markdown"}           },
+        {"merge-demo",      {"merge-demo"}                          },
+        {"admissions-data", {"admissions-data"}                     },
+    };
+    for (size_t w = 0; w < sizeof writers / sizeof writers[0]; w++) {
+        expect_write_failure(run_arguments(writers[w].arguments, true), writers[w].what);
+    }
 }
 
 static void test_round_trip(void)
@@ -288,26 +282,24 @@ static void test_round_trip(void)
     float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
     fill_tied_logits(logits, ROWS * VOCAB, 3);
     const size_t shape[2] = {ROWS, VOCAB};
-    save_or_fail(path_in_directory("logits.npy"), NPY_FLOAT32, 2, shape, logits);
-    ChildResult r =
-        run("apply", "--load", path_in_directory("logits.npy"), "-k", "7", "--save", path_in_directory("out"), NULL);
+    save_or_fail(scratch_path("logits.npy"), NPY_FLOAT32, 2, shape, logits);
+    ChildResult r = run("apply", "--load", scratch_path("logits.npy"), "-k", "7", "--save", scratch_path("out"), NULL);
     EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "apply: %s%s", r.out, r.err);
     const size_t result_shape[2] = {ROWS, K};
-    NpyArray probs = npy_load_or_exit(path_in_directory("out/probs.npy"), NPY_FLOAT32, 2, result_shape);
-    NpyArray indices = npy_load_or_exit(path_in_directory("out/indices.npy"), NPY_INT64, 2, result_shape);
+    NpyArray probs = npy_load_or_exit(scratch_path("out/probs.npy"), NPY_FLOAT32, 2, result_shape);
+    NpyArray indices = npy_load_or_exit(scratch_path("out/indices.npy"), NPY_INT64, 2, result_shape);
     EXPECT(topk_matches_reference("apply --save", logits, ROWS, VOCAB, K, probs.data, indices.data, TOPK_RTOL_TREE_SUM),
            "probs.npy and indices.npy match the reference");
     npy_free(&probs);
     npy_free(&indices);
     array_free(logits);
-    expect_write_failure(
-        run_on_full_disk("apply", "--load", path_in_directory("logits.npy"), "--save", path_in_directory("out"), NULL),
-        "apply");
+    const char *apply[] = {"apply", "--load", scratch_path("logits.npy"), "--save", scratch_path("out"), NULL};
+    expect_write_failure(run_arguments(apply, true), "apply");
 
     r = run("run", "--rows", "3", "--vocab", "100", "-k", "5", "--version", "1", NULL);
     EXPECT(r.exit_status == 0 && strstr(r.out, "matches the double reference") != NULL, "naive on random logits: %s",
            r.out);
-    r = run("gpu-results", "--file", path_in_directory("none.md"), NULL);
+    r = run("gpu-results", "--file", scratch_path("none.md"), NULL);
     EXPECT(r.exit_status == 0 && r.out[0] != '\0', "gpu-results without a file says so: %s", r.err);
     expect_success_or_no_gpu(run("gpu-run", "--rows", "3", "--vocab", "1000", NULL), "gpu-run");
     expect_success_or_no_gpu(run("gpu-check", NULL), "gpu-check");
@@ -315,8 +307,7 @@ static void test_round_trip(void)
 
 int main(void)
 {
-    if (mkdtemp(directory) == NULL) {
-        perror("mkdtemp");
+    if (!scratch_directory_make("/tmp/softmax_topk_cli_XXXXXX")) {
         return 1;
     }
     test_help();
@@ -324,10 +315,6 @@ int main(void)
     test_bad_input();
     test_failed_writes();
     test_round_trip();
-    char command[200];
-    snprintf(command, sizeof command, "rm -r '%s'", directory);
-    if (system(command) != 0) {
-        printf("could not remove %s\n", directory);
-    }
+    scratch_directory_remove();
     return test_finish();
 }

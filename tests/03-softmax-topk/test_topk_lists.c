@@ -272,6 +272,26 @@ static void test_select_and_sort(void)
     EXPECT(wrong == 0, "select + sort: %d failures", wrong);
 }
 
+/* Offer the whole stream to a collector of k, its floor raised first unless
+ * `floor` is NULL: does it finish with the k best, as in `expected` (the
+ * stream sorted)? */
+static bool collector_keeps_the_best(const TopkEntry *stream, int n, int k, const float *floor,
+                                     const TopkEntry *expected)
+{
+    TopkEntry *storage = ALLOC_ARRAY(TopkEntry, topk_collector_storage(k));
+    TopkCollector collector;
+    topk_collector_init(&collector, k, storage);
+    if (floor != NULL) {
+        topk_collector_raise_floor(&collector, *floor);
+    }
+    for (int i = 0; i < n; i++) {
+        topk_collector_offer(&collector, stream[i]);
+    }
+    bool kept = same_entries(topk_collector_finish(&collector), expected, k);
+    array_free(storage);
+    return kept;
+}
+
 /* Both collector structures (list for small k, buffer for large k), with
  * streams shorter than, equal to and much longer than the buffer. */
 static void test_collector(void)
@@ -289,17 +309,10 @@ static void test_collector(void)
             }
             TopkEntry *stream = ALLOC_ARRAY(TopkEntry, n);
             random_entries(&rng, stream, n, l % 2 == 1);
-            TopkEntry *storage = ALLOC_ARRAY(TopkEntry, topk_collector_storage(k));
-            TopkCollector collector;
-            topk_collector_init(&collector, k, storage);
-            for (int i = 0; i < n; i++) {
-                topk_collector_offer(&collector, stream[i]);
-            }
             TopkEntry *expected = sorted_copy(stream, n);
-            wrong += !same_entries(topk_collector_finish(&collector), expected, k);
+            wrong += !collector_keeps_the_best(stream, n, k, NULL, expected);
             cases++;
             array_free(expected);
-            array_free(storage);
             array_free(stream);
         }
     }
@@ -325,17 +338,9 @@ static void test_collector_floor(void)
             TopkEntry *stream = ALLOC_ARRAY(TopkEntry, N);
             random_entries(&rng, stream, N, false);
             TopkEntry *expected = sorted_copy(stream, N);
-            TopkEntry *storage = ALLOC_ARRAY(TopkEntry, topk_collector_storage(k));
-            TopkCollector collector;
-            topk_collector_init(&collector, k, storage);
-            topk_collector_raise_floor(&collector, expected[floor_rank - 1].value);
-            for (int i = 0; i < N; i++) {
-                topk_collector_offer(&collector, stream[i]);
-            }
-            wrong += !same_entries(topk_collector_finish(&collector), expected, k);
+            wrong += !collector_keeps_the_best(stream, N, k, &expected[floor_rank - 1].value, expected);
             cases++;
             array_free(expected);
-            array_free(storage);
             array_free(stream);
         }
     }

@@ -32,6 +32,18 @@ static void hold(BlockPool *pool, BlockTable *table, const int32_t *tokens, int 
     block_table_seal(pool, table, tokens);
 }
 
+/* The end of a test: every table gives its blocks back, which must leave no
+ * block with a user, and the tables and the pool are freed. */
+static void release_all_and_free(BlockPool *pool, BlockTable *const tables[], int count)
+{
+    for (int i = 0; i < count; i++)
+        block_table_release(pool, tables[i]);
+    EXPECT(block_pool_unused(pool), "no block has a user at the end");
+    for (int i = 0; i < count; i++)
+        block_table_free(tables[i]);
+    block_pool_free(pool);
+}
+
 static void least_recently_used_goes_first(void)
 {
     BlockPool pool = block_pool_create(8, 4, true);
@@ -50,13 +62,7 @@ static void least_recently_used_goes_first(void)
     EXPECT(pool.stats.evictions == 2, "two cached blocks evicted, got %ld", pool.stats.evictions);
     EXPECT(block_table_match_prefix(&pool, &a, a_tokens, 9) == 0, "A, released first, was evicted");
     EXPECT(block_table_match_prefix(&pool, &c, c_tokens, 9) == 8, "C's 8 cached tokens survive");
-    block_table_release(&pool, &c);
-    block_table_release(&pool, &d);
-    EXPECT(block_pool_unused(&pool), "no block has a user at the end");
-    block_table_free(&a);
-    block_table_free(&c);
-    block_table_free(&d);
-    block_pool_free(&pool);
+    release_all_and_free(&pool, (BlockTable *[]){&a, &c, &d}, 3);
 }
 
 /* A finished sequence's last blocks are evicted before its first ones, which
@@ -97,14 +103,7 @@ static void a_block_is_known_by_its_whole_prefix(void)
     block_table_release(&pool, &z);
     EXPECT(block_table_match_prefix(&pool, &z, x_tokens, 8) == 4,
            "8 tokens, 2 full blocks: the last block is computed, for the last token's logits");
-    block_table_release(&pool, &z);
-    block_table_release(&pool, &y);
-    block_table_release(&pool, &x);
-    EXPECT(block_pool_unused(&pool), "no block has a user at the end");
-    block_table_free(&x);
-    block_table_free(&y);
-    block_table_free(&z);
-    block_pool_free(&pool);
+    release_all_and_free(&pool, (BlockTable *[]){&z, &y, &x}, 3);
 }
 
 int main(void)

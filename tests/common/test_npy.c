@@ -12,20 +12,11 @@
 #include "common/cli.h"
 #include "common/npy.h"
 #include "common/testing.h"
+#include "tests/scratch_directory.h"
 
-/* Fixtures are written by this program into a fresh temporary directory:
- * files that NumPy would write (checked byte for byte against the format
+/* Fixtures are written by this program into its scratch directory: files
+ * that NumPy would write (checked byte for byte against the format
  * description) and files that are broken in one way each. */
-static char directory[64];
-
-static const char *fixture(const char *name)
-{
-    static char paths[8][128];
-    static int next;
-    char *path = paths[next++ % 8];
-    snprintf(path, sizeof paths[0], "%s/%s", directory, name);
-    return path;
-}
 
 static void write_bytes(const char *path, const void *bytes, size_t size)
 {
@@ -62,15 +53,6 @@ static void write_npy_with_header_bytes(const char *path, int major, const char 
 static void write_npy_by_hand(const char *path, int major, const char *header, size_t data_bytes)
 {
     write_npy_with_header_bytes(path, major, header, strlen(header), data_bytes);
-}
-
-static void remove_fixtures(void)
-{
-    char command[128];
-    snprintf(command, sizeof command, "rm -rf '%s'", directory);
-    if (system(command) != 0) {
-        printf("could not remove %s\n", directory);
-    }
 }
 
 /* Values that tell elements apart and include negative and large ones. */
@@ -129,7 +111,7 @@ static void test_round_trips(void)
             size_t count = npy_element_count(&saved), bytes = count * npy_dtype_size(dtypes[d]);
             void *data = array_alloc(count, npy_dtype_size(dtypes[d]));
             fill_pattern(dtypes[d], data, count);
-            const char *path = fixture("round_trip.npy");
+            const char *path = scratch_path("round_trip.npy");
             char err[256] = "";
             int saved_status = npy_save(path, dtypes[d], saved.ndim, saved.shape, data, err, sizeof err);
             EXPECT(saved_status == 0, "save %s ndim %d: %s", npy_dtype_name(dtypes[d]), saved.ndim, err);
@@ -155,7 +137,7 @@ static void test_round_trips(void)
 /* The bytes NumPy writes for np.zeros((3, 4), np.float32): the exact header. */
 static void test_header_bytes(void)
 {
-    const char *path = fixture("header.npy");
+    const char *path = scratch_path("header.npy");
     const size_t shape[] = {3, 4};
     float data[12] = {0};
     npy_save_or_exit(path, NPY_FLOAT32, 2, shape, data);
@@ -191,7 +173,7 @@ static void test_header_bytes(void)
 static void expect_loads(const char *name, int major, const char *header, size_t data_bytes, NpyDtype dtype, int ndim,
                          const size_t *shape, const char *what)
 {
-    const char *path = fixture(name);
+    const char *path = scratch_path(name);
     write_npy_by_hand(path, major, header, data_bytes);
     NpyArray array;
     char err[256] = "";
@@ -284,21 +266,21 @@ static const BrokenFile broken_files[] = {
 
 static void test_errors(void)
 {
-    expect_refused(fixture("missing.npy"), "cannot open: No such file or directory", "a missing file");
-    expect_refused(directory, "not a regular file", "a directory");
-    write_bytes(fixture("empty.npy"), "", 0);
-    expect_refused(fixture("empty.npy"), "not a .npy file", "an empty file");
-    write_bytes(fixture("text.npy"), "x,y\n1,2\n3,4\n", 12);
-    expect_refused(fixture("text.npy"), "not a .npy file (it does not start with \\x93NUMPY)", "a CSV file");
-    write_bytes(fixture("short.npy"), "\x93NUMPY\x01\x00\x76", 9);
-    expect_refused(fixture("short.npy"), "truncated: the file ends inside the header", "a cut length field");
+    expect_refused(scratch_path("missing.npy"), "cannot open: No such file or directory", "a missing file");
+    expect_refused(scratch_directory, "not a regular file", "a directory");
+    write_bytes(scratch_path("empty.npy"), "", 0);
+    expect_refused(scratch_path("empty.npy"), "not a .npy file", "an empty file");
+    write_bytes(scratch_path("text.npy"), "x,y\n1,2\n3,4\n", 12);
+    expect_refused(scratch_path("text.npy"), "not a .npy file (it does not start with \\x93NUMPY)", "a CSV file");
+    write_bytes(scratch_path("short.npy"), "\x93NUMPY\x01\x00\x76", 9);
+    expect_refused(scratch_path("short.npy"), "truncated: the file ends inside the header", "a cut length field");
     /* The length field claims more header than the file holds. */
-    write_bytes(fixture("cut_header.npy"), "\x93NUMPY\x01\x00\x76\x00{'descr'", 18);
-    expect_refused(fixture("cut_header.npy"), "truncated: the file ends inside the header", "a cut header");
+    write_bytes(scratch_path("cut_header.npy"), "\x93NUMPY\x01\x00\x76\x00{'descr'", 18);
+    expect_refused(scratch_path("cut_header.npy"), "truncated: the file ends inside the header", "a cut header");
 
     for (size_t i = 0; i < sizeof broken_files / sizeof broken_files[0]; i++) {
         const BrokenFile *broken = &broken_files[i];
-        const char *path = fixture(broken->name);
+        const char *path = scratch_path(broken->name);
         write_npy_by_hand(path, broken->major, broken->header, broken->data_bytes);
         expect_refused(path, broken->reason, broken->name);
     }
@@ -309,7 +291,7 @@ static void test_errors(void)
 static void test_nul_in_the_header(void)
 {
     static const char header[] = "{'descr': '<f4\0', 'fortran_order': False, 'shape': (3,), }\n";
-    const char *path = fixture("nul.npy");
+    const char *path = scratch_path("nul.npy");
     write_npy_with_header_bytes(path, 1, header, sizeof header - 1, 12);
     expect_refused(path, "malformed header", "a NUL inside the dtype string");
 }
@@ -318,7 +300,7 @@ static void test_nul_in_the_header(void)
  * is still one line, with no control byte in it. */
 static void test_control_bytes_are_escaped(void)
 {
-    const char *path = fixture("control.npy");
+    const char *path = scratch_path("control.npy");
     write_npy_by_hand(path, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,\n3) \x1b[2J}\n", 24);
     NpyArray array;
     char err[512] = "";
@@ -336,7 +318,7 @@ static void test_control_bytes_are_escaped(void)
  * load has not returned within 5 seconds. */
 static void test_fifo_is_refused_at_once(void)
 {
-    const char *path = fixture("fifo.npy");
+    const char *path = scratch_path("fifo.npy");
     if (mkfifo(path, 0600) != 0) {
         perror("mkfifo");
         exit(1);
@@ -362,7 +344,7 @@ static void test_save_errors(void)
     EXPECT(status == -1 && strcmp(err, "/nonexistent-directory/x.npy: cannot open for writing: No such file or "
                                        "directory") == 0,
            "an unwritable path is refused: %s", err);
-    status = npy_save(fixture("nine.npy"), NPY_FLOAT32, NPY_MAX_DIMS + 1, shape, &value, err, sizeof err);
+    status = npy_save(scratch_path("nine.npy"), NPY_FLOAT32, NPY_MAX_DIMS + 1, shape, &value, err, sizeof err);
     EXPECT(status == -1 && strstr(err, "cannot save 9 dimensions (0 to 8 are supported)") != NULL,
            "9 dimensions are refused: %s", err);
 }
@@ -402,7 +384,7 @@ static void expect_exit(void (*body)(void *), LoadRequest request, int status, c
 
 static void test_load_or_exit(void)
 {
-    const char *path = fixture("matrix.npy");
+    const char *path = scratch_path("matrix.npy");
     const size_t shape[] = {3, 4};
     double data[12];
     fill_pattern(NPY_FLOAT64, data, 12);
@@ -424,10 +406,10 @@ static void test_load_or_exit(void)
                 "the wrong number of dimensions");
     snprintf(expected, sizeof expected, "%s: expected int64 [], got float64 [3 x 4]", path);
     expect_exit(load_or_exit, (LoadRequest){path, NPY_INT64, 0, NULL}, 2, expected, "a scalar expected");
-    const char *missing = fixture("missing.npy");
+    const char *missing = scratch_path("missing.npy");
     snprintf(expected, sizeof expected, "%s: cannot open: No such file or directory", missing);
     expect_exit(load_or_exit, (LoadRequest){missing, NPY_FLOAT64, 2, any_by_4}, 2, expected, "a missing file");
-    const char *big = fixture("big.npy");
+    const char *big = scratch_path("big.npy");
     snprintf(expected, sizeof expected, "%s: big-endian float32 ('>f4') is not supported; save it with .astype('<f4')",
              big);
     expect_exit(load_or_exit, (LoadRequest){big, NPY_FLOAT32, 2, any_by_4}, 2, expected, "a big-endian file");
@@ -459,7 +441,7 @@ static void write_output_pair(void *ctx)
 static void test_output_dir(void)
 {
     char dir[128], path[192];
-    snprintf(dir, sizeof dir, "%s/outputs", directory);
+    snprintf(dir, sizeof dir, "%s/outputs", scratch_directory);
     ChildResult child = test_run_child(write_output_pair, dir);
     snprintf(path, sizeof path, "%s/b.npy", dir);
     NpyArray loaded = {0};
@@ -513,9 +495,7 @@ int main(int argc, char **argv)
 {
     (void)argc;
     cli_set_program_name(argv[0]);
-    snprintf(directory, sizeof directory, "/tmp/test_npy.XXXXXX");
-    if (mkdtemp(directory) == NULL) {
-        perror("mkdtemp");
+    if (!scratch_directory_make("/tmp/test_npy.XXXXXX")) {
         return 1;
     }
     test_dtype_facts();
@@ -529,6 +509,6 @@ int main(int argc, char **argv)
     test_save_errors();
     test_output_dir();
     test_load_or_exit();
-    remove_fixtures();
+    scratch_directory_remove();
     return test_finish();
 }

@@ -523,6 +523,37 @@ cudaError_t set_function_attribute(const void *kernel, cudaFuncAttribute attribu
     return cudaSuccess;
 }
 
+/* What CUDA calls an error, and how it describes it. */
+struct ErrorText {
+    const char *name;
+    const char *description;
+};
+
+/* Every error the emulator returns. The codes are sparse (0, 1, 2, 9, 101):
+ * a list to search, not an array to index. */
+const struct {
+    cudaError_t error;
+    ErrorText text;
+} kErrorTexts[] = {
+    {cudaSuccess,                   {"cudaSuccess", "no error"}                                        },
+    {cudaErrorInvalidValue,         {"cudaErrorInvalidValue", "invalid argument"}                      },
+    {cudaErrorMemoryAllocation,     {"cudaErrorMemoryAllocation", "out of memory"}                     },
+    {cudaErrorInvalidConfiguration, {"cudaErrorInvalidConfiguration", "invalid configuration argument"}},
+    {cudaErrorInvalidDevice,        {"cudaErrorInvalidDevice", "invalid device ordinal"}               },
+};
+
+/* Any other code gets what CUDA says of an error it does not know. */
+const ErrorText &error_text(cudaError_t error)
+{
+    static const ErrorText unknown = {"cudaErrorUnknown", "unknown error"};
+    for (const auto &known : kErrorTexts) {
+        if (known.error == error) {
+            return known.text;
+        }
+    }
+    return unknown;
+}
+
 } // namespace emu
 
 /* ---- The runtime API --------------------------------------------------------- */
@@ -540,36 +571,12 @@ cudaError_t cudaGetLastError(void)
 
 const char *cudaGetErrorName(cudaError_t error)
 {
-    switch (error) {
-    case cudaSuccess:
-        return "cudaSuccess";
-    case cudaErrorInvalidValue:
-        return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation:
-        return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration:
-        return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice:
-        return "cudaErrorInvalidDevice";
-    }
-    return "cudaErrorUnknown";
+    return emu::error_text(error).name;
 }
 
 const char *cudaGetErrorString(cudaError_t error)
 {
-    switch (error) {
-    case cudaSuccess:
-        return "no error";
-    case cudaErrorInvalidValue:
-        return "invalid argument";
-    case cudaErrorMemoryAllocation:
-        return "out of memory";
-    case cudaErrorInvalidConfiguration:
-        return "invalid configuration argument";
-    case cudaErrorInvalidDevice:
-        return "invalid device ordinal";
-    }
-    return "unknown error";
+    return emu::error_text(error).description;
 }
 
 cudaError_t cudaGetDeviceCount(int *count)

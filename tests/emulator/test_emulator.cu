@@ -291,36 +291,21 @@ __global__ void full_mask_in_a_short_warp(int *out)
     out[threadIdx.x] = __shfl_xor_sync(kFullMask, 1, 1);
 }
 
-/* Which kernel the child launches. */
-int bad_kernel;
+/* A launch of one of the kernels above on 64 ints, which must stop the
+ * program. Each is written out in a lambda, the kernel by its name: the
+ * emulator names a kernel by what stands before <<<, so a kernel launched
+ * through a pointer would be reported under the pointer's name. */
+using BadLaunch = void (*)(int *out);
 
-void launch_bad_kernel(void *ctx)
+void run_bad_launch(void *ctx)
 {
-    (void)ctx;
     DeviceInts out(64, 0);
-    switch (bad_kernel) {
-    case 0:
-        shuffle_after_an_exit<<<2, 64>>>(out.data);
-        break;
-    case 1:
-        different_collectives<<<1, 32>>>(out.data);
-        break;
-    case 2:
-        collective_against_barrier<<<1, 32>>>(out.data);
-        break;
-    case 3:
-        mask_without_the_lane<<<1, 32>>>(out.data);
-        break;
-    default:
-        full_mask_in_a_short_warp<<<1, 40>>>(out.data);
-        break;
-    }
+    (*static_cast<BadLaunch *>(ctx))(out.data);
 }
 
-void expect_stop(int kernel, const char *words)
+void expect_stop(BadLaunch launch, const char *words)
 {
-    bad_kernel = kernel;
-    ChildResult child = test_run_child(launch_bad_kernel, nullptr);
+    ChildResult child = test_run_child(run_bad_launch, &launch);
     EXPECT(child.exit_status == 1 && child.err_lines == 1 && std::strstr(child.err, words) != nullptr,
            "stops with status 1 and one line saying '%s': status %d, %d lines:\n%s", words, child.exit_status,
            child.err_lines, child.err);
@@ -328,15 +313,19 @@ void expect_stop(int kernel, const char *words)
 
 void test_bugs_are_reported()
 {
-    expect_stop(0, "cuda emulator: kernel shuffle_after_an_exit, block (1, 0, 0): warp 1: lanes 0-4, 6-31 wait at "
-                   "__shfl_xor_sync (mask 0xffffffff), but lane 5 has exited");
-    expect_stop(1, "kernel different_collectives, block (0, 0, 0): warp 0: lanes 0-15 wait at __shfl_xor_sync "
-                   "(mask 0xffffffff), but lane 16 is at __ballot_sync");
-    expect_stop(2, "warp 0: lanes 0-15 wait at __shfl_xor_sync (mask 0xffffffff), but lane 16 waits at "
-                   "__syncthreads");
-    expect_stop(3, "warp 0: lane 0 calls __shfl_xor_sync with mask 0x00000002, which leaves the lane itself out");
-    expect_stop(4, "warp 1: lanes 0-7 wait at __shfl_xor_sync (mask 0xffffffff), but lane 8 is not in the block "
-                   "(40 threads)");
+    expect_stop([](int *out) { shuffle_after_an_exit<<<2, 64>>>(out); },
+                "cuda emulator: kernel shuffle_after_an_exit, block (1, 0, 0): warp 1: lanes 0-4, 6-31 wait at "
+                "__shfl_xor_sync (mask 0xffffffff), but lane 5 has exited");
+    expect_stop([](int *out) { different_collectives<<<1, 32>>>(out); },
+                "kernel different_collectives, block (0, 0, 0): warp 0: lanes 0-15 wait at __shfl_xor_sync "
+                "(mask 0xffffffff), but lane 16 is at __ballot_sync");
+    expect_stop([](int *out) { collective_against_barrier<<<1, 32>>>(out); },
+                "warp 0: lanes 0-15 wait at __shfl_xor_sync (mask 0xffffffff), but lane 16 waits at __syncthreads");
+    expect_stop([](int *out) { mask_without_the_lane<<<1, 32>>>(out); },
+                "warp 0: lane 0 calls __shfl_xor_sync with mask 0x00000002, which leaves the lane itself out");
+    expect_stop([](int *out) { full_mask_in_a_short_warp<<<1, 40>>>(out); },
+                "warp 1: lanes 0-7 wait at __shfl_xor_sync (mask 0xffffffff), but lane 8 is not in the block "
+                "(40 threads)");
 }
 
 /* ---- Launch configurations -------------------------------------------------- */

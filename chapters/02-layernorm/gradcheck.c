@@ -361,11 +361,15 @@ const char *grad_check_method_name(GradCheckMethod method)
         [CHECK_COMPLEX_EVERY_ELEMENT] = "complex step, every element",
         [CHECK_COMPLEX_DIRECTIONAL] = "complex step, random directions",
     };
+    if (method < 0 || (size_t)method >= sizeof names / sizeof names[0])
+        return "?";
     return names[method];
 }
 
 const char *grad_tensor_name(GradTensor tensor)
 {
-    static const char *const names[] = {"dx", "dgamma", "dbeta"};
+    static const char *const names[TENSOR_COUNT] = {"dx", "dgamma", "dbeta"};
+    if (tensor < 0 || tensor >= TENSOR_COUNT)
+        return "?";
     return names[tensor];
 }

@@ -49,12 +49,9 @@ GradProblem grad_problem_random(size_t n, size_t d, double eps, uint64_t seed)
 
 void grad_problem_free(GradProblem *p)
 {
-    array_free(p->x);
-    array_free(p->w);
-    array_free(p->gamma);
-    array_free(p->beta);
-    for (int t = 0; t < TENSOR_COUNT; t++)
-        array_free(p->grad[t]);
+    double *arrays[] = {p->x, p->w, p->gamma, p->beta, p->grad[TENSOR_X], p->grad[TENSOR_GAMMA], p->grad[TENSOR_BETA]};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
     *p = (GradProblem){0};
 }
 

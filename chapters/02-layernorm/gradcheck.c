@@ -49,12 +49,9 @@ GradProblem grad_problem_random(size_t n, size_t d, double eps, uint64_t seed)
 
 void grad_problem_free(GradProblem *p)
 {
-    array_free(p->x);
-    array_free(p->w);
-    array_free(p->gamma);
-    array_free(p->beta);
-    for (int t = 0; t < TENSOR_COUNT; t++)
-        array_free(p->grad[t]);
+    double *arrays[] = {p->x, p->w, p->gamma, p->beta, p->grad[TENSOR_X], p->grad[TENSOR_GAMMA], p->grad[TENSOR_BETA]};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
     *p = (GradProblem){0};
 }
 
@@ -361,11 +358,15 @@ const char *grad_check_method_name(GradCheckMethod method)
         [CHECK_COMPLEX_EVERY_ELEMENT] = "complex step, every element",
         [CHECK_COMPLEX_DIRECTIONAL] = "complex step, random directions",
     };
+    if (method < 0 || (size_t)method >= sizeof names / sizeof names[0])
+        return "?";
     return names[method];
 }
 
 const char *grad_tensor_name(GradTensor tensor)
 {
-    static const char *const names[] = {"dx", "dgamma", "dbeta"};
+    static const char *const names[TENSOR_COUNT] = {"dx", "dgamma", "dbeta"};
+    if (tensor < 0 || tensor >= TENSOR_COUNT)
+        return "?";
     return names[tensor];
 }

@@ -16,15 +16,15 @@ LnProblem ln_problem_new(size_t n, size_t d, float eps)
 {
     LnProblem p = {.n = n, .d = d, .eps = eps};
     p.x = ALLOC_ARRAY(float, n *d);
-    p.dy = ALLOC_ARRAY(float, n *d);
-    p.y = ALLOC_ARRAY(float, n *d);
-    p.dx = ALLOC_ARRAY(float, n *d);
     p.gamma = ALLOC_ARRAY(float, d);
     p.beta = ALLOC_ARRAY(float, d);
-    p.dgamma = ALLOC_ARRAY(float, d);
-    p.dbeta = ALLOC_ARRAY(float, d);
+    p.dy = ALLOC_ARRAY(float, n *d);
+    p.y = ALLOC_ARRAY(float, n *d);
     p.mean = ALLOC_ARRAY(float, n);
     p.rstd = ALLOC_ARRAY(float, n);
+    p.dx = ALLOC_ARRAY(float, n *d);
+    p.dgamma = ALLOC_ARRAY(float, d);
+    p.dbeta = ALLOC_ARRAY(float, d);
     return p;
 }
 

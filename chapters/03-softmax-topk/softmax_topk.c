@@ -8,15 +8,11 @@
 
 const char *cpu_version_name(CpuVersion version)
 {
-    switch (version) {
-    case CPU_NAIVE:
-        return "naive";
-    case CPU_ONLINE:
-        return "online";
-    case CPU_FUSED:
-        return "fused";
-    }
-    return "?";
+    /* The versions count from 1 (the command line's numbers), so names[0] is empty. */
+    static const char *const names[] = {[CPU_NAIVE] = "naive", [CPU_ONLINE] = "online", [CPU_FUSED] = "fused"};
+    if (version < CPU_NAIVE || version > CPU_FUSED)
+        return "?";
+    return names[version];
 }
 
 /* 256 logits: 1 KiB, still in L1 when the chunk is summed again for a new

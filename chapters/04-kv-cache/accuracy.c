@@ -11,21 +11,16 @@
 
 const char *kv_format_name(KvFormat format)
 {
-    switch (format) {
-    case KV_FORMAT_FLOAT32:
-        return "float32";
-    case KV_FORMAT_FP16:
-        return "fp16";
-    case KV_FORMAT_INT8:
-        return "INT8";
-    case KV_FORMAT_INT4:
-        return "INT4";
-    case KV_FORMAT_KIVI4:
-        return "INT4, keys per channel (KIVI)";
-    case KV_FORMAT_COUNT:
-        break;
-    }
-    return "?";
+    static const char *const names[KV_FORMAT_COUNT] = {
+        [KV_FORMAT_FLOAT32] = "float32",
+        [KV_FORMAT_FP16] = "fp16",
+        [KV_FORMAT_INT8] = "INT8",
+        [KV_FORMAT_INT4] = "INT4",
+        [KV_FORMAT_KIVI4] = "INT4, keys per channel (KIVI)",
+    };
+    if (format < 0 || format >= KV_FORMAT_COUNT)
+        return "?";
+    return names[format];
 }
 
 typedef struct {

@@ -145,3 +145,23 @@ void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, Kv
     }
 }
 // ANCHOR_END: attend_through_quantized_blocks
+
+void attend_reference(const float *query, const float *keys, const float *values, int length, int head_dim,
+                      double *weights, double *out)
+{
+    double max = -INFINITY, sum = 0.0;
+    for (int p = 0; p < length; p++) {
+        double score = 0.0;
+        for (int i = 0; i < head_dim; i++)
+            score += (double)query[i] * keys[(size_t)p * head_dim + i];
+        weights[p] = score / sqrt(head_dim);
+        max = fmax(max, weights[p]);
+    }
+    for (int p = 0; p < length; p++)
+        sum += weights[p] = exp(weights[p] - max);
+    for (int i = 0; i < head_dim; i++)
+        out[i] = 0.0;
+    for (int p = 0; p < length; p++)
+        for (int i = 0; i < head_dim; i++)
+            out[i] += weights[p] / sum * values[(size_t)p * head_dim + i];
+}

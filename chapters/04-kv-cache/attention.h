@@ -35,4 +35,10 @@ typedef struct {
 void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values, const int32_t *block_table,
                             int kv_head, int length, float *tile, float *scores, float *out);
 
+/* What the versions above are checked against: softmax(q k^T / sqrt(head_dim)) v
+ * for one query over contiguous keys and values, in double, in the plainest
+ * order. `weights` is scratch for `length` doubles; out is [head_dim]. */
+void attend_reference(const float *query, const float *keys, const float *values, int length, int head_dim,
+                      double *weights, double *out);
+
 #endif

@@ -30,28 +30,23 @@ static size_t contiguous_offset(const AttentionBench *b, int seq, int kv_head)
     return ((size_t)seq * BENCH_KV_HEADS + kv_head) * b->context * BENCH_HEAD_DIM;
 }
 
-static void decode_contiguous(void *context)
+typedef enum { LAYOUT_CONTIGUOUS, LAYOUT_PAGED } Layout;
+
+/* One decode step: every query head of every sequence attends over its
+ * keys and values, in one of the two layouts. */
+static void decode_step(AttentionBench *b, Layout layout)
 {
-    AttentionBench *b = context;
     int group = BENCH_HEADS / BENCH_KV_HEADS;
     for (int s = 0; s < b->batch; s++)
         for (int h = 0; h < BENCH_KV_HEADS; h++) {
             size_t q = ((size_t)s * BENCH_HEADS + h * group) * BENCH_HEAD_DIM;
             size_t at = contiguous_offset(b, s, h);
-            attend_contiguous(b->queries + q, group, b->keys + at, b->values + at, b->context, BENCH_HEAD_DIM,
-                              b->scores, b->out + q);
-        }
-}
-
-static void decode_paged(void *context)
-{
-    AttentionBench *b = context;
-    int group = BENCH_HEADS / BENCH_KV_HEADS;
-    for (int s = 0; s < b->batch; s++)
-        for (int h = 0; h < BENCH_KV_HEADS; h++) {
-            size_t q = ((size_t)s * BENCH_HEADS + h * group) * BENCH_HEAD_DIM;
-            attend_paged(b->queries + q, group, b->key_pool, b->value_pool, b->shape, b->tables[s].blocks, h,
-                         b->context, b->scores, b->out + q);
+            if (layout == LAYOUT_PAGED)
+                attend_paged(b->queries + q, group, b->key_pool, b->value_pool, b->shape, b->tables[s].blocks, h,
+                             b->context, b->scores, b->out + q);
+            else
+                attend_contiguous(b->queries + q, group, b->keys + at, b->values + at, b->context, BENCH_HEAD_DIM,
+                                  b->scores, b->out + q);
         }
 }
 
@@ -113,9 +108,9 @@ static bool outputs_identical(AttentionBench *b)
 {
     size_t floats = (size_t)b->batch * BENCH_HEADS * BENCH_HEAD_DIM;
     float *contiguous = ALLOC_ARRAY(float, floats);
-    decode_contiguous(b);
+    decode_step(b, LAYOUT_CONTIGUOUS);
     memcpy(contiguous, b->out, sizeof(float) * floats);
-    decode_paged(b);
+    decode_step(b, LAYOUT_PAGED);
     bool same = memcmp(contiguous, b->out, sizeof(float) * floats) == 0;
     array_free(contiguous);
     return same;
@@ -127,13 +122,13 @@ static bool outputs_identical(AttentionBench *b)
 static void time_alternately(AttentionBench *b, BenchStats *contiguous, BenchStats *paged)
 {
     double contiguous_seconds[TIMED_RUNS], paged_seconds[TIMED_RUNS];
-    decode_contiguous(b);
-    decode_paged(b);
+    decode_step(b, LAYOUT_CONTIGUOUS);
+    decode_step(b, LAYOUT_PAGED);
     for (int r = 0; r < TIMED_RUNS; r++) {
         double start = clock_seconds();
-        decode_contiguous(b);
+        decode_step(b, LAYOUT_CONTIGUOUS);
         double middle = clock_seconds();
-        decode_paged(b);
+        decode_step(b, LAYOUT_PAGED);
         contiguous_seconds[r] = middle - start;
         paged_seconds[r] = clock_seconds() - middle;
     }

@@ -166,17 +166,26 @@ static void check_generation_length(const GenerationOptions *g, const ModelConfi
                  g->new_tokens, g->prompt_len + g->new_tokens - 1, c->max_seq_len);
 }
 
+/* generate and cost: the prompt and new tokens, the command's own options,
+ * the sampler's where `s` is not NULL, then the model's. */
+static ModelConfig parse_generation(int argc, char **argv, GenerationOptions *g, const CliOption *own, size_t own_count,
+                                    SamplerOptions *s)
+{
+    OptionTable table = {0};
+    add_generation_options(&table, g);
+    add_options(&table, own, own_count);
+    if (s != NULL)
+        add_sampler_options(&table, s);
+    return parse_with_model(argc, argv, &table);
+}
+
 int generate_command(int argc, char **argv)
 {
     GenerationOptions g = {PROMPT_LEN, NEW_TOKENS};
     SamplerOptions s = {TEMPERATURE, TOP_K};
     long block_size = BLOCK_SIZE;
-    OptionTable table = {0};
     const CliOption own[] = {block_size_option(&block_size)};
-    add_generation_options(&table, &g);
-    add_options(&table, own, CLI_COUNT(own));
-    add_sampler_options(&table, &s);
-    ModelConfig config = parse_with_model(argc, argv, &table);
+    ModelConfig config = parse_generation(argc, argv, &g, own, CLI_COUNT(own), &s);
     Sampler sampler = sampler_from(&s, &config);
     check_generation_length(&g, &config);
     Model model = model_create(&config);
@@ -189,11 +198,8 @@ int cost_command(int argc, char **argv)
 {
     GenerationOptions g = {PROMPT_LEN, NEW_TOKENS};
     bool markdown = false;
-    OptionTable table = {0};
     const CliOption own[] = {markdown_option(&markdown)};
-    add_generation_options(&table, &g);
-    add_options(&table, own, CLI_COUNT(own));
-    ModelConfig config = parse_with_model(argc, argv, &table);
+    ModelConfig config = parse_generation(argc, argv, &g, own, CLI_COUNT(own), NULL);
     check_generation_length(&g, &config);
     Model model = model_create(&config);
     cost_report(&model, (int)g.prompt_len, (int)g.new_tokens, stdout, format_of(markdown));

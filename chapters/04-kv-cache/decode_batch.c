@@ -1,6 +1,5 @@
 #include "chapters/04-kv-cache/decode_batch.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "chapters/04-kv-cache/attention.h"
@@ -126,21 +125,7 @@ void decode_batch_reference(const DecodeBatch *b, int seq, double *out)
         load_sequence(b->value_layout, b->value_pool, table, kv, length, values);
         for (int h = kv * group; h < (kv + 1) * group; h++) {
             const float *q = b->queries + ((size_t)seq * b->n_heads + h) * d;
-            double max = -INFINITY, sum = 0.0, *o = out + (size_t)h * d;
-            for (int p = 0; p < length; p++) {
-                double score = 0.0;
-                for (int i = 0; i < d; i++)
-                    score += (double)q[i] * keys[(size_t)p * d + i];
-                weights[p] = score / sqrt(d);
-                max = fmax(max, weights[p]);
-            }
-            for (int p = 0; p < length; p++)
-                sum += weights[p] = exp(weights[p] - max);
-            for (int i = 0; i < d; i++)
-                o[i] = 0.0;
-            for (int p = 0; p < length; p++)
-                for (int i = 0; i < d; i++)
-                    o[i] += weights[p] / sum * values[(size_t)p * d + i];
+            attend_reference(q, keys, values, length, d, weights, out + (size_t)h * d);
         }
     }
     array_free(keys);

@@ -1,8 +1,8 @@
-/* Decode attention: the contiguous version against a double-precision
- * reference, and the paged version against the contiguous one, bit for bit,
- * for block sizes that do and do not divide the length, GQA groups, MQA and
- * head dimensions that are not a multiple of the eight partial sums. */
-#include <math.h>
+/* Decode attention: the contiguous version against the double-precision
+ * reference (attend_reference), and the paged version against the contiguous
+ * one, bit for bit, for block sizes that do and do not divide the length, GQA
+ * groups, MQA and head dimensions that are not a multiple of the eight
+ * partial sums. */
 #include <string.h>
 
 #include "chapters/04-kv-cache/attention.h"
@@ -11,27 +11,6 @@
 #include "common/check.h"
 #include "common/rng.h"
 #include "common/testing.h"
-
-/* softmax(q k^T / sqrt(d)) v for one query, in double. */
-static void reference(const float *q, const float *keys, const float *values, int length, int d, double *out)
-{
-    double *score = ALLOC_ARRAY(double, length), max = -INFINITY, sum = 0.0;
-    for (int p = 0; p < length; p++) {
-        double s = 0.0;
-        for (int i = 0; i < d; i++)
-            s += (double)q[i] * keys[(size_t)p * d + i];
-        score[p] = s / sqrt(d);
-        max = fmax(max, score[p]);
-    }
-    for (int p = 0; p < length; p++)
-        sum += score[p] = exp(score[p] - max);
-    for (int i = 0; i < d; i++)
-        out[i] = 0.0;
-    for (int p = 0; p < length; p++)
-        for (int i = 0; i < d; i++)
-            out[i] += score[p] / sum * values[(size_t)p * d + i];
-    array_free(score);
-}
 
 typedef struct {
     int length, head_dim, group;
@@ -48,11 +27,11 @@ static void check_case(Case c, Rng *rng)
     rng_fill_uniform_f32(rng, values, (size_t)n * d, -1, 1);
     float *scores = ALLOC_ARRAY(float, (size_t)c.group *n);
     float *out = ALLOC_ARRAY(float, (size_t)c.group *d), *paged_out = ALLOC_ARRAY(float, (size_t)c.group *d);
-    double *ref = ALLOC_ARRAY(double, (size_t)c.group *d);
+    double *ref = ALLOC_ARRAY(double, (size_t)c.group *d), *weights = ALLOC_ARRAY(double, n);
 
     attend_contiguous(q, c.group, keys, values, n, d, scores, out);
     for (int g = 0; g < c.group; g++)
-        reference(q + g * d, keys, values, n, d, ref + g * d);
+        attend_reference(q + g * d, keys, values, n, d, weights, ref + g * d);
     /* The output is a weighted mean of values in [-1, 1]; float scores and
      * a float softmax over n positions stay within a few hundred ulps of 1. */
     CloseReport r = check_close_f32(out, ref, (size_t)c.group * d, 2e-5, 1e-4);
@@ -93,6 +72,7 @@ static void check_case(Case c, Rng *rng)
     array_free(out);
     array_free(paged_out);
     array_free(ref);
+    array_free(weights);
 }
 
 /* One position: the softmax weight is exactly 1, the output exactly v. */

@@ -2,12 +2,15 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "chapters/02-layernorm/analysis.h"
 #include "chapters/02-layernorm/bench_cpu.h"
 #include "chapters/02-layernorm/edge_cases.h"
 #include "chapters/02-layernorm/gradcheck.h"
 #include "chapters/02-layernorm/stability.h"
+#include "common/alloc.h"
+#include "common/check.h"
 #include "common/cli.h"
 #include "common/table.h"
 
@@ -29,14 +32,19 @@ static TableFormat parse_markdown_only(int argc, char **argv)
     return table_format(markdown);
 }
 
-/* compute(p), then its float results against the double reference. */
-static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(LnProblem *p))
+/* p's float results against the double reference. */
+static bool check_results(const LnProblem *p, const char *label)
 {
-    compute(p);
     LnReference ref = ln_reference_compute(p);
     LnComparison comparison = ln_compare(p, &ref);
     ln_reference_free(&ref);
     return ln_comparison_print(stdout, label, &comparison);
+}
+
+static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(LnProblem *p))
+{
+    compute(p);
+    return check_results(p, label);
 }
 
 void random_problem_options(CliOption *options, RandomProblemArgs *args)
@@ -87,11 +95,65 @@ ApplyArgs apply_parse(int argc, char **argv)
     return args;
 }
 
+/* The rows that the non-finite policy flags (README, "Non-finite values"):
+ * an inf or a NaN in x or dy, or in the row's y, dx, mean or rstd. */
+static bool *flag_nonfinite_rows(const LnProblem *p)
+{
+    bool *flagged = ALLOC_ARRAY(bool, p->n);
+    mark_nonfinite_rows(p->x, p->n, p->d, flagged);
+    mark_nonfinite_rows(p->dy, p->n, p->d, flagged);
+    mark_nonfinite_rows(p->y, p->n, p->d, flagged);
+    mark_nonfinite_rows(p->dx, p->n, p->d, flagged);
+    mark_nonfinite_rows(p->mean, p->n, 1, flagged);
+    mark_nonfinite_rows(p->rstd, p->n, 1, flagged);
+    return flagged;
+}
+
+/* A new problem of p's rows that are not flagged, inputs only. */
+static LnProblem unflagged_rows(const LnProblem *p, const bool *flagged)
+{
+    LnProblem kept = ln_problem_new(p->n - count_flagged(flagged, p->n), p->d, p->eps);
+    size_t row_bytes = p->d * sizeof(float), k = 0;
+    for (size_t row = 0; row < p->n; row++) {
+        if (!flagged[row]) {
+            memcpy(kept.x + k * p->d, p->x + row * p->d, row_bytes);
+            memcpy(kept.dy + k * p->d, p->dy + row * p->d, row_bytes);
+            k++;
+        }
+    }
+    memcpy(kept.gamma, p->gamma, row_bytes);
+    memcpy(kept.beta, p->beta, row_bytes);
+    return kept;
+}
+
+/* compute(p), then check it against the double reference where that means
+ * something: on the rows with no inf or NaN in their inputs or results (a
+ * problem of those rows alone, computed again: dgamma and dbeta sum over
+ * every row, so one NaN row makes them NaN). The flagged rows are counted
+ * in a note on stderr; p keeps every row's results. */
+static bool compute_and_check_finite_rows(LnProblem *p, const char *label, void (*compute)(LnProblem *p))
+{
+    compute(p);
+    bool *flagged = flag_nonfinite_rows(p);
+    size_t count = count_flagged(flagged, p->n);
+    bool ok = true; /* every row flagged: nothing to check */
+    if (count == 0) {
+        ok = check_results(p, label);
+    } else if (count < p->n) {
+        LnProblem kept = unflagged_rows(p, flagged);
+        ok = compute_and_check(&kept, label, compute);
+        ln_problem_free(&kept);
+    }
+    note_nonfinite_rows(count, p->n, "x, dy or the results");
+    array_free(flagged);
+    return ok;
+}
+
 int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p))
 {
     LnProblem p = ln_problem_load(args->load, (float)args->eps);
     printf("%zu x %zu from %s, eps %g\n", p.n, p.d, args->load, args->eps);
-    bool ok = compute_and_check(&p, label, compute);
+    bool ok = compute_and_check_finite_rows(&p, label, compute);
     ln_problem_save_results(&p, args->save);
     printf("saved y, mean, rstd, dx, dgamma, dbeta to %s/*.npy\n", args->save);
     ln_problem_free(&p);

@@ -1,10 +1,8 @@
 #include "chapters/02-layernorm/problem.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "chapters/02-layernorm/layernorm.h"
 #include "common/alloc.h"
@@ -85,24 +83,18 @@ LnProblem ln_problem_load(const char *dir, float eps)
     return p;
 }
 
-static void save_f32(const char *dir, const char *name, int ndim, const size_t *shape, const float *data)
-{
-    char path[PATH_MAX];
-    join_path(path, dir, name);
-    npy_save_or_exit(path, NPY_FLOAT32, ndim, shape, data);
-}
-
+/* All six files appear together or not at all (npy_output_dir). */
 void ln_problem_save_results(const LnProblem *p, const char *dir)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        cli_fail_status(1, "cannot create directory %s: %s", dir, strerror(errno));
     const size_t matrix[2] = {p->n, p->d}, rows[1] = {p->n}, columns[1] = {p->d};
-    save_f32(dir, "y.npy", 2, matrix, p->y);
-    save_f32(dir, "mean.npy", 1, rows, p->mean);
-    save_f32(dir, "rstd.npy", 1, rows, p->rstd);
-    save_f32(dir, "dx.npy", 2, matrix, p->dx);
-    save_f32(dir, "dgamma.npy", 1, columns, p->dgamma);
-    save_f32(dir, "dbeta.npy", 1, columns, p->dbeta);
+    NpyOutputDir out = npy_output_dir_open(dir);
+    npy_output_dir_add(&out, "y.npy", NPY_FLOAT32, 2, matrix, p->y);
+    npy_output_dir_add(&out, "mean.npy", NPY_FLOAT32, 1, rows, p->mean);
+    npy_output_dir_add(&out, "rstd.npy", NPY_FLOAT32, 1, rows, p->rstd);
+    npy_output_dir_add(&out, "dx.npy", NPY_FLOAT32, 2, matrix, p->dx);
+    npy_output_dir_add(&out, "dgamma.npy", NPY_FLOAT32, 1, columns, p->dgamma);
+    npy_output_dir_add(&out, "dbeta.npy", NPY_FLOAT32, 1, columns, p->dbeta);
+    npy_output_dir_commit(&out);
 }
 
 void ln_problem_free(LnProblem *p)

@@ -3,6 +3,7 @@
  * kernels to the template instance of their row plan. The kernels are
  * kernels/layernorm.cu. */
 #include <climits>
+#include <iterator>
 
 #include "common/cuda_util.h"
 #include "kernels/layernorm.h"
@@ -20,30 +21,32 @@ static const char *check_sizes(int version, int versions, size_t n, size_t d)
     return NULL;
 }
 
+/* One line per version: version v is at [v - 1]. */
+static const char *const FORWARD_VERSION_NAMES[] = {
+    "one thread per row, three passes",
+    "one warp per row, Welford shuffles",
+    "one block per row, the row in registers",
+};
+static const char *const BACKWARD_VERSION_NAMES[] = {
+    "one thread per row for dx, per column for dgamma, dbeta",
+    "fused, partial dgamma, dbeta per block, fixed-order finalize",
+};
+static_assert(std::size(FORWARD_VERSION_NAMES) == LAYERNORM_FORWARD_GPU_VERSIONS, "a name for every version");
+static_assert(std::size(BACKWARD_VERSION_NAMES) == LAYERNORM_BACKWARD_GPU_VERSIONS, "a name for every version");
+
+template <size_t VERSIONS> static const char *version_name(const char *const (&names)[VERSIONS], int version)
+{
+    return version >= 1 && version <= (int)VERSIONS ? names[version - 1] : "?";
+}
+
 extern "C" const char *layernorm_forward_gpu_version_name(int version)
 {
-    switch (version) {
-    case 1:
-        return "one thread per row, three passes";
-    case 2:
-        return "one warp per row, Welford shuffles";
-    case 3:
-        return "one block per row, the row in registers";
-    default:
-        return "?";
-    }
+    return version_name(FORWARD_VERSION_NAMES, version);
 }
 
 extern "C" const char *layernorm_backward_gpu_version_name(int version)
 {
-    switch (version) {
-    case 1:
-        return "one thread per row for dx, per column for dgamma, dbeta";
-    case 2:
-        return "fused, partial dgamma, dbeta per block, fixed-order finalize";
-    default:
-        return "?";
-    }
+    return version_name(BACKWARD_VERSION_NAMES, version);
 }
 
 static unsigned blocks_for(size_t items, unsigned threads)
@@ -51,41 +54,35 @@ static unsigned blocks_for(size_t items, unsigned threads)
     return (unsigned)((items + threads - 1) / threads);
 }
 
-/* Dispatch a row kernel to its template instance for a plan. */
-#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                  \
-    do {                                                          \
-        dim3 blocks_(grid), threads_((unsigned)(plan).threads);   \
-        if ((plan).width == 4) {                                  \
-            switch ((plan).items) {                               \
-            case 1:                                               \
-                kernel<4, 1><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            case 2:                                               \
-                kernel<4, 2><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            case 4:                                               \
-                kernel<4, 4><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            default:                                              \
-                kernel<4, 8><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            }                                                     \
-        } else {                                                  \
-            switch ((plan).items) {                               \
-            case 1:                                               \
-                kernel<1, 1><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            case 2:                                               \
-                kernel<1, 2><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            case 4:                                               \
-                kernel<1, 4><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            default:                                              \
-                kernel<1, 8><<<blocks_, threads_>>>(__VA_ARGS__); \
-                break;                                            \
-            }                                                     \
-        }                                                         \
+/* Launch kernel<WIDTH, items>, items 1, 2, 4 or 8: the instance for a row
+ * plan of that width. */
+#define LAUNCH_FOR_ITEMS(kernel, WIDTH, items, blocks, threads, ...) \
+    do {                                                             \
+        switch (items) {                                             \
+        case 1:                                                      \
+            kernel<WIDTH, 1><<<blocks, threads>>>(__VA_ARGS__);      \
+            break;                                                   \
+        case 2:                                                      \
+            kernel<WIDTH, 2><<<blocks, threads>>>(__VA_ARGS__);      \
+            break;                                                   \
+        case 4:                                                      \
+            kernel<WIDTH, 4><<<blocks, threads>>>(__VA_ARGS__);      \
+            break;                                                   \
+        default:                                                     \
+            kernel<WIDTH, 8><<<blocks, threads>>>(__VA_ARGS__);      \
+            break;                                                   \
+        }                                                            \
+    } while (0)
+
+/* Dispatch a row kernel to its template instance for a plan: vectors of 4
+ * floats or single floats, then the items per thread. */
+#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                                       \
+    do {                                                                               \
+        dim3 blocks_(grid), threads_((unsigned)(plan).threads);                        \
+        if ((plan).width == 4)                                                         \
+            LAUNCH_FOR_ITEMS(kernel, 4, (plan).items, blocks_, threads_, __VA_ARGS__); \
+        else                                                                           \
+            LAUNCH_FOR_ITEMS(kernel, 1, (plan).items, blocks_, threads_, __VA_ARGS__); \
     } while (0)
 
 static const char *const ROW_TOO_LONG = "a row of this length does not fit in one block's registers "

@@ -3,6 +3,7 @@
  * its kernel instance, and version 2's workspace. The kernels are
  * kernels/paged_attention.cu. */
 #include <algorithm>
+#include <iterator>
 
 #include "common/cuda_util.h"
 #include "kernels/kv_quant.h"
@@ -29,26 +30,18 @@ template <KvFormat kFormat, int kHeadDim> void launch_format(int version, const 
     }
 }
 
+/* The instances for one head_dim, in KvFormat order. check_problem has
+ * refused any other format. */
 template <int kHeadDim> void launch_head_dim(int version, KvFormat format, const KernelParams &p, dim3 grid)
 {
-    switch (format) {
-    case KV_FORMAT_FLOAT32:
-        launch_format<KV_FORMAT_FLOAT32, kHeadDim>(version, p, grid);
-        break;
-    case KV_FORMAT_FP16:
-        launch_format<KV_FORMAT_FP16, kHeadDim>(version, p, grid);
-        break;
-    case KV_FORMAT_INT8:
-        launch_format<KV_FORMAT_INT8, kHeadDim>(version, p, grid);
-        break;
-    case KV_FORMAT_INT4:
-        launch_format<KV_FORMAT_INT4, kHeadDim>(version, p, grid);
-        break;
-    case KV_FORMAT_KIVI4:
-    case KV_FORMAT_COUNT:
-        launch_format<KV_FORMAT_KIVI4, kHeadDim>(version, p, grid);
-        break;
-    }
+    using Launch = void (*)(int version, const KernelParams &p, dim3 grid);
+    static constexpr Launch kByFormat[] = {
+        launch_format<KV_FORMAT_FLOAT32, kHeadDim>, launch_format<KV_FORMAT_FP16, kHeadDim>,
+        launch_format<KV_FORMAT_INT8, kHeadDim>,    launch_format<KV_FORMAT_INT4, kHeadDim>,
+        launch_format<KV_FORMAT_KIVI4, kHeadDim>,
+    };
+    static_assert(std::size(kByFormat) == KV_FORMAT_COUNT, "an instance for every format");
+    kByFormat[format](version, p, grid);
 }
 
 void launch(int version, KvFormat format, int head_dim, const KernelParams &p, dim3 grid)
@@ -89,14 +82,13 @@ struct PagedAttentionGpuRun {
 
 extern "C" const char *paged_attention_gpu_version_name(int version)
 {
-    switch (version) {
-    case 1:
-        return "a thread block per (sequence, query head), whole context";
-    case 2:
-        return "split-K: a thread block per partition, then a merge";
-    default:
-        return "?";
-    }
+    /* Version v is at [v - 1]. */
+    static const char *const names[] = {
+        "a thread block per (sequence, query head), whole context",
+        "split-K: a thread block per partition, then a merge",
+    };
+    static_assert(std::size(names) == PAGED_ATTENTION_GPU_VERSIONS, "a name for every version");
+    return version >= 1 && version <= PAGED_ATTENTION_GPU_VERSIONS ? names[version - 1] : "?";
 }
 
 /* The problem's scalars and host arrays must make every device read land

@@ -60,23 +60,27 @@ HOST_DEVICE static inline double welford_variance(WelfordState state)
 
 #ifdef __CUDACC__
 /* Moving a state between the lanes of a warp: three doubles, three
- * shuffles. The kernels' warp merges are built on these. */
-__device__ static inline WelfordState welford_shuffle_down(unsigned mask, WelfordState state, unsigned offset)
+ * shuffles. `shuffle` takes this lane's double and returns the other lane's.
+ * The kernels' warp merges are built on the two below. */
+template <typename Shuffle> __device__ static inline WelfordState welford_shuffle(WelfordState state, Shuffle shuffle)
 {
     WelfordState other;
-    other.count = __shfl_down_sync(mask, state.count, offset);
-    other.mean = __shfl_down_sync(mask, state.mean, offset);
-    other.m2 = __shfl_down_sync(mask, state.m2, offset);
+    other.count = shuffle(state.count);
+    other.mean = shuffle(state.mean);
+    other.m2 = shuffle(state.m2);
     return other;
 }
 
+/* The state of lane `lane + offset`: for a merge into lane 0. */
+__device__ static inline WelfordState welford_shuffle_down(unsigned mask, WelfordState state, unsigned offset)
+{
+    return welford_shuffle(state, [=](double value) { return __shfl_down_sync(mask, value, offset); });
+}
+
+/* The state of lane `lane ^ offset`: for a merge that every lane ends with. */
 __device__ static inline WelfordState welford_shuffle_xor(unsigned mask, WelfordState state, unsigned offset)
 {
-    WelfordState other;
-    other.count = __shfl_xor_sync(mask, state.count, offset);
-    other.mean = __shfl_xor_sync(mask, state.mean, offset);
-    other.m2 = __shfl_xor_sync(mask, state.m2, offset);
-    return other;
+    return welford_shuffle(state, [=](double value) { return __shfl_xor_sync(mask, value, offset); });
 }
 #endif
 

@@ -38,22 +38,35 @@ bool spread_survives_rounding(Precision precision, double offset)
     return format_spacing(precision, offset) <= 2 * DATA_SPREAD;
 }
 
-static void compute_variances_f32(const float *x, size_t n, double variance[METHOD_COUNT])
+/* Each method in both precisions, in Method order (as method_names), so
+ * that a trial runs them all in one loop: the list is written once. */
+static const struct {
+    float (*f32)(const float *x, size_t n);
+    double (*f64)(const double *x, size_t n);
+} variance_functions[METHOD_COUNT] = {
+    {variance_naive_f32,              variance_naive_f64             },
+    {variance_two_pass_f32,           variance_two_pass_f64          },
+    {variance_welford_f32,            variance_welford_f64           },
+    {variance_corrected_two_pass_f32, variance_corrected_two_pass_f64},
+    {variance_blocked_f32,            variance_blocked_f64           },
+};
+
+/* The exact statistics of the stored data, and its variance by each method
+ * computed in the data's precision. */
+static void measure_f32(AccuracyTrial *trial, const float *x, size_t n)
 {
-    variance[METHOD_NAIVE] = variance_naive_f32(x, n);
-    variance[METHOD_TWO_PASS] = variance_two_pass_f32(x, n);
-    variance[METHOD_WELFORD] = variance_welford_f32(x, n);
-    variance[METHOD_CORRECTED_TWO_PASS] = variance_corrected_two_pass_f32(x, n);
-    variance[METHOD_BLOCKED] = variance_blocked_f32(x, n);
+    trial->reference = variance_reference_f32(x, n);
+    for (int m = 0; m < METHOD_COUNT; m++) {
+        trial->variance[m] = variance_functions[m].f32(x, n);
+    }
 }
 
-static void compute_variances_f64(const double *x, size_t n, double variance[METHOD_COUNT])
+static void measure_f64(AccuracyTrial *trial, const double *x, size_t n)
 {
-    variance[METHOD_NAIVE] = variance_naive_f64(x, n);
-    variance[METHOD_TWO_PASS] = variance_two_pass_f64(x, n);
-    variance[METHOD_WELFORD] = variance_welford_f64(x, n);
-    variance[METHOD_CORRECTED_TWO_PASS] = variance_corrected_two_pass_f64(x, n);
-    variance[METHOD_BLOCKED] = variance_blocked_f64(x, n);
+    trial->reference = variance_reference_f64(x, n);
+    for (int m = 0; m < METHOD_COUNT; m++) {
+        trial->variance[m] = variance_functions[m].f64(x, n);
+    }
 }
 
 AccuracyTrial run_accuracy_trial(Precision precision, double offset, size_t n, uint64_t seed)
@@ -64,14 +77,12 @@ AccuracyTrial run_accuracy_trial(Precision precision, double offset, size_t n, u
     if (precision == PRECISION_FLOAT) {
         float *x = ALLOC_ARRAY(float, n);
         rng_fill_normal_f32(&rng, x, n, offset, DATA_SPREAD);
-        trial.reference = variance_reference_f32(x, n);
-        compute_variances_f32(x, n, trial.variance);
+        measure_f32(&trial, x, n);
         array_free(x);
     } else {
         double *x = ALLOC_ARRAY(double, n);
         rng_fill_normal_f64(&rng, x, n, offset, DATA_SPREAD);
-        trial.reference = variance_reference_f64(x, n);
-        compute_variances_f64(x, n, trial.variance);
+        measure_f64(&trial, x, n);
         array_free(x);
     }
     for (int m = 0; m < METHOD_COUNT; m++) {

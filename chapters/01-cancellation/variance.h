@@ -28,19 +28,19 @@
 enum { VARIANCE_CHUNK = 512, VARIANCE_LANES = 16, CACHE_LINE_BYTES = 64 };
 // ANCHOR_END: choose_the_chunk_size
 
-float mean_f32(const float *x, size_t n);
-float variance_naive_f32(const float *x, size_t n);
-float variance_two_pass_f32(const float *x, size_t n);
-float variance_welford_f32(const float *x, size_t n);
-float variance_corrected_two_pass_f32(const float *x, size_t n);
-float variance_blocked_f32(const float *x, size_t n);
+/* Every function is made twice from variance_generic.h: NAME_f32 on float
+ * data, computing in float, and NAME_f64 on double data, computing in
+ * double. */
+#define DECLARE_VARIANCE_FUNCTIONS(REAL, SUFFIX)                        \
+    REAL mean_##SUFFIX(const REAL *x, size_t n);                        \
+    REAL variance_naive_##SUFFIX(const REAL *x, size_t n);              \
+    REAL variance_two_pass_##SUFFIX(const REAL *x, size_t n);           \
+    REAL variance_welford_##SUFFIX(const REAL *x, size_t n);            \
+    REAL variance_corrected_two_pass_##SUFFIX(const REAL *x, size_t n); \
+    REAL variance_blocked_##SUFFIX(const REAL *x, size_t n);
 
-double mean_f64(const double *x, size_t n);
-double variance_naive_f64(const double *x, size_t n);
-double variance_two_pass_f64(const double *x, size_t n);
-double variance_welford_f64(const double *x, size_t n);
-double variance_corrected_two_pass_f64(const double *x, size_t n);
-double variance_blocked_f64(const double *x, size_t n);
+DECLARE_VARIANCE_FUNCTIONS(float, f32)
+DECLARE_VARIANCE_FUNCTIONS(double, f64)
 
 /* The exact statistics of the stored data, to double precision: computed in
  * quadruple precision (113-bit significand), whose error on every data set in

@@ -1,11 +1,13 @@
 #include "chapters/04-kv-cache/attend_npy.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "chapters/04-kv-cache/attention.h"
 #include "chapters/04-kv-cache/block_pool.h"
 #include "common/alloc.h"
+#include "common/check.h"
 #include "common/cli.h"
 #include "common/npy.h"
 #include "common/rng.h"
@@ -29,9 +31,22 @@ static void require(bool ok, const char *name, const char *what, size_t got, siz
         cli_fail("%s: %s is %zu, expected %zu", name, what, got, expected);
 }
 
+/* The program indexes with int, as the kernels do: a dimension that does
+ * not fit is refused, never wrapped. */
+static void require_int_dimensions(const char *name, const NpyArray *array)
+{
+    for (int d = 0; d < array->ndim; d++)
+        if (array->shape[d] > INT_MAX)
+            cli_fail("%s: dimension %d is %zu, more than this program takes (%d)", name, d, array->shape[d], INT_MAX);
+}
+
 /* Shapes that agree with each other, and lengths in [1, max_len]. */
 static AttendInput check_inputs(const NpyArray *q, const NpyArray *k, const NpyArray *v, const NpyArray *lens)
 {
+    require_int_dimensions("q.npy", q);
+    require_int_dimensions("k.npy", k);
+    require_int_dimensions("v.npy", v);
+    require_int_dimensions("lens.npy", lens);
     AttendInput in = {
         .batch = (int)q->shape[0],
         .n_heads = (int)q->shape[1],
@@ -123,12 +138,49 @@ static void attend_all_paged(const AttendInput *in, int block_size, KvFormat for
     block_pool_free(&pool);
 }
 
-static void save_output(const char *dir, const char *name, const AttendInput *in, const float *out)
+/* Set flagged[b * n_heads + h] for each query head whose query, or whose
+ * keys and values within the sequence's length, hold an inf or a NaN. */
+static void flag_nonfinite_inputs(const AttendInput *in, bool *flagged)
 {
-    char path[4096];
+    int group = in->n_heads / in->n_kv_heads;
+    mark_nonfinite_rows(in->q, (size_t)in->batch * in->n_heads, (size_t)in->head_dim, flagged);
+    for (int b = 0; b < in->batch; b++)
+        for (int h = 0; h < in->n_kv_heads; h++) {
+            size_t positions = (size_t)in->lens[b], width = (size_t)in->head_dim;
+            if (mark_nonfinite_rows(kv_row(in, in->k, b, h, 0), positions, width, NULL) +
+                    mark_nonfinite_rows(kv_row(in, in->v, b, h, 0), positions, width, NULL) >
+                0)
+                for (int g = 0; g < group; g++)
+                    flagged[(size_t)b * in->n_heads + (size_t)h * group + g] = true;
+        }
+}
+
+/* One output per cache format, all written together or none (npy_output_dir);
+ * the query heads with non-finite inputs or outputs are counted in a note. */
+static void attend_and_save(const AttendInput *in, const char *save_dir, int block_size, int int4_group)
+{
+    NpyOutputDir save = npy_output_dir_open(save_dir);
+    size_t heads = (size_t)in->batch * in->n_heads;
     size_t out_shape[3] = {(size_t)in->batch, (size_t)in->n_heads, (size_t)in->head_dim};
-    path_in(path, sizeof path, "--save", dir, name);
-    npy_save_or_exit(path, NPY_FLOAT32, 3, out_shape, out);
+    float *scores = ALLOC_ARRAY(float, (size_t)(in->n_heads / in->n_kv_heads) * in->max_len);
+    float *out = ALLOC_ARRAY(float, heads * in->head_dim);
+    bool *flagged = ALLOC_ARRAY(bool, heads);
+    flag_nonfinite_inputs(in, flagged);
+    attend_all_contiguous(in, scores, out);
+    mark_nonfinite_rows(out, heads, (size_t)in->head_dim, flagged);
+    npy_output_dir_add(&save, "out_contiguous.npy", NPY_FLOAT32, 3, out_shape, out);
+    const KvFormat formats[] = {KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4};
+    const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy"};
+    for (int f = 0; f < 3; f++) {
+        attend_all_paged(in, block_size, formats[f], int4_group, scores, out);
+        mark_nonfinite_rows(out, heads, (size_t)in->head_dim, flagged);
+        npy_output_dir_add(&save, names[f], NPY_FLOAT32, 3, out_shape, out);
+    }
+    npy_output_dir_commit(&save);
+    note_nonfinite_rows(count_flagged(flagged, heads), heads, "q, k, v or the outputs");
+    array_free(flagged);
+    array_free(scores);
+    array_free(out);
 }
 
 void attend_npy(const char *load_dir, const char *save_dir, int block_size, int int4_group)
@@ -144,21 +196,7 @@ void attend_npy(const char *load_dir, const char *save_dir, int block_size, int 
     path_in(path, sizeof path, "--load", load_dir, "lens.npy");
     NpyArray lens = npy_load_or_exit(path, NPY_INT32, 1, any1);
     AttendInput in = check_inputs(&q, &k, &v, &lens);
-
-    size_t out_floats = (size_t)in.batch * in.n_heads * in.head_dim;
-    float *scores = ALLOC_ARRAY(float, (size_t)(in.n_heads / in.n_kv_heads) * in.max_len);
-    float *out = ALLOC_ARRAY(float, out_floats);
-    attend_all_contiguous(&in, scores, out);
-    save_output(save_dir, "out_contiguous.npy", &in, out);
-    const KvFormat formats[] = {KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4};
-    const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy"};
-    for (int f = 0; f < 3; f++) {
-        attend_all_paged(&in, block_size, formats[f], int4_group, scores, out);
-        save_output(save_dir, names[f], &in, out);
-    }
-
-    array_free(scores);
-    array_free(out);
+    attend_and_save(&in, save_dir, block_size, int4_group);
     npy_free(&q);
     npy_free(&k);
     npy_free(&v);

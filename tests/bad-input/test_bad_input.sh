@@ -29,6 +29,27 @@ nan='\000\000\300\177'  # a quiet NaN, float32
 npy logits.npy '<f4' '(2, 4)' "$one$one$one$one$one$one$one$one"
 npy nonfinite.npy '<f4' '(2, 4)' "$one$one$one$one$one$nan$one$one"
 npy float64.npy '<f8' '(1, 1)' '\000\000\000\000\000\000\360\077'
+two=$(printf '%s' "$one$one")
+# Layer norm inputs (x, dy: 2 x 2; gamma, beta: 2) whose second row of x holds a NaN.
+mkdir ln-nonfinite
+npy ln-nonfinite/x.npy '<f4' '(2, 2)' "$one\000\000\000\100$one$nan"
+npy ln-nonfinite/dy.npy '<f4' '(2, 2)' "$two$two"
+npy ln-nonfinite/gamma.npy '<f4' '(2,)' "$two"
+npy ln-nonfinite/beta.npy '<f4' '(2,)' "$two"
+# Attention inputs (q: 1 x 2 x 4; k, v: 1 x 2 x 2 x 4; lens: 2) with one key
+# of 3e38 (\346\261\141\177): finite, but its dot product with q overflows.
+mkdir kv-overflow
+four=$(printf '%s' "$two$two")
+npy kv-overflow/q.npy '<f4' '(1, 2, 4)' "$four$four"
+npy kv-overflow/k.npy '<f4' '(1, 2, 2, 4)' "\346\261\141\177$one$one$one$four$four$four"
+npy kv-overflow/v.npy '<f4' '(1, 2, 2, 4)' "$four$four$four$four"
+npy kv-overflow/lens.npy '<i4' '(1,)' '\002\000\000\000'
+# A q.npy with no elements but a dimension of 3e9, more than an int holds.
+mkdir kv-huge-dimension
+npy kv-huge-dimension/q.npy '<f4' '(0, 3000000000, 4)' ''
+npy kv-huge-dimension/k.npy '<f4' '(0, 1, 1, 4)' ''
+npy kv-huge-dimension/v.npy '<f4' '(0, 1, 1, 4)' ''
+npy kv-huge-dimension/lens.npy '<i4' '(0,)' ''
 printf 'hello, not an array\n' > text.npy
 mkfifo fifo.npy
 # A header that holds a newline and the escape sequence that clears a terminal.

@@ -613,9 +613,26 @@ void npy_output_dir_add(NpyOutputDir *out, const char *name, NpyDtype dtype, int
     }
 }
 
+/* rename() cannot put a file where a directory stands: check every final
+ * name before renaming the first, so that a refusal leaves the older run's
+ * files as they were. */
+static void refuse_directories_in_the_way(NpyOutputDir *out)
+{
+    char final[PATH_MAX];
+    struct stat info;
+    for (int i = 0; i < out->count; i++) {
+        output_path(final, sizeof final, out->dir, out->names[i], false);
+        if (stat(final, &info) == 0 && S_ISDIR(info.st_mode)) {
+            remove_partial_files(out);
+            cli_fail_status(1, "%s: a directory is in the way of the output file", final);
+        }
+    }
+}
+
 void npy_output_dir_commit(NpyOutputDir *out)
 {
     char partial[PATH_MAX], final[PATH_MAX];
+    refuse_directories_in_the_way(out);
     for (int i = 0; i < out->count; i++) {
         output_path(partial, sizeof partial, out->dir, out->names[i], true);
         output_path(final, sizeof final, out->dir, out->names[i], false);

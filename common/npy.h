@@ -47,7 +47,9 @@ void npy_free(NpyArray *array);
 /* The output files of one run, in one directory, appear all together or not
  * at all: a reader never finds new x.npy beside an older run's dx.npy. Each
  * file is written as DIR/.NAME.partial; npy_output_dir_commit renames them
- * all to DIR/NAME once every one has been written. A write that fails
+ * all to DIR/NAME once every one has been written (after checking that no
+ * directory stands where a file will go, the likely reason for a rename in
+ * the same directory to fail). A write that fails
  * removes the partial files and exits 1 with one line; a DIR too long for
  * its file names is refused with exit 2 before anything is written. */
 #define NPY_OUTPUT_DIR_MAX_FILES 16

@@ -150,7 +150,7 @@ rejects apply --load "$scratch/good" --save "$scratch/out" --eps 0
 fails_writing apply --load "$scratch/good" --save "$scratch/out"
 # A directory that cannot be made: exit 1 (not the user's syntax) and one line.
 run_program apply --load "$scratch/good" --save /nonexistent-directory/out
-if [ $status -ne 1 ] || [ "$(wc -l < "$err")" -ne 1 ] || ! grep -q "^$name: error: cannot create directory" "$err"; then
+if [ $status -ne 1 ] || [ "$(wc -l < "$err")" -ne 1 ] || ! grep -q "^$name: error: /nonexistent-directory/out: cannot create the directory" "$err"; then
     fail "apply --save into a missing parent (status $status): expected status 1 and one error line"
 fi
 

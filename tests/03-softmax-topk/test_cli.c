@@ -255,6 +255,18 @@ static void test_bad_input(void)
     r = run("apply", "--load", small, "-k", "2", "--save", scratch_path("blocked"), NULL);
     EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "probs.npy") != NULL,
            "probs.npy not writable: exit %d: %s", r.exit_status, r.err);
+    /* All or nothing: with a directory where indices.npy goes, probs.npy,
+     * which could be written, is not left behind either. */
+    if (mkdir(scratch_path("blocked-second"), 0777) != 0 ||
+        mkdir(scratch_path("blocked-second/indices.npy"), 0777) != 0) {
+        perror("mkdir");
+        exit(1);
+    }
+    r = run("apply", "--load", small, "-k", "2", "--save", scratch_path("blocked-second"), NULL);
+    struct stat info;
+    EXPECT(r.exit_status == 1 && r.err_lines == 1 && stat(scratch_path("blocked-second/probs.npy"), &info) != 0 &&
+               stat(scratch_path("blocked-second/.probs.npy.partial"), &info) != 0,
+           "indices.npy not writable: exit %d, and no probs.npy or partial file left: %s", r.exit_status, r.err);
 }
 
 /* Commands that print, run with their standard output on a full disk. */

@@ -189,18 +189,18 @@ static void bad_inputs_are_refused(Inputs *in)
     EXPECT(r.exit_status == 2 && r.err_lines == 1, "a missing v.npy: exit 2, one line: %s", r.err);
 }
 
-/* A --save directory that does not exist: the first write fails, with
- * status 1 (not the user's input) and one line naming the file. */
+/* A --save directory whose parent does not exist: nothing can be written,
+ * status 1 (not the user's input) and one line. */
 static void unwritable_output_fails(const Inputs *in)
 {
     save_all(in);
     Inputs *missing = ALLOC_ARRAY(Inputs, 1);
     *missing = *in;
-    snprintf(missing->save_dir, sizeof missing->save_dir, "%s/missing", in->dir);
+    snprintf(missing->save_dir, sizeof missing->save_dir, "%s/missing/out", in->dir);
     ChildResult r = test_run_child(attend_in_child, missing);
-    EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "out_contiguous.npy") != NULL,
-           "--save of a missing directory: exit 1 and one line naming out_contiguous.npy; got status %d, %d lines: %s",
-           r.exit_status, r.err_lines, r.err);
+    EXPECT(r.exit_status == 1 && r.err_lines == 1 && strstr(r.err, "cannot create the directory") != NULL,
+           "--save under a missing directory: exit 1 and one line; got status %d, %d lines: %s", r.exit_status,
+           r.err_lines, r.err);
     array_free(missing);
 }
 

@@ -467,6 +467,23 @@ static void test_output_dir(void)
     snprintf(path, sizeof path, "%s/.a.npy.partial", dir);
     EXPECT(!exists(path), "the partial a.npy of the failed run is removed");
 
+    /* Both writes succeed but b.npy's final name is taken by a directory:
+     * the commit refuses before it renames anything, so a.npy is still the
+     * older file, and no partial file is left. */
+    snprintf(path, sizeof path, "%s/.b.npy.partial", dir);
+    rmdir(path);
+    snprintf(path, sizeof path, "%s/b.npy", dir);
+    unlink(path);
+    mkdir(path, 0700);
+    child = test_run_child(write_output_pair, dir);
+    snprintf(path, sizeof path, "%s/a.npy", dir);
+    EXPECT(child.exit_status == 1 && child.err_lines == 1 && strstr(child.err, "b.npy") != NULL,
+           "a final name taken by a directory exits 1 with one line: %s", child.err);
+    EXPECT(npy_load(path, &older, err, sizeof err) != 0 && strstr(err, "not a .npy file") != NULL,
+           "a.npy is still the older file, not renamed before the refusal: %s", err);
+    snprintf(path, sizeof path, "%s/.a.npy.partial", dir);
+    EXPECT(!exists(path), "the partial a.npy of the refused commit is removed");
+
     /* A directory whose files' names would not fit in a path. */
     char long_dir[PATH_MAX];
     memset(long_dir, 'd', sizeof long_dir - 60);

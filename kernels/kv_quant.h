@@ -17,6 +17,11 @@
  *   - per channel: one channel of all the block's positions shares a scale
  *     (keys in the KIVI layout: their outliers live in fixed channels).
  *
+ * FP8 rows hold E4M3 or E5M2 numbers (kernels/fp8.h) and no scales: a
+ * number reads back as fp8 * tensor_scale, one scale for all the keys (or
+ * all the values) of the cache, kept beside the layout, as vLLM keeps one
+ * k_scale and one v_scale per attention layer.
+ *
  * INT4 packs two numbers per byte. In quantized formats the rows and the
  * scales each start 16 bytes apart from the start of the run, so a GPU
  * thread can load them 16 bytes at a time. */
@@ -32,34 +37,50 @@
 
 #include "common/hostdevice.h"
 #include "kernels/fp16.h"
+#include "kernels/fp8.h"
 #include "kernels/paged_kv.h"
 
 /* How one number of a row is stored. */
-typedef enum { KV_NUMBER_FLOAT32, KV_NUMBER_FP16, KV_NUMBER_INT8, KV_NUMBER_INT4 } KvNumber;
+typedef enum {
+    KV_NUMBER_FLOAT32,
+    KV_NUMBER_FP16,
+    KV_NUMBER_INT8,
+    KV_NUMBER_INT4,
+    KV_NUMBER_FP8_E4M3,
+    KV_NUMBER_FP8_E5M2
+} KvNumber;
 
 /* Which numbers share a scale. */
-typedef enum { KV_SCALE_NONE, KV_SCALE_PER_TOKEN, KV_SCALE_PER_CHANNEL } KvScaleAxis;
+typedef enum { KV_SCALE_NONE, KV_SCALE_PER_TOKEN, KV_SCALE_PER_CHANNEL, KV_SCALE_PER_TENSOR } KvScaleAxis;
 
 typedef struct {
     KvNumber number;
     KvScaleAxis axis;
     int group;          /* per token: channels sharing a scale (the last group may be shorter) */
     PagedKvShape shape; /* block_size, n_kv_heads, head_dim */
+    float tensor_scale; /* per tensor: what every stored number is multiplied by */
 } KvBlockLayout;
 
 /* The formats of a whole cache: how its keys and its values are stored. */
 typedef enum {
     KV_FORMAT_FLOAT32,
     KV_FORMAT_FP16,
-    KV_FORMAT_INT8,  /* one scale per position and kv head */
-    KV_FORMAT_INT4,  /* one scale per group of channels of a position */
-    KV_FORMAT_KIVI4, /* INT4: keys per channel, values per position (KIVI) */
+    KV_FORMAT_INT8,     /* one scale per position and kv head */
+    KV_FORMAT_INT4,     /* one scale per group of channels of a position */
+    KV_FORMAT_KIVI4,    /* INT4: keys per channel, values per position (KIVI) */
+    KV_FORMAT_FP8_E4M3, /* one scale for all keys, one for all values */
+    KV_FORMAT_FP8_E5M2,
     KV_FORMAT_COUNT
 } KvFormat;
 
 HOST_DEVICE static inline int kv_number_bits(KvNumber number)
 {
-    return number == KV_NUMBER_FLOAT32 ? 32 : number == KV_NUMBER_FP16 ? 16 : number == KV_NUMBER_INT8 ? 8 : 4;
+    return number == KV_NUMBER_FLOAT32 ? 32 : number == KV_NUMBER_FP16 ? 16 : number == KV_NUMBER_INT4 ? 4 : 8;
+}
+
+HOST_DEVICE static inline Fp8Format kv_fp8_format(KvNumber number)
+{
+    return number == KV_NUMBER_FP8_E4M3 ? fp8_e4m3() : fp8_e5m2();
 }
 
 /* The largest integer a quantized number uses: symmetric, so INT4 uses
@@ -71,7 +92,7 @@ HOST_DEVICE static inline int kv_qmax(KvNumber number)
 
 HOST_DEVICE static inline KvBlockLayout kv_layout(KvFormat format, bool keys, PagedKvShape shape, int int4_group)
 {
-    KvBlockLayout layout = {KV_NUMBER_FLOAT32, KV_SCALE_NONE, shape.head_dim, shape};
+    KvBlockLayout layout = {KV_NUMBER_FLOAT32, KV_SCALE_NONE, shape.head_dim, shape, 1.0f};
     switch (format) {
     case KV_FORMAT_FLOAT32:
     case KV_FORMAT_COUNT:
@@ -88,6 +109,13 @@ HOST_DEVICE static inline KvBlockLayout kv_layout(KvFormat format, bool keys, Pa
         layout.number = KV_NUMBER_INT4;
         layout.axis = format == KV_FORMAT_KIVI4 && keys ? KV_SCALE_PER_CHANNEL : KV_SCALE_PER_TOKEN;
         layout.group = int4_group;
+        break;
+    case KV_FORMAT_FP8_E4M3:
+    case KV_FORMAT_FP8_E5M2:
+        /* A scale of 1 until the cache's owner calibrates one (kv_fp8_scale_for):
+         * what vLLM uses when a checkpoint ships no k_scale and v_scale. */
+        layout.number = format == KV_FORMAT_FP8_E4M3 ? KV_NUMBER_FP8_E4M3 : KV_NUMBER_FP8_E5M2;
+        layout.axis = KV_SCALE_PER_TENSOR;
         break;
     }
     return layout;
@@ -109,6 +137,12 @@ HOST_DEVICE static inline int kv_groups_per_row(KvBlockLayout l)
     return (l.shape.head_dim + l.group - 1) / l.group;
 }
 
+/* Whether a block holds scales of its own (per token or per channel). */
+HOST_DEVICE static inline bool kv_scales_in_block(KvBlockLayout l)
+{
+    return l.axis == KV_SCALE_PER_TOKEN || l.axis == KV_SCALE_PER_CHANNEL;
+}
+
 /* Scales in one kv head's part of a block. */
 HOST_DEVICE static inline int kv_scale_count(KvBlockLayout l)
 {
@@ -118,24 +152,26 @@ HOST_DEVICE static inline int kv_scale_count(KvBlockLayout l)
     case KV_SCALE_PER_CHANNEL:
         return l.shape.head_dim;
     case KV_SCALE_NONE:
+    case KV_SCALE_PER_TENSOR:
         break;
     }
     return 0;
 }
 
-/* Where the scales start in one kv head's part of a block; unquantized rows
- * need no padding, so that a float32 block is laid out as kernels/paged_kv.h says. */
+/* Where the scales start in one kv head's part of a block; rows without
+ * scales need no padding, so that a float32 block is laid out as
+ * kernels/paged_kv.h says. */
 HOST_DEVICE static inline size_t kv_scales_offset(KvBlockLayout l)
 {
     size_t rows = (size_t)l.shape.block_size * kv_row_bytes(l);
-    return l.axis == KV_SCALE_NONE ? rows : kv_round_up_16(rows);
+    return kv_scales_in_block(l) ? kv_round_up_16(rows) : rows;
 }
 
 // ANCHOR: size_one_kv_head_of_a_block
 /* Bytes of one kv head's part of a block: its rows, then its fp16 scales. */
 HOST_DEVICE static inline size_t kv_head_bytes(KvBlockLayout l)
 {
-    if (l.axis == KV_SCALE_NONE) {
+    if (!kv_scales_in_block(l)) {
         return kv_scales_offset(l);
     }
     return kv_round_up_16(kv_scales_offset(l) + 2 * (size_t)kv_scale_count(l));
@@ -256,6 +292,9 @@ HOST_DEVICE static inline float kv_load(KvBlockLayout l, const uint8_t *head, in
         memcpy(&bits, row + 2 * (size_t)channel, sizeof bits);
         return half_to_float(bits);
     }
+    if (l.axis == KV_SCALE_PER_TENSOR) {
+        return fp8_to_float(row[channel], kv_fp8_format(l.number)) * l.tensor_scale;
+    }
     return (float)kv_load_integer(l, row, channel) * kv_load_scale(l, head, kv_scale_index(l, slot, channel));
 }
 
@@ -269,6 +308,11 @@ HOST_DEVICE static inline void kv_load_row(KvBlockLayout l, const uint8_t *head,
     } else if (l.number == KV_NUMBER_FP16) {
         for (int c = 0; c < head_dim; c++) {
             out[c] = kv_load(l, head, slot, c);
+        }
+    } else if (l.axis == KV_SCALE_PER_TENSOR) {
+        Fp8Format format = kv_fp8_format(l.number);
+        for (int c = 0; c < head_dim; c++) {
+            out[c] = fp8_to_float(row[c], format) * l.tensor_scale;
         }
     } else if (l.axis == KV_SCALE_PER_CHANNEL) {
         for (int c = 0; c < head_dim; c++) {
@@ -304,6 +348,29 @@ HOST_DEVICE static inline void kv_store_integer(KvBlockLayout l, uint8_t *head, 
     *byte = channel % 2 == 0 ? int4_pack(q, int4_high(*byte)) : int4_pack(int4_low(*byte), q);
 }
 
+// ANCHOR: scale_and_round_to_fp8
+/* The per-tensor scale of FP8 numbers whose largest magnitude is `largest`:
+ * the largest then lands on the format's largest finite number, as vLLM's
+ * calibrated k_scale and v_scale do. No scale for an all-zero (or non-finite)
+ * tensor: 1, which stores zeros as zeros. */
+HOST_DEVICE static inline float kv_fp8_scale_for(float largest, KvNumber number)
+{
+    float scale = largest / (number == KV_NUMBER_FP8_E4M3 ? FP8_E4M3_MAX : FP8_E5M2_MAX);
+    return scale > 0.0f && scale <= FLT_MAX ? scale : 1.0f;
+}
+
+/* One row of FP8 numbers: x / scale, rounded to nearest even and saturated
+ * (kernels/fp8.h), so a number past the calibrated range is clipped, and a
+ * NaN stays NaN. */
+HOST_DEVICE static inline void kv_store_fp8_row(KvBlockLayout l, uint8_t *row, const float *x)
+{
+    Fp8Format format = kv_fp8_format(l.number);
+    for (int c = 0; c < l.shape.head_dim; c++) {
+        row[c] = fp8_from_float(x[c] / l.tensor_scale, format);
+    }
+}
+// ANCHOR_END: scale_and_round_to_fp8
+
 // ANCHOR: quantize_one_position
 /* Store one position's row of head_dim floats, in a layout whose scales do
  * not span positions (unquantized, or quantized per token). */
@@ -319,6 +386,10 @@ HOST_DEVICE static inline void kv_store_row(KvBlockLayout l, uint8_t *head, int 
             uint16_t bits = half_from_float(x[c]);
             memcpy(row + 2 * (size_t)c, &bits, sizeof bits);
         }
+        return;
+    }
+    if (l.axis == KV_SCALE_PER_TENSOR) {
+        kv_store_fp8_row(l, row, x);
         return;
     }
     int qmax = kv_qmax(l.number);

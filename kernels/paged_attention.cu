@@ -17,17 +17,19 @@ constexpr unsigned kFullMask = 0xffffffffu;
 /* Positions whose loads a token group issues before using the first. */
 constexpr int kUnroll = 4;
 
-constexpr KvNumber number_of(KvFormat format)
-{
-    return format == KV_FORMAT_FLOAT32 ? KV_NUMBER_FLOAT32
-           : format == KV_FORMAT_FP16  ? KV_NUMBER_FP16
-           : format == KV_FORMAT_INT8  ? KV_NUMBER_INT8
-                                       : KV_NUMBER_INT4;
-}
-
 constexpr int bits_of(KvNumber number)
 {
-    return number == KV_NUMBER_FLOAT32 ? 32 : number == KV_NUMBER_FP16 ? 16 : number == KV_NUMBER_INT8 ? 8 : 4;
+    return number == KV_NUMBER_FLOAT32 ? 32 : number == KV_NUMBER_FP16 ? 16 : number == KV_NUMBER_INT4 ? 4 : 8;
+}
+
+constexpr KvNumber number_of(KvFormat format)
+{
+    return format == KV_FORMAT_FLOAT32    ? KV_NUMBER_FLOAT32
+           : format == KV_FORMAT_FP16     ? KV_NUMBER_FP16
+           : format == KV_FORMAT_INT8     ? KV_NUMBER_INT8
+           : format == KV_FORMAT_FP8_E4M3 ? KV_NUMBER_FP8_E4M3
+           : format == KV_FORMAT_FP8_E5M2 ? KV_NUMBER_FP8_E5M2
+                                          : KV_NUMBER_INT4;
 }
 
 // ANCHOR: share_a_position_among_lanes
@@ -46,6 +48,7 @@ template <KvFormat kFormat, int kHeadDim> struct LanePlan {
     static constexpr int kWords = kChannels * kBits / 32; /* 32-bit words of a lane's part of a row */
     static constexpr bool kKeysPerChannel = kFormat == KV_FORMAT_KIVI4;
     static constexpr bool kScaledPerToken = kNumber == KV_NUMBER_INT8 || kNumber == KV_NUMBER_INT4;
+    static constexpr bool kScaledPerTensor = kNumber == KV_NUMBER_FP8_E4M3 || kNumber == KV_NUMBER_FP8_E5M2;
     static_assert(kHeadDim % kChannels == 0 && kLanes >= 1 && kLanes <= kWarpSize && kWarpSize % kLanes == 0,
                   "a row must split evenly over at most a warp");
     static_assert(kWords % 2 == 0, "a lane loads 8 or 16 bytes at a time");
@@ -88,6 +91,8 @@ __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], floa
             x[i] = half_to_float(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
         } else if constexpr (kNumber == KV_NUMBER_INT8) {
             x[i] = static_cast<float>(static_cast<int8_t>(words[i / 4] >> (8 * (i % 4)))) * scale;
+        } else if constexpr (kNumber == KV_NUMBER_FP8_E4M3 || kNumber == KV_NUMBER_FP8_E5M2) {
+            x[i] = fp8_to_float(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4))), kv_fp8_format(kNumber)) * scale;
         } else {
             uint8_t byte = static_cast<uint8_t>(words[i / 8] >> (8 * (i / 2 % 4)));
             x[i] = static_cast<float>(i % 2 == 0 ? int4_low(byte) : int4_high(byte)) * scale;
@@ -110,8 +115,8 @@ __device__ __forceinline__ void load_slot(const KernelParams &p, const uint8_t *
     size_t offset = static_cast<size_t>(first_channel) * Plan::kBits / 8;
     load_words(key_head + slot * kv_row_bytes(p.keys) + offset, s.key);
     load_words(value_head + slot * kv_row_bytes(p.values) + offset, s.value);
-    s.key_scale = 1.0f;
-    s.value_scale = 1.0f;
+    s.key_scale = Plan::kScaledPerTensor ? p.keys.tensor_scale : 1.0f;
+    s.value_scale = Plan::kScaledPerTensor ? p.values.tensor_scale : 1.0f;
     if constexpr (Plan::kScaledPerToken) {
         /* A lane's channels lie in one scale group (kChannels divides the group). */
         s.value_scale = kv_load_scale(p.values, value_head, kv_scale_index(p.values, slot, first_channel));
@@ -349,5 +354,7 @@ INSTANTIATE_HEAD_DIMS(KV_FORMAT_FP16);
 INSTANTIATE_HEAD_DIMS(KV_FORMAT_INT8);
 INSTANTIATE_HEAD_DIMS(KV_FORMAT_INT4);
 INSTANTIATE_HEAD_DIMS(KV_FORMAT_KIVI4);
+INSTANTIATE_HEAD_DIMS(KV_FORMAT_FP8_E4M3);
+INSTANTIATE_HEAD_DIMS(KV_FORMAT_FP8_E5M2);
 
 } // namespace paged_attention_kernels

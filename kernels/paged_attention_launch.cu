@@ -36,9 +36,10 @@ template <int kHeadDim> void launch_head_dim(int version, KvFormat format, const
 {
     using Launch = void (*)(int version, const KernelParams &p, dim3 grid);
     static constexpr Launch kByFormat[] = {
-        launch_format<KV_FORMAT_FLOAT32, kHeadDim>, launch_format<KV_FORMAT_FP16, kHeadDim>,
-        launch_format<KV_FORMAT_INT8, kHeadDim>,    launch_format<KV_FORMAT_INT4, kHeadDim>,
-        launch_format<KV_FORMAT_KIVI4, kHeadDim>,
+        launch_format<KV_FORMAT_FLOAT32, kHeadDim>,  launch_format<KV_FORMAT_FP16, kHeadDim>,
+        launch_format<KV_FORMAT_INT8, kHeadDim>,     launch_format<KV_FORMAT_INT4, kHeadDim>,
+        launch_format<KV_FORMAT_KIVI4, kHeadDim>,    launch_format<KV_FORMAT_FP8_E4M3, kHeadDim>,
+        launch_format<KV_FORMAT_FP8_E5M2, kHeadDim>,
     };
     static_assert(std::size(kByFormat) == KV_FORMAT_COUNT, "an instance for every format");
     kByFormat[format](version, p, grid);
@@ -99,6 +100,11 @@ static const char *check_problem(const PagedAttentionProblem *p)
     if (static_cast<int>(p->format) < 0 || p->format >= KV_FORMAT_COUNT) {
         return gpu_refusal("unknown cache format %d", static_cast<int>(p->format));
     }
+    bool fp8 = p->format == KV_FORMAT_FP8_E4M3 || p->format == KV_FORMAT_FP8_E5M2;
+    if (fp8 &&
+        !(p->key_scale > 0.0f && p->key_scale <= FLT_MAX && p->value_scale > 0.0f && p->value_scale <= FLT_MAX)) {
+        return gpu_refusal("FP8 scales %g and %g: they must be positive and finite", p->key_scale, p->value_scale);
+    }
     if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) {
         return gpu_refusal("head_dim %d: the kernels take 64, 128 or 256", s.head_dim);
     }
@@ -138,6 +144,10 @@ extern "C" const char *paged_attention_gpu_run_new(PagedAttentionGpuRun **made, 
     run->problem = p;
     run->keys = kv_layout(p.format, true, p.shape, p.int4_group);
     run->values = kv_layout(p.format, false, p.shape, p.int4_group);
+    if (run->keys.axis == KV_SCALE_PER_TENSOR) {
+        run->keys.tensor_scale = p.key_scale;
+        run->values.tensor_scale = p.value_scale;
+    }
     run->max_length = *std::max_element(p.lengths, p.lengths + p.batch);
     size_t query_floats = static_cast<size_t>(p.batch) * p.n_heads * p.shape.head_dim;
     run->queries = device_copy(p.queries, query_floats);

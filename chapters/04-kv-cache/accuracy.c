@@ -17,6 +17,8 @@ const char *kv_format_name(KvFormat format)
         [KV_FORMAT_INT8] = "INT8",
         [KV_FORMAT_INT4] = "INT4",
         [KV_FORMAT_KIVI4] = "INT4, keys per channel (KIVI)",
+        [KV_FORMAT_FP8_E4M3] = "FP8 E4M3",
+        [KV_FORMAT_FP8_E5M2] = "FP8 E5M2",
     };
     if (format < 0 || format >= KV_FORMAT_COUNT)
         return "?";

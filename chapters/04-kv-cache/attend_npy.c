@@ -90,6 +90,19 @@ static void attend_all_contiguous(const AttendInput *in, float *scores, float *o
         }
 }
 
+/* The largest magnitude of a tensor's rows within the sequences' lengths. */
+static float largest_within_lengths(const AttendInput *in, const float *kv)
+{
+    float largest = 0.0f;
+    for (int b = 0; b < in->batch; b++)
+        for (int h = 0; h < in->n_kv_heads; h++)
+            for (int p = 0; p < in->lens[b]; p++) {
+                float row = kv_largest_magnitude(kv_row(in, kv, b, h, p), in->head_dim, 1);
+                largest = row > largest || row != row ? row : largest;
+            }
+    return largest;
+}
+
 /* Store each sequence in blocks of the format, handed out from a shuffled
  * pool, then attend through the block tables. */
 static void attend_all_paged(const AttendInput *in, int block_size, KvFormat format, int int4_group, float *scores,
@@ -98,6 +111,12 @@ static void attend_all_paged(const AttendInput *in, int block_size, KvFormat for
     PagedKvShape shape = {block_size, in->n_kv_heads, in->head_dim};
     KvBlockLayout keys = kv_layout(format, true, shape, int4_group),
                   values = kv_layout(format, false, shape, int4_group);
+    if (keys.axis == KV_SCALE_PER_TENSOR) {
+        /* Calibrated on the tensors themselves: their largest magnitudes land
+         * on the format's largest number. */
+        keys.tensor_scale = kv_fp8_scale_for(largest_within_lengths(in, in->k), keys.number);
+        values.tensor_scale = kv_fp8_scale_for(largest_within_lengths(in, in->v), values.number);
+    }
     int blocks = 0;
     for (int b = 0; b < in->batch; b++)
         blocks += paged_kv_blocks_for(in->lens[b], block_size);
@@ -169,9 +188,10 @@ static void attend_and_save(const AttendInput *in, const char *save_dir, int blo
     attend_all_contiguous(in, scores, out);
     mark_nonfinite_rows(out, heads, (size_t)in->head_dim, flagged);
     npy_output_dir_add(&save, "out_contiguous.npy", NPY_FLOAT32, 3, out_shape, out);
-    const KvFormat formats[] = {KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4};
-    const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy"};
-    for (int f = 0; f < 3; f++) {
+    const KvFormat formats[] = {KV_FORMAT_FLOAT32, KV_FORMAT_INT8, KV_FORMAT_INT4, KV_FORMAT_FP8_E4M3,
+                                KV_FORMAT_FP8_E5M2};
+    const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy", "out_fp8_e4m3.npy", "out_fp8_e5m2.npy"};
+    for (int f = 0; f < 5; f++) {
         attend_all_paged(in, block_size, formats[f], int4_group, scores, out);
         mark_nonfinite_rows(out, heads, (size_t)in->head_dim, flagged);
         npy_output_dir_add(&save, names[f], NPY_FLOAT32, 3, out_shape, out);

@@ -23,6 +23,8 @@ static PagedAttentionProblem problem_of(const DecodeBatch *b, int int4_group)
         .shape = b->shape,
         .format = b->format,
         .int4_group = int4_group,
+        .key_scale = b->key_layout.tensor_scale,
+        .value_scale = b->value_layout.tensor_scale,
         .queries = b->queries,
         .key_pool = b->key_pool,
         .value_pool = b->value_pool,

@@ -7,6 +7,12 @@
  *     noise of one number, step / sqrt(12) over its row's RMS; the step is
  *     largest / qmax and a row's largest is below sqrt(12) of its RMS for
  *     the rows here, so the error stays below 1 / qmax;
+ *   - FP8 (a float: error relative to each number, about 2^-m / sqrt(12) of
+ *     it with m mantissa bits): the mean attention error below the relative
+ *     step 2^-m (1/8 for E4M3, 1/4 for E5M2), E5M2's at least 1.5 times
+ *     E4M3's (one mantissa bit less: twice the error), and per-token INT8
+ *     below E4M3 with and without outliers (INT8 wins while a row's largest
+ *     is under 127/8 = 16 times its RMS, as in these rows);
  *   - a KL below 1e-4 nats (INT8) or 1e-2 (INT4) without outliers: some
  *     1 / KL tokens must be drawn before a test could tell the distributions
  *     apart;
@@ -58,6 +64,21 @@ int main(void)
     EXPECT(int4->kl_mean < 1e-2 && plain[KV_FORMAT_KIVI4].kl_mean < 1e-2, "INT4: mean KL below 1e-2 nats");
     EXPECT(int8->top1_agreement >= 0.97, "INT8: the same most likely token at %.1f%% of steps",
            100 * int8->top1_agreement);
+
+    const AccuracyResult *e4m3 = &plain[KV_FORMAT_FP8_E4M3], *e5m2 = &plain[KV_FORMAT_FP8_E5M2];
+    EXPECT(e4m3->attention_error_mean < 1.0 / 8 && e5m2->attention_error_mean < 1.0 / 4,
+           "FP8: mean attention error %.2e (E4M3) below 1/8, %.2e (E5M2) below 1/4", e4m3->attention_error_mean,
+           e5m2->attention_error_mean);
+    for (int run = 0; run < 2; run++) {
+        const AccuracyResult *r = run ? outliers : plain;
+        const char *which = run ? "with outliers" : "without outliers";
+        EXPECT(r[KV_FORMAT_FP8_E5M2].attention_error_mean >= 1.5 * r[KV_FORMAT_FP8_E4M3].attention_error_mean,
+               "%s: E5M2's attention error %.2e at least 1.5 times E4M3's %.2e", which,
+               r[KV_FORMAT_FP8_E5M2].attention_error_mean, r[KV_FORMAT_FP8_E4M3].attention_error_mean);
+        EXPECT(r[KV_FORMAT_INT8].attention_error_mean < r[KV_FORMAT_FP8_E4M3].attention_error_mean,
+               "%s: per-token INT8 (%.2e) beats E4M3 (%.2e)", which, r[KV_FORMAT_INT8].attention_error_mean,
+               r[KV_FORMAT_FP8_E4M3].attention_error_mean);
+    }
 
     const AccuracyResult *per_token = &outliers[KV_FORMAT_INT4], *kivi = &outliers[KV_FORMAT_KIVI4];
     EXPECT(per_token->attention_error_mean >= 1.5 * int4->attention_error_mean,

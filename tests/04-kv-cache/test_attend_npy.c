@@ -1,8 +1,10 @@
 /* The .npy interface of `kv_cache attend --load DIR --save DIR`: reads q,
  * k, v and lens from one directory, and writes to another the attention
- * computed through the contiguous and the paged layouts, and through INT8
- * and INT4 blocks. Each is checked against a double-precision reference
- * computed here (over the numbers as INT8 or INT4 store them, for those);
+ * computed through the contiguous and the paged layouts, and through INT8,
+ * INT4, FP8 E4M3 and FP8 E5M2 blocks. Each is checked against a
+ * double-precision reference computed here (over the numbers as the
+ * quantized formats store them, for those: FP8 with the per-tensor scale
+ * that puts each tensor's largest magnitude on the format's largest number);
  * inputs that disagree are refused with one line and exit status 2, and
  * outputs that cannot be written with one line and exit status 1. */
 #include <math.h>
@@ -22,7 +24,8 @@
 
 enum { B = 3, H = 6, KVH = 2, L = 37, D = 12 };
 static const char *const input_names[] = {"q.npy", "k.npy", "v.npy", "lens.npy"};
-static const char *const output_names[] = {"out_contiguous.npy", "out_paged.npy", "out_int8.npy", "out_int4.npy"};
+static const char *const output_names[] = {"out_contiguous.npy", "out_paged.npy",    "out_int8.npy",
+                                           "out_int4.npy",       "out_fp8_e4m3.npy", "out_fp8_e5m2.npy"};
 
 typedef struct {
     char dir[64];      /* --load */
@@ -90,19 +93,35 @@ static NpyArray load_output(const Inputs *in, const char *name)
     return npy_load_or_exit(path, NPY_FLOAT32, 3, shape);
 }
 
+/* The largest |x| of the rows of a kv tensor within the sequences' lengths. */
+static double largest_within_lengths(const Inputs *in, const float *kv)
+{
+    double largest = 0.0;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < KVH; h++)
+            for (int i = 0; i < in->lens[b] * D; i++)
+                largest = fmax(largest, fabs(kv[((size_t)b * KVH + h) * L * D + i]));
+    return largest;
+}
+
 /* Keys and values as a format stores them: each row quantized and read back. */
 static Inputs *as_stored(const Inputs *in, KvFormat format)
 {
     Inputs *stored = ALLOC_ARRAY(Inputs, 1);
     *stored = *in;
     PagedKvShape one_row = {1, 1, D};
-    KvBlockLayout l = kv_layout(format, true, one_row, 32);
-    uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
+    KvBlockLayout keys = kv_layout(format, true, one_row, 32), values = kv_layout(format, false, one_row, 32);
+    if (format == KV_FORMAT_FP8_E4M3 || format == KV_FORMAT_FP8_E5M2) {
+        double largest_code = format == KV_FORMAT_FP8_E4M3 ? 448.0 : 57344.0;
+        keys.tensor_scale = (float)(largest_within_lengths(in, in->k) / largest_code);
+        values.tensor_scale = (float)(largest_within_lengths(in, in->v) / largest_code);
+    }
+    uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(keys));
     for (size_t r = 0; r < (size_t)B * KVH * L; r++) {
-        kv_store_row(l, head, 0, in->k + r * D);
-        kv_load_row(l, head, 0, stored->k + r * D);
-        kv_store_row(l, head, 0, in->v + r * D);
-        kv_load_row(l, head, 0, stored->v + r * D);
+        kv_store_row(keys, head, 0, in->k + r * D);
+        kv_load_row(keys, head, 0, stored->k + r * D);
+        kv_store_row(values, head, 0, in->v + r * D);
+        kv_load_row(values, head, 0, stored->v + r * D);
     }
     array_free(head);
     return stored;
@@ -144,6 +163,10 @@ static void outputs_match_reference(Inputs *in)
      * plus what the keys' rounding does to the weights: a few times that. */
     quantized_output_matches(in, KV_FORMAT_INT8, "out_int8.npy", ref, 0.02);
     quantized_output_matches(in, KV_FORMAT_INT4, "out_int4.npy", ref, 0.3);
+    /* FP8 rounds each number to within half a step of it relative to itself:
+     * 2^-4 (E4M3, 3 mantissa bits), 2^-3 (E5M2, 2): four times that, as for INT4. */
+    quantized_output_matches(in, KV_FORMAT_FP8_E4M3, "out_fp8_e4m3.npy", ref, 0.25);
+    quantized_output_matches(in, KV_FORMAT_FP8_E5M2, "out_fp8_e5m2.npy", ref, 0.5);
     array_free(ref);
     npy_free(&contiguous);
     npy_free(&paged);

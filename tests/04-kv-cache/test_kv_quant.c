@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "chapters/04-kv-cache/accuracy.h"
 #include "common/alloc.h"
 #include "common/rng.h"
 #include "common/testing.h"
@@ -257,6 +258,38 @@ static void unquantized_rows(void)
     EXPECT(halves, "fp16 rows hold each number rounded to fp16");
 }
 
+/* FP8 rows with a scale per tensor: the scale puts the largest magnitude on
+ * the format's largest number; each number reads back within half a step
+ * relative to itself (2^-4 for E4M3's 3 mantissa bits, 2^-3 for E5M2's 2,
+ * in the normal range, where all of these lie); a number past the range
+ * saturates at the largest, and a NaN stays NaN. */
+static void fp8_rows(void)
+{
+    const KvFormat formats[] = {KV_FORMAT_FP8_E4M3, KV_FORMAT_FP8_E5M2};
+    const double largest_code[] = {448.0, 57344.0}, half_step[] = {0x1p-4, 0x1p-3};
+    static const float x[6] = {0.75f, -2.5f, 1.1f, -0.3f, 3.0f, 0.0f},
+                       past[6] = {10.0f, -1e30f, NAN, 0.0f, 3.0f, -3.0f};
+    for (int f = 0; f < 2; f++) {
+        KvBlockLayout l = kv_layout(formats[f], false, shape_of(2, 6), 32);
+        l.tensor_scale = kv_fp8_scale_for(3.0f, l.number);
+        EXPECT(l.tensor_scale == (float)(3.0 / largest_code[f]), "%s: scale = largest / %g", kv_format_name(formats[f]),
+               largest_code[f]);
+        uint8_t head[64] = {0};
+        kv_store_row(l, head, 1, x);
+        bool within = true;
+        for (int c = 0; c < 6; c++)
+            within = within && fabs((double)kv_load(l, head, 1, c) - x[c]) <= half_step[f] * fabs((double)x[c]);
+        EXPECT(within, "%s: every number within %g of itself", kv_format_name(formats[f]), half_step[f]);
+        kv_store_row(l, head, 1, past);
+        float top = (float)(largest_code[f] * l.tensor_scale);
+        EXPECT(kv_load(l, head, 1, 0) == top && kv_load(l, head, 1, 1) == -top,
+               "%s: past the range, the largest number (saturated, not inf or NaN)", kv_format_name(formats[f]));
+        EXPECT(isnan(kv_load(l, head, 1, 2)), "%s: NaN stays NaN", kv_format_name(formats[f]));
+    }
+    EXPECT(kv_fp8_scale_for(0.0f, KV_NUMBER_FP8_E4M3) == 1.0f && kv_fp8_scale_for(NAN, KV_NUMBER_FP8_E5M2) == 1.0f,
+           "an all-zero or NaN tensor gets scale 1");
+}
+
 /* kv_load_row (fast, a scale per group) reads what kv_load reads number by
  * number, for every format, odd head_dims, odd and short groups. */
 static void rows_read_like_numbers(void)
@@ -302,6 +335,9 @@ static void sizes_and_offsets(void)
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_INT8, true, llama, 32)) == 8.125, "INT8, head_dim 128: 8 + 16/128");
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_INT4, true, llama, 32)) == 4.5, "INT4, groups of 32: 4 + 16/32");
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_INT4, true, llama, 64)) == 4.25, "INT4, groups of 64: 4 + 16/64");
+    EXPECT(bits_per_number(kv_layout(KV_FORMAT_FP8_E4M3, true, llama, 32)) == 8.0 &&
+               bits_per_number(kv_layout(KV_FORMAT_FP8_E5M2, false, llama, 32)) == 8.0,
+           "FP8: 8 bits, its scales (two per layer) outside the blocks");
     PagedKvShape block32 = {32, 8, 128};
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_KIVI4, true, block32, 32)) == 4.5, "KIVI keys, blocks of 32: 4 + 16/32");
     EXPECT(bits_per_number(kv_layout(KV_FORMAT_KIVI4, true, llama, 32)) == 5.0, "KIVI keys, blocks of 16: 4 + 16/16");
@@ -322,11 +358,13 @@ static void sizes_and_offsets(void)
     }
     EXPECT(same, "float32 blocks are where kernels/paged_kv.h puts them");
 
-    /* Quantized: rows and scales inside the head's bytes, 16-byte aligned. */
+    /* Scales in the blocks: rows and scales inside the head's bytes, 16-byte aligned. */
     bool inside = true;
     for (int format = KV_FORMAT_INT8; format < KV_FORMAT_COUNT; format++)
         for (int i = 0; i < 4; i++) {
             KvBlockLayout l = kv_layout((KvFormat)format, true, shapes[i], 4);
+            if (!kv_scales_in_block(l))
+                continue;
             size_t end = kv_scales_offset(l) + 2 * (size_t)kv_scale_count(l);
             inside = inside && kv_scales_offset(l) % 16 == 0 && kv_head_bytes(l) % 16 == 0 &&
                      kv_scales_offset(l) >= (size_t)shapes[i].block_size * kv_row_bytes(l) && end <= kv_head_bytes(l);
@@ -343,6 +381,7 @@ int main(void)
     extreme_values();
     per_channel_blocks();
     unquantized_rows();
+    fp8_rows();
     rows_read_like_numbers();
     sizes_and_offsets();
     return test_finish();

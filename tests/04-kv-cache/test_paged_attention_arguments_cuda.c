@@ -63,5 +63,9 @@ int main(void)
     p = valid();
     p.format = KV_FORMAT_COUNT;
     refused(p, "unknown cache format");
+    p = valid();
+    p.format = KV_FORMAT_FP8_E4M3;
+    p.key_scale = 0.0f, p.value_scale = 1.0f;
+    refused(p, "FP8 scales 0 and 1");
     return test_finish();
 }

@@ -122,15 +122,15 @@ static void test_semantics_against_reference(void)
     float *logits = ALLOC_ARRAY(float, VOCAB);
     fill_tied_logits(logits, VOCAB, 5); /* many ties, at every cut */
     const SamplingParams cases[] = {
-        {1.0,  1,     1.0,  0.0 },
-        {1.0,  50,    1.0,  0.0 },
-        {0.7,  50,    0.9,  0.0 },
-        {1.3,  200,   0.5,  0.0 },
-        {1.0,  200,   1.0,  0.05},
-        {0.5,  64,    0.95, 0.2 },
-        {2.0,  VOCAB, 1.0,  0.0 },
-        {1.0,  VOCAB, 0.3,  0.01},
-        {0.05, 64,    0.99, 0.0 },
+        {1.0,  1,     1.0,  0.0 }, /* greedy */
+        {1.0,  50,    1.0,  0.0 }, /* top-K alone */
+        {0.7,  50,    0.9,  0.0 }, /* sharper, top-p */
+        {1.3,  200,   0.5,  0.0 }, /* flatter, top-p cuts early */
+        {1.0,  200,   1.0,  0.05}, /* min-p alone */
+        {0.5,  64,    0.95, 0.2 }, /* all four */
+        {2.0,  VOCAB, 1.0,  0.0 }, /* K = V: softmax(x / T) */
+        {1.0,  VOCAB, 0.3,  0.01}, /* top-p over the whole row */
+        {0.05, 64,    0.99, 0.0 }, /* near the greedy limit */
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char what[100];
@@ -292,9 +292,11 @@ static const FitCase FIT_CASES[] = {
     {"tied",         {1.0, 40, 0.7, 0.0},  tied        },
 };
 
-/* Counts of the draws by place among the survivors. */
-static void count_places(const int64_t *tokens, const int64_t *indices, int count, int64_t *observed)
+/* The chi-square fit of the tokens drawn to the expected probabilities of
+ * the survivors with these indices. */
+static ChiSquare fit_of_tokens(const int64_t *tokens, const int64_t *indices, const double *expected, int count)
 {
+    int64_t *observed = ALLOC_ARRAY(int64_t, (size_t)count);
     for (int j = 0; j < count; j++) {
         observed[j] = 0;
     }
@@ -306,6 +308,9 @@ static void count_places(const int64_t *tokens, const int64_t *indices, int coun
             }
         }
     }
+    ChiSquare fit = chi_square_test(observed, expected, count, DRAWS);
+    array_free(observed);
+    return fit;
 }
 
 static ChiSquare fit_of_draws(const FitCase *c, DrawMethod method, const float *logits, int64_t *tokens)
@@ -314,16 +319,13 @@ static ChiSquare fit_of_draws(const FitCase *c, DrawMethod method, const float *
     float *probs = ALLOC_ARRAY(float, (size_t)k);
     double *expected = ALLOC_ARRAY(double, (size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k), *ref_indices = ALLOC_ARRAY(int64_t, (size_t)k);
-    int64_t *observed = ALLOC_ARRAY(int64_t, (size_t)k);
     sample_rows(logits, 1, FIT_VOCAB, c->params, method, 2024, DRAWS, 1, tokens, probs, indices);
     int count = reference_survivors(logits, FIT_VOCAB, c->params, expected, ref_indices);
-    count_places(tokens, ref_indices, count, observed);
-    ChiSquare fit = chi_square_test(observed, expected, count, DRAWS);
+    ChiSquare fit = fit_of_tokens(tokens, ref_indices, expected, count);
     array_free(probs);
     array_free(expected);
     array_free(indices);
     array_free(ref_indices);
-    array_free(observed);
     return fit;
 }
 
@@ -335,7 +337,7 @@ static ChiSquare fit_without_renormalising(const FitCase *c, const float *logits
     int k = c->params.top_k;
     float *in_the_k = ALLOC_ARRAY(float, (size_t)k);
     double *expected = ALLOC_ARRAY(double, (size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k), *observed = ALLOC_ARRAY(int64_t, (size_t)k), token;
+    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k), token;
     int count = reference_survivors(logits, FIT_VOCAB, c->params, expected, indices);
     SamplingParams top_k_only = sampling_params_top_k(k);
     top_k_only.temperature = c->params.temperature;
@@ -344,12 +346,10 @@ static ChiSquare fit_without_renormalising(const FitCase *c, const float *logits
         int place = sample_inverse_cdf(in_the_k, count, philox_uniform(2024, 0, (uint32_t)d, 0));
         tokens[d] = indices[place];
     }
-    count_places(tokens, indices, count, observed);
-    ChiSquare fit = chi_square_test(observed, expected, count, DRAWS);
+    ChiSquare fit = fit_of_tokens(tokens, indices, expected, count);
     array_free(in_the_k);
     array_free(expected);
     array_free(indices);
-    array_free(observed);
     return fit;
 }
 

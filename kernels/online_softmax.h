@@ -21,15 +21,17 @@
 #include "common/hostdevice.h"
 #include "kernels/float_bits.h"
 
-/* Below ln(FLT_MIN), exp(x) is a subnormal float or 0; softmax_exp returns 0. */
-#define SOFTMAX_EXP_FLUSH (-87.33654475f)
+/* ln(2^-150): below it, exp(x) is less than half the smallest subnormal
+ * float, 2^-149, and rounds to 0. */
+#define SOFTMAX_EXP_UNDERFLOW (-103.972077f)
 
 // ANCHOR: compute_exp_in_plain_arithmetic
 /* exp(x) for x <= 0 (softmax only ever needs exp(x - max)), within about
  * 2 ulp; exp(-inf) = 0, exp(NaN) = NaN. On the CPU, libm's expf is a
  * function call that a loop cannot vectorise; this is plain arithmetic on
- * floats and their bits, so a loop calling it vectorises (and it returns 0
- * below SOFTMAX_EXP_FLUSH instead of a subnormal). On the GPU, CUDA's own
+ * floats and their bits, so a loop calling it vectorises. Like expf (and
+ * PyTorch), it keeps results down to the smallest subnormal float, 2^-149,
+ * within one step of 2^-149 there. On the GPU, CUDA's own
  * expf is already a few instructions (it uses the special function unit)
  * and as accurate, so it is used. */
 HOST_DEVICE static inline float softmax_exp(float x)
@@ -55,11 +57,15 @@ HOST_DEVICE static inline float softmax_exp(float x)
     p = fmaf(p, r, 1.666657685e-1f);
     p = fmaf(p, r, 0.5f);
     float expm1_r = fmaf(p, r * r, r);
-    /* 2^n, built in the exponent field; n >= -126 above the flush limit. */
+    /* 2^n is built in the exponent field, which holds only normal floats,
+     * 2^-126 and up; n goes down to -150 for a subnormal result. So build
+     * 2^(n + 64) instead and multiply by 2^-64 last: exact for a normal
+     * result, and one more rounding, to the subnormal grid, otherwise. */
     uint32_t n_mod_2_32 = float_bits(t) - float_bits(shifter);
-    float two_to_n = float_from_bits((n_mod_2_32 + 127u) << 23);
+    float two_to_n_plus_64 = float_from_bits((n_mod_2_32 + 127u + 64u) << 23);
     /* 2^n e^r = 2^n + 2^n (e^r - 1), in one rounding. */
-    return x < SOFTMAX_EXP_FLUSH ? 0.0f : fmaf(expm1_r, two_to_n, two_to_n);
+    float scaled = fmaf(expm1_r, two_to_n_plus_64, two_to_n_plus_64);
+    return x < SOFTMAX_EXP_UNDERFLOW ? 0.0f : scaled * 0x1p-64f;
 #endif
 }
 // ANCHOR_END: compute_exp_in_plain_arithmetic

@@ -36,8 +36,8 @@ typedef struct {
 } TopkComparison;
 
 /* Compare rows 0, row_step, 2 row_step, ... of [rows, k] results for logits
- * [rows, vocab]. An absolute FLT_MIN is allowed besides rtol: softmax_exp
- * returns 0 where the true value is a subnormal. */
+ * [rows, vocab]. Besides rtol, an absolute 2 * FLT_TRUE_MIN is allowed: the
+ * rounding of a subnormal probability to the subnormal grid. */
 TopkComparison compare_with_reference(const float *logits, size_t rows, size_t row_step, size_t vocab, int k,
                                       const float *probs, const int64_t *indices, double rtol);
 

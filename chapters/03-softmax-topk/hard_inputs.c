@@ -79,7 +79,8 @@ static void all_minus_inf(float *row, size_t vocab)
     fill_constant(row, vocab, -INFINITY);
 }
 
-/* exp(-100) and exp(-200) are 0 in float, yet the order is the logits'. */
+/* exp(-100) is a subnormal float, kept as PyTorch keeps it; exp(-200) is 0
+ * in float, yet the order is the logits'. */
 static void underflow_is_no_tie(float *row, size_t vocab)
 {
     const float values[] = {0.0f, -100.0f, -101.0f, -200.0f, -100.0f};

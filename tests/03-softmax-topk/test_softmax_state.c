@@ -23,8 +23,9 @@ static void test_exp_accuracy(void)
     double worst = 0.0;
     float worst_x = 0.0f;
     size_t checked = 0;
-    /* Every 61st float from 0 down to the flush limit: ~17 million values. */
-    for (float x = -0.0f; x >= SOFTMAX_EXP_FLUSH; checked++) {
+    /* Every 61st float from 0 down to ln(FLT_MIN), where the results stop
+     * being normal floats: ~17 million values. */
+    for (float x = -0.0f; x >= logf(FLT_MIN); checked++) {
         double ref = exp((double)x);
         double error = fabs(softmax_exp(x) - ref) / ref;
         if (!(error <= worst)) {
@@ -44,11 +45,34 @@ static void test_exp_special_values(void)
     EXPECT(softmax_exp(-0.0f) == 1.0f, "exp(-0) = %.9g", (double)softmax_exp(-0.0f));
     EXPECT(softmax_exp(-INFINITY) == 0.0f, "exp(-inf) = %g", (double)softmax_exp(-INFINITY));
     EXPECT(isnan(softmax_exp(NAN)), "exp(NaN) = %g", (double)softmax_exp(NAN));
-    EXPECT(softmax_exp(-88.0f) == 0.0f, "exp(-88) is flushed, got %g", (double)softmax_exp(-88.0f));
     EXPECT(softmax_exp(-1e30f) == 0.0f, "exp(-1e30) = %g", (double)softmax_exp(-1e30f));
-    /* Just above the flush limit the result is a normal float. */
-    float above = nextafterf(SOFTMAX_EXP_FLUSH, 0.0f);
-    EXPECT(softmax_exp(above) >= FLT_MIN * 0.99f, "exp just above the flush limit = %g", (double)softmax_exp(above));
+    EXPECT(softmax_exp(-FLT_MAX) == 0.0f, "exp(-FLT_MAX) = %g", (double)softmax_exp(-FLT_MAX));
+}
+
+/* Below ln(FLT_MIN) exp(x) is a subnormal float, a multiple of
+ * FLT_TRUE_MIN = 2^-149, down to ln(2^-150), below which it rounds to 0.
+ * softmax_exp rounds twice there (to 24 bits, then to the grid), so it may
+ * be one step of the grid from exp in double rounded to float; that is the
+ * tolerance. Every float of the range is checked: ~2.2 million. */
+static void test_exp_subnormal_results(void)
+{
+    size_t checked = 0, off_by_one_step = 0, wrong = 0;
+    float first_wrong = 0.0f;
+    for (float x = logf(FLT_MIN); x >= -104.5f; x = nextafterf(x, -INFINITY), checked++) {
+        float expected = (float)exp((double)x);
+        float got = softmax_exp(x);
+        off_by_one_step += got != expected;
+        if (!(fabsf(got - expected) <= FLT_TRUE_MIN)) {
+            first_wrong = wrong++ ? first_wrong : x;
+        }
+    }
+    EXPECT(wrong == 0, "softmax_exp: %zu of %zu subnormal results more than 2^-149 off, the first at x = %.9g", wrong,
+           checked, (double)first_wrong);
+    printf("softmax_exp: %zu values in [-104.5, ln(FLT_MIN)], %zu of them one step of 2^-149 off\n", checked,
+           off_by_one_step);
+    EXPECT(softmax_exp(-100.0f) == (float)exp(-100.0), "exp(-100) = %g, expected %g", (double)softmax_exp(-100.0f),
+           (double)(float)exp(-100.0));
+    EXPECT(softmax_exp(-103.0f) > 0.0f, "exp(-103) = %g is not 0", (double)softmax_exp(-103.0f));
 }
 
 static void test_weight_limits(void)
@@ -277,6 +301,7 @@ int main(void)
 {
     test_exp_accuracy();
     test_exp_special_values();
+    test_exp_subnormal_results();
     test_weight_limits();
     test_recurrence();
     test_merge();

@@ -221,6 +221,57 @@ static void test_below(void)
     EXPECT(largest < UINT64_MAX, "rng_below(UINT64_MAX) stays below it");
 }
 
+/* Random123's known-answer vectors for Philox4x32-10 (its kat_vectors file):
+ * a wrong round, constant or word order changes every output word. */
+static void test_philox_published_vectors(void)
+{
+    struct {
+        Philox4x32 counter;
+        uint32_t key[2];
+        Philox4x32 expected;
+    } cases[] = {
+        {{{0, 0, 0, 0}},                                         {0, 0}, {{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}}},
+        {{{0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}},
+         {0xffffffffu, 0xffffffffu},
+         {{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}}                                                                },
+        {{{0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}},
+         {0xa4093822u, 0x299f31d0u},
+         {{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}}                                                                },
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        Philox4x32 out = philox4x32_10(cases[c].counter, cases[c].key[0], cases[c].key[1]);
+        for (int w = 0; w < 4; w++) {
+            EXPECT(out.word[w] == cases[c].expected.word[w], "philox case %zu word %d: %08x, expected %08x", c, w,
+                   out.word[w], cases[c].expected.word[w]);
+        }
+    }
+}
+
+/* philox_uniform: in [0, 1), mean 1/2 and variance 1/12 over consecutive
+ * counters, and a different value for each word of the counter and key. */
+static void test_philox_uniform(void)
+{
+    enum { DRAWS = 200000 };
+    double sum = 0.0, sum_sq = 0.0;
+    int outside = 0;
+    for (uint32_t i = 0; i < DRAWS; i++) {
+        double u = philox_uniform(42, 7, i, 0);
+        outside += !(u >= 0.0 && u < 1.0);
+        sum += u;
+        sum_sq += u * u;
+    }
+    double mean = sum / DRAWS, variance = sum_sq / DRAWS - mean * mean;
+    EXPECT(outside == 0, "philox_uniform: %d values outside [0, 1)", outside);
+    EXPECT(fabs(mean - 0.5) <= SIGMAS * sqrt(1.0 / 12.0 / DRAWS), "philox_uniform mean %.5f", mean);
+    /* The variance of u^2 is 4/45; its mean's standard error bounds this. */
+    EXPECT(fabs(variance - 1.0 / 12.0) <= SIGMAS * sqrt(4.0 / 45.0 / DRAWS), "philox_uniform variance %.5f", variance);
+    double base = philox_uniform(1, 2, 3, 4);
+    EXPECT(philox_uniform(0, 2, 3, 4) != base && philox_uniform(1u + (1ull << 32), 2, 3, 4) != base &&
+               philox_uniform(1, 2u + (1ull << 32), 3, 4) != base && philox_uniform(1, 2, 4, 4) != base &&
+               philox_uniform(1, 2, 3, 5) != base,
+           "every part of the seed and counter changes the value");
+}
+
 int main(void)
 {
     test_published_vectors();
@@ -229,5 +280,7 @@ int main(void)
     test_uniform_range_is_half_open();
     test_normal_moments();
     test_below();
+    test_philox_published_vectors();
+    test_philox_uniform();
     return test_finish();
 }

@@ -1,0 +1,159 @@
+#include "chapters/03-softmax-topk/sampling.h"
+
+#include <math.h>
+
+#include "chapters/03-softmax-topk/softmax_topk.h"
+#include "common/alloc.h"
+#include "common/rng.h"
+
+SamplingParams sampling_params_top_k(int top_k)
+{
+    SamplingParams params = {1.0, top_k, 1.0, 0.0};
+    return params;
+}
+
+/* exp((x - best) / T) in double, with the softmax's limits: an x equal to
+ * a +inf best weighs 1, everything else next to it 0. */
+static double tempered_weight(float x, float best, double temperature)
+{
+    if (x == best) {
+        return 1.0;
+    }
+    return exp(((double)x - (double)best) / temperature);
+}
+
+static void fill_probs(float *probs, int from, int to, float value)
+{
+    for (int j = from; j < to; j++) {
+        probs[j] = value;
+    }
+}
+
+// ANCHOR: cut_the_top_k_by_top_p_and_min_p
+/* Top-p: the shortest prefix of the K holding at least p of their mass.
+ * The prefix is in rank order, so of candidates tied at its end the lower
+ * index gets in first. p = 1 cuts nothing, even a tail of weight 0. */
+static int top_p_count(const float *logits, SamplingParams params, double total)
+{
+    if (params.top_p >= 1.0) {
+        return params.top_k;
+    }
+    int count = 0;
+    for (double mass = 0.0; count < params.top_k && mass < params.top_p * total; count++) {
+        mass += tempered_weight(logits[count], logits[0], params.temperature);
+    }
+    return count;
+}
+
+int sampling_survivors(const float *candidate_logits, SamplingParams params, float *probs)
+{
+    const float *x = candidate_logits;
+    int k = params.top_k;
+    if (isnan(x[0]) || x[0] == -INFINITY) {
+        fill_probs(probs, 0, k, NAN); /* a NaN row, or 0/0: nothing to draw */
+        return 0;
+    }
+    /* Temperature, then the top K: weights relative to the best
+     * candidate's, which is 1, the largest. */
+    double total = 0.0;
+    for (int j = 0; j < k; j++) {
+        total += tempered_weight(x[j], x[0], params.temperature);
+    }
+    int count = top_p_count(x, params, total);
+    /* Min-p: weights of at least min_p times the largest; they fall along
+     * the ranks, so the survivors stay a prefix. */
+    while (count > 1 && tempered_weight(x[count - 1], x[0], params.temperature) < params.min_p) {
+        count--;
+    }
+    /* Renormalise what survives. */
+    double kept = 0.0;
+    for (int j = 0; j < count; j++) {
+        kept += tempered_weight(x[j], x[0], params.temperature);
+    }
+    for (int j = 0; j < count; j++) {
+        probs[j] = (float)(tempered_weight(x[j], x[0], params.temperature) / kept);
+    }
+    fill_probs(probs, count, k, 0.0f);
+    return count;
+}
+// ANCHOR_END: cut_the_top_k_by_top_p_and_min_p
+
+// ANCHOR: draw_by_inverse_cdf
+int sample_inverse_cdf(const float *probs, int count, double u)
+{
+    double cumulative = 0.0;
+    int last_possible = -1;
+    for (int j = 0; j < count; j++) {
+        cumulative += probs[j];
+        if (u < cumulative) {
+            return j;
+        }
+        last_possible = probs[j] > 0.0f ? j : last_possible;
+    }
+    /* The rounded probabilities may sum to a little less than 1, and u
+     * fall above their sum: that sliver belongs to the last candidate that
+     * can be drawn at all. */
+    return last_possible;
+}
+// ANCHOR_END: draw_by_inverse_cdf
+
+// ANCHOR: draw_by_gumbel_max
+int sample_gumbel_max(const float *probs, int count, uint64_t seed, uint64_t row, uint32_t draw)
+{
+    int chosen = -1;
+    double best = -INFINITY;
+    for (int j = 0; j < count; j++) {
+        double u = philox_uniform(seed, row, draw, 1u + (uint32_t)j);
+        double score = log((double)probs[j]) - log(-log(u));
+        if (score > best) {
+            best = score;
+            chosen = j;
+        }
+    }
+    return chosen;
+}
+// ANCHOR_END: draw_by_gumbel_max
+
+static int draw_place(DrawMethod method, const float *probs, int count, uint64_t seed, uint64_t row, uint32_t draw)
+{
+    if (method == DRAW_GUMBEL_MAX) {
+        return sample_gumbel_max(probs, count, seed, row, draw);
+    }
+    return sample_inverse_cdf(probs, count, philox_uniform(seed, row, draw, 0));
+}
+
+static void sample_row(const float *logits, SamplingParams params, DrawMethod method, uint64_t seed, uint64_t row,
+                       int samples, float *candidate_logits, int64_t *tokens, float *probs, int64_t *indices)
+{
+    int k = params.top_k;
+    for (int j = 0; j < k; j++) {
+        candidate_logits[j] = logits[indices[j]];
+    }
+    int count = sampling_survivors(candidate_logits, params, probs);
+    for (int j = count; j < k; j++) {
+        indices[j] = -1;
+    }
+    for (int d = 0; d < samples; d++) {
+        int place = draw_place(method, probs, count, seed, row, (uint32_t)d);
+        tokens[d] = place < 0 ? -1 : indices[place];
+    }
+}
+
+void sample_rows(const float *logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
+                 uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices)
+{
+    size_t k = (size_t)params.top_k;
+    /* The one read of the logits: the top K of each row, at temperature 1,
+     * whose order is that of every temperature. */
+    softmax_topk_rows(CPU_FUSED, logits, rows, vocab, params.top_k, threads, probs, indices);
+#pragma omp parallel num_threads(threads)
+    {
+        float *candidate_logits = ALLOC_ARRAY(float, k);
+#pragma omp for schedule(static)
+        for (size_t row = 0; row < rows; row++) {
+            sample_row(logits + row * vocab, params, method, seed, row, samples, candidate_logits,
+                       tokens + row * (size_t)samples, probs + row * k, indices + row * k);
+        }
+        array_free(candidate_logits);
+    }
+}

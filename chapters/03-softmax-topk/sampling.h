@@ -1,0 +1,56 @@
+/* From the top K to a sampled token: temperature, top-K, top-p and min-p,
+ * in that order, then one draw from the candidates that survive.
+ *
+ * The steps need nothing but the logits of the K candidates: temperature
+ * keeps the order of the logits, so the top K at temperature T are the top
+ * K at 1, and the renormalised probabilities of the K are ratios of their
+ * own exponentials. So sampling follows the fused pass (one read of the
+ * logits) and reads K logits more.
+ *
+ * Hard inputs: a row with a NaN (ranked first) or only -inf has no
+ * survivors, NaN probabilities and the token -1; +inf logits share the
+ * probability equally, as in the softmax. */
+#ifndef CHAPTERS_03_SOFTMAX_TOPK_SAMPLING_H
+#define CHAPTERS_03_SOFTMAX_TOPK_SAMPLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    double temperature; /* > 0 and finite: the logits are divided by it */
+    int top_k;          /* 1 <= top_k <= vocab; top_k = vocab keeps every logit */
+    double top_p;       /* in (0, 1]; 1 cuts nothing */
+    double min_p;       /* in [0, 1]; 0 cuts nothing */
+} SamplingParams;
+
+/* Temperature 1, top-p 1, min-p 0: the top K, renormalised. */
+SamplingParams sampling_params_top_k(int top_k);
+
+/* The survivors among the K candidates whose logits are given in rank
+ * order (best first, equal logits lower index first, NaN first, as
+ * softmax_topk_row returns their indices): their count, a prefix of the K,
+ * and in probs[0 .. K-1] their probabilities, renormalised to sum 1, then
+ * 0 for the candidates cut. Count 0: the row has a NaN or only -inf, and
+ * the probabilities are NaN. */
+int sampling_survivors(const float *candidate_logits, SamplingParams params, float *probs);
+
+/* The place in probs[0 .. count-1] that the uniform u in [0, 1) picks: the
+ * first whose cumulative probability exceeds u. -1 when count is 0. */
+int sample_inverse_cdf(const float *probs, int count, double u);
+
+/* The place that Gumbel-max picks: the largest log(p) + Gumbel noise, the
+ * noise of place j from philox_uniform(seed, row, draw, 1 + j). -1 when
+ * count is 0. */
+int sample_gumbel_max(const float *probs, int count, uint64_t seed, uint64_t row, uint32_t draw);
+
+typedef enum { DRAW_INVERSE_CDF = 1, DRAW_GUMBEL_MAX = 2 } DrawMethod;
+
+/* Rows of logits [rows, vocab] -> tokens [rows, samples] (-1 for a row
+ * without survivors), and the survivors' probs and indices [rows, top_k]
+ * (the places cut: probability 0, index -1). Draw d of row r uses the
+ * uniform philox_uniform(seed, r, d, 0) (inverse CDF), so the tokens do not
+ * depend on the number of threads. */
+void sample_rows(const float *logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
+                 uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices);
+
+#endif

@@ -243,53 +243,83 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
 // ANCHOR_END: differentiate_by_rows_then_columns
 
 // ANCHOR: fuse_the_backward_pass
+/* x, dy and g = gamma * dy of vector k of a row. STREAMING as for load:
+ * false where the block reads the vector again. */
+template <int WIDTH, bool STREAMING>
+__device__ static void load_gradient_inputs(float (&xv)[WIDTH], float (&dyv)[WIDTH], float (&g)[WIDTH], const float *x,
+                                            const float *dy, const float *gamma, size_t offset, int k)
+{
+    load<WIDTH, STREAMING>(xv, x + offset + (size_t)k * WIDTH);
+    load<WIDTH, STREAMING>(dyv, dy + offset + (size_t)k * WIDTH);
+    load<WIDTH, false>(g, gamma + (size_t)k * WIDTH);
+#pragma unroll
+    for (int c = 0; c < WIDTH; c++)
+        g[c] *= dyv[c];
+}
+
+/* A thread of backward 2 keeps 2 x ITEMS x WIDTH floats of dgamma and dbeta
+ * across rows and, between the two steps of a row, 3 x ITEMS x WIDTH of x,
+ * dy and g: 160 floats for 8 float4, where a block of 640 threads leaves a
+ * thread 96 registers (65,536 / 640, in multiples of 8). ptxas would spill
+ * the rest to local memory, read and written on every row. So a plan of 8
+ * vectors per thread keeps only dgamma and dbeta, and reads x, dy and
+ * gamma again for the second step: the block read them a moment before,
+ * and they come from the caches, not from DRAM. */
+template <int ITEMS> constexpr bool keeps_row_between_steps = ITEMS < LN_PLAN_MAX_ITEMS;
+
+/* Plans of fewer than 8 vectors run in blocks of up to 512 threads (128
+ * registers each); plans of 8 in blocks of up to 640 (ln_backward_row_plan). */
+#define BACKWARD_KERNEL_BOUNDS(ITEMS) \
+    __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_BACKWARD_PLAN_MAX_THREADS)
+
 /* Version 2, fused: a block takes rows blockIdx.x, blockIdx.x + gridDim.x,
- * ... and for each reads x and dy once into registers, forms the two row
- * sums with one block reduction, and writes dx. Each thread owns the same
+ * ... and for each reads x and dy once from memory, forms the two row sums
+ * with one block reduction, and writes dx. Each thread owns the same
  * columns in every row, so it adds its share of dgamma and dbeta in
  * registers, across all the block's rows; at the end the block writes its
  * partial sums, one row of `partials` per block, with plain stores. */
 template <int WIDTH, int ITEMS>
-__global__ void ROW_KERNEL_BOUNDS(ITEMS)
+__global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
     layernorm_backward_v2(float *dx, float *partials, const float *dy, const float *x, const float *mean,
                           const float *rstd, const float *gamma, int n, int d)
 {
+    constexpr bool KEEP = keeps_row_between_steps<ITEMS>;
+    constexpr int KEPT = KEEP ? ITEMS : 1; /* vectors held between the steps */
     int vectors = d / WIDTH;
     float dgamma_acc[ITEMS][WIDTH] = {}, dbeta_acc[ITEMS][WIDTH] = {};
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
         size_t offset = (size_t)row * d;
         float m = mean[row], r = rstd[row];
-        float xv[ITEMS][WIDTH], dyv[ITEMS][WIDTH], g[ITEMS][WIDTH];
+        float xv[KEPT][WIDTH], dyv[KEPT][WIDTH], g[KEPT][WIDTH];
         float sums[2] = {0.0f, 0.0f}; /* sum(g), sum(g * xhat) */
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
-            int k = threadIdx.x + i * blockDim.x;
+            int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
             if (k >= vectors)
                 continue;
-            load(xv[i], x + offset + (size_t)k * WIDTH);
-            load(dyv[i], dy + offset + (size_t)k * WIDTH);
-            load<WIDTH, false>(g[i], gamma + (size_t)k * WIDTH);
+            load_gradient_inputs<WIDTH, KEEP>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
 #pragma unroll
             for (int c = 0; c < WIDTH; c++) {
-                g[i][c] *= dyv[i][c];
-                sums[0] += g[i][c];
-                sums[1] += g[i][c] * ln_normalize(xv[i][c], m, r);
+                sums[0] += g[h][c];
+                sums[1] += g[h][c] * ln_normalize(xv[h][c], m, r);
             }
         }
         block_sum(sums);
         float mean_g = sums[0] / d, mean_g_xhat = sums[1] / d;
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
-            int k = threadIdx.x + i * blockDim.x;
+            int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
             if (k >= vectors)
                 continue;
+            if constexpr (!KEEP)
+                load_gradient_inputs<WIDTH, true>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
             float out[WIDTH];
 #pragma unroll
             for (int c = 0; c < WIDTH; c++) {
-                float xhat = ln_normalize(xv[i][c], m, r);
-                out[c] = ln_dx(g[i][c], xhat, mean_g, mean_g_xhat, r);
-                dgamma_acc[i][c] += dyv[i][c] * xhat;
-                dbeta_acc[i][c] += dyv[i][c];
+                float xhat = ln_normalize(xv[h][c], m, r);
+                out[c] = ln_dx(g[h][c], xhat, mean_g, mean_g_xhat, r);
+                dgamma_acc[i][c] += dyv[h][c] * xhat;
+                dbeta_acc[i][c] += dyv[h][c];
             }
             store_streaming(dx + offset + (size_t)k * WIDTH, out);
         }

@@ -85,6 +85,23 @@ static inline LnRowPlan ln_row_plan(size_t d, bool rows_16_byte_aligned)
 }
 // ANCHOR_END: plan_a_row_in_registers
 
+/* Backward 2 keeps more per thread than forward 3: with 8 float4 per thread,
+ * 64 floats of dgamma and dbeta across rows (kernels/layernorm.cu). A block
+ * of 1024 threads leaves a thread 64 registers, too few; one of 640 leaves
+ * 96, enough. So its blocks of 8 vectors per thread stop at 640 threads, and
+ * a row that needs more is refused (threads = 0): beyond 20,480 floats as
+ * 16-byte vectors, 5,120 single floats. Its plans of fewer vectors are
+ * forward 3's. */
+enum { LN_BACKWARD_PLAN_MAX_THREADS = 640 };
+
+static inline LnRowPlan ln_backward_row_plan(size_t d, bool rows_16_byte_aligned)
+{
+    LnRowPlan plan = ln_row_plan(d, rows_16_byte_aligned);
+    if (plan.threads > LN_BACKWARD_PLAN_MAX_THREADS)
+        plan.threads = 0;
+    return plan;
+}
+
 /* Are all these pointers 16-byte aligned? (NULL-terminated list.) */
 static inline bool ln_all_16_byte_aligned(const void *const *pointers)
 {

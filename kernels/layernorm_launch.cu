@@ -85,8 +85,13 @@ static unsigned blocks_for(size_t items, unsigned threads)
             LAUNCH_FOR_ITEMS(kernel, 1, (plan).items, blocks_, threads_, __VA_ARGS__); \
     } while (0)
 
-static const char *const ROW_TOO_LONG = "a row of this length does not fit in one block's registers "
-                                        "(more than 1024 threads x 8 vectors): use a lower version";
+/* The refusal of a row longer than a plan takes. */
+static const char *row_too_long(int max_threads)
+{
+    return gpu_refusal("a row of this length does not fit in one block's registers (more than %d threads x %d "
+                       "vectors): use a lower version",
+                       max_threads, (int)LN_PLAN_MAX_ITEMS);
+}
 
 extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x,
                                              const float *gamma, const float *beta, size_t n, size_t d, float eps)
@@ -105,7 +110,7 @@ extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean,
         const void *rows_and_params[] = {x, y, gamma, beta, NULL};
         LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
         if (plan.threads == 0)
-            return ROW_TOO_LONG;
+            return row_too_long(LN_PLAN_MAX_THREADS);
         LAUNCH_FOR_PLAN(layernorm_forward_v3, plan, (unsigned)n, y, mean, rstd, x, gamma, beta, cols, eps);
     }
     CUDA_CHECK(cudaGetLastError());
@@ -149,9 +154,9 @@ extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dga
         layernorm_backward_v1_params<<<blocks_for(d, 128), 128>>>(dgamma, dbeta, dy, x, mean, rstd, rows, cols);
     } else {
         const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
-        LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
+        LnRowPlan plan = ln_backward_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
         if (plan.threads == 0)
-            return ROW_TOO_LONG;
+            return row_too_long(LN_BACKWARD_PLAN_MAX_THREADS);
         if (scratch == NULL)
             return "backward 2 needs scratch space (layernorm_backward_gpu_scratch_floats)";
         int blocks = backward_v2_blocks(n);

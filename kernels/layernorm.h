@@ -85,6 +85,7 @@ static inline LnRowPlan ln_row_plan(size_t d, bool rows_16_byte_aligned)
 }
 // ANCHOR_END: plan_a_row_in_registers
 
+// ANCHOR: plan_the_backward_row
 /* Backward 2 keeps more per thread than forward 3: with 8 float4 per thread,
  * 64 floats of dgamma and dbeta across rows (kernels/layernorm.cu). A block
  * of 1024 threads leaves a thread 64 registers, too few; one of 640 leaves
@@ -101,6 +102,7 @@ static inline LnRowPlan ln_backward_row_plan(size_t d, bool rows_16_byte_aligned
         plan.threads = 0;
     return plan;
 }
+// ANCHOR_END: plan_the_backward_row
 
 /* Are all these pointers 16-byte aligned? (NULL-terminated list.) */
 static inline bool ln_all_16_byte_aligned(const void *const *pointers)

@@ -96,6 +96,43 @@ static void test_alignment_and_scratch_do_not_matter(void)
     ln_problem_free(&p);
 }
 
+/* A row holding a NaN or an inf: that row's y, dx, mean (layer norm) and
+ * rstd are NaN, as PyTorch gives them, and every other row is the same bits
+ * as without it (the non-finite policy, README). dgamma and dbeta sum over
+ * all rows and are NaN; they are not compared. RMSNorm with an inf is left
+ * out: its sum of squares is inf, rstd 0, as PyTorch's. */
+static bool all_nan(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i]))
+            return false;
+    return true;
+}
+
+static void test_nonfinite_row_stays_in_its_row(NormKind norm, float bad)
+{
+    size_t n = 5, d = 300, row = 2;
+    LnProblem clean = random_problem(norm, n, d, 7, 0.0, 1.0), dirty = random_problem(norm, n, d, 7, 0.0, 1.0);
+    dirty.x[row * d + 17] = bad;
+    ln_problem_run_cpu(&clean);
+    ln_problem_run_cpu(&dirty);
+    bool row_nan = all_nan(dirty.y + row * d, d) && all_nan(dirty.dx + row * d, d) && isnan(dirty.rstd[row]) &&
+                   (norm == NORM_RMS || isnan(dirty.mean[row]));
+    EXPECT(row_nan, "%s norm, x holding %g: the row's y, dx, mean and rstd are NaN (rstd %.9g)", norm_kind_name(norm),
+           bad, dirty.rstd[row]);
+    bool others_same = true;
+    for (size_t r = 0; r < n; r++) {
+        if (r == row)
+            continue;
+        others_same = others_same && same_bits(dirty.y + r * d, clean.y + r * d, d) &&
+                      same_bits(dirty.dx + r * d, clean.dx + r * d, d) && dirty.rstd[r] == clean.rstd[r] &&
+                      dirty.mean[r] == clean.mean[r];
+    }
+    EXPECT(others_same, "%s norm, x holding %g: every other row the same bits", norm_kind_name(norm), bad);
+    ln_problem_free(&clean);
+    ln_problem_free(&dirty);
+}
+
 /* The two double backward passes: the compact formula and the
  * node-by-node chain rule agree to rounding, about 1e-12 relative. */
 static void test_node_by_node_agrees(size_t n, size_t d)
@@ -141,6 +178,10 @@ int main(void)
         test_against_reference(norms[k], 3, 1, 0.0, 1.0);
         test_thread_count_does_not_matter(norms[k]);
     }
+    test_nonfinite_row_stays_in_its_row(NORM_LAYER, NAN);
+    test_nonfinite_row_stays_in_its_row(NORM_LAYER, INFINITY);
+    test_nonfinite_row_stays_in_its_row(NORM_LAYER, -INFINITY);
+    test_nonfinite_row_stays_in_its_row(NORM_RMS, NAN);
     test_alignment_and_scratch_do_not_matter();
     test_node_by_node_agrees(64, 768);
     test_node_by_node_agrees(7, 2);

@@ -45,8 +45,10 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
     float correction = sum_dev / d;
     float var = sum_dev_sq / d - correction * correction;
     /* True value >= 0 (Cauchy-Schwarz); rounding of two nearly equal terms,
-     * as in a constant row, can leave it a hair below 0. */
-    var = var > 0.0f ? var : 0.0f;
+     * as in a constant row, can leave it a hair below 0. Written so that a
+     * NaN (a NaN or an inf in the row) is not clamped: NaN < 0 is false, so
+     * rstd stays NaN, as in PyTorch, instead of 1/sqrt(eps). */
+    var = var < 0.0f ? 0.0f : var;
     LnRowStats stats = {first_mean + correction, ln_rstd(var, eps)};
     return stats;
 }

@@ -8,6 +8,7 @@
 #include "chapters/02-layernorm/bench_cpu.h"
 #include "chapters/02-layernorm/edge_cases.h"
 #include "chapters/02-layernorm/gradcheck.h"
+#include "chapters/02-layernorm/rmsnorm.h"
 #include "chapters/02-layernorm/stability.h"
 #include "common/alloc.h"
 #include "common/check.h"
@@ -19,6 +20,17 @@ static const char markdown_help[] = "print tables as Markdown";
 static TableFormat table_format(bool markdown)
 {
     return markdown ? TABLE_MARKDOWN : TABLE_TEXT;
+}
+
+static const char norm_help[] = "the norm: layer (default) or rms";
+
+/* The value of --norm (NULL: not given) as a NormKind, or one line and exit 2. */
+static NormKind norm_option(const char *name)
+{
+    NormKind norm = NORM_LAYER;
+    if (name != NULL && !norm_kind_parse(name, &norm))
+        cli_fail("--norm expects one of %s, got '%s'", norm_kind_names, name);
+    return norm;
 }
 
 /* The subcommands that print one table and take nothing but --markdown. */
@@ -185,15 +197,17 @@ int gradcheck_command(int argc, char **argv)
 {
     long seed = 1;
     bool markdown = false;
+    const char *norm = NULL;
     const CliOption options[] = {
-        {"--seed",     CLI_INT,  &seed,     0, 1L << 62, "random seed of the points and the directions"},
-        {"--markdown", CLI_FLAG, &markdown, 0, 0,        markdown_help                                 },
+        {"--seed",     CLI_INT,    &seed,     0, 1L << 62, "random seed of the points and the directions"},
+        {"--norm",     CLI_STRING, &norm,     0, 0,        norm_help                                     },
+        {"--markdown", CLI_FLAG,   &markdown, 0, 0,        markdown_help                                 },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     const char *headers[] = {"check",         "shape",        "gradient",         "compared", "max abs error",
                              "max rel error", "of tolerance", "loss evaluations", "time"};
     Table *table = table_new(9, headers, "lllrrrrrr");
-    bool ok = grad_check_plan_run((uint64_t)seed, add_gradcheck_row, table);
+    bool ok = grad_check_plan_run(norm_option(norm), (uint64_t)seed, add_gradcheck_row, table);
     table_print(table, stdout, table_format(markdown));
     table_free(table);
     return ok ? 0 : 1;
@@ -201,9 +215,16 @@ int gradcheck_command(int argc, char **argv)
 
 int edge_cases_command(int argc, char **argv)
 {
-    TableFormat format = parse_markdown_only(argc, argv);
+    bool markdown = false;
+    const char *norm = NULL;
+    const CliOption options[] = {
+        {"--norm",     CLI_STRING, &norm,     0, 0, norm_help    },
+        {"--markdown", CLI_FLAG,   &markdown, 0, 0, markdown_help},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    TableFormat format = table_format(markdown);
     static EdgeChecks checks;
-    bool ok = edge_cases_run_all(&checks);
+    bool ok = edge_cases_run_all(norm_option(norm), &checks);
     const char *headers[] = {"case", "shape", "check", "measured", "allowed", "result"};
     Table *table = table_new(6, headers, "llllll");
     for (int i = 0; i < checks.count; i++) {

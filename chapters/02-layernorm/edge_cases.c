@@ -73,9 +73,10 @@ static void add_exact_check(EdgeChecks *out, const char *name, const LnProblem *
     set_text(c->allowed, sizeof c->allowed, "0");
 }
 
-static LnProblem random_problem(size_t n, size_t d, double x_mean, double x_std)
+static LnProblem random_problem(NormKind norm, size_t n, size_t d, double x_mean, double x_std)
 {
     LnProblem p = ln_problem_new(n, d, EPS);
+    p.norm = norm;
     ln_problem_fill_random(&p, SEED, x_mean, x_std);
     return p;
 }
@@ -93,46 +94,53 @@ static double max_distance_from_beta(const LnProblem *p)
 }
 
 // ANCHOR: check_a_zero_row
-/* A row of zeros has variance 0: xhat = 0 * rstd = 0 exactly, so y = beta,
- * and rstd = 1/sqrt(eps) is finite only because eps > 0. */
-static void zero_input(EdgeChecks *out)
+/* A row of zeros has variance 0 (and mean square 0): xhat = 0 * rstd = 0
+ * exactly, so y = beta (0 for RMSNorm, whose beta stays 0), and
+ * rstd = 1/sqrt(eps) is finite only because eps > 0. */
+static void zero_input(EdgeChecks *out, NormKind norm)
 {
-    const char *name = "zero input (variance 0)";
-    LnProblem p = random_problem(16, 768, 0.0, 1.0);
+    const char *name = norm == NORM_RMS ? "zero input (mean square 0)" : "zero input (variance 0)";
+    LnProblem p = random_problem(norm, 16, 768, 0.0, 1.0);
     memset(p.x, 0, p.n * p.d * sizeof *p.x);
     ln_problem_run_cpu(&p);
-    add_exact_check(out, name, &p, "y = beta exactly", "max |y - beta|", max_distance_from_beta(&p));
+    add_exact_check(out, name, &p, norm == NORM_RMS ? "y = 0 exactly" : "y = beta exactly", "max |y - beta|",
+                    max_distance_from_beta(&p));
     add_reference_check(out, name, &p);
     ln_problem_free(&p);
 }
 // ANCHOR_END: check_a_zero_row
 
-/* One value per row: it is its own mean, xhat = 0, and nothing flows back
- * to x: dx = rstd (g - mean(g) - 0) = rstd (g - g) = 0. */
-static void d_equals_one(EdgeChecks *out)
+/* One value per row. For layer norm it is its own mean, xhat = 0, and
+ * nothing flows back to x: dx = rstd (g - mean(g) - 0) = rstd (g - g) = 0.
+ * RMSNorm does not centre: xhat = x / sqrt(x^2 + eps), nearly the sign of
+ * x, and dx = rstd g (1 - xhat^2) = g eps rstd^3, small but not 0; only
+ * the reference can say what it must be. */
+static void d_equals_one(EdgeChecks *out, NormKind norm)
 {
     const char *name = "D = 1";
-    LnProblem p = random_problem(64, 1, 0.0, 1.0);
+    LnProblem p = random_problem(norm, 64, 1, 0.0, 1.0);
     ln_problem_run_cpu(&p);
-    add_exact_check(out, name, &p, "y = beta exactly", "max |y - beta|", max_distance_from_beta(&p));
-    float *zeros = ALLOC_ARRAY(float, p.n);
-    add_exact_check(out, name, &p, "dx = 0 exactly", "max |dx|", max_abs_difference(p.dx, zeros, p.n));
-    array_free(zeros);
+    if (norm == NORM_LAYER) {
+        add_exact_check(out, name, &p, "y = beta exactly", "max |y - beta|", max_distance_from_beta(&p));
+        float *zeros = ALLOC_ARRAY(float, p.n);
+        add_exact_check(out, name, &p, "dx = 0 exactly", "max |dx|", max_abs_difference(p.dx, zeros, p.n));
+        array_free(zeros);
+    }
     add_reference_check(out, name, &p);
     ln_problem_free(&p);
 }
 
-static void large_d(EdgeChecks *out)
+static void large_d(EdgeChecks *out, NormKind norm)
 {
-    LnProblem p = random_problem(64, 8192, 0.0, 1.0);
+    LnProblem p = random_problem(norm, 64, 8192, 0.0, 1.0);
     ln_problem_run_cpu(&p);
     add_reference_check(out, "large D", &p);
     ln_problem_free(&p);
 }
 
-static void irregular_shape(EdgeChecks *out)
+static void irregular_shape(EdgeChecks *out, NormKind norm)
 {
-    LnProblem p = random_problem(1823, 781, 0.0, 1.0);
+    LnProblem p = random_problem(norm, 1823, 781, 0.0, 1.0);
     ln_problem_run_cpu(&p);
     add_reference_check(out, "irregular shape", &p);
     ln_problem_free(&p);
@@ -144,11 +152,11 @@ static void irregular_shape(EdgeChecks *out)
  * a multiple of ulp(1e4) ~ 1e-3: that moves every xhat by up to half of
  * it times rstd. The checks: the mean is within one ulp of the exact mean,
  * and y within the unit-scale tolerance plus what one ulp of the mean does. */
-static void large_mean_float(EdgeChecks *out)
+static void large_mean_float(EdgeChecks *out, NormKind norm)
 {
     const char *name = "large mean, float";
     const double offset = 1e4;
-    LnProblem p = random_problem(64, 1024, offset, 1.0);
+    LnProblem p = random_problem(norm, 64, 1024, offset, 1.0);
     ln_problem_run_cpu(&p);
     LnReference ref = ln_reference_compute(&p);
     double ulp = nextafterf((float)offset, INFINITY) - (float)offset;
@@ -178,8 +186,9 @@ static void large_mean_float(EdgeChecks *out)
  * precision: layer norm ignores a shift, and x - 1e8 is computed exactly
  * (Sterbenz: the two are within a factor 2), so LN(x - 1e8), a
  * well-conditioned problem, is the reference. */
-static void large_mean_double(EdgeChecks *out)
+static void large_mean_double(EdgeChecks *out, NormKind norm)
 {
+    (void)norm; /* the double layer norm reference only */
     const char *name = "large mean, double";
     const double offset = 1e8;
     size_t n = 64, d = 1024;
@@ -220,15 +229,15 @@ static void large_mean_double(EdgeChecks *out)
  * a^2 (var(x) + eps). For a power of two every step scales exactly (the
  * sqrt of a^2 v is a sqrt(v) exactly), so the float results must agree to
  * the last bit: y and xhat equal, dx scaled by exactly 1/a. */
-static void scale_invariance(EdgeChecks *out)
+static void scale_invariance(EdgeChecks *out, NormKind norm)
 {
     const char *name = "scale invariance";
     const int exponents[] = {-10, 20};
-    LnProblem base = random_problem(64, 781, 0.0, 1.0);
+    LnProblem base = random_problem(norm, 64, 781, 0.0, 1.0);
     ln_problem_run_cpu(&base);
     for (size_t e = 0; e < sizeof exponents / sizeof exponents[0]; e++) {
         float a = ldexpf(1.0f, exponents[e]);
-        LnProblem scaled = random_problem(64, 781, 0.0, 1.0);
+        LnProblem scaled = random_problem(norm, 64, 781, 0.0, 1.0);
         for (size_t i = 0; i < scaled.n * scaled.d; i++)
             scaled.x[i] *= a;
         scaled.eps = EPS * a * a;
@@ -250,15 +259,16 @@ static void scale_invariance(EdgeChecks *out)
 
 // ANCHOR: bound_the_gradient_norm
 /* dx = rstd * P g, where P = I - 11^T/d - xhat xhat^T/d removes g's
- * components along 1 and along xhat; its eigenvalues lie in [0, 1] (the
- * second projection is scaled by var/(var+eps) <= 1). So per row
+ * components along 1 and along xhat (RMSNorm's P = I - xhat xhat^T/d,
+ * along xhat only); its eigenvalues lie in [0, 1] (the projection onto
+ * xhat is scaled by var/(var+eps) <= 1, or ms/(ms+eps)). So per row
  * |dx| <= rstd |g|, at any input scale: rstd adapts, the direction does
  * not blow up. Checked for x = s N(0, 1), s = 1e-3 ... 1e6, eps fixed. */
-static void gradient_norms_across_scales(EdgeChecks *out)
+static void gradient_norms_across_scales(EdgeChecks *out, NormKind norm)
 {
     const char *name = "gradient norms, scales 1e-3 to 1e6";
     double worst_ratio = 0.0, worst_error = 0.0;
-    LnProblem p = random_problem(64, 768, 0.0, 1.0);
+    LnProblem p = random_problem(norm, 64, 768, 0.0, 1.0);
     for (int exponent = -3; exponent <= 6; exponent++) {
         ln_problem_fill_random(&p, SEED, 0.0, pow(10.0, exponent));
         ln_problem_run_cpu(&p);
@@ -290,23 +300,45 @@ static void gradient_norms_across_scales(EdgeChecks *out)
 }
 // ANCHOR_END: bound_the_gradient_norm
 
+// ANCHOR: check_an_rms_row_far_from_zero
+/* x = 1e4 + N(0, 1): the offset that costs layer norm the rounding of its
+ * mean. RMSNorm subtracts nothing: its sum of squares adds positive terms,
+ * so it is well conditioned at any offset, and every output must meet the
+ * unit-scale tolerances (which scale dx's with rstd) as at offset 0. */
+static void rms_far_from_zero(EdgeChecks *out, NormKind norm)
+{
+    LnProblem p = random_problem(norm, 64, 1024, 1e4, 1.0);
+    ln_problem_run_cpu(&p);
+    add_reference_check(out, "offset 1e4, no centring", &p);
+    ln_problem_free(&p);
+}
+// ANCHOR_END: check_an_rms_row_far_from_zero
+
 const EdgeCase edge_cases[] = {
-    {"zero_input",                   zero_input                  },
-    {"d_equals_one",                 d_equals_one                },
-    {"large_d",                      large_d                     },
-    {"large_mean_float",             large_mean_float            },
-    {"large_mean_double",            large_mean_double           },
-    {"scale_invariance",             scale_invariance            },
-    {"irregular_shape",              irregular_shape             },
-    {"gradient_norms_across_scales", gradient_norms_across_scales},
+    {"zero_input",                       NORM_LAYER, zero_input                  },
+    {"d_equals_one",                     NORM_LAYER, d_equals_one                },
+    {"large_d",                          NORM_LAYER, large_d                     },
+    {"large_mean_float",                 NORM_LAYER, large_mean_float            },
+    {"large_mean_double",                NORM_LAYER, large_mean_double           },
+    {"scale_invariance",                 NORM_LAYER, scale_invariance            },
+    {"irregular_shape",                  NORM_LAYER, irregular_shape             },
+    {"gradient_norms_across_scales",     NORM_LAYER, gradient_norms_across_scales},
+    {"rms_zero_input",                   NORM_RMS,   zero_input                  },
+    {"rms_d_equals_one",                 NORM_RMS,   d_equals_one                },
+    {"rms_large_d",                      NORM_RMS,   large_d                     },
+    {"rms_far_from_zero",                NORM_RMS,   rms_far_from_zero           },
+    {"rms_scale_invariance",             NORM_RMS,   scale_invariance            },
+    {"rms_irregular_shape",              NORM_RMS,   irregular_shape             },
+    {"rms_gradient_norms_across_scales", NORM_RMS,   gradient_norms_across_scales},
 };
 const int edge_case_count = sizeof edge_cases / sizeof edge_cases[0];
 
-bool edge_cases_run_all(EdgeChecks *out)
+bool edge_cases_run_all(NormKind norm, EdgeChecks *out)
 {
     out->count = 0;
     for (int i = 0; i < edge_case_count; i++)
-        edge_cases[i].run(out);
+        if (edge_cases[i].norm == norm)
+            edge_cases[i].run(out, edge_cases[i].norm);
     bool ok = true;
     for (int i = 0; i < out->count; i++)
         ok = ok && out->checks[i].ok;

@@ -1,11 +1,13 @@
-/* The edge cases of layer norm, each a function that runs the float
- * kernels (or the double reference) on one hard input and records what it
- * checked. The program prints them as a table (--edge-cases); the tests
- * run each one and fail when it does. */
+/* The edge cases of layer norm and RMSNorm, each a function that runs the
+ * float kernels (or the double reference) of one norm on one hard input
+ * and records what it checked. The program prints them as a table
+ * (edge-cases [--norm rms]); the tests run each one and fail when it does. */
 #ifndef CHAPTERS_02_LAYERNORM_EDGE_CASES_H
 #define CHAPTERS_02_LAYERNORM_EDGE_CASES_H
 
 #include <stdbool.h>
+
+#include "chapters/02-layernorm/rmsnorm.h"
 
 enum { EDGE_MAX_CHECKS = 24 };
 
@@ -25,13 +27,14 @@ typedef struct {
 
 typedef struct {
     const char *name;
-    void (*run)(EdgeChecks *out); /* appends its checks to out */
+    NormKind norm;
+    void (*run)(EdgeChecks *out, NormKind norm); /* appends its checks to out */
 } EdgeCase;
 
 extern const EdgeCase edge_cases[];
 extern const int edge_case_count;
 
-/* Run every case; true when all checks held. */
-bool edge_cases_run_all(EdgeChecks *out);
+/* Run every case of `norm`; true when all checks held. */
+bool edge_cases_run_all(NormKind norm, EdgeChecks *out);
 
 #endif

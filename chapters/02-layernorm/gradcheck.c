@@ -7,6 +7,7 @@
 
 #include "chapters/01-cancellation/derivative.h"
 #include "chapters/02-layernorm/layernorm.h"
+#include "chapters/02-layernorm/rmsnorm.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/rng.h"
@@ -22,25 +23,45 @@ static const double *tensor_values(const GradProblem *p, GradTensor tensor)
     return values[tensor];
 }
 
-GradProblem grad_problem_random(size_t n, size_t d, double eps, uint64_t seed)
+int grad_tensor_count(NormKind norm)
 {
-    GradProblem p = {.n = n, .d = d, .eps = eps};
+    return norm == NORM_RMS ? TENSOR_BETA : TENSOR_COUNT;
+}
+
+/* The forward pass of p's norm in double; mean is left alone by RMSNorm. */
+static void norm_forward_f64(const GradProblem *p, double *y, double *mean, double *rstd, const double *x,
+                             const double *gamma, const double *beta)
+{
+    if (p->norm == NORM_RMS)
+        rmsnorm_forward_f64(y, rstd, x, gamma, p->n, p->d, p->eps);
+    else
+        layernorm_forward_f64(y, mean, rstd, x, gamma, beta, p->n, p->d, p->eps);
+}
+
+GradProblem grad_problem_random(NormKind norm, size_t n, size_t d, double eps, uint64_t seed)
+{
+    GradProblem p = {.norm = norm, .n = n, .d = d, .eps = eps};
     p.x = ALLOC_ARRAY(double, n *d);
     p.w = ALLOC_ARRAY(double, n *d);
     p.gamma = ALLOC_ARRAY(double, d);
-    p.beta = ALLOC_ARRAY(double, d);
-    for (int t = 0; t < TENSOR_COUNT; t++)
+    if (norm == NORM_LAYER)
+        p.beta = ALLOC_ARRAY(double, d);
+    for (int t = 0; t < grad_tensor_count(norm); t++)
         p.grad[t] = ALLOC_ARRAY(double, tensor_length(&p, (GradTensor)t));
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f64(&rng, p.x, n * d, 0.0, 1.0);
     rng_fill_normal_f64(&rng, p.gamma, d, 1.0, 0.1);
-    rng_fill_normal_f64(&rng, p.beta, d, 0.0, 0.1);
+    if (norm == NORM_LAYER)
+        rng_fill_normal_f64(&rng, p.beta, d, 0.0, 0.1);
     rng_fill_normal_f64(&rng, p.w, n * d, 0.0, 1.0);
     double *y = ALLOC_ARRAY(double, n *d), *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
-    layernorm_forward_f64(y, mean, rstd, p.x, p.gamma, p.beta, n, d, eps);
-    layernorm_backward_f64(p.grad[TENSOR_X], p.grad[TENSOR_GAMMA], p.grad[TENSOR_BETA], p.w, p.x, mean, rstd, p.gamma,
-                           n, d);
+    norm_forward_f64(&p, y, mean, rstd, p.x, p.gamma, p.beta);
+    if (norm == NORM_RMS)
+        rmsnorm_backward_f64(p.grad[TENSOR_X], p.grad[TENSOR_GAMMA], p.w, p.x, rstd, p.gamma, n, d);
+    else
+        layernorm_backward_f64(p.grad[TENSOR_X], p.grad[TENSOR_GAMMA], p.grad[TENSOR_BETA], p.w, p.x, mean, rstd,
+                               p.gamma, n, d);
     array_free(y);
     array_free(mean);
     array_free(rstd);
@@ -91,31 +112,34 @@ static double loss_along(double t, const void *context)
     const double *x = c->tensor == TENSOR_X ? c->moved : p->x;
     const double *gamma = c->tensor == TENSOR_GAMMA ? c->moved : p->gamma;
     const double *beta = c->tensor == TENSOR_BETA ? c->moved : p->beta;
-    layernorm_forward_f64(c->y, c->mean, c->rstd, x, gamma, beta, p->n, p->d, p->eps);
+    norm_forward_f64(p, c->y, c->mean, c->rstd, x, gamma, beta);
     return dot(p->w, c->y, p->n * p->d);
 }
 // ANCHOR_END: move_along_a_line
 
 // ANCHOR: normalize_in_complex_arithmetic
 /* The reference forward pass again, in complex arithmetic, summed into the
- * loss. Everything in it is analytic (no fabs, no comparisons), which the
- * complex step needs: sqrt's branch cut is on the negative real axis, far
- * from var + eps > 0. */
-static double complex loss_complex(const double complex *x, const double complex *gamma, const double complex *beta,
-                                   const double *w, size_t n, size_t d, double eps)
+ * loss. Everything in it is analytic (no fabs, no comparisons of values),
+ * which the complex step needs: sqrt's branch cut is on the negative real
+ * axis, far from var + eps > 0. RMSNorm is the same without the centring
+ * (beta NULL: no shift either). */
+static double complex loss_complex(NormKind norm, const double complex *x, const double complex *gamma,
+                                   const double complex *beta, const double *w, size_t n, size_t d, double eps)
 {
     double complex loss = 0.0;
     for (size_t row = 0; row < n; row++) {
         const double complex *xr = x + row * d;
-        double complex sum = 0.0, sum_sq = 0.0;
-        for (size_t j = 0; j < d; j++)
-            sum += xr[j];
-        double complex mean = sum / (double)d;
+        double complex mean = 0.0, sum_sq = 0.0;
+        if (norm == NORM_LAYER) {
+            for (size_t j = 0; j < d; j++)
+                mean += xr[j];
+            mean /= (double)d;
+        }
         for (size_t j = 0; j < d; j++)
             sum_sq += (xr[j] - mean) * (xr[j] - mean);
         double complex rstd = 1.0 / csqrt(sum_sq / (double)d + eps);
         for (size_t j = 0; j < d; j++)
-            loss += w[row * d + j] * (gamma[j] * ((xr[j] - mean) * rstd) + beta[j]);
+            loss += w[row * d + j] * (gamma[j] * ((xr[j] - mean) * rstd) + (beta != NULL ? beta[j] : 0.0));
     }
     return loss;
 }
@@ -139,8 +163,8 @@ static double complex complex_loss_along(double complex z, const void *context)
         moved[i] = c->direction != NULL ? base[i] + z * c->direction[i] : base[i];
     if (c->direction == NULL)
         moved[c->element] = z;
-    return loss_complex(c->values[TENSOR_X], c->values[TENSOR_GAMMA], c->values[TENSOR_BETA], c->p->w, c->p->n, c->p->d,
-                        c->p->eps);
+    return loss_complex(c->p->norm, c->values[TENSOR_X], c->values[TENSOR_GAMMA], c->values[TENSOR_BETA], c->p->w,
+                        c->p->n, c->p->d, c->p->eps);
 }
 
 // ANCHOR: set_gradient_check_tolerances
@@ -194,7 +218,7 @@ static LossContexts loss_contexts_new(const GradProblem *p, GradTensor tensor)
     c.real_loss.y = ALLOC_ARRAY(double, p->n * p->d);
     c.real_loss.mean = ALLOC_ARRAY(double, p->n);
     c.real_loss.rstd = ALLOC_ARRAY(double, p->n);
-    for (int t = 0; t < TENSOR_COUNT; t++) {
+    for (int t = 0; t < grad_tensor_count(p->norm); t++) {
         size_t count = tensor_length(p, (GradTensor)t);
         const double *values = tensor_values(p, (GradTensor)t);
         c.complex_loss.values[t] = ALLOC_ARRAY(double complex, count);
@@ -289,8 +313,12 @@ static CloseReport check_node_by_node(const GradProblem *p, GradTensor tensor)
     double *unfused[TENSOR_COUNT];
     for (int t = 0; t < TENSOR_COUNT; t++)
         unfused[t] = ALLOC_ARRAY(double, tensor_length(p, (GradTensor)t));
-    layernorm_backward_unfused_f64(unfused[TENSOR_X], unfused[TENSOR_GAMMA], unfused[TENSOR_BETA], p->w, p->x, p->gamma,
-                                   p->n, p->d, p->eps);
+    if (p->norm == NORM_RMS)
+        rmsnorm_backward_unfused_f64(unfused[TENSOR_X], unfused[TENSOR_GAMMA], p->w, p->x, p->gamma, p->n, p->d,
+                                     p->eps);
+    else
+        layernorm_backward_unfused_f64(unfused[TENSOR_X], unfused[TENSOR_GAMMA], unfused[TENSOR_BETA], p->w, p->x,
+                                       p->gamma, p->n, p->d, p->eps);
     Tolerance tol = check_tolerance[CHECK_NODE_BY_NODE];
     CloseReport report =
         check_close_f64(p->grad[tensor], unfused[tensor], tensor_length(p, tensor), tol.atol, tol.rtol);
@@ -333,13 +361,13 @@ static const GradCheckPlan gradcheck_plan[] = {
 enum { GRADCHECK_DIRECTIONS = 4 };
 // ANCHOR_END: plan_the_gradient_checks
 
-bool grad_check_plan_run(uint64_t seed, GradCheckReport *report, void *context)
+bool grad_check_plan_run(NormKind norm, uint64_t seed, GradCheckReport *report, void *context)
 {
     bool ok = true;
     for (size_t i = 0; i < sizeof gradcheck_plan / sizeof gradcheck_plan[0]; i++) {
         const GradCheckPlan *plan = &gradcheck_plan[i];
-        GradProblem p = grad_problem_random(plan->n, plan->d, 1e-5, seed);
-        for (int t = 0; t < TENSOR_COUNT; t++) {
+        GradProblem p = grad_problem_random(norm, plan->n, plan->d, 1e-5, seed);
+        for (int t = 0; t < grad_tensor_count(norm); t++) {
             GradCheckResult r = grad_check(&p, plan->method, (GradTensor)t, GRADCHECK_DIRECTIONS, seed);
             ok = ok && r.report.ok;
             report(context, plan->n, plan->d, &r);

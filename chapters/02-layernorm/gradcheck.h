@@ -1,8 +1,10 @@
-/* Gradient checks of the layer-norm backward pass, all in double.
+/* Gradient checks of the layer-norm and RMSNorm backward passes, all in
+ * double.
  *
  * The scalar being differentiated is the loss L = sum(w * y) with fixed
  * random weights w: its gradient with respect to y is w, so the backward
- * pass run with dy = w must return dL/dx, dL/dgamma and dL/dbeta. The
+ * pass run with dy = w must return dL/dx, dL/dgamma and dL/dbeta (RMSNorm
+ * has no beta, and its checks stop at dgamma). The
  * checks compare that analytic gradient with numbers taken from L alone:
  *
  *   central differences   (L(p + h) - L(p - h)) / 2h for every element:
@@ -21,20 +23,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chapters/02-layernorm/rmsnorm.h"
 #include "common/check.h"
 
 typedef enum { TENSOR_X, TENSOR_GAMMA, TENSOR_BETA, TENSOR_COUNT } GradTensor;
 
 typedef struct {
+    NormKind norm;
     size_t n, d;
     double eps;
-    double *x, *gamma, *beta, *w; /* the point, and the loss weights */
-    double *grad[TENSOR_COUNT];   /* the gradient under test: dx, dgamma, dbeta */
+    double *x, *gamma, *beta, *w; /* the point, and the loss weights; beta NULL for RMSNorm */
+    double *grad[TENSOR_COUNT];   /* the gradient under test: dx, dgamma, dbeta (NULL for RMSNorm) */
 } GradProblem;
 
+/* The tensors that `norm` has a gradient for: x, gamma (and beta). */
+int grad_tensor_count(NormKind norm);
+
 /* x ~ N(0, 1), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2), w ~ N(0, 1); the
- * gradient from the compact formula (layernorm_backward_f64). */
-GradProblem grad_problem_random(size_t n, size_t d, double eps, uint64_t seed);
+ * gradient from the compact formula (layernorm_backward_f64 or
+ * rmsnorm_backward_f64). */
+GradProblem grad_problem_random(NormKind norm, size_t n, size_t d, double eps, uint64_t seed);
 void grad_problem_free(GradProblem *p);
 
 typedef enum {
@@ -58,11 +66,11 @@ typedef struct {
 GradCheckResult grad_check(const GradProblem *p, GradCheckMethod method, GradTensor tensor, int directions,
                            uint64_t seed);
 
-/* The chapter's gradient checks, each method on the shapes it suits
- * (gradcheck.c), with directions and data from `seed`: every result goes
- * to report(context, n, d, result) as it comes. True when all passed. */
+/* The chapter's gradient checks of `norm`, each method on the shapes it
+ * suits (gradcheck.c), with directions and data from `seed`: every result
+ * goes to report(context, n, d, result) as it comes. True when all passed. */
 typedef void GradCheckReport(void *context, size_t n, size_t d, const GradCheckResult *result);
-bool grad_check_plan_run(uint64_t seed, GradCheckReport *report, void *context);
+bool grad_check_plan_run(NormKind norm, uint64_t seed, GradCheckReport *report, void *context);
 
 const char *grad_check_method_name(GradCheckMethod method);
 const char *grad_tensor_name(GradTensor tensor);

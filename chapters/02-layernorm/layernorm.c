@@ -8,37 +8,9 @@
 #include <immintrin.h>
 #endif
 
+#include "chapters/02-layernorm/row_loops.h"
 #include "common/alloc.h"
 #include "kernels/layernorm_row.h"
-
-// ANCHOR: sum_in_lanes
-/* A float sum the compiler can vectorise without -ffast-math: LANES
- * independent running sums, one per vector lane, added pairwise at the end.
- * Vectorising `s += x[i]` would reorder the additions, which C forbids;
- * these are separate chains, so no reordering is needed, and the result
- * is the same bits whatever the vector width. */
-enum { LANES = 32 };
-
-static float add_lanes(float *acc)
-{
-    for (int width = LANES / 2; width > 0; width /= 2)
-        for (int k = 0; k < width; k++)
-            acc[k] += acc[k + width];
-    return acc[0];
-}
-
-static float sum_f32(const float *x, size_t n)
-{
-    float acc[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++)
-            acc[k] += x[i + k];
-    for (int k = 0; i < n; i++, k++)
-        acc[k] += x[i];
-    return add_lanes(acc);
-}
-// ANCHOR_END: sum_in_lanes
 
 // ANCHOR: prefetch_and_stream
 /* Two things keep a one-pass row kernel at the speed of memory.
@@ -249,11 +221,6 @@ static void backward_row_f32(float *dx, float *dgamma_part, float *dbeta_part, c
  * n * d of the rows): no two threads write the same memory, and the result
  * is the same bits for any number of threads. A GPU does the same with one
  * partial row per thread block. */
-static size_t backward_chunks(size_t n)
-{
-    return n < LN_BACKWARD_CHUNKS ? n : LN_BACKWARD_CHUNKS;
-}
-
 size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
 {
     return backward_chunks(n) * 2 * d;
@@ -277,15 +244,8 @@ void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scrat
         }
         streaming_stores_done();
     }
-    double *totals = ALLOC_ARRAY(double, 2 * d); /* zeroed */
-    for (size_t chunk = 0; chunk < chunks; chunk++)
-        for (size_t j = 0; j < 2 * d; j++)
-            totals[j] += scratch[chunk * 2 * d + j];
-    for (size_t j = 0; j < d; j++) {
-        dgamma[j] = (float)totals[j];
-        dbeta[j] = (float)totals[d + j];
-    }
-    array_free(totals);
+    float *const sums[] = {dgamma, dbeta};
+    add_chunk_partials(sums, 2, scratch, chunks, d);
 }
 // ANCHOR_END: sum_parameter_gradients_in_chunks
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chapters/02-layernorm/layernorm.h"
+#include "chapters/02-layernorm/rmsnorm.h"
 #include "common/alloc.h"
 #include "common/cli.h"
 #include "common/npy.h"
@@ -38,7 +39,8 @@ void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, p->x, p->n * p->d, x_mean, x_std);
     rng_fill_normal_f32(&rng, p->gamma, p->d, 1.0, 0.1);
-    rng_fill_normal_f32(&rng, p->beta, p->d, 0.0, 0.1);
+    if (p->norm == NORM_LAYER) /* RMSNorm has no beta: it stays 0 */
+        rng_fill_normal_f32(&rng, p->beta, p->d, 0.0, 0.1);
     rng_fill_normal_f32(&rng, p->dy, p->n * p->d, 0.0, 1.0);
 }
 
@@ -105,8 +107,20 @@ void ln_problem_free(LnProblem *p)
     *p = (LnProblem){0};
 }
 
+static void rms_problem_run_cpu(LnProblem *p)
+{
+    rmsnorm_forward_f32(p->y, p->rstd, p->x, p->gamma, p->n, p->d, p->eps);
+    float *scratch = ALLOC_ARRAY(float, rmsnorm_backward_f32_scratch_floats(p->n, p->d));
+    rmsnorm_backward_f32(p->dx, p->dgamma, scratch, p->dy, p->x, p->rstd, p->gamma, p->n, p->d);
+    array_free(scratch);
+}
+
 void ln_problem_run_cpu(LnProblem *p)
 {
+    if (p->norm == NORM_RMS) {
+        rms_problem_run_cpu(p);
+        return;
+    }
     layernorm_forward_f32(p->y, p->mean, p->rstd, p->x, p->gamma, p->beta, p->n, p->d, p->eps);
     float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(p->n, p->d));
     layernorm_backward_f32(p->dx, p->dgamma, p->dbeta, scratch, p->dy, p->x, p->mean, p->rstd, p->gamma, p->n, p->d);
@@ -132,8 +146,13 @@ LnReference ln_reference_compute(const LnProblem *p)
     ref.dbeta = ALLOC_ARRAY(double, d);
     double *x = widened(p->x, n * d), *dy = widened(p->dy, n * d);
     double *gamma = widened(p->gamma, d), *beta = widened(p->beta, d);
-    layernorm_forward_f64(ref.y, ref.mean, ref.rstd, x, gamma, beta, n, d, p->eps);
-    layernorm_backward_f64(ref.dx, ref.dgamma, ref.dbeta, dy, x, ref.mean, ref.rstd, gamma, n, d);
+    if (p->norm == NORM_RMS) {
+        rmsnorm_forward_f64(ref.y, ref.rstd, x, gamma, n, d, p->eps);
+        rmsnorm_backward_f64(ref.dx, ref.dgamma, dy, x, ref.rstd, gamma, n, d);
+    } else {
+        layernorm_forward_f64(ref.y, ref.mean, ref.rstd, x, gamma, beta, n, d, p->eps);
+        layernorm_backward_f64(ref.dx, ref.dgamma, ref.dbeta, dy, x, ref.mean, ref.rstd, gamma, n, d);
+    }
     array_free(x);
     array_free(dy);
     array_free(gamma);
@@ -153,7 +172,9 @@ void ln_reference_free(LnReference *ref)
 /* Float against the double reference. u = 2^-24 = 6e-8 is float's unit
  * roundoff; xhat, gamma, dy are of order 1, x and dx scale with the row's
  * standard deviation sigma = 1/rstd and with rstd, so their absolute
- * tolerances do too. */
+ * tolerances do too. RMSNorm's outputs take fewer roundings than layer
+ * norm's (no centring, no beta) and its sigma is the row's root mean
+ * square: the same tolerances hold, for the same reasons. */
 LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
 {
     size_t n = p->n, d = p->d;
@@ -162,7 +183,7 @@ LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
         max_rstd = fmax(max_rstd, ref->rstd[row]);
         max_sigma = fmax(max_sigma, 1.0 / ref->rstd[row]);
     }
-    LnComparison c;
+    LnComparison c = {.norm = p->norm};
     /* mean: the corrected two-pass mean is one rounding from exact (u |mean|), plus
      * the float error of the correction, u times the row's spread. */
     c.mean = check_close_f32(p->mean, ref->mean, n, 1e-7 * max_sigma, 1e-6);
@@ -199,6 +220,8 @@ bool ln_comparison_print(FILE *out, const char *label, const LnComparison *c)
         {"dbeta",  &c->dbeta }
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (c->norm == NORM_RMS && (rows[i].report == &c->mean || rows[i].report == &c->dbeta))
+            continue;
         snprintf(what, sizeof what, "%s %s", label, rows[i].name);
         close_report_print(out, what, rows[i].report);
     }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "chapters/02-layernorm/rmsnorm.h"
 #include "common/check.h"
 #include "common/hostdevice.h"
 
@@ -18,6 +19,7 @@ COMMON_BEGIN_C
 typedef struct {
     size_t n, d;
     float eps;
+    NormKind norm;                /* NORM_LAYER unless set; RMSNorm leaves beta, mean and dbeta alone */
     float *x, *gamma, *beta, *dy; /* inputs: x and dy are n x d, gamma and beta d */
     float *y, *mean, *rstd;       /* forward: y, and the cache (one mean and rstd per row) */
     float *dx, *dgamma, *dbeta;   /* backward */
@@ -29,7 +31,8 @@ typedef struct {
 void ln_problem_check_size(long n, long d);
 /* Zeroed arrays for an n x d problem. */
 LnProblem ln_problem_new(size_t n, size_t d, float eps);
-/* x ~ N(x_mean, x_std^2), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2), dy ~ N(0, 1), from `seed`. */
+/* x ~ N(x_mean, x_std^2), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2) (layer
+ * norm only), dy ~ N(0, 1), from `seed`. */
 void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x_std);
 /* Read DIR/x.npy (n x d float32), DIR/gamma.npy, DIR/beta.npy (d) and
  * DIR/dy.npy (n x d); a missing file, another dtype or a shape that does
@@ -41,7 +44,7 @@ LnProblem ln_problem_load(const char *dir, float eps);
 void ln_problem_save_results(const LnProblem *p, const char *dir);
 void ln_problem_free(LnProblem *p);
 
-/* The CPU float kernels: forward, then backward from the cache. */
+/* The CPU float kernels of p->norm: forward, then backward from the cache. */
 void ln_problem_run_cpu(LnProblem *p);
 
 typedef struct {
@@ -54,6 +57,7 @@ LnReference ln_reference_compute(const LnProblem *p);
 void ln_reference_free(LnReference *ref);
 
 typedef struct {
+    NormKind norm; /* for RMSNorm, mean and dbeta are not outputs, and compare zeros */
     CloseReport y, mean, rstd, dx, dgamma, dbeta;
     bool ok;
 } LnComparison;

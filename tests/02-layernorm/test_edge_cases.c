@@ -10,7 +10,7 @@ int main(void)
     for (int i = 0; i < edge_case_count; i++) {
         static EdgeChecks checks;
         checks.count = 0;
-        edge_cases[i].run(&checks);
+        edge_cases[i].run(&checks, edge_cases[i].norm);
         bool ok = checks.count > 0;
         for (int c = 0; c < checks.count; c++) {
             const EdgeCheck *check = &checks.checks[c];

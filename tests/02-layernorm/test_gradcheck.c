@@ -1,6 +1,6 @@
-/* The three gradient checks pass on the real backward pass, at the sizes
- * the chapter uses, and fail on a wrong one: a check that cannot fail
- * proves nothing. */
+/* The three gradient checks pass on the real backward passes of layer norm
+ * and RMSNorm, at the sizes the chapter uses, and fail on wrong ones: a
+ * check that cannot fail proves nothing. */
 #include <math.h>
 #include <stdio.h>
 
@@ -10,21 +10,21 @@
 static bool check_all(const GradProblem *p, GradCheckMethod method, const char *what)
 {
     bool ok = true;
-    for (int t = 0; t < TENSOR_COUNT; t++) {
+    for (int t = 0; t < grad_tensor_count(p->norm); t++) {
         GradCheckResult r = grad_check(p, method, (GradTensor)t, 4, 9);
         char label[160];
-        snprintf(label, sizeof label, "%s, %s, %zu x %zu, %s", what, grad_check_method_name(method), p->n, p->d,
-                 grad_tensor_name((GradTensor)t));
+        snprintf(label, sizeof label, "%s norm, %s, %s, %zu x %zu, %s", norm_kind_name(p->norm), what,
+                 grad_check_method_name(method), p->n, p->d, grad_tensor_name((GradTensor)t));
         ok = close_report_print(stdout, label, &r.report) && ok;
     }
     return ok;
 }
 
-static void test_checks_pass(size_t n, size_t d, const GradCheckMethod *methods, int count)
+static void test_checks_pass(NormKind norm, size_t n, size_t d, const GradCheckMethod *methods, int count)
 {
-    GradProblem p = grad_problem_random(n, d, 1e-5, 8);
+    GradProblem p = grad_problem_random(norm, n, d, 1e-5, 8);
     for (int m = 0; m < count; m++)
-        EXPECT(check_all(&p, methods[m], "correct gradient"), "%s passes at %zu x %zu",
+        EXPECT(check_all(&p, methods[m], "correct gradient"), "%s norm: %s passes at %zu x %zu", norm_kind_name(norm),
                grad_check_method_name(methods[m]), n, d);
     grad_problem_free(&p);
 }
@@ -32,30 +32,35 @@ static void test_checks_pass(size_t n, size_t d, const GradCheckMethod *methods,
 /* Break the gradient in two ways a real bug would: one element off by
  * 1e-4 relative (a typo in one term), and dx without the projection onto
  * xhat (a forgotten term of the derivation). */
-static void test_checks_fail_on_wrong_gradients(size_t n, size_t d, const GradCheckMethod *methods, int count)
+static void test_checks_fail_on_wrong_gradients(NormKind norm, size_t n, size_t d, const GradCheckMethod *methods,
+                                                int count)
 {
     for (int m = 0; m < count; m++) {
-        GradProblem p = grad_problem_random(n, d, 1e-5, 8);
+        GradProblem p = grad_problem_random(norm, n, d, 1e-5, 8);
         p.grad[TENSOR_X][n * d / 2] *= 1.0 + 1e-4;
         p.grad[TENSOR_GAMMA][d / 2] *= 1.0 + 1e-4;
-        p.grad[TENSOR_BETA][0] *= 1.0 + 1e-4;
-        for (int t = 0; t < TENSOR_COUNT; t++) {
+        if (norm == NORM_LAYER)
+            p.grad[TENSOR_BETA][0] *= 1.0 + 1e-4;
+        for (int t = 0; t < grad_tensor_count(norm); t++) {
             GradCheckResult r = grad_check(&p, methods[m], (GradTensor)t, 4, 9);
-            EXPECT(!r.report.ok, "%s notices one %s element off by 1e-4 (used %.3g of tolerance)",
-                   grad_check_method_name(methods[m]), grad_tensor_name((GradTensor)t), r.report.tolerance_used);
+            EXPECT(!r.report.ok, "%s norm: %s notices one %s element off by 1e-4 (used %.3g of tolerance)",
+                   norm_kind_name(norm), grad_check_method_name(methods[m]), grad_tensor_name((GradTensor)t),
+                   r.report.tolerance_used);
         }
         grad_problem_free(&p);
     }
 }
 
-static void test_checks_fail_without_projection(size_t n, size_t d, const GradCheckMethod *methods, int count)
+static void test_checks_fail_without_projection(NormKind norm, size_t n, size_t d, const GradCheckMethod *methods,
+                                                int count)
 {
-    GradProblem p = grad_problem_random(n, d, 1e-5, 8);
+    GradProblem p = grad_problem_random(norm, n, d, 1e-5, 8);
     /* dx = rstd (g - mean(g) - xhat mean(g xhat)) without its last term:
-     * subtract back rstd * xhat * mean(g xhat), recomputed here in double. */
+     * subtract back rstd * xhat * mean(g xhat), recomputed here in double
+     * (RMSNorm: the same with mean = 0, and no mean(g) term to begin with). */
     for (size_t row = 0; row < n; row++) {
         double mean = 0, var = 0, g_xhat = 0;
-        for (size_t j = 0; j < d; j++)
+        for (size_t j = 0; j < d && norm == NORM_LAYER; j++)
             mean += p.x[row * d + j] / (double)d;
         for (size_t j = 0; j < d; j++)
             var += (p.x[row * d + j] - mean) * (p.x[row * d + j] - mean) / (double)d;
@@ -67,7 +72,8 @@ static void test_checks_fail_without_projection(size_t n, size_t d, const GradCh
     }
     for (int m = 0; m < count; m++) {
         GradCheckResult r = grad_check(&p, methods[m], TENSOR_X, 4, 9);
-        EXPECT(!r.report.ok, "%s notices the missing projection onto xhat", grad_check_method_name(methods[m]));
+        EXPECT(!r.report.ok, "%s norm: %s notices the missing projection onto xhat", norm_kind_name(norm),
+               grad_check_method_name(methods[m]));
     }
     grad_problem_free(&p);
 }
@@ -84,13 +90,16 @@ int main(void)
         {4, 1 },
         {5, 2 }
     };
-    for (size_t s = 0; s < sizeof small / sizeof small[0]; s++)
-        test_checks_pass(small[s][0], small[s][1], elementwise, 3);
-    /* The transformer-sized batch: B x T x D = 4 x 512 x 1024. */
-    test_checks_pass(4 * 512, 1024, directional, 2);
-    test_checks_fail_on_wrong_gradients(8, 64, elementwise + 1, 2);
-    test_checks_fail_on_wrong_gradients(64, 256, directional, 2);
-    test_checks_fail_without_projection(8, 64, elementwise + 1, 2);
-    test_checks_fail_without_projection(64, 256, directional, 2);
+    const NormKind norms[] = {NORM_LAYER, NORM_RMS};
+    for (int k = 0; k < 2; k++) {
+        for (size_t s = 0; s < sizeof small / sizeof small[0]; s++)
+            test_checks_pass(norms[k], small[s][0], small[s][1], elementwise, 3);
+        /* The transformer-sized batch: B x T x D = 4 x 512 x 1024. */
+        test_checks_pass(norms[k], 4 * 512, 1024, directional, 2);
+        test_checks_fail_on_wrong_gradients(norms[k], 8, 64, elementwise + 1, 2);
+        test_checks_fail_on_wrong_gradients(norms[k], 64, 256, directional, 2);
+        test_checks_fail_without_projection(norms[k], 8, 64, elementwise + 1, 2);
+        test_checks_fail_without_projection(norms[k], 64, 256, directional, 2);
+    }
     return test_finish();
 }

@@ -1,6 +1,6 @@
-/* The float kernels against the double reference, their independence of
- * the thread count and of alignment, and the node-by-node backward against
- * the compact formula. */
+/* The float kernels, layer norm's and RMSNorm's, against the double
+ * reference, and their independence of the thread count; layer norm's of
+ * alignment, and its node-by-node backward against the compact formula. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,15 +15,22 @@
 #include "common/rng.h"
 #include "common/testing.h"
 
-static void test_against_reference(size_t n, size_t d, double x_mean, double x_std)
+static LnProblem random_problem(NormKind norm, size_t n, size_t d, uint64_t seed, double x_mean, double x_std)
 {
     LnProblem p = ln_problem_new(n, d, 1e-5f);
-    ln_problem_fill_random(&p, 3, x_mean, x_std);
+    p.norm = norm;
+    ln_problem_fill_random(&p, seed, x_mean, x_std);
+    return p;
+}
+
+static void test_against_reference(NormKind norm, size_t n, size_t d, double x_mean, double x_std)
+{
+    LnProblem p = random_problem(norm, n, d, 3, x_mean, x_std);
     ln_problem_run_cpu(&p);
     LnReference ref = ln_reference_compute(&p);
     LnComparison c = ln_compare(&p, &ref);
-    char label[64];
-    snprintf(label, sizeof label, "%zu x %zu, x ~ N(%g, %g^2):", n, d, x_mean, x_std);
+    char label[80];
+    snprintf(label, sizeof label, "%s norm, %zu x %zu, x ~ N(%g, %g^2):", norm_kind_name(norm), n, d, x_mean, x_std);
     EXPECT(ln_comparison_print(stdout, label, &c), "%s float kernels match the double reference", label);
     ln_reference_free(&ref);
     ln_problem_free(&p);
@@ -36,12 +43,10 @@ static bool same_bits(const float *a, const float *b, size_t n)
 
 /* Rows are split over threads and dgamma, dbeta summed in fixed chunks:
  * one thread and all threads must give the same bits. */
-static void test_thread_count_does_not_matter(void)
+static void test_thread_count_does_not_matter(NormKind norm)
 {
 #ifdef _OPENMP
-    LnProblem one = ln_problem_new(1000, 333, 1e-5f), all = ln_problem_new(1000, 333, 1e-5f);
-    ln_problem_fill_random(&one, 4, 0.5, 2.0);
-    ln_problem_fill_random(&all, 4, 0.5, 2.0);
+    LnProblem one = random_problem(norm, 1000, 333, 4, 0.5, 2.0), all = random_problem(norm, 1000, 333, 4, 0.5, 2.0);
     int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     ln_problem_run_cpu(&one);
@@ -49,12 +54,14 @@ static void test_thread_count_does_not_matter(void)
     ln_problem_run_cpu(&all);
     omp_set_num_threads(threads);
     EXPECT(same_bits(one.y, all.y, one.n * one.d) && same_bits(one.dx, all.dx, one.n * one.d),
-           "y and dx identical with 1 and %d threads", threads > 1 ? threads : 2);
+           "%s norm: y and dx identical with 1 and %d threads", norm_kind_name(norm), threads > 1 ? threads : 2);
     EXPECT(same_bits(one.dgamma, all.dgamma, one.d) && same_bits(one.dbeta, all.dbeta, one.d),
-           "dgamma and dbeta identical with 1 and %d threads", threads > 1 ? threads : 2);
+           "%s norm: dgamma and dbeta identical with 1 and %d threads", norm_kind_name(norm),
+           threads > 1 ? threads : 2);
     ln_problem_free(&one);
     ln_problem_free(&all);
 #else
+    (void)norm;
     EXPECT(true, "built without OpenMP: one thread only");
 #endif
 }
@@ -87,6 +94,43 @@ static void test_alignment_and_scratch_do_not_matter(void)
     array_free(dbeta);
     array_free(scratch);
     ln_problem_free(&p);
+}
+
+/* A row holding a NaN or an inf: that row's y, dx, mean (layer norm) and
+ * rstd are NaN, as PyTorch gives them, and every other row is the same bits
+ * as without it (the non-finite policy, README). dgamma and dbeta sum over
+ * all rows and are NaN; they are not compared. RMSNorm with an inf is left
+ * out: its sum of squares is inf, rstd 0, as PyTorch's. */
+static bool all_nan(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(x[i]))
+            return false;
+    return true;
+}
+
+static void test_nonfinite_row_stays_in_its_row(NormKind norm, float bad)
+{
+    size_t n = 5, d = 300, row = 2;
+    LnProblem clean = random_problem(norm, n, d, 7, 0.0, 1.0), dirty = random_problem(norm, n, d, 7, 0.0, 1.0);
+    dirty.x[row * d + 17] = bad;
+    ln_problem_run_cpu(&clean);
+    ln_problem_run_cpu(&dirty);
+    bool row_nan = all_nan(dirty.y + row * d, d) && all_nan(dirty.dx + row * d, d) && isnan(dirty.rstd[row]) &&
+                   (norm == NORM_RMS || isnan(dirty.mean[row]));
+    EXPECT(row_nan, "%s norm, x holding %g: the row's y, dx, mean and rstd are NaN (rstd %.9g)", norm_kind_name(norm),
+           bad, dirty.rstd[row]);
+    bool others_same = true;
+    for (size_t r = 0; r < n; r++) {
+        if (r == row)
+            continue;
+        others_same = others_same && same_bits(dirty.y + r * d, clean.y + r * d, d) &&
+                      same_bits(dirty.dx + r * d, clean.dx + r * d, d) && dirty.rstd[r] == clean.rstd[r] &&
+                      dirty.mean[r] == clean.mean[r];
+    }
+    EXPECT(others_same, "%s norm, x holding %g: every other row the same bits", norm_kind_name(norm), bad);
+    ln_problem_free(&clean);
+    ln_problem_free(&dirty);
 }
 
 /* The two double backward passes: the compact formula and the
@@ -125,12 +169,19 @@ static void test_node_by_node_agrees(size_t n, size_t d)
 
 int main(void)
 {
-    test_against_reference(1823, 781, 0.0, 1.0);
-    test_against_reference(64, 4096, 0.0, 1.0);
-    test_against_reference(300, 768, 0.3, 5.0);
-    test_against_reference(5, 3, 0.0, 1.0);
-    test_against_reference(3, 1, 0.0, 1.0);
-    test_thread_count_does_not_matter();
+    const NormKind norms[] = {NORM_LAYER, NORM_RMS};
+    for (int k = 0; k < 2; k++) {
+        test_against_reference(norms[k], 1823, 781, 0.0, 1.0);
+        test_against_reference(norms[k], 64, 4096, 0.0, 1.0);
+        test_against_reference(norms[k], 300, 768, 0.3, 5.0);
+        test_against_reference(norms[k], 5, 3, 0.0, 1.0);
+        test_against_reference(norms[k], 3, 1, 0.0, 1.0);
+        test_thread_count_does_not_matter(norms[k]);
+    }
+    test_nonfinite_row_stays_in_its_row(NORM_LAYER, NAN);
+    test_nonfinite_row_stays_in_its_row(NORM_LAYER, INFINITY);
+    test_nonfinite_row_stays_in_its_row(NORM_LAYER, -INFINITY);
+    test_nonfinite_row_stays_in_its_row(NORM_RMS, NAN);
     test_alignment_and_scratch_do_not_matter();
     test_node_by_node_agrees(64, 768);
     test_node_by_node_agrees(7, 2);

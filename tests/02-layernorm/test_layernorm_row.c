@@ -35,6 +35,18 @@ static void test_statistics_from_deviations(void)
     EXPECT(constant.rstd == INFINITY, "the clamped variance is 0: rstd %.9g", constant.rstd);
 }
 
+/* A NaN in a row reaches sum_dev_sq (and an inf turns x - mean into
+ * inf - inf = NaN): the variance is NaN, and rstd must be NaN, as in
+ * PyTorch, not 1/sqrt(eps) from a clamp that maps NaN to 0. */
+static void test_nan_statistics_stay_nan(void)
+{
+    LnRowStats stats = ln_stats_from_deviations(1.0f, NAN, NAN, 4.0f, 1e-5f);
+    EXPECT(isnan(stats.rstd), "a NaN variance gives a NaN rstd: got %.9g", stats.rstd);
+    EXPECT(isnan(stats.mean), "and a NaN mean: got %.9g", stats.mean);
+    stats = ln_stats_from_deviations(1.0f, 0.0f, NAN, 4.0f, 1e-5f);
+    EXPECT(isnan(stats.rstd), "a NaN sum of squares alone gives a NaN rstd: got %.9g", stats.rstd);
+}
+
 static void test_normalize_and_dx(void)
 {
     EXPECT(ln_normalize(5.0f, 3.0f, 0.5f) == 1.0f, "(5 - 3) * 0.5 = 1");
@@ -93,6 +105,7 @@ int main(void)
 {
     test_rstd_is_two_rounded_operations();
     test_statistics_from_deviations();
+    test_nan_statistics_stay_nan();
     test_normalize_and_dx();
     test_row_plan();
     test_alignment();

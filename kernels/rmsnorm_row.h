@@ -1,0 +1,31 @@
+/* The arithmetic of one RMSNorm row, written once for the CPU code in
+ * chapters/02-layernorm/rmsnorm.c and for CUDA kernels, as
+ * kernels/layernorm_row.h is for layer norm: the per-row and per-element
+ * formulas only, however the sums are formed. */
+#ifndef KERNELS_RMSNORM_ROW_H
+#define KERNELS_RMSNORM_ROW_H
+
+#include "common/hostdevice.h"
+#include "kernels/layernorm_row.h"
+
+// ANCHOR: finish_rms_statistics
+/* rstd = 1 / sqrt(sum(x^2) / d + eps), with ln_rstd's two correctly
+ * rounded operations. Unlike the variance, a sum of squares needs no clamp:
+ * each term is >= 0, so the rounded sum is too; a NaN in the row stays NaN. */
+HOST_DEVICE static inline float rms_rstd(float sum_sq, float d, float eps)
+{
+    return ln_rstd(sum_sq / d, eps);
+}
+// ANCHOR_END: finish_rms_statistics
+
+// ANCHOR: compute_the_rms_input_gradient
+/* dx = rstd * (g - xhat * mean(g * xhat)), with g = gamma * dy and
+ * xhat = x * rstd: layer norm's formula without the mean(g) term, because
+ * nothing was centred. */
+HOST_DEVICE static inline float rms_dx(float g, float xhat, float mean_g_xhat, float rstd)
+{
+    return rstd * (g - xhat * mean_g_xhat);
+}
+// ANCHOR_END: compute_the_rms_input_gradient
+
+#endif

@@ -309,9 +309,13 @@ int waste_data_command(int argc, char **argv)
 int memory_command(int argc, char **argv)
 {
     bool markdown = false;
-    const CliOption options[] = {markdown_option(&markdown)};
+    long context = MEMORY_DEFAULT_CONTEXT;
+    const CliOption options[] = {
+        markdown_option(&markdown),
+        {"--context", CLI_INT, &context, 1, 1 << 24, "tokens per sequence of the largest-batch table"},
+    };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    memory_report(stdout, format_of(markdown));
+    memory_report(stdout, format_of(markdown), (int)context);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include "chapters/04-kv-cache/memory.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 #include "chapters/04-kv-cache/paged_cache.h"
 
@@ -54,7 +55,20 @@ double decode_attention_intensity(const ModelSpec *m, KvFormat format)
 }
 // ANCHOR_END: count_kv_bytes_per_token
 
-static const KvFormat CALCULATOR_FORMATS[] = {KV_FORMAT_FP16, KV_FORMAT_INT8, KV_FORMAT_INT4};
+// ANCHOR: count_the_largest_batch
+/* A sequence holds whole blocks, so it takes its context rounded up to a
+ * multiple of the block size. */
+double largest_batch(const ModelSpec *m, KvFormat format, double card_gib, double utilisation, int context)
+{
+    double slots = (double)paged_kv_blocks_for(context, CALCULATOR_BLOCK) * CALCULATOR_BLOCK;
+    return floor(tokens_that_fit(m, format, card_gib, utilisation) / slots);
+}
+// ANCHOR_END: count_the_largest_batch
+
+/* The formats of the columns. FP8 E5M2 takes exactly the bytes of E4M3 (a
+ * byte a number, its per-tensor scales outside the blocks): one column. */
+static const KvFormat CALCULATOR_FORMATS[] = {KV_FORMAT_FP16, KV_FORMAT_FP8_E4M3, KV_FORMAT_INT8, KV_FORMAT_INT4};
+enum { CALCULATOR_FORMAT_COUNT = sizeof CALCULATOR_FORMATS / sizeof CALCULATOR_FORMATS[0] };
 
 /* 1234567 as "1.23M", 61400 as "61.4k". */
 static void count_cell(Table *t, double n)
@@ -76,11 +90,13 @@ static void shapes_table(FILE *out, TableFormat format)
                              "context",
                              "parameters",
                              "KiB per token: fp16",
+                             "FP8",
                              "INT8",
                              "INT4",
                              "one sequence at full context: fp16",
+                             "FP8",
                              "INT4"};
-    Table *t = table_new(11, headers, "lrrrrrrrrrr");
+    Table *t = table_new(13, headers, "lrrrrrrrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
         table_cell(t, "%s", m->name);
@@ -89,10 +105,11 @@ static void shapes_table(FILE *out, TableFormat format)
         table_cell(t, "%d", m->head_dim);
         table_cell(t, "%d", m->max_context);
         table_cell(t, "%.2fB", m->parameters / 1e9);
-        for (int f = 0; f < 3; f++)
+        for (int f = 0; f < CALCULATOR_FORMAT_COUNT; f++)
             table_cell(t, "%.1f", kv_bytes_per_token(m, CALCULATOR_FORMATS[f]) / 1024);
-        table_cell(t, "%.2f GiB", m->max_context * kv_bytes_per_token(m, KV_FORMAT_FP16) / GIB);
-        table_cell(t, "%.2f GiB", m->max_context * kv_bytes_per_token(m, KV_FORMAT_INT4) / GIB);
+        const KvFormat at_full_context[] = {KV_FORMAT_FP16, KV_FORMAT_FP8_E4M3, KV_FORMAT_INT4};
+        for (int f = 0; f < 3; f++)
+            table_cell(t, "%.2f GiB", m->max_context * kv_bytes_per_token(m, at_full_context[f]) / GIB);
     }
     table_print(t, out, format);
     table_free(t);
@@ -119,6 +136,39 @@ static void fit_table(FILE *out, TableFormat format, KvFormat kv_format)
     table_free(t);
 }
 
+/* Sequences of `context` tokens that fit on an H200 in each format; a dash
+ * where the model does not take that context or its weights do not fit. */
+static bool batch_possible(const ModelSpec *m, int context)
+{
+    return context <= m->max_context && tokens_that_fit(m, KV_FORMAT_FP16, H200_GIB, MEMORY_UTILISATION) > 0.0;
+}
+
+static void batch_table(FILE *out, TableFormat format, int context)
+{
+    const char *headers[] = {"model", "longest context", "fp16", "FP8", "INT8", "INT4", "FP8 / fp16"};
+    Table *t = table_new(7, headers, "lrrrrrr");
+    for (int i = 0; i < REAL_MODEL_COUNT; i++) {
+        const ModelSpec *m = &REAL_MODELS[i];
+        bool possible = batch_possible(m, context);
+        table_cell(t, "%s", m->name);
+        table_cell(t, "%d", m->max_context);
+        for (int f = 0; f < CALCULATOR_FORMAT_COUNT; f++) {
+            if (possible)
+                table_cell(t, "%.0f", largest_batch(m, CALCULATOR_FORMATS[f], H200_GIB, MEMORY_UTILISATION, context));
+            else
+                table_cell(t, "-");
+        }
+        double fp16 = largest_batch(m, KV_FORMAT_FP16, H200_GIB, MEMORY_UTILISATION, context);
+        double fp8 = largest_batch(m, KV_FORMAT_FP8_E4M3, H200_GIB, MEMORY_UTILISATION, context);
+        if (possible && fp16 > 0.0)
+            table_cell(t, "%.2f×", fp8 / fp16);
+        else
+            table_cell(t, "-");
+    }
+    table_print(t, out, format);
+    table_free(t);
+}
+
 static void intensity_table(FILE *out, TableFormat format)
 {
     double ridge = H200_BF16_DENSE_FLOPS / H200_HBM_BYTES_PER_S;
@@ -127,32 +177,34 @@ static void intensity_table(FILE *out, TableFormat format)
     const char *headers[] = {"model",
                              "query heads per kv head",
                              "FLOPs per byte: fp16",
+                             "FP8",
                              "INT8",
                              "INT4",
                              "fp16, share of ridge",
                              "reading one full context at 4.8 TB/s: fp16",
+                             "FP8",
                              "INT4"};
-    Table *t = table_new(8, headers, "lrrrrrrr");
+    Table *t = table_new(10, headers, "lrrrrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
         table_cell(t, "%s", m->name);
         table_cell(t, "%d", m->n_heads / m->n_kv_heads);
-        for (int f = 0; f < 3; f++)
+        for (int f = 0; f < CALCULATOR_FORMAT_COUNT; f++)
             table_cell(t, "%.1f", decode_attention_intensity(m, CALCULATOR_FORMATS[f]));
         table_cell(t, "%.1f%%", 100 * decode_attention_intensity(m, KV_FORMAT_FP16) / ridge);
-        for (int f = 0; f < 3; f += 2)
-            table_cell(t, "%.2f ms",
-                       1e3 * m->max_context * kv_bytes_per_token(m, CALCULATOR_FORMATS[f]) / H200_HBM_BYTES_PER_S);
+        const KvFormat read_in[] = {KV_FORMAT_FP16, KV_FORMAT_FP8_E4M3, KV_FORMAT_INT4};
+        for (int f = 0; f < 3; f++)
+            table_cell(t, "%.2f ms", 1e3 * m->max_context * kv_bytes_per_token(m, read_in[f]) / H200_HBM_BYTES_PER_S);
     }
     table_print(t, out, format);
     table_free(t);
 }
 
-void memory_report(FILE *out, TableFormat format)
+void memory_report(FILE *out, TableFormat format, int context)
 {
     fprintf(out,
-            "KV cache per token and per sequence (INT8: one fp16 scale per token and kv head; "
-            "INT4: one per %d channels):\n\n",
+            "KV cache per token and per sequence (FP8, E4M3 or E5M2: one byte a number, two scales per layer; "
+            "INT8: one fp16 scale per token and kv head; INT4: one per %d channels):\n\n",
             KV_DEFAULT_INT4_GROUP);
     shapes_table(out, format);
     fprintf(out,
@@ -160,8 +212,15 @@ void memory_report(FILE *out, TableFormat format)
             "(a card of N GB taken as N GiB):\n\n",
             100 * MEMORY_UTILISATION);
     fit_table(out, format, KV_FORMAT_FP16);
+    fprintf(out, "\nThe same with an FP8 cache:\n\n");
+    fit_table(out, format, KV_FORMAT_FP8_E4M3);
     fprintf(out, "\nThe same with an INT4 cache:\n\n");
     fit_table(out, format, KV_FORMAT_INT4);
+    fprintf(out,
+            "\nThe largest batch of sequences of %d tokens on one H200 (%.0f GB), each in whole blocks of %d "
+            "positions:\n\n",
+            context, H200_GIB, CALCULATOR_BLOCK);
+    batch_table(out, format, context);
     fprintf(out, "\nDecode attention, FLOPs per byte of cache read:\n\n");
     intensity_table(out, format);
 }

@@ -1,6 +1,7 @@
 /* The memory of real models' KV caches, from their published shapes: bytes
- * per token in fp16, INT8 and INT4, one sequence at the longest context,
- * how many tokens fit beside the weights on common cards, and the
+ * per token in fp16, FP8, INT8 and INT4, one sequence at the longest context,
+ * how many tokens fit beside the weights on common cards, the largest batch
+ * at a given context on an H200, and the
  * arithmetic intensity of decode attention against an H200's ridge point. */
 #ifndef CHAPTERS_04_KV_CACHE_MEMORY_H
 #define CHAPTERS_04_KV_CACHE_MEMORY_H
@@ -28,6 +29,10 @@ double kv_bytes_per_token(const ModelSpec *model, KvFormat format);
  * GiB of which `utilisation` may be used; 0 when the weights alone do not fit. */
 double tokens_that_fit(const ModelSpec *model, KvFormat format, double card_gib, double utilisation);
 
+/* Sequences of `context` tokens that fit together in the room of
+ * tokens_that_fit, each holding whole blocks of 16 positions. */
+double largest_batch(const ModelSpec *model, KvFormat format, double card_gib, double utilisation, int context);
+
 /* FLOPs of decode attention per byte of cache it reads. */
 double decode_attention_intensity(const ModelSpec *model, KvFormat format);
 
@@ -35,7 +40,11 @@ double decode_attention_intensity(const ModelSpec *model, KvFormat format);
 #define H200_BF16_DENSE_FLOPS 989e12
 #define H200_HBM_BYTES_PER_S 4.8e12
 #define MEMORY_UTILISATION 0.9
+/* The card of the batch table: an H200's 141 GB, taken as GiB as the others. */
+#define H200_GIB 141.0
+/* The context of the batch table unless `kv_cache memory --context` says otherwise. */
+#define MEMORY_DEFAULT_CONTEXT 8192
 
-void memory_report(FILE *out, TableFormat format);
+void memory_report(FILE *out, TableFormat format, int context);
 
 #endif

@@ -66,6 +66,7 @@ rejects_mentioning "needs --max-len of at least 320" accuracy --max-len 100
 rejects_saying "unknown option '--memory' (see --help)" accuracy --memory
 name="kv_cache memory"
 rejects_saying "unknown option '--int4-group' (see --help)" memory --int4-group 32
+rejects_saying "--context expects an integer in [1, 16777216], got '0'" memory --context 0
 
 name="kv_cache bench"
 rejects_saying "unknown option '--formats' (see --help)" bench --formats
@@ -99,6 +100,10 @@ name=kv_cache
 accepts memory
 if ! grep -q "Llama-3.1-405B" "$out"; then
     fail "kv_cache memory should list the real models"
+fi
+accepts memory --context 32768
+if ! grep -q "sequences of 32768 tokens" "$out"; then
+    fail "kv_cache memory --context 32768 should give the batch at that context"
 fi
 accepts gpu-results --file "$scratch/none.md"
 if ! grep -q "No results recorded yet" "$out"; then

@@ -1,6 +1,7 @@
 #include "chapters/04-kv-cache/attention.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* Dot product with sixteen fixed partial sums: vectorisable, yet always the
@@ -115,14 +116,41 @@ void attend_paged(const float *queries, int n_queries, const float *key_pool, co
 }
 // ANCHOR_END: attend_through_block_table
 
-// ANCHOR: attend_through_quantized_blocks
-/* One kv head's slots of logical block b, dequantized into the tile. */
-static const float *dequantized_block(KvPool pool, const int32_t *block_table, int kv_head, int b, int count,
-                                      float *tile)
+// ANCHOR: decode_fp8_through_a_table
+/* An FP8 number has 256 possible codes: decoding all of them (and scaling)
+ * once per call leaves one load per number, where fp8_to_float takes bit
+ * steps and branches per number, which cost a CPU core more than reading
+ * the byte. Each entry is kv_load_row's own expression, so the floats come
+ * out bit for bit the same. */
+void kv_fp8_decode_table(KvBlockLayout l, float table[KV_FP8_CODES])
 {
+    Fp8Format format = kv_fp8_format(l.number);
+    for (int code = 0; code < KV_FP8_CODES; code++)
+        table[code] = fp8_to_float((uint8_t)code, format) * l.tensor_scale;
+}
+
+static bool is_fp8(KvBlockLayout l)
+{
+    return l.axis == KV_SCALE_PER_TENSOR;
+}
+// ANCHOR_END: decode_fp8_through_a_table
+
+// ANCHOR: attend_through_quantized_blocks
+/* One kv head's slots of logical block b, dequantized into the tile; an FP8
+ * pool through its table (`fp8`, NULL for the other formats). */
+static const float *dequantized_block(KvPool pool, const float *fp8, const int32_t *block_table, int kv_head, int b,
+                                      int count, float *tile)
+{
+    int head_dim = pool.layout.shape.head_dim;
     const uint8_t *head = pool.bytes + kv_head_offset(pool.layout, block_table[b], kv_head);
+    if (fp8 != NULL) {
+        /* An FP8 row is head_dim bytes, the rows of a block one after another. */
+        for (size_t i = 0; i < (size_t)count * head_dim; i++)
+            tile[i] = fp8[head[i]];
+        return tile;
+    }
     for (int slot = 0; slot < count; slot++)
-        kv_load_row(pool.layout, head, slot, tile + (size_t)slot * pool.layout.shape.head_dim);
+        kv_load_row(pool.layout, head, slot, tile + (size_t)slot * head_dim);
     return tile;
 }
 
@@ -131,17 +159,28 @@ void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, Kv
 {
     int head_dim = keys.layout.shape.head_dim, block_size = keys.layout.shape.block_size;
     int blocks = paged_kv_blocks_for(length, block_size);
+    float key_table[KV_FP8_CODES], value_table[KV_FP8_CODES];
+    const float *key_fp8 = NULL, *value_fp8 = NULL;
+    if (is_fp8(keys.layout)) {
+        kv_fp8_decode_table(keys.layout, key_table);
+        key_fp8 = key_table;
+    }
+    if (is_fp8(values.layout)) {
+        kv_fp8_decode_table(values.layout, value_table);
+        value_fp8 = value_table;
+    }
     for (int b = 0; b < blocks; b++) {
         int count = paged_kv_positions_in_block(length, b, block_size);
-        score_keys(queries, n_queries, dequantized_block(keys, block_table, kv_head, b, count, tile), count, head_dim,
-                   scores + b * block_size, length);
+        score_keys(queries, n_queries, dequantized_block(keys, key_fp8, block_table, kv_head, b, count, tile), count,
+                   head_dim, scores + b * block_size, length);
     }
     softmax_rows(scores, n_queries, length);
     memset(out, 0, sizeof(float) * n_queries * head_dim);
     for (int b = 0; b < blocks; b++) {
         int count = paged_kv_positions_in_block(length, b, block_size);
         add_weighted_values(scores + b * block_size, n_queries, length,
-                            dequantized_block(values, block_table, kv_head, b, count, tile), count, head_dim, out);
+                            dequantized_block(values, value_fp8, block_table, kv_head, b, count, tile), count, head_dim,
+                            out);
     }
 }
 // ANCHOR_END: attend_through_quantized_blocks

@@ -30,6 +30,11 @@ typedef struct {
     KvBlockLayout layout;
 } KvPool;
 
+/* The 256 codes of an FP8 pool's numbers as the floats they read back as
+ * (times the pool's tensor scale): what kv_load_row gives, by lookup. */
+enum { KV_FP8_CODES = 256 };
+void kv_fp8_decode_table(KvBlockLayout l, float table[KV_FP8_CODES]);
+
 /* attend_paged over blocks in any format: each block is dequantized into
  * `tile` (block_size * head_dim floats) when it is read, and nowhere else. */
 void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values, const int32_t *block_table,

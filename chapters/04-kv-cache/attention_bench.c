@@ -159,6 +159,27 @@ static bool first_sequence_matches(const DecodeBatch *b, const float *out)
     return ok;
 }
 
+/* Each format's batch, its output and its timed runs. */
+typedef struct {
+    DecodeBatch batch;
+    FormatRun run;
+    double seconds[TIMED_RUNS];
+} FormatBench;
+
+/* One step in every format per round, after one untimed round, so that a
+ * busy machine slows every format alike and the ratios hold. */
+static void time_formats_in_turns(FormatBench *benches, int count)
+{
+    for (int f = 0; f < count; f++)
+        attend_in_format(&benches[f].run);
+    for (int r = 0; r < TIMED_RUNS; r++)
+        for (int f = 0; f < count; f++) {
+            double start = clock_seconds();
+            attend_in_format(&benches[f].run);
+            benches[f].seconds[r] = clock_seconds() - start;
+        }
+}
+
 void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
 {
     enum { CONTEXT = 4000 };
@@ -170,38 +191,50 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
         lengths[s] = CONTEXT;
     fprintf(out,
             "decode attention, one thread: %d query heads, %d kv heads of %d; one step over %d sequences of "
-            "%d positions, in each cache format\n\n",
-            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT);
-    const char *headers[] = {"cache", "bytes read per position",         "bytes / float32's", "matches the reference",
-                             "ms",    "float32's time / this (min–max)", "GB/s of cache read"};
-    Table *t = table_new(7, headers, "lrrlrrr");
-    BenchStats float_stats = {0};
-    double float_bytes = 0.0;
+            "%d positions, in each cache format, in turns, %d times; float32 cache %.0f MiB, last-level cache "
+            "%.0f MiB (sysconf)\n\n",
+            BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT, TIMED_RUNS,
+            batch * float_bytes_per_seq / 1048576.0, bench_llc_bytes() / 1048576.0);
+    FormatBench *benches = ALLOC_ARRAY(FormatBench, KV_FORMAT_COUNT);
+    bool ok[KV_FORMAT_COUNT];
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
         const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f, 32,
                                         9};
-        DecodeBatch b = decode_batch_create(&shape, lengths);
-        FormatRun run = {&b, ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM)};
-        attend_in_format(&run);
-        bool ok = first_sequence_matches(&b, run.out);
-        BenchStats stats = bench_run(attend_in_format, &run, 1, 5);
-        double bytes = decode_batch_cache_bytes(&b);
-        if (f == KV_FORMAT_FLOAT32) {
-            float_stats = stats;
-            float_bytes = bytes;
-        }
+        benches[f].batch = decode_batch_create(&shape, lengths);
+        benches[f].run = (FormatRun){&benches[f].batch, ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM)};
+        attend_in_format(&benches[f].run);
+        ok[f] = first_sequence_matches(&benches[f].batch, benches[f].run.out);
+    }
+    time_formats_in_turns(benches, KV_FORMAT_COUNT);
+    const char *headers[] = {"cache",
+                             "bytes read per position",
+                             "bytes / float32's",
+                             "matches the reference",
+                             "ms",
+                             "float32's time / this (min–max)",
+                             "fp16's time / this (min–max)",
+                             "GB/s of cache read"};
+    Table *t = table_new(8, headers, "lrrlrrrr");
+    BenchStats stats[KV_FORMAT_COUNT];
+    for (int f = 0; f < KV_FORMAT_COUNT; f++)
+        stats[f] = bench_stats_from_times(benches[f].seconds, TIMED_RUNS);
+    double float_bytes = decode_batch_cache_bytes(&benches[KV_FORMAT_FLOAT32].batch);
+    for (int f = 0; f < KV_FORMAT_COUNT; f++) {
+        double bytes = decode_batch_cache_bytes(&benches[f].batch);
         table_cell(t, "%s", kv_format_name((KvFormat)f));
         table_cell(t, "%.0f", bytes / ((double)batch * CONTEXT));
         table_cell(t, "%.3f", bytes / float_bytes);
-        table_cell(t, "%s", ok ? "yes" : "NO");
-        table_cell(t, "%.2f", 1e3 * stats.median);
-        bench_speedup_cell(t, float_stats, stats);
-        table_cell(t, "%.2f", gb_per_s(bytes, stats.median));
-        array_free(run.out);
-        decode_batch_free(&b);
+        table_cell(t, "%s", ok[f] ? "yes" : "NO");
+        table_cell(t, "%.2f", 1e3 * stats[f].median);
+        bench_speedup_cell(t, stats[KV_FORMAT_FLOAT32], stats[f]);
+        bench_speedup_cell(t, stats[KV_FORMAT_FP16], stats[f]);
+        table_cell(t, "%.2f", gb_per_s(bytes, stats[f].median));
+        array_free(benches[f].run.out);
+        decode_batch_free(&benches[f].batch);
     }
     table_print(t, out, format);
     table_free(t);
+    array_free(benches);
     array_free(lengths);
 }
 

@@ -2,7 +2,10 @@
  * time, against a double-precision reference over the very numbers the
  * blocks hold, for every format, irregular lengths (not multiples of the
  * block size), GQA groups and block sizes; and the float32 format through
- * the quantized path is bit-identical to the plain paged attention. */
+ * the quantized path is bit-identical to the plain paged attention; the
+ * table an FP8 pool is read through holds every code's value. */
+#include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,6 +60,50 @@ static void float32_through_the_quantized_path_is_bitwise(void)
     decode_batch_free(&b);
 }
 
+/* What an FP8 code means, from its bit fields in double (OCP OFP8): the
+ * independent check of the attention's table of 256 codes. */
+static double fp8_from_fields(int code, int mantissa_bits, int bias, bool has_infinity)
+{
+    int sign = code >> 7, magnitude = code & 0x7f;
+    int exponent = magnitude >> mantissa_bits, mantissa = magnitude & ((1 << mantissa_bits) - 1);
+    int top = 0x7f >> mantissa_bits;
+    double value;
+    if (has_infinity && exponent == top)
+        value = mantissa == 0 ? INFINITY : NAN;
+    else if (!has_infinity && magnitude == 0x7f)
+        value = NAN;
+    else if (exponent == 0)
+        value = ldexp(mantissa, 1 - bias - mantissa_bits);
+    else
+        value = ldexp(1.0 + ldexp(mantissa, -mantissa_bits), exponent - bias);
+    return sign ? -value : value;
+}
+
+static void fp8_table_is_every_code_decoded(void)
+{
+    const float scales[] = {1.0f, 4.0f / 448.0f, 0.3f, 1.0f / 57344.0f};
+    for (int number = KV_NUMBER_FP8_E4M3; number <= KV_NUMBER_FP8_E5M2; number++)
+        for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+            KvBlockLayout l = {0};
+            l.number = (KvNumber)number;
+            l.tensor_scale = scales[i];
+            float table[KV_FP8_CODES];
+            kv_fp8_decode_table(l, table);
+            bool e4m3 = number == KV_NUMBER_FP8_E4M3;
+            int wrong = 0;
+            for (int code = 0; code < KV_FP8_CODES; code++) {
+                /* Each code is exact in float; times the scale it is one
+                 * float multiplication, rounded once: the double product
+                 * rounded to float is that same number. */
+                float expected = (float)(fp8_from_fields(code, e4m3 ? 3 : 2, e4m3 ? 7 : 15, !e4m3) * scales[i]);
+                bool same = isnan(expected) ? isnan(table[code]) : table[code] == expected;
+                wrong += !same;
+            }
+            EXPECT(wrong == 0, "%s, scale %g: all 256 codes in the table as their bit fields say (%d wrong)",
+                   e4m3 ? "E4M3" : "E5M2", scales[i], wrong);
+        }
+}
+
 int main(void)
 {
     const int32_t lengths[][3] = {
@@ -82,5 +129,6 @@ int main(void)
                 matches_reference(shape, lengths[s % 3]);
             }
     float32_through_the_quantized_path_is_bitwise();
+    fp8_table_is_every_code_decoded();
     return test_finish();
 }

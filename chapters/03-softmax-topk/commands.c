@@ -17,12 +17,6 @@
 #include "common/npy.h"
 #include "common/rng.h"
 
-typedef struct {
-    float *logits;
-    size_t rows, vocab;
-    NpyArray file; /* when loaded */
-} Logits;
-
 static Logits random_logits(long rows, long vocab, long seed)
 {
     Logits x = {.rows = (size_t)rows, .vocab = (size_t)vocab};
@@ -33,7 +27,7 @@ static Logits random_logits(long rows, long vocab, long seed)
     return x;
 }
 
-static Logits load_logits(const char *path)
+Logits load_logits(const char *path)
 {
     const size_t any_shape[2] = {0, 0};
     Logits x = {.file = npy_load_or_exit(path, NPY_FLOAT32, 2, any_shape)};
@@ -47,7 +41,7 @@ static Logits load_logits(const char *path)
     return x;
 }
 
-static void free_logits(Logits *x)
+void free_logits(Logits *x)
 {
     if (x->file.data != NULL) {
         npy_free(&x->file);
@@ -116,8 +110,7 @@ static void require_device(const TopkDevice *device)
     }
 }
 
-/* The non-finite policy's note (README, "Non-finite values"). */
-static void note_nonfinite_logits(const Logits *x, int k, const float *probs)
+void note_nonfinite_logits(const Logits *x, int k, const float *probs)
 {
     bool *flagged = ALLOC_ARRAY(bool, x->rows);
     mark_nonfinite_rows(x->logits, x->rows, x->vocab, flagged);
@@ -126,14 +119,34 @@ static void note_nonfinite_logits(const Logits *x, int k, const float *probs)
     array_free(flagged);
 }
 
+void require_k_at_most_vocab(long k, const Logits *x)
+{
+    if ((size_t)k > x->vocab) {
+        cli_fail("-k %ld is larger than V = %zu, the number of logits per row", k, x->vocab);
+    }
+}
+
+void require_positive_temperature(double temperature)
+{
+    if (!(temperature > 0.0)) {
+        cli_fail("--temperature %g: the logits are divided by it, so it must be > 0", temperature);
+    }
+}
+
+/* Temperature: x / T, in double, rounded to float (exact for T = 1). */
+static void divide_logits(Logits *x, double temperature)
+{
+    for (size_t i = 0; i < x->rows * x->vocab; i++) {
+        x->logits[i] = (float)((double)x->logits[i] / temperature);
+    }
+}
+
 /* Compute, print a few rows, check against the double reference (on up to
  * 64 rows spread over the input), save if asked. 1 on a mismatch. */
 static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, NpyOutputDir *save)
 {
+    require_k_at_most_vocab(o->k, x);
     int k = (int)o->k;
-    if ((size_t)k > x->vocab) {
-        cli_fail("-k %d is larger than V = %zu, the number of logits per row", k, x->vocab);
-    }
     float *probs = ALLOC_ARRAY(float, x->rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, x->rows * (size_t)k);
     double rtol = device->compute(o->version, o->threads, x->logits, x->rows, x->vocab, k, probs, indices);
@@ -182,20 +195,24 @@ int topk_random_command(int argc, char **argv, const TopkDevice *device)
 
 int topk_apply_command(int argc, char **argv, const TopkDevice *device)
 {
-    enum { OWN = 2 };
+    enum { OWN = 3 };
     const char *load = NULL, *save = NULL;
+    double temperature = 1.0;
     TopkOptions topk = topk_defaults(device);
     CliOption options[OWN + TOPK_OPTION_COUNT] = {
-        {"--load", CLI_STRING, &load, 0, 0, "the logits: a .npy file, float32 [rows, V]"                      },
-        {"--save", CLI_STRING, &save, 0, 0, "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
+        {"--load",        CLI_STRING, &load,        0, 0,     "the logits: a .npy file, float32 [rows, V]"                      },
+        {"--save",        CLI_STRING, &save,        0, 0,     "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
+        {"--temperature", CLI_DOUBLE, &temperature, 0, 1e300, "T > 0: the softmax of the logits divided by T"                   },
     };
     size_t count = OWN + topk_options(device, &topk, options + OWN);
     cli_parse(argc, argv, options, count, NULL);
     if (load == NULL || save == NULL) {
         cli_fail("%s is required (see --help)", load == NULL ? "--load FILE" : "--save DIR");
     }
+    require_positive_temperature(temperature);
     require_device(device);
     Logits x = load_logits(load);
+    divide_logits(&x, temperature);
     NpyOutputDir out = npy_output_dir_open(save);
     int status = compute_and_check(device, &topk, &x, &out);
     free_logits(&x);

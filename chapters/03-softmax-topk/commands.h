@@ -8,9 +8,33 @@
 #include <stdint.h>
 
 #include "common/cli.h"
+#include "common/npy.h"
 
-CliCommandFunction run_command, apply_command, hard_inputs_command, traffic_command, accuracy_command, bench_command,
-    merge_demo_command, admissions_data_command;
+CliCommandFunction run_command, apply_command, sample_command, hard_inputs_command, traffic_command, accuracy_command,
+    bench_command, merge_demo_command, admissions_data_command;
+
+/* Rows of float32 logits, loaded from a .npy file or made at random. */
+typedef struct {
+    float *logits;
+    size_t rows, vocab;
+    NpyArray file; /* when loaded */
+} Logits;
+
+/* Float32 logits [rows, V] from a .npy file, at least one row and
+ * 1 <= V <= SOFTMAX_TOPK_MAX_VOCAB, or one line and exit 2. */
+Logits load_logits(const char *path);
+void free_logits(Logits *x);
+
+/* Refuse K > V: one line and exit 2. */
+void require_k_at_most_vocab(long k, const Logits *x);
+
+/* --temperature must be > 0 (the parser has already refused what is not
+ * finite): one line and exit 2 if not. */
+void require_positive_temperature(double temperature);
+
+/* The non-finite policy's note (README, "Non-finite values") for rows whose
+ * logits or whose k probabilities hold an inf or a NaN. */
+void note_nonfinite_logits(const Logits *x, int k, const float *probs);
 
 /* Where the top K is computed: the CPU versions, or the GPU kernels. */
 typedef struct {
@@ -28,9 +52,10 @@ typedef struct {
  * against the double reference; 0 if they match, 1 if not. */
 int topk_random_command(int argc, char **argv, const TopkDevice *device);
 
-/* `apply --load FILE -k K --save DIR`: the same for float32 logits
- * [rows, V] from a .npy file, written to DIR/probs.npy (float32) and
- * DIR/indices.npy (int64), both [rows, K]. */
+/* `apply --load FILE -k K [--temperature T] --save DIR`: the same for
+ * float32 logits [rows, V] from a .npy file, divided by T (default 1:
+ * unchanged), written to DIR/probs.npy (float32) and DIR/indices.npy
+ * (int64), both [rows, K]. */
 int topk_apply_command(int argc, char **argv, const TopkDevice *device);
 
 #endif

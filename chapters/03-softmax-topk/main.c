@@ -7,19 +7,20 @@
 #include "common/results.h"
 
 static const CliCommand COMMANDS[] = {
-    {"run",             run_command,             "the top K of random logits on the CPU, checked against the double reference"         },
-    {"apply",           apply_command,           "the top K of the logits in --load FILE (.npy), written to --save DIR (both required)"},
-    {"hard-inputs",     hard_inputs_command,     "table: what the fused version returns for hard inputs"                               },
-    {"traffic",         traffic_command,         "table: predicted memory traffic and measured time per version"                       },
-    {"accuracy",        accuracy_command,        "table: largest relative error of each version"                                       },
-    {"bench",           bench_command,           "benchmark the CPU versions over V and K, on one thread and on all"                   },
-    {"merge-demo",      merge_demo_command,      "table: the cross-warp merge, right and mixing rows"                                  },
-    {"admissions-data", admissions_data_command, "the data of the figure: logits admitted to the top K along a row"                    },
-    {"gpu-run",         gpu_run_command,         "run, on a GPU kernel"                                                                },
-    {"gpu-apply",       gpu_apply_command,       "apply, on a GPU kernel"                                                              },
-    {"gpu-check",       gpu_check_command,       "every GPU kernel against the double reference"                                       },
-    {"gpu-bench",       gpu_bench_command,       "validate, then time every GPU kernel; --results writes a stamped file"               },
-    {"gpu-results",     results_command,         "print a GPU results file, or say that there is none"                                 },
+    {"run",             run_command,             "the top K of random logits on the CPU, checked against the double reference"          },
+    {"apply",           apply_command,           "the top K of the logits in --load FILE (.npy), written to --save DIR (both required)" },
+    {"sample",          sample_command,          "tokens drawn from the logits in --load FILE after temperature, top-K, top-p and min-p"},
+    {"hard-inputs",     hard_inputs_command,     "table: what the fused version returns for hard inputs"                                },
+    {"traffic",         traffic_command,         "table: predicted memory traffic and measured time per version"                        },
+    {"accuracy",        accuracy_command,        "table: largest relative error of each version"                                        },
+    {"bench",           bench_command,           "benchmark the CPU versions over V and K, on one thread and on all"                    },
+    {"merge-demo",      merge_demo_command,      "table: the cross-warp merge, right and mixing rows"                                   },
+    {"admissions-data", admissions_data_command, "the data of the figure: logits admitted to the top K along a row"                     },
+    {"gpu-run",         gpu_run_command,         "run, on a GPU kernel"                                                                 },
+    {"gpu-apply",       gpu_apply_command,       "apply, on a GPU kernel"                                                               },
+    {"gpu-check",       gpu_check_command,       "every GPU kernel against the double reference"                                        },
+    {"gpu-bench",       gpu_bench_command,       "validate, then time every GPU kernel; --results writes a stamped file"                },
+    {"gpu-results",     results_command,         "print a GPU results file, or say that there is none"                                  },
 };
 
 int main(int argc, char **argv)

@@ -18,60 +18,7 @@
 #include "common/check.h"
 #include "common/rng.h"
 #include "common/testing.h"
-
-/* ---- the reference: the definition, in double, over the whole row ---- */
-
-static const float *sort_logits; /* qsort has no context argument */
-
-static int rank_order(const void *a, const void *b)
-{
-    int64_t i = *(const int64_t *)a, j = *(const int64_t *)b;
-    float x = sort_logits[i], y = sort_logits[j];
-    if (x != y) {
-        return x > y ? -1 : 1;
-    }
-    return i < j ? -1 : 1;
-}
-
-/* Finite logits only. probs and indices [k]: the survivors, then 0 and -1. */
-static int reference_survivors(const float *logits, size_t vocab, SamplingParams params, double *probs,
-                               int64_t *indices)
-{
-    int64_t *order = ALLOC_ARRAY(int64_t, vocab);
-    for (size_t i = 0; i < vocab; i++) {
-        order[i] = (int64_t)i;
-    }
-    sort_logits = logits;
-    qsort(order, vocab, sizeof order[0], rank_order);
-    /* softmax(x / T) over the whole row, then the top K renormalised. */
-    double max = logits[order[0]] / params.temperature, row_sum = 0.0, k_sum = 0.0;
-    for (size_t i = 0; i < vocab; i++) {
-        row_sum += exp(logits[i] / params.temperature - max);
-    }
-    int k = params.top_k;
-    for (int j = 0; j < k; j++) {
-        probs[j] = exp(logits[order[j]] / params.temperature - max) / row_sum;
-        k_sum += probs[j];
-    }
-    int count = 0;
-    for (double mass = 0.0; count < k && (params.top_p >= 1.0 || mass < params.top_p);) {
-        probs[count] /= k_sum;
-        mass += probs[count++];
-    }
-    double largest = probs[0], kept = 0.0;
-    while (count > 1 && probs[count - 1] < params.min_p * largest) {
-        count--;
-    }
-    for (int j = 0; j < count; j++) {
-        kept += probs[j];
-    }
-    for (int j = 0; j < k; j++) {
-        probs[j] = j < count ? probs[j] / kept : 0.0;
-        indices[j] = j < count ? order[j] : -1;
-    }
-    array_free(order);
-    return count;
-}
+#include "tests/03-softmax-topk/expect_topk.h"
 
 /* The survivors and one token of one row, by sample_rows. */
 static int sample_one_row(const float *logits, size_t vocab, SamplingParams params, float *probs, int64_t *indices,

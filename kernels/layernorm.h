@@ -39,6 +39,12 @@ COMMON_BEGIN_C
 #define LAYERNORM_FORWARD_GPU_VERSIONS 3
 #define LAYERNORM_BACKWARD_GPU_VERSIONS 2
 
+/* The threads per block of the versions that take no row plan: forward 1
+ * and backward 1 (a thread per row, and per column for dgamma and dbeta),
+ * forward 2 (a warp per row) and backward 2's finalize (a thread per
+ * column). */
+enum { LN_THREAD_PER_ROW_THREADS = 128, LN_WARP_PER_ROW_THREADS = 256, LN_FINALIZE_THREADS = 256 };
+
 /* One line describing a version, e.g. "one warp per row, Welford shuffles". */
 const char *layernorm_forward_gpu_version_name(int version);
 const char *layernorm_backward_gpu_version_name(int version);

@@ -101,11 +101,12 @@ extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean,
         return why;
     int rows = (int)n, cols = (int)d;
     if (version == 1) {
-        layernorm_forward_v1<<<blocks_for(n, 128), 128>>>(y, mean, rstd, x, gamma, beta, rows, cols, eps);
+        layernorm_forward_v1<<<blocks_for(n, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
+            y, mean, rstd, x, gamma, beta, rows, cols, eps);
     } else if (version == 2) {
-        const unsigned warps_per_block = 8;
-        layernorm_forward_v2<<<blocks_for(n, warps_per_block), warps_per_block * WARP_SIZE>>>(y, mean, rstd, x, gamma,
-                                                                                              beta, rows, cols, eps);
+        const unsigned warps_per_block = LN_WARP_PER_ROW_THREADS / WARP_SIZE;
+        layernorm_forward_v2<<<blocks_for(n, warps_per_block), LN_WARP_PER_ROW_THREADS>>>(y, mean, rstd, x, gamma, beta,
+                                                                                          rows, cols, eps);
     } else {
         const void *rows_and_params[] = {x, y, gamma, beta, NULL};
         LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
@@ -149,9 +150,11 @@ extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dga
         return why;
     int rows = (int)n, cols = (int)d;
     if (version == 1) {
-        layernorm_backward_v1_dx<<<blocks_for(n, 128), 128>>>(dx, dy, x, mean, rstd, gamma, rows, cols);
+        layernorm_backward_v1_dx<<<blocks_for(n, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
+            dx, dy, x, mean, rstd, gamma, rows, cols);
         CUDA_CHECK(cudaGetLastError());
-        layernorm_backward_v1_params<<<blocks_for(d, 128), 128>>>(dgamma, dbeta, dy, x, mean, rstd, rows, cols);
+        layernorm_backward_v1_params<<<blocks_for(d, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
+            dgamma, dbeta, dy, x, mean, rstd, rows, cols);
     } else {
         const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
         LnRowPlan plan = ln_backward_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
@@ -163,7 +166,8 @@ extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dga
         LAUNCH_FOR_PLAN(layernorm_backward_v2, plan, (unsigned)blocks, dx, scratch, dy, x, mean, rstd, gamma, rows,
                         cols);
         CUDA_CHECK(cudaGetLastError());
-        layernorm_backward_v2_finalize<<<blocks_for(d, 256), 256>>>(dgamma, dbeta, scratch, blocks, cols);
+        layernorm_backward_v2_finalize<<<blocks_for(d, LN_FINALIZE_THREADS), LN_FINALIZE_THREADS>>>(
+            dgamma, dbeta, scratch, blocks, cols);
     }
     CUDA_CHECK(cudaGetLastError());
     return NULL;

@@ -40,6 +40,10 @@ COMMON_BEGIN_C
 /* One line describing a version, e.g. "split-K: partitions, then a merge". */
 const char *paged_attention_gpu_version_name(int version);
 
+/* The threads per block of the attention kernels of both versions. Version
+ * 2's merge takes a thread per channel: head_dim threads. */
+int paged_attention_gpu_threads_per_block(void);
+
 /* Version 2's partition when none is given: a multiple of the block size. */
 #define PAGED_ATTENTION_DEFAULT_PARTITION 512
 

@@ -92,6 +92,11 @@ extern "C" const char *paged_attention_gpu_version_name(int version)
     return version >= 1 && version <= PAGED_ATTENTION_GPU_VERSIONS ? names[version - 1] : "?";
 }
 
+extern "C" int paged_attention_gpu_threads_per_block(void)
+{
+    return kThreads;
+}
+
 /* The problem's scalars and host arrays must make every device read land
  * inside the copies: lengths within the tables, blocks within the pool. */
 static const char *check_problem(const PagedAttentionProblem *p)

@@ -43,6 +43,9 @@ COMMON_BEGIN_C
 /* The largest K version `version` (1 .. SOFTMAX_TOPK_GPU_VERSIONS) takes. */
 int softmax_topk_gpu_max_k(int version);
 
+/* The threads per block of every kernel of every version. */
+int softmax_topk_gpu_threads_per_block(void);
+
 /* One line describing the version, e.g. "one warp per row, registers". */
 const char *softmax_topk_gpu_version_name(int version);
 

@@ -131,6 +131,11 @@ int softmax_topk_gpu_max_k(int version)
     return version == 2 ? kRegisterMaxK : version == 5 ? kRadixMaxK : kMaxK;
 }
 
+int softmax_topk_gpu_threads_per_block(void)
+{
+    return kBlockThreads;
+}
+
 const char *softmax_topk_gpu_version_name(int version)
 {
     switch (version) {

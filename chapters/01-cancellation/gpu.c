@@ -132,9 +132,10 @@ static double rows_bytes(size_t rows, size_t cols)
 /* One block per row at each block size, against the copy bandwidth
  * measured in the same run; the speed-ups are over one warp per row, the
  * first. */
+static const int BENCH_BLOCK_SIZES[] = {32, 128, 256, 1024};
+
 static Table *time_block_sizes(const GpuBenchSize *size, double copy_gbs)
 {
-    static const int block_sizes[] = {32, 128, 256, 1024};
     size_t rows = size->rows, cols = BENCH_COLS;
     float *x = ALLOC_ARRAY(float, rows *cols);
     Rng rng;
@@ -148,8 +149,8 @@ static Table *time_block_sizes(const GpuBenchSize *size, double copy_gbs)
     Table *table = table_new(5, headers, "rrrrr");
     BenchStats baseline = {0};
     double bytes = rows_bytes(rows, cols);
-    for (size_t b = 0; b < CLI_COUNT(block_sizes); b++) {
-        launch.threads = block_sizes[b];
+    for (size_t b = 0; b < CLI_COUNT(BENCH_BLOCK_SIZES); b++) {
+        launch.threads = BENCH_BLOCK_SIZES[b];
         BenchStats stats = cuda_bench_run(launch_rows, &launch, size->warmup, size->runs);
         if (b == 0) {
             baseline = stats;
@@ -188,4 +189,19 @@ int gpu_bench_command(int argc, char **argv)
     cuda_device_describe(device, sizeof device);
     results_publish(report, &options, "cancellation", device);
     return 0;
+}
+
+/* The one kernel, at each block size gpu-bench times: the launcher takes
+ * the block size from its caller. */
+static void welford_launches(const KernelSignature *kernel, ResourceTableRows *rows)
+{
+    if (!kernel_signature_is(kernel, "welford_rows_kernel", 0))
+        return;
+    for (size_t b = 0; b < CLI_COUNT(BENCH_BLOCK_SIZES); b++)
+        resource_table_add(rows, BENCH_BLOCK_SIZES[b], "row statistics, %d threads", BENCH_BLOCK_SIZES[b]);
+}
+
+int gpu_resources_command(int argc, char **argv)
+{
+    return resource_table_command(argc, argv, "welford.resources", welford_launches);
 }

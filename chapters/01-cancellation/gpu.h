@@ -6,6 +6,7 @@
 #define CHAPTERS_01_CANCELLATION_GPU_H
 
 #include "common/cli.h"
+#include "common/resource_table.h"
 
 #ifdef HAVE_CUDA
 #include <stdbool.h>
@@ -36,10 +37,19 @@ extern const int gpu_check_shape_count;
  * row's mean and variance with the exact ones, print a line for each, and
  * return whether both are within tolerance. */
 bool check_gpu_rows(const GpuCheckShape *shape, uint64_t seed, FILE *out);
+
+/* cancellation gpu-resources [--record FILE] [--markdown]: ptxas's registers, spills,
+ * stack and shared memory of every kernel a launcher selects, with its
+ * threads per block and the occupancy they allow (common/resource_table.h),
+ * from welford.resources, the build's copy of kernels/welford.resources. */
+CliCommandFunction gpu_resources_command;
 #else
 /* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
 #define gpu_check_command cli_without_cuda
 #define gpu_bench_command cli_without_cuda
+/* The resource table needs no GPU, but the record of a CUDA build: without
+ * one it says there is none, exit 0. */
+#define gpu_resources_command resource_table_without_cuda_command
 #endif
 
 #endif

@@ -17,6 +17,7 @@ static const CliCommand COMMANDS[] = {
     {"bench",           bench_command,           "throughput of each method against memcpy and a plain read"           },
     {"gpu-check",       gpu_check_command,       "row variances on the GPU against the CPU reference"                  },
     {"gpu-bench",       gpu_bench_command,       "validate, then time the GPU row variances"                           },
+    {"gpu-resources",   gpu_resources_command,   "registers, spills, occupancy of each kernel, from ptxas"             },
     {"gpu-results",     results_command,         "show the GPU benchmark's committed results"                          },
 };
 

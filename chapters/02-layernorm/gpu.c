@@ -270,3 +270,48 @@ int gpu_bench_command(int argc, char **argv)
     bench(&options, device);
     return 0;
 }
+
+typedef LnRowPlan RowPlanner(size_t d, bool rows_16_byte_aligned);
+
+/* The most threads a row plan launches the instance <width, items> with:
+ * its blocks grow with d up to the plan's limit for that many vectors. */
+static int most_planned_threads(RowPlanner *plan_for, int width, int items)
+{
+    int most = 0;
+    size_t longest = (size_t)width * LN_PLAN_MAX_ITEMS * LN_PLAN_MAX_THREADS;
+    for (size_t d = (size_t)width; d <= longest; d += (size_t)width) {
+        LnRowPlan plan = plan_for(d, width == 4);
+        if (plan.width == width && plan.items == items && plan.threads > most)
+            most = plan.threads;
+    }
+    return most;
+}
+
+/* The row kernels (forward 3, backward 2) at the largest block their
+ * plans give them; the others at their launcher's fixed block. */
+static void layernorm_launches(const KernelSignature *kernel, ResourceTableRows *rows)
+{
+    const int *arguments = kernel->arguments;
+    const char *vector = arguments[0] == 4 ? "float4" : "float";
+    if (kernel_signature_is(kernel, "layernorm_forward_v1", 0))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "forward 1");
+    else if (kernel_signature_is(kernel, "layernorm_forward_v2", 0))
+        resource_table_add(rows, LN_WARP_PER_ROW_THREADS, "forward 2");
+    else if (kernel_signature_is(kernel, "layernorm_forward_v3", 2))
+        resource_table_add(rows, most_planned_threads(ln_row_plan, arguments[0], arguments[1]),
+                           "forward 3, %d %s per thread", arguments[1], vector);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v1_dx", 0))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "backward 1, dx");
+    else if (kernel_signature_is(kernel, "layernorm_backward_v1_params", 0))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "backward 1, dgamma and dbeta");
+    else if (kernel_signature_is(kernel, "layernorm_backward_v2", 2))
+        resource_table_add(rows, most_planned_threads(ln_backward_row_plan, arguments[0], arguments[1]),
+                           "backward 2, %d %s per thread", arguments[1], vector);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v2_finalize", 0))
+        resource_table_add(rows, LN_FINALIZE_THREADS, "backward 2, finalize");
+}
+
+int gpu_resources_command(int argc, char **argv)
+{
+    return resource_table_command(argc, argv, "layernorm.resources", layernorm_launches);
+}

@@ -13,6 +13,7 @@
 #include "chapters/02-layernorm/problem.h"
 #include "common/cli.h"
 #include "common/hostdevice.h"
+#include "common/resource_table.h"
 
 COMMON_BEGIN_C
 
@@ -52,11 +53,20 @@ extern const int gpu_check_shape_count;
 /* Run (forward, backward) on a random problem of this shape and compare
  * with the double reference; one line to out. True when it matched. */
 bool gpu_check_versions(const GpuCheckShape *shape, int forward, int backward, uint64_t seed, FILE *out);
+
+/* layernorm gpu-resources [--record FILE] [--markdown]: ptxas's registers, spills,
+ * stack and shared memory of every kernel a launcher selects, with its
+ * threads per block and the occupancy they allow (common/resource_table.h),
+ * from layernorm.resources, the build's copy of kernels/layernorm.resources. */
+CliCommandFunction gpu_resources_command;
 #else
 /* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
 #define gpu_check_command cli_without_cuda
 #define gpu_bench_command cli_without_cuda
 #define gpu_apply_command cli_without_cuda
+/* The resource table needs no GPU, but the record of a CUDA build: without
+ * one it says there is none, exit 0. */
+#define gpu_resources_command resource_table_without_cuda_command
 #endif
 
 COMMON_END_C

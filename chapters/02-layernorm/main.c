@@ -5,18 +5,19 @@
 #include "common/results.h"
 
 static const CliCommand COMMANDS[] = {
-    {"run",          run_command,          "float forward and backward on random inputs, against the double reference"},
-    {"apply",        apply_command,        "the same on x, gamma, beta, dy from .npy files; write the results as .npy"},
-    {"gradcheck",    gradcheck_command,    "check the backward pass three ways, in double"                            },
-    {"edge-cases",   edge_cases_command,   "run the edge cases and print what each checked"                           },
-    {"complexity",   complexity_command,   "print bytes and FLOPs per element, unfused vs fused"                      },
-    {"cache-memory", cache_memory_command, "print what caching xhat costs in real models"                             },
-    {"failure",      failure_command,      "show a numerical failure mode"                                            },
-    {"bench",        bench_command,        "measure the CPU kernels' throughput against memcpy"                       },
-    {"gpu-check",    gpu_check_command,    "validate every CUDA kernel version against the double reference"          },
-    {"gpu-apply",    gpu_apply_command,    "apply, with the CUDA kernels"                                             },
-    {"gpu-bench",    gpu_bench_command,    "validate, then time the CUDA kernels against the device-to-device copy"   },
-    {"gpu-results",  results_command,      "print the GPU benchmark's results file, or PyTorch's (--file)"            },
+    {"run",           run_command,           "float forward and backward on random inputs, against the double reference"},
+    {"apply",         apply_command,         "the same on x, gamma, beta, dy from .npy files; write the results as .npy"},
+    {"gradcheck",     gradcheck_command,     "check the backward pass three ways, in double"                            },
+    {"edge-cases",    edge_cases_command,    "run the edge cases and print what each checked"                           },
+    {"complexity",    complexity_command,    "print bytes and FLOPs per element, unfused vs fused"                      },
+    {"cache-memory",  cache_memory_command,  "print what caching xhat costs in real models"                             },
+    {"failure",       failure_command,       "show a numerical failure mode"                                            },
+    {"bench",         bench_command,         "measure the CPU kernels' throughput against memcpy"                       },
+    {"gpu-check",     gpu_check_command,     "validate every CUDA kernel version against the double reference"          },
+    {"gpu-apply",     gpu_apply_command,     "apply, with the CUDA kernels"                                             },
+    {"gpu-bench",     gpu_bench_command,     "validate, then time the CUDA kernels against the device-to-device copy"   },
+    {"gpu-resources", gpu_resources_command, "registers, spills, occupancy of each kernel, from ptxas"                  },
+    {"gpu-results",   results_command,       "print the GPU benchmark's results file, or PyTorch's (--file)"            },
 };
 
 int main(int argc, char **argv)

@@ -320,3 +320,28 @@ int gpu_bench_command(int argc, char **argv)
     results_publish(report, &options, "softmax_topk", device);
     return wrong > 0 ? 1 : 0;
 }
+
+/* Every kernel of every version runs in blocks of the same size. */
+static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRows *rows)
+{
+    int threads = softmax_topk_gpu_threads_per_block();
+    if (kernel_signature_is(kernel, "three_pass_softmax_kernel", 0))
+        resource_table_add(rows, threads, "version 1, three-pass softmax");
+    else if (kernel_signature_is(kernel, "block_rows_kernel", 1) && kernel->arguments[0] == 0)
+        resource_table_add(rows, threads, "version 1, top K of the probabilities");
+    else if (kernel_signature_is(kernel, "warp_per_row_kernel", 1))
+        resource_table_add(rows, threads, "version 2, a list of %d in registers", kernel->arguments[0]);
+    else if (kernel_signature_is(kernel, "block_rows_kernel", 1))
+        resource_table_add(rows, threads, "version 3, block per row");
+    else if (kernel_signature_is(kernel, "slice_partials_kernel", 0))
+        resource_table_add(rows, threads, "version 4, a partial state per slice");
+    else if (kernel_signature_is(kernel, "merge_partials_kernel", 0))
+        resource_table_add(rows, threads, "version 4, merge of the slices");
+    else if (kernel_signature_is(kernel, "radix_select_kernel", 0))
+        resource_table_add(rows, threads, "version 5, radix select");
+}
+
+int gpu_resources_command(int argc, char **argv)
+{
+    return resource_table_command(argc, argv, "softmax_topk.resources", softmax_topk_launches);
+}

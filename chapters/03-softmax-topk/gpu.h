@@ -4,6 +4,7 @@
 #define CHAPTERS_03_SOFTMAX_TOPK_GPU_H
 
 #include "common/cli.h"
+#include "common/resource_table.h"
 
 #ifdef HAVE_CUDA
 /* `softmax_topk gpu-check`: every kernel that takes the K, on the hard
@@ -24,12 +25,21 @@ CliCommandFunction gpu_bench_command;
 /* `softmax_topk gpu-run` and `gpu-apply`: run and apply (commands.h) on
  * GPU kernel --version. */
 CliCommandFunction gpu_run_command, gpu_apply_command;
+
+/* softmax_topk gpu-resources [--record FILE] [--markdown]: ptxas's registers, spills,
+ * stack and shared memory of every kernel a launcher selects, with its
+ * threads per block and the occupancy they allow (common/resource_table.h),
+ * from softmax_topk.resources, the build's copy of kernels/softmax_topk.resources. */
+CliCommandFunction gpu_resources_command;
 #else
 /* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
 #define gpu_check_command cli_without_cuda
 #define gpu_bench_command cli_without_cuda
 #define gpu_run_command cli_without_cuda
 #define gpu_apply_command cli_without_cuda
+/* The resource table needs no GPU, but the record of a CUDA build: without
+ * one it says there is none, exit 0. */
+#define gpu_resources_command resource_table_without_cuda_command
 #endif
 
 #endif

@@ -20,6 +20,7 @@ static const CliCommand COMMANDS[] = {
     {"gpu-apply",       gpu_apply_command,       "apply, on a GPU kernel"                                                               },
     {"gpu-check",       gpu_check_command,       "every GPU kernel against the double reference"                                        },
     {"gpu-bench",       gpu_bench_command,       "validate, then time every GPU kernel; --results writes a stamped file"                },
+    {"gpu-resources",   gpu_resources_command,   "registers, spills, occupancy of each kernel, from ptxas"                              },
     {"gpu-results",     results_command,         "print a GPU results file, or say that there is none"                                  },
 };
 

@@ -298,3 +298,28 @@ int gpu_bench_command(int argc, char **argv)
     results_publish(report, &options, "kv_cache", device);
     return 0;
 }
+
+/* The head dimensions the launcher has an instance for. */
+static const int HEAD_DIMS[] = {64, 128, 256};
+
+/* Version 1 and version 2's first kernel for every cache format and
+ * head_dim; version 2's merge, one instance, at each head_dim. */
+static void paged_attention_launches(const KernelSignature *kernel, ResourceTableRows *rows)
+{
+    int threads = paged_attention_gpu_threads_per_block();
+    const int *arguments = kernel->arguments;
+    if (kernel_signature_is(kernel, "whole_context_kernel", 2))
+        resource_table_add(rows, threads, "version 1, %s, head_dim %d", kv_format_name((KvFormat)arguments[0]),
+                           arguments[1]);
+    else if (kernel_signature_is(kernel, "partition_kernel", 2))
+        resource_table_add(rows, threads, "version 2, %s, head_dim %d", kv_format_name((KvFormat)arguments[0]),
+                           arguments[1]);
+    else if (kernel_signature_is(kernel, "merge_partitions_kernel", 0))
+        for (size_t i = 0; i < CLI_COUNT(HEAD_DIMS); i++)
+            resource_table_add(rows, HEAD_DIMS[i], "version 2, merge, head_dim %d", HEAD_DIMS[i]);
+}
+
+int gpu_resources_command(int argc, char **argv)
+{
+    return resource_table_command(argc, argv, "paged_attention.resources", paged_attention_launches);
+}

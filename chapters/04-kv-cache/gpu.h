@@ -7,6 +7,7 @@
 #define CHAPTERS_04_KV_CACHE_GPU_H
 
 #include "common/cli.h"
+#include "common/resource_table.h"
 
 #ifdef HAVE_CUDA
 #include <stdio.h>
@@ -31,10 +32,19 @@ CliCommandFunction gpu_bench_command;
  * ask for fewer (the CUDA emulator runs every GPU thread on the CPU). */
 #define GPU_CHECK_WIDEST_HEADS 32
 int gpu_check(FILE *out, int widest_heads);
+
+/* kv_cache gpu-resources [--record FILE] [--markdown]: ptxas's registers, spills,
+ * stack and shared memory of every kernel a launcher selects, with its
+ * threads per block and the occupancy they allow (common/resource_table.h),
+ * from paged_attention.resources, the build's copy of kernels/paged_attention.resources. */
+CliCommandFunction gpu_resources_command;
 #else
 /* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
 #define gpu_check_command cli_without_cuda
 #define gpu_bench_command cli_without_cuda
+/* The resource table needs no GPU, but the record of a CUDA build: without
+ * one it says there is none, exit 0. */
+#define gpu_resources_command resource_table_without_cuda_command
 #endif
 
 #endif

@@ -22,6 +22,7 @@ static const CliCommand COMMANDS[] = {
     {"memory",        memory_command,        "the KV cache of real models: bytes per token, what fits on a card, FLOPs per byte"},
     {"gpu-check",     gpu_check_command,     "check the CUDA decode kernels against the double reference"                       },
     {"gpu-bench",     gpu_bench_command,     "check, then time the CUDA decode kernels; write a stamped results file"           },
+    {"gpu-resources", gpu_resources_command, "registers, spills, occupancy of each kernel, from ptxas"                          },
     {"gpu-results",   results_command,       "print a results file of gpu-bench or torch_sdpa.py, or say there is none"         },
 };
 

@@ -69,10 +69,13 @@ static uint8_t *read_file(const char *path, size_t *size)
     if (file == NULL) {
         return NULL;
     }
-    fseek(file, 0, SEEK_END);
-    long length = ftell(file);
-    fseek(file, 0, SEEK_SET);
-    uint8_t *bytes = malloc(length > 0 ? (size_t)length : 1);
+    long length = fseek(file, 0, SEEK_END) == 0 ? ftell(file) : -1;
+    uint8_t *bytes = length >= 0 ? malloc((size_t)length + 1) : NULL;
+    if (bytes == NULL || fseek(file, 0, SEEK_SET) != 0) {
+        free(bytes);
+        fclose(file);
+        return NULL;
+    }
     *size = fread(bytes, 1, (size_t)length, file);
     fclose(file);
     return bytes;

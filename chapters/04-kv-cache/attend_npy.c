@@ -166,9 +166,9 @@ static void flag_nonfinite_inputs(const AttendInput *in, bool *flagged)
     for (int b = 0; b < in->batch; b++)
         for (int h = 0; h < in->n_kv_heads; h++) {
             size_t positions = (size_t)in->lens[b], width = (size_t)in->head_dim;
-            if (mark_nonfinite_rows(kv_row(in, in->k, b, h, 0), positions, width, NULL) +
-                    mark_nonfinite_rows(kv_row(in, in->v, b, h, 0), positions, width, NULL) >
-                0)
+            bool nonfinite = mark_nonfinite_rows(kv_row(in, in->k, b, h, 0), positions, width, NULL) > 0 ||
+                             mark_nonfinite_rows(kv_row(in, in->v, b, h, 0), positions, width, NULL) > 0;
+            if (nonfinite)
                 for (int g = 0; g < group; g++)
                     flagged[(size_t)b * in->n_heads + (size_t)h * group + g] = true;
         }

@@ -11,6 +11,7 @@
 #include "common/results.h"
 #include "common/table.h"
 #include "common/testing.h"
+#include "tests/scratch_directory.h"
 
 #define QUICK_HELP "fewer rows and runs"
 
@@ -154,15 +155,13 @@ int main(int argc, char **argv)
 {
     (void)argc;
     cli_set_program_name(argv[0]);
-    char directory[] = "/tmp/test_results.XXXXXX";
-    if (mkdtemp(directory) == NULL) {
-        perror("mkdtemp");
+    if (!scratch_directory_make("/tmp/test_results.XXXXXX")) {
         return 1;
     }
     test_options();
     test_option_errors();
-    test_write(directory);
+    test_write(scratch_directory);
     test_wrong_cells();
-    rmdir(directory);
+    scratch_directory_remove();
     return test_finish();
 }

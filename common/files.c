@@ -43,3 +43,33 @@ FILE *open_regular_file(const char *path, const char **why)
     }
     return file;
 }
+
+int parse_text(const char *text, TextParser *parse, void *out, char *err, size_t err_size)
+{
+    /* fmemopen refuses a buffer of size 0: an empty text reads as /dev/null. */
+    size_t length = strlen(text);
+    FILE *stream = length == 0 ? fopen("/dev/null", "r") : fmemopen((void *)text, length, "r");
+    if (stream == NULL) {
+        snprintf(err, err_size, "cannot read the text from memory: %s", strerror(errno));
+        return -1;
+    }
+    int status = parse(stream, out, err, err_size);
+    fclose(stream);
+    return status;
+}
+
+int parse_text_file(const char *path, TextParser *parse, void *out, char *err, size_t err_size)
+{
+    const char *why;
+    FILE *file = open_regular_file(path, &why);
+    if (file == NULL) {
+        snprintf(err, err_size, "%s: %s", path, why);
+        return -1;
+    }
+    char reason[512];
+    int status = parse(file, out, reason, sizeof reason);
+    fclose(file);
+    if (status != 0)
+        snprintf(err, err_size, "%s: %s", path, reason);
+    return status;
+}

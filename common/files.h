@@ -5,6 +5,7 @@
 #ifndef COMMON_FILES_H
 #define COMMON_FILES_H
 
+#include <stddef.h>
 #include <stdio.h>
 
 #include "common/hostdevice.h"
@@ -16,6 +17,17 @@ COMMON_BEGIN_C
  * "not a regular file", or "cannot open: " and the system's message. Opening never blocks: the file is opened non-blocking,
  * checked, and only then read. */
 FILE *open_regular_file(const char *path, const char **why);
+
+/* A reader of a text format: fill *out from `stream`, or return -1 with one
+ * line in err ("line 5: ...") and nothing in *out. */
+typedef int TextParser(FILE *stream, void *out, char *err, size_t err_size);
+
+/* Run `parse` on text in memory (an empty text is an empty stream). */
+int parse_text(const char *text, TextParser *parse, void *out, char *err, size_t err_size);
+
+/* Run `parse` on the regular file at `path`; the error line starts with the
+ * path. */
+int parse_text_file(const char *path, TextParser *parse, void *out, char *err, size_t err_size);
 
 COMMON_END_C
 

@@ -191,8 +191,9 @@ static int read_line(Parser *p, char *line)
     return 0; /* a line this reader has no use for */
 }
 
-static int parse_stream(FILE *stream, KernelResourceList *out, char *err, size_t err_size)
+static int parse_stream(FILE *stream, void *record, char *err, size_t err_size)
 {
+    KernelResourceList *out = record;
     *out = (KernelResourceList){0};
     Parser p = {.list = out, .err = err, .err_size = err_size};
     char *line = NULL;
@@ -215,36 +216,12 @@ static int parse_stream(FILE *stream, KernelResourceList *out, char *err, size_t
 
 int kernel_resources_parse(const char *report, KernelResourceList *out, char *err, size_t err_size)
 {
-    /* fmemopen refuses a buffer of size 0; an empty report has no kernels. */
-    size_t length = strlen(report);
-    if (length == 0) {
-        *out = (KernelResourceList){0};
-        return 0;
-    }
-    FILE *stream = fmemopen((void *)report, length, "r");
-    if (stream == NULL) {
-        snprintf(err, err_size, "cannot read the report from memory: %s", strerror(errno));
-        return -1;
-    }
-    int status = parse_stream(stream, out, err, err_size);
-    fclose(stream);
-    return status;
+    return parse_text(report, parse_stream, out, err, err_size);
 }
 
 int kernel_resources_read(const char *path, KernelResourceList *out, char *err, size_t err_size)
 {
-    const char *why;
-    FILE *file = open_regular_file(path, &why);
-    if (file == NULL) {
-        snprintf(err, err_size, "%s: %s", path, why);
-        return -1;
-    }
-    char reason[512];
-    int status = parse_stream(file, out, reason, sizeof reason);
-    fclose(file);
-    if (status != 0)
-        snprintf(err, err_size, "%s: %s", path, reason);
-    return status;
+    return parse_text_file(path, parse_stream, out, err, err_size);
 }
 
 void kernel_resources_free(KernelResourceList *list)

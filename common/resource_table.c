@@ -4,8 +4,10 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/instruction_budget.h"
 #include "common/occupancy.h"
 
 /* The last name before the template arguments or the parameter list,
@@ -172,10 +174,11 @@ static void print_unselected(const KernelResourceList *record, const bool *selec
         fprintf(out, ".\n");
 }
 
-void resource_table_print(const KernelResourceList *record, KernelLaunchRule *rule, FILE *out, TableFormat format)
+/* The rows the rule gives the kernels of `record`, in the order of their
+ * labels; selected[i] says whether kernel i got any. */
+static ResourceTableRows collect_rows(const KernelResourceList *record, KernelLaunchRule *rule, bool *selected)
 {
     ResourceTableRows rows = {0};
-    bool *selected = ALLOC_ARRAY(bool, (size_t)record->count + 1);
     for (int i = 0; i < record->count; i++) {
         KernelSignature signature;
         if (!record->kernels[i].is_kernel || !kernel_signature_parse(record->kernels[i].name, &signature))
@@ -186,6 +189,13 @@ void resource_table_print(const KernelResourceList *record, KernelLaunchRule *ru
         selected[i] = rows.count > before;
     }
     qsort(rows.rows, (size_t)rows.count, sizeof *rows.rows, compare_rows);
+    return rows;
+}
+
+void resource_table_print(const KernelResourceList *record, KernelLaunchRule *rule, FILE *out, TableFormat format)
+{
+    bool *selected = ALLOC_ARRAY(bool, (size_t)record->count + 1);
+    ResourceTableRows rows = collect_rows(record, rule, selected);
     const char *headers[] = {"kernel",
                              "threads per block",
                              "registers per thread",
@@ -206,29 +216,142 @@ void resource_table_print(const KernelResourceList *record, KernelLaunchRule *ru
     array_free(rows.rows);
 }
 
+static void print_budget_model(const GpuModel *gpu, FILE *out)
+{
+    InstructionBudget any = instruction_budget(gpu, &(SassSteadyState){0}, 0);
+    fprintf(out,
+            "The model: %s, %d SMs x %d schedulers x %.3f GHz = %.0f G warp instructions per second; "
+            "copy bandwidth %.2f TB/s and memory latency %.0f ns (assumed), so each SM needs %.1f KiB in "
+            "flight.\n\n",
+            gpu->name, gpu->sms, gpu->schedulers_per_sm, gpu->clock_hz / 1e9,
+            gpu->sms * gpu->schedulers_per_sm * gpu->clock_hz / 1e9, gpu->copy_bytes_per_s / 1e12,
+            gpu->memory_latency_s * 1e9, any.needed_in_flight_per_sm / 1024);
+}
+
+enum { BUDGET_COLUMNS = 11 };
+
+static void add_budget_cells(Table *table, const ResourceRow *row, const SassKernel *code, const GpuModel *gpu)
+{
+    table_cell(table, "%s", row->label);
+    if (code == NULL) {
+        table_cell(table, "not in the machine code record");
+        for (int c = 2; c < BUDGET_COLUMNS; c++)
+            table_cell(table, " ");
+        return;
+    }
+    const SassSteadyState *s = &code->steady;
+    const KernelResources *k = row->kernel;
+    Occupancy o = occupancy_compute(&SM90_LIMITS, row->threads_per_block, k->registers, k->shared_bytes);
+    InstructionBudget b = instruction_budget(gpu, s, o.warps_per_sm);
+    table_cell(table, "%s", s->is_loop ? "loop" : "whole kernel");
+    table_cell(table, "%d / %d", s->instructions, s->instructions_on_all_paths);
+    table_cell(table, "%ld + %ld", s->global_load_bytes, s->global_store_bytes);
+    table_cell(table, "%d of %d", s->wide_global_loads, s->global_loads);
+    if (s->global_load_bytes + s->global_store_bytes > 0) {
+        table_cell(table, "%.1f", b.instructions_per_16_bytes);
+        table_cell(table, "%.0f%%", 100 * b.issue_fraction);
+    } else {
+        table_cell(table, "-");
+        table_cell(table, "-");
+    }
+    table_cell(table, "%.1f", b.bytes_in_flight_per_sm / 1024);
+    table_cell(table, "%.0f%%", 100 * b.in_flight_fraction);
+    table_cell(table, "%.0f%%", 100 * (b.predicted_fraction < 1 ? b.predicted_fraction : 1));
+    table_cell(table, "%s", budget_limiter_name(b.limiter));
+}
+
+void resource_table_print_budget(const KernelResourceList *record, const SassRecord *code, KernelLaunchRule *rule,
+                                 FILE *out, TableFormat format)
+{
+    bool *selected = ALLOC_ARRAY(bool, (size_t)record->count + 1);
+    ResourceTableRows rows = collect_rows(record, rule, selected);
+    print_budget_model(&H100_SXM, out);
+    const char *headers[] = {"kernel",
+                             "steady state",
+                             "instructions per pass (fast path / all)",
+                             "bytes per thread (loaded + stored)",
+                             "128-bit loads",
+                             "instructions per 16 bytes",
+                             "issue allows",
+                             "in flight per SM (KiB)",
+                             "in flight allows",
+                             "predicted",
+                             "limited by"};
+    Table *table = table_new(BUDGET_COLUMNS, headers, "llrrrrrrrrl");
+    for (int r = 0; r < rows.count; r++)
+        add_budget_cells(table, &rows.rows[r], sass_record_find(code, rows.rows[r].kernel->name), &H100_SXM);
+    table_print(table, out, format);
+    table_free(table);
+    array_free(selected);
+    array_free(rows.rows);
+}
+
+/* "layernorm.sass" for "layernorm.resources": the build keeps both side by side. */
+static char *sass_path_beside(const char *resources_path)
+{
+    size_t length = strlen(resources_path);
+    const char *suffix = ".resources";
+    if (length >= strlen(suffix) && strcmp(resources_path + length - strlen(suffix), suffix) == 0)
+        length -= strlen(suffix);
+    char *path = ALLOC_ARRAY(char, length + sizeof ".sass");
+    memcpy(path, resources_path, length);
+    strcpy(path + length, ".sass");
+    return path;
+}
+
+static void print_budget(const KernelResourceList *record, const char *sass_path, bool sass_given,
+                         KernelLaunchRule *rule, TableFormat format)
+{
+    char *default_path = sass_path_beside(sass_path != NULL ? sass_path : "");
+    const char *path = sass_given ? sass_path : default_path;
+    SassRecord code;
+    char err[1024];
+    if (!sass_given && access(path, F_OK) != 0) {
+        printf("No machine code was recorded: this build found no cuobjdump (./configure --sass-tools "
+               "installs it), so the instruction budget is skipped.\n");
+    } else if (sass_record_read(path, &code, err, sizeof err) != 0) {
+        array_free(default_path);
+        cli_fail("%s", err);
+    } else {
+        resource_table_print_budget(record, &code, rule, stdout, format);
+        sass_record_free(&code);
+    }
+    array_free(default_path);
+}
+
 int resource_table_command(int argc, char **argv, const char *default_record, KernelLaunchRule *rule)
 {
     const char *path = default_record;
-    bool markdown = false;
+    const char *sass_path = NULL;
+    bool markdown = false, budget = false;
     const CliOption options[] = {
-        {"--record",   CLI_STRING, &path,     0, 0, "ptxas's record of the kernels (default: the build's copy)"},
-        {"--markdown", CLI_FLAG,   &markdown, 0, 0, "print the table as Markdown"                              },
+        {"--record",   CLI_STRING, &path,      0, 0, "ptxas's record of the kernels (default: the build's copy)"      },
+        {"--budget",   CLI_FLAG,   &budget,    0, 0, "print the instruction budget and Little's law table instead"    },
+        {"--sass",     CLI_STRING, &sass_path, 0, 0, "the kernels' machine code (default: beside the record, if kept)"},
+        {"--markdown", CLI_FLAG,   &markdown,  0, 0, "print the table as Markdown"                                    },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (sass_path != NULL && !budget)
+        cli_fail("--sass is read only with --budget");
     KernelResourceList record;
     char err[1024];
     if (kernel_resources_read(path, &record, err, sizeof err) != 0)
         cli_fail("%s (run it in the chapter's directory, or give --record)", err);
-    resource_table_print(&record, rule, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    TableFormat format = markdown ? TABLE_MARKDOWN : TABLE_TEXT;
+    if (budget)
+        print_budget(&record, sass_path != NULL ? sass_path : path, sass_path != NULL, rule, format);
+    else
+        resource_table_print(&record, rule, stdout, format);
     kernel_resources_free(&record);
     return 0;
 }
 
 int resource_table_without_cuda_command(int argc, char **argv)
 {
-    bool markdown = false;
+    bool markdown = false, budget = false;
     const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+        {"--budget",   CLI_FLAG, &budget,   0, 0, "the instruction budget table (there is none either)"},
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"                        },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     printf("This build has no resource records: it was configured without CUDA, so ptxas compiled no kernel.\n");

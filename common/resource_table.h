@@ -19,6 +19,7 @@
 #include "common/cli.h"
 #include "common/hostdevice.h"
 #include "common/kernel_resources.h"
+#include "common/sass.h"
 #include "common/table.h"
 
 COMMON_BEGIN_C
@@ -58,10 +59,19 @@ void resource_table_add(ResourceTableRows *rows, int threads_per_block, const ch
  * the kernels of the record that `rule` gave no row. */
 void resource_table_print(const KernelResourceList *record, KernelLaunchRule *rule, FILE *out, TableFormat format);
 
-/* The subcommand, `PROG gpu-resources [--record FILE] [--markdown]`:
- * the table of the record at `default_record` (a path from the chapter's
- * directory, where the build puts a copy) or FILE. An unreadable record is
- * one line and exit 2. */
+/* The same rows, with what their machine code allows
+ * (common/instruction_budget.h): the steady state's instructions and bytes,
+ * its 128-bit loads, the share of the copy bandwidth that instruction issue
+ * and bytes in flight allow on an H100, the prediction and its limiter. */
+void resource_table_print_budget(const KernelResourceList *record, const SassRecord *code, KernelLaunchRule *rule,
+                                 FILE *out, TableFormat format);
+
+/* The subcommand, `PROG gpu-resources [--record FILE] [--budget [--sass
+ * FILE]] [--markdown]`: the table of the record at `default_record` (a path
+ * from the chapter's directory, where the build puts a copy) or FILE; with
+ * --budget, the budget table, from the machine code beside the record (a
+ * build without cuobjdump has none, and the table is skipped with one line
+ * saying so) or FILE. An unreadable record is one line and exit 2. */
 int resource_table_command(int argc, char **argv, const char *default_record, KernelLaunchRule *rule);
 
 /* The same subcommand in a build without CUDA: there is no record, and it

@@ -25,10 +25,13 @@ void random_problem_options(CliOption *options, RandomProblemArgs *args);
 LnProblem random_problem_new(const RandomProblemArgs *args);
 
 /* The .npy interface, shared by `apply` and `gpu-apply`: the options
- * --load DIR --save DIR [--eps E], parsed (both directories required). */
+ * --load DIR --save DIR [--eps E], parsed (both directories required);
+ * `apply` also takes --norm layer|rms, which apply_parse does not offer
+ * (the CUDA kernels are layer norm's), so its norm is NORM_LAYER. */
 typedef struct {
     const char *load, *save;
     double eps;
+    NormKind norm;
 } ApplyArgs;
 
 ApplyArgs apply_parse(int argc, char **argv);

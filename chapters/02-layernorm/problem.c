@@ -66,7 +66,7 @@ static void take_data(float *dest, NpyArray *array)
     npy_free(array);
 }
 
-LnProblem ln_problem_load(const char *dir, float eps)
+LnProblem ln_problem_load(const char *dir, NormKind norm, float eps)
 {
     NpyArray x = load_f32(dir, "x.npy", 2, (size_t[]){0, 0});
     size_t n = x.shape[0], d = x.shape[1];
@@ -76,26 +76,37 @@ LnProblem ln_problem_load(const char *dir, float eps)
     }
     NpyArray dy = load_f32(dir, "dy.npy", 2, (size_t[]){n, d});
     NpyArray gamma = load_f32(dir, "gamma.npy", 1, (size_t[]){d});
-    NpyArray beta = load_f32(dir, "beta.npy", 1, (size_t[]){d});
     LnProblem p = ln_problem_new(n, d, eps);
+    p.norm = norm;
     take_data(p.x, &x);
     take_data(p.dy, &dy);
     take_data(p.gamma, &gamma);
-    take_data(p.beta, &beta);
+    if (norm == NORM_LAYER) { /* RMSNorm has no beta: it stays 0 */
+        NpyArray beta = load_f32(dir, "beta.npy", 1, (size_t[]){d});
+        take_data(p.beta, &beta);
+    }
     return p;
 }
 
-/* All six files appear together or not at all (npy_output_dir). */
+const char *ln_problem_result_names(NormKind norm)
+{
+    return norm == NORM_RMS ? "y, rstd, dx, dgamma" : "y, mean, rstd, dx, dgamma, dbeta";
+}
+
+/* The files appear together or not at all (npy_output_dir). */
 void ln_problem_save_results(const LnProblem *p, const char *dir)
 {
     const size_t matrix[2] = {p->n, p->d}, rows[1] = {p->n}, columns[1] = {p->d};
+    bool layer = p->norm == NORM_LAYER;
     NpyOutputDir out = npy_output_dir_open(dir);
     npy_output_dir_add(&out, "y.npy", NPY_FLOAT32, 2, matrix, p->y);
-    npy_output_dir_add(&out, "mean.npy", NPY_FLOAT32, 1, rows, p->mean);
+    if (layer)
+        npy_output_dir_add(&out, "mean.npy", NPY_FLOAT32, 1, rows, p->mean);
     npy_output_dir_add(&out, "rstd.npy", NPY_FLOAT32, 1, rows, p->rstd);
     npy_output_dir_add(&out, "dx.npy", NPY_FLOAT32, 2, matrix, p->dx);
     npy_output_dir_add(&out, "dgamma.npy", NPY_FLOAT32, 1, columns, p->dgamma);
-    npy_output_dir_add(&out, "dbeta.npy", NPY_FLOAT32, 1, columns, p->dbeta);
+    if (layer)
+        npy_output_dir_add(&out, "dbeta.npy", NPY_FLOAT32, 1, columns, p->dbeta);
     npy_output_dir_commit(&out);
 }
 

@@ -125,7 +125,7 @@ accepts failure --mode zero-variance
 accepts failure --mode rsqrt
 fails_writing failure --mode overflow
 
-# apply: exactly --load DIR --save DIR [--eps E].
+# apply: exactly --load DIR --save DIR [--eps E] [--norm layer|rms].
 name='layernorm apply'
 mkdir -p "$scratch/good"
 npy_of "$scratch/good/x.npy" '(3, 5)' one_two_three 15
@@ -142,6 +142,16 @@ if [ "$(ls "$scratch/out" 2>/dev/null | wc -l)" -ne 6 ]; then
     checks=$((checks + 1)); fail "apply wrote more than the six results: $(ls "$scratch/out")"
 fi
 accepts apply --load "$scratch/good" --save "$scratch/out" --eps 1e-3
+# --norm rms: no beta to read; y, rstd, dx, dgamma to write, and nothing else.
+mkdir -p "$scratch/rms"
+cp "$scratch/good/x.npy" "$scratch/good/gamma.npy" "$scratch/good/dy.npy" "$scratch/rms/"
+accepts apply --norm rms --load "$scratch/rms" --save "$scratch/rms-out"
+if [ "$(ls "$scratch/rms-out" 2>/dev/null | tr '\n' ' ')" != "dgamma.npy dx.npy rstd.npy y.npy " ]; then
+    checks=$((checks + 1)); fail "apply --norm rms wrote $(ls "$scratch/rms-out"), not y, rstd, dx, dgamma"
+fi
+accepts apply --norm layer --load "$scratch/good" --save "$scratch/out"
+rejects_saying "--norm expects one of layer, rms, got 'group'" apply --norm group --load "$scratch/good" --save "$scratch/out"
+rejects apply --norm layer --load "$scratch/rms" --save "$scratch/out"
 rejects_saying "needs --load DIR and --save DIR" apply --load "$scratch/good"
 rejects_saying "needs --load DIR and --save DIR" apply --save "$scratch/out"
 rejects_saying "needs --load DIR and --save DIR" apply
@@ -181,6 +191,8 @@ runs_on_gpu_or_says_why gpu-check --n 8 --d 8
 name='layernorm gpu-apply'
 gpu_rejects_saying "needs --load DIR and --save DIR" gpu-apply --load "$scratch/good"
 gpu_rejects_saying "unknown option '--version' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --version 1
+# The CUDA kernels are layer norm's: gpu-apply has no --norm.
+gpu_rejects_saying "unknown option '--norm' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --norm rms
 runs_on_gpu_or_says_why gpu-apply --load "$scratch/good" --save "$scratch/gpu"
 name='layernorm gpu-bench'
 gpu_rejects_saying "unknown option '--n' (see --help)" gpu-bench --n 8

@@ -1,16 +1,17 @@
 /* The .npy interface of `layernorm apply`: inputs written as NumPy writes
  * them load bit for bit and compute the same bits, and the results
- * directory holds exactly the six result arrays, in the shapes a reader's
+ * directory holds exactly the result arrays of the norm (six for layer
+ * norm; y, rstd, dx, dgamma for RMSNorm), in the shapes a reader's
  * np.load expects. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "chapters/02-layernorm/problem.h"
 #include "common/npy.h"
 #include "common/testing.h"
+#include "tests/scratch_directory.h"
 
 static bool same_bits(const float *a, const float *b, size_t n)
 {
@@ -46,76 +47,94 @@ static int count_files(const char *dir)
     return count;
 }
 
-int main(void)
+/* Write p's inputs to dir as NumPy would (no beta for RMSNorm, which has none). */
+static void save_inputs(const char *dir, const LnProblem *p)
 {
-    char dir[] = "/tmp/layernorm-npy-XXXXXX";
-    if (mkdtemp(dir) == NULL)
-        test_skip("cannot make a temporary directory");
-    char results[512];
-    join(results, sizeof results, dir, "results");
-    LnProblem saved = ln_problem_new(13, 781, 1e-5f);
-    ln_problem_fill_random(&saved, 21, 0.0, 1.0);
-    ln_problem_run_cpu(&saved);
-    const char *inputs[] = {"x.npy", "gamma.npy", "beta.npy", "dy.npy"};
-    const size_t matrix[2] = {saved.n, saved.d}, columns[1] = {saved.d};
-    save_input(dir, inputs[0], 2, matrix, saved.x);
-    save_input(dir, inputs[1], 1, columns, saved.gamma);
-    save_input(dir, inputs[2], 1, columns, saved.beta);
-    save_input(dir, inputs[3], 2, matrix, saved.dy);
-    ln_problem_save_results(&saved, results);
+    const size_t matrix[2] = {p->n, p->d}, columns[1] = {p->d};
+    save_input(dir, "x.npy", 2, matrix, p->x);
+    save_input(dir, "gamma.npy", 1, columns, p->gamma);
+    if (p->norm == NORM_LAYER)
+        save_input(dir, "beta.npy", 1, columns, p->beta);
+    save_input(dir, "dy.npy", 2, matrix, p->dy);
+}
 
-    LnProblem loaded = ln_problem_load(dir, 1e-5f);
-    EXPECT(loaded.n == saved.n && loaded.d == saved.d, "shape %zu x %zu read back", loaded.n, loaded.d);
-    size_t nd = saved.n * saved.d;
-    EXPECT(same_bits(loaded.x, saved.x, nd) && same_bits(loaded.dy, saved.dy, nd) &&
-               same_bits(loaded.gamma, saved.gamma, saved.d) && same_bits(loaded.beta, saved.beta, saved.d),
-           "inputs read back bit for bit");
-    ln_problem_run_cpu(&loaded);
-    EXPECT(same_bits(loaded.y, saved.y, nd) && same_bits(loaded.dx, saved.dx, nd) &&
-               same_bits(loaded.dgamma, saved.dgamma, saved.d) && same_bits(loaded.mean, saved.mean, saved.n),
-           "the loaded problem computes the same bits");
-
-    /* Each output file: float32, the documented shape, the saved values. */
+/* Each output file of `norm`: float32, the documented shape, the saved values;
+ * and no other file. */
+static void expect_outputs(const char *results, const LnProblem *saved)
+{
     const struct {
         const char *name;
         int ndim;
         size_t rows;
         const float *values;
+        bool layer_norm_only;
     } outputs[] = {
-        {"y.npy",      2, 13,  saved.y     },
-        {"mean.npy",   1, 13,  saved.mean  },
-        {"rstd.npy",   1, 13,  saved.rstd  },
-        {"dx.npy",     2, 13,  saved.dx    },
-        {"dgamma.npy", 1, 781, saved.dgamma},
-        {"dbeta.npy",  1, 781, saved.dbeta }
+        {"y.npy",      2, saved->n, saved->y,      false},
+        {"mean.npy",   1, saved->n, saved->mean,   true },
+        {"rstd.npy",   1, saved->n, saved->rstd,   false},
+        {"dx.npy",     2, saved->n, saved->dx,     false},
+        {"dgamma.npy", 1, saved->d, saved->dgamma, false},
+        {"dbeta.npy",  1, saved->d, saved->dbeta,  true }
     };
-    const int output_count = (int)(sizeof outputs / sizeof outputs[0]);
-    int files = count_files(results);
-    EXPECT(files == output_count, "the results directory holds %d files, expected %d", files, output_count);
-    for (int i = 0; i < output_count; i++) {
+    const char *norm = norm_kind_name(saved->norm);
+    int expected = 0;
+    for (size_t i = 0; i < sizeof outputs / sizeof outputs[0]; i++) {
+        if (outputs[i].layer_norm_only && saved->norm == NORM_RMS)
+            continue;
+        expected++;
         char path[512], err[256];
         join(path, sizeof path, results, outputs[i].name);
         NpyArray array;
         bool read = npy_load(path, &array, err, sizeof err) == 0;
-        EXPECT(read, "%s: %s", outputs[i].name, read ? "read" : err);
+        EXPECT(read, "%s norm, %s: %s", norm, outputs[i].name, read ? "read" : err);
         if (!read)
             continue;
         bool shape_ok = array.dtype == NPY_FLOAT32 && array.ndim == outputs[i].ndim &&
-                        array.shape[0] == outputs[i].rows && (array.ndim == 1 || array.shape[1] == 781);
-        EXPECT(shape_ok, "%s is float32 with the documented shape", outputs[i].name);
-        EXPECT(shape_ok && same_bits(array.data, outputs[i].values, npy_element_count(&array)), "%s holds the results",
-               outputs[i].name);
+                        array.shape[0] == outputs[i].rows && (array.ndim == 1 || array.shape[1] == saved->d);
+        EXPECT(shape_ok, "%s norm: %s is float32 with the documented shape", norm, outputs[i].name);
+        EXPECT(shape_ok && same_bits(array.data, outputs[i].values, npy_element_count(&array)),
+               "%s norm: %s holds the results", norm, outputs[i].name);
         npy_free(&array);
-        unlink(path);
     }
-    rmdir(results);
-    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++) {
-        char path[512];
-        join(path, sizeof path, dir, inputs[i]);
-        unlink(path);
-    }
-    rmdir(dir);
+    int files = count_files(results);
+    EXPECT(files == expected, "%s norm: the results directory holds %d files, expected %d", norm, files, expected);
+}
+
+static void test_roundtrip(NormKind norm, const char *dir)
+{
+    char results[512];
+    join(results, sizeof results, dir, norm_kind_name(norm));
+    LnProblem saved = ln_problem_new(13, 781, 1e-5f);
+    saved.norm = norm;
+    ln_problem_fill_random(&saved, 21, 0.0, 1.0);
+    ln_problem_run_cpu(&saved);
+    save_inputs(dir, &saved);
+    ln_problem_save_results(&saved, results);
+
+    LnProblem loaded = ln_problem_load(dir, norm, 1e-5f);
+    EXPECT(loaded.n == saved.n && loaded.d == saved.d && loaded.norm == norm, "%s norm: shape %zu x %zu read back",
+           norm_kind_name(norm), loaded.n, loaded.d);
+    size_t nd = saved.n * saved.d;
+    EXPECT(same_bits(loaded.x, saved.x, nd) && same_bits(loaded.dy, saved.dy, nd) &&
+               same_bits(loaded.gamma, saved.gamma, saved.d) && same_bits(loaded.beta, saved.beta, saved.d),
+           "%s norm: inputs read back bit for bit", norm_kind_name(norm));
+    ln_problem_run_cpu(&loaded);
+    EXPECT(same_bits(loaded.y, saved.y, nd) && same_bits(loaded.dx, saved.dx, nd) &&
+               same_bits(loaded.dgamma, saved.dgamma, saved.d) && same_bits(loaded.rstd, saved.rstd, saved.n),
+           "%s norm: the loaded problem computes the same bits", norm_kind_name(norm));
+    expect_outputs(results, &saved);
     ln_problem_free(&saved);
     ln_problem_free(&loaded);
+}
+
+int main(void)
+{
+    if (!scratch_directory_make("/tmp/layernorm-npy-XXXXXX"))
+        test_skip("cannot make a temporary directory");
+    test_roundtrip(NORM_LAYER, scratch_directory);
+    /* RMSNorm: the same directory, beta.npy removed, so loading must not need it. */
+    remove(scratch_path("beta.npy"));
+    test_roundtrip(NORM_RMS, scratch_directory);
+    scratch_directory_remove();
     return test_finish();
 }

@@ -70,11 +70,17 @@ LnProblem ln_problem_load(const char *dir, NormKind norm, float eps)
 {
     NpyArray x = load_f32(dir, "x.npy", 2, (size_t[]){0, 0});
     size_t n = x.shape[0], d = x.shape[1];
-    if (n == 0 || d == 0) {
+    if (d == 0) { /* rows of no elements have no mean or rstd; no rows are fine */
         npy_free(&x);
-        cli_fail("%s/x.npy: need at least one row and one column, got %zu x %zu", dir, n, d);
+        cli_fail("%s/x.npy: need at least one column, got %zu x %zu", dir, n, d);
     }
     NpyArray dy = load_f32(dir, "dy.npy", 2, (size_t[]){n, d});
+    if (dy.shape[0] != n) { /* n = 0 told load_f32 "any number of rows" */
+        size_t dy_rows = dy.shape[0];
+        npy_free(&x);
+        npy_free(&dy);
+        cli_fail("%s/dy.npy: expected float32 [0 x %zu], got float32 [%zu x %zu]", dir, d, dy_rows, d);
+    }
     NpyArray gamma = load_f32(dir, "gamma.npy", 1, (size_t[]){d});
     LnProblem p = ln_problem_new(n, d, eps);
     p.norm = norm;

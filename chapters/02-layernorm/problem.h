@@ -34,7 +34,7 @@ LnProblem ln_problem_new(size_t n, size_t d, float eps);
 /* x ~ N(x_mean, x_std^2), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2) (layer
  * norm only), dy ~ N(0, 1), from `seed`. */
 void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x_std);
-/* Read DIR/x.npy (n x d float32), DIR/gamma.npy (d), DIR/dy.npy (n x d)
+/* Read DIR/x.npy (n x d float32, n >= 0, d >= 1), DIR/gamma.npy (d), DIR/dy.npy (n x d)
  * and, for layer norm, DIR/beta.npy (d); a missing file, another dtype or
  * a shape that does not fit is one line on stderr and exit 2. */
 LnProblem ln_problem_load(const char *dir, NormKind norm, float eps);

@@ -4,10 +4,13 @@
  * norm; y, rstd, dx, dgamma for RMSNorm), in the shapes a reader's
  * np.load expects. */
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "chapters/02-layernorm/commands.h"
 #include "chapters/02-layernorm/problem.h"
 #include "common/npy.h"
 #include "common/testing.h"
@@ -127,6 +130,84 @@ static void test_roundtrip(NormKind norm, const char *dir)
     ln_problem_free(&loaded);
 }
 
+/* `layernorm apply` on p's inputs, saved in the scratch directory `name`:
+ * its exit status, and its results in name/out checked against p's own
+ * (computed here, in memory, by the same kernels). */
+static int apply_and_expect_outputs(const char *name, LnProblem *p)
+{
+    char dir[512], results[512];
+    join(dir, sizeof dir, scratch_directory, name);
+    join(results, sizeof results, dir, "out");
+    if (mkdir(dir, 0700) != 0)
+        test_skip("cannot make a directory in the scratch directory");
+    save_inputs(dir, p);
+    ApplyArgs args = {.load = dir, .save = results, .eps = p->eps, .norm = p->norm};
+    int status = apply_run(&args, "apply vs double reference:", ln_problem_run_cpu);
+    ln_problem_run_cpu(p);
+    expect_outputs(results, p);
+    return status;
+}
+
+static bool all_nan(const float *values, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isnan(values[i]))
+            return false;
+    return true;
+}
+
+static bool all_finite(const float *values, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(values[i]))
+            return false;
+    return true;
+}
+
+/* eps = 0, as PyTorch accepts it. Row 0 has no spread (constant for layer
+ * norm, zero for RMSNorm): var (or the mean square) is 0, rstd = 1/sqrt(0)
+ * = inf, and PyTorch's (x - mean) * rsqrt(var + eps) is 0 * inf = NaN, in
+ * y, dx and, summed over the rows, dgamma. Row 1 is untouched. The status
+ * is 0: the non-finite policy, not a defect. */
+static void test_eps_zero(NormKind norm)
+{
+    const char *name = norm_kind_name(norm);
+    LnProblem p = ln_problem_new(2, 8, 0.0f);
+    p.norm = norm;
+    ln_problem_fill_random(&p, 22, 0.0, 1.0);
+    for (size_t j = 0; j < p.d; j++)
+        p.x[j] = norm == NORM_RMS ? 0.0f : 3.0f;
+    char dir[32];
+    snprintf(dir, sizeof dir, "eps0-%s", name);
+    int status = apply_and_expect_outputs(dir, &p);
+    EXPECT(status == 0, "%s norm, eps 0: apply exits %d, expected 0", name, status);
+    double torch_y = (3.0 - 3.0) * (1.0 / sqrt(0.0 + 0.0)); /* PyTorch's formula, in double */
+    EXPECT(isnan(torch_y) && all_nan(p.y, p.d) && all_nan(p.dx, p.d) && p.rstd[0] == INFINITY,
+           "%s norm, eps 0: the row of no spread has rstd %g, y NaN and dx NaN, as PyTorch's formula gives %g", name,
+           p.rstd[0], torch_y);
+    EXPECT(all_finite(p.y + p.d, p.d) && all_finite(p.dx + p.d, p.d) && isfinite(p.rstd[1]),
+           "%s norm, eps 0: the other row is finite", name);
+    EXPECT(all_nan(p.dgamma, p.d), "%s norm, eps 0: dgamma, a sum over both rows, is NaN", name);
+    ln_problem_free(&p);
+}
+
+/* No rows, as PyTorch accepts them: status 0, empty y, rstd, dx (and mean)
+ * of the right shapes, and dgamma (and dbeta), sums over no rows, zero. */
+static void test_no_rows(NormKind norm)
+{
+    const char *name = norm_kind_name(norm);
+    LnProblem p = ln_problem_new(0, 5, 1e-5f);
+    p.norm = norm;
+    ln_problem_fill_random(&p, 23, 0.0, 1.0);
+    char dir[32];
+    snprintf(dir, sizeof dir, "no-rows-%s", name);
+    int status = apply_and_expect_outputs(dir, &p);
+    EXPECT(status == 0, "%s norm, no rows: apply exits %d, expected 0", name, status);
+    float zeros[5] = {0};
+    EXPECT(same_bits(p.dgamma, zeros, 5) && same_bits(p.dbeta, zeros, 5), "%s norm, no rows: dgamma = dbeta = 0", name);
+    ln_problem_free(&p);
+}
+
 int main(void)
 {
     if (!scratch_directory_make("/tmp/layernorm-npy-XXXXXX"))
@@ -135,6 +216,10 @@ int main(void)
     /* RMSNorm: the same directory, beta.npy removed, so loading must not need it. */
     remove(scratch_path("beta.npy"));
     test_roundtrip(NORM_RMS, scratch_directory);
+    for (NormKind norm = NORM_LAYER; norm <= NORM_RMS; norm++) {
+        test_eps_zero(norm);
+        test_no_rows(norm);
+    }
     scratch_directory_remove();
     return test_finish();
 }

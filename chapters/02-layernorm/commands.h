@@ -38,7 +38,9 @@ ApplyArgs apply_parse(int argc, char **argv);
 
 /* Load the inputs, compute(p) fills the results, check them against the
  * double reference (lines labelled `label`) and save them. The exit status:
- * 0, or 1 when a result is outside its tolerance (it is saved all the same). */
+ * 0 on any valid input, 1 only when a result is outside ln_compare's bound,
+ * which counts what float's conditioning costs: a defect (it is saved all
+ * the same). */
 int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p));
 
 #endif

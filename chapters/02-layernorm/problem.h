@@ -66,7 +66,8 @@ typedef struct {
 } LnComparison;
 
 /* The float results of p against the reference, with the tolerances for
- * inputs of unit scale (see problem.c for each one's reason). */
+ * inputs of unit scale plus what the float mean's rounding costs at the
+ * row's condition number (see problem.c for each one's reason). */
 LnComparison ln_compare(const LnProblem *p, const LnReference *ref);
 /* One line per output, as close_report_print; returns comparison->ok. */
 bool ln_comparison_print(FILE *out, const char *label, const LnComparison *comparison);

@@ -63,10 +63,10 @@ void random_problem_options(CliOption *options, RandomProblemArgs *args)
 {
     *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5};
     const CliOption random[RANDOM_PROBLEM_OPTIONS] = {
-        {"--n",    CLI_INT,    &args->n,    1,     1 << 24,  "rows of the random problem"   },
-        {"--d",    CLI_INT,    &args->d,    1,     1 << 20,  "its row length"               },
-        {"--seed", CLI_INT,    &args->seed, 0,     1L << 62, "random seed"                  },
-        {"--eps",  CLI_DOUBLE, &args->eps,  1e-30, 1.0,      "epsilon added to the variance"},
+        {"--n",    CLI_INT,    &args->n,    1,   1 << 24,  "rows of the random problem"   },
+        {"--d",    CLI_INT,    &args->d,    1,   1 << 20,  "its row length"               },
+        {"--seed", CLI_INT,    &args->seed, 0,   1L << 62, "random seed"                  },
+        {"--eps",  CLI_DOUBLE, &args->eps,  0.0, 1.0,      "epsilon added to the variance"},
     };
     for (int i = 0; i < RANDOM_PROBLEM_OPTIONS; i++)
         options[i] = random[i];
@@ -93,18 +93,29 @@ int run_command(int argc, char **argv)
     return ok ? 0 : 1;
 }
 
-ApplyArgs apply_parse(int argc, char **argv)
+/* --load DIR --save DIR [--eps E], and [--norm N] where offered. */
+static ApplyArgs parse_apply_options(int argc, char **argv, bool offer_norm)
 {
-    ApplyArgs args = {.load = NULL, .save = NULL, .eps = 1e-5};
+    ApplyArgs args = {.load = NULL, .save = NULL, .eps = 1e-5, .norm = NORM_LAYER};
+    const char *norm = NULL;
     const CliOption options[] = {
-        {"--load", CLI_STRING, &args.load, 0,     0,   "required: read x, gamma, beta, dy (.npy, float32) from here" },
-        {"--save", CLI_STRING, &args.save, 0,     0,   "required: write y, mean, rstd, dx, dgamma, dbeta (.npy) here"},
-        {"--eps",  CLI_DOUBLE, &args.eps,  1e-30, 1.0, "epsilon added to the variance"                               },
+        {"--load", CLI_STRING, &args.load, 0,   0,
+         "required: read x, gamma, dy and (layer norm) beta (.npy, float32) here"                               },
+        {"--save", CLI_STRING, &args.save, 0,   0,
+         "required: write y, rstd, dx, dgamma and (layer norm) mean, dbeta here"                                },
+        {"--eps",  CLI_DOUBLE, &args.eps,  0.0, 1.0, "epsilon added to the variance"                            },
+        {"--norm", CLI_STRING, &norm,      0,   0,   "the norm: layer (default) or rms (no beta, mean or dbeta)"},
     };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    cli_parse(argc, argv, options, CLI_COUNT(options) - (offer_norm ? 0 : 1), NULL);
     if (args.load == NULL || args.save == NULL)
         cli_fail("needs --load DIR and --save DIR");
+    args.norm = norm_option(norm);
     return args;
+}
+
+ApplyArgs apply_parse(int argc, char **argv)
+{
+    return parse_apply_options(argc, argv, false);
 }
 
 /* The rows that the non-finite policy flags (README, "Non-finite values"):
@@ -125,6 +136,7 @@ static bool *flag_nonfinite_rows(const LnProblem *p)
 static LnProblem unflagged_rows(const LnProblem *p, const bool *flagged)
 {
     LnProblem kept = ln_problem_new(p->n - count_flagged(flagged, p->n), p->d, p->eps);
+    kept.norm = p->norm;
     size_t row_bytes = p->d * sizeof(float), k = 0;
     for (size_t row = 0; row < p->n; row++) {
         if (!flagged[row]) {
@@ -163,18 +175,21 @@ static bool compute_and_check_finite_rows(LnProblem *p, const char *label, void 
 
 int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p))
 {
-    LnProblem p = ln_problem_load(args->load, (float)args->eps);
+    LnProblem p = ln_problem_load(args->load, args->norm, (float)args->eps);
     printf("%zu x %zu from %s, eps %g\n", p.n, p.d, args->load, args->eps);
-    bool ok = compute_and_check_finite_rows(&p, label, compute);
+    /* No rows (PyTorch accepts them): nothing to compute, and the zeroed
+     * results of ln_problem_new are the answer, empty arrays and, summed
+     * over no rows, dgamma = dbeta = 0. The kernels are not asked. */
+    bool ok = p.n == 0 || compute_and_check_finite_rows(&p, label, compute);
     ln_problem_save_results(&p, args->save);
-    printf("saved y, mean, rstd, dx, dgamma, dbeta to %s/*.npy\n", args->save);
+    printf("saved %s to %s/*.npy\n", ln_problem_result_names(p.norm), args->save);
     ln_problem_free(&p);
     return ok ? 0 : 1;
 }
 
 int apply_command(int argc, char **argv)
 {
-    ApplyArgs args = apply_parse(argc, argv);
+    ApplyArgs args = parse_apply_options(argc, argv, true);
     return apply_run(&args, "cpu float vs double reference:", ln_problem_run_cpu);
 }
 

@@ -25,17 +25,22 @@ void random_problem_options(CliOption *options, RandomProblemArgs *args);
 LnProblem random_problem_new(const RandomProblemArgs *args);
 
 /* The .npy interface, shared by `apply` and `gpu-apply`: the options
- * --load DIR --save DIR [--eps E], parsed (both directories required). */
+ * --load DIR --save DIR [--eps E], parsed (both directories required);
+ * `apply` also takes --norm layer|rms, which apply_parse does not offer
+ * (the CUDA kernels are layer norm's), so its norm is NORM_LAYER. */
 typedef struct {
     const char *load, *save;
     double eps;
+    NormKind norm;
 } ApplyArgs;
 
 ApplyArgs apply_parse(int argc, char **argv);
 
 /* Load the inputs, compute(p) fills the results, check them against the
  * double reference (lines labelled `label`) and save them. The exit status:
- * 0, or 1 when a result is outside its tolerance (it is saved all the same). */
+ * 0 on any valid input, 1 only when a result is outside ln_compare's bound,
+ * which counts what float's conditioning costs: a defect (it is saved all
+ * the same). */
 int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p));
 
 #endif

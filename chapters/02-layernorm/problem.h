@@ -34,13 +34,16 @@ LnProblem ln_problem_new(size_t n, size_t d, float eps);
 /* x ~ N(x_mean, x_std^2), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2) (layer
  * norm only), dy ~ N(0, 1), from `seed`. */
 void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x_std);
-/* Read DIR/x.npy (n x d float32), DIR/gamma.npy, DIR/beta.npy (d) and
- * DIR/dy.npy (n x d); a missing file, another dtype or a shape that does
- * not fit is one line on stderr and exit 2. */
-LnProblem ln_problem_load(const char *dir, float eps);
-/* Write the results (y, mean, rstd, dx, dgamma, dbeta) to DIR, creating DIR
- * if it does not exist (but not its parents); a failed write is one line
- * on stderr and exit 1. */
+/* Read DIR/x.npy (n x d float32, n >= 0, d >= 1), DIR/gamma.npy (d), DIR/dy.npy (n x d)
+ * and, for layer norm, DIR/beta.npy (d); a missing file, another dtype or
+ * a shape that does not fit is one line on stderr and exit 2. */
+LnProblem ln_problem_load(const char *dir, NormKind norm, float eps);
+/* The results of p->norm, as a list for messages: "y, rstd, dx, dgamma"
+ * for RMSNorm, with mean and dbeta too for layer norm. */
+const char *ln_problem_result_names(NormKind norm);
+/* Write those results to DIR (NAME.npy each), creating DIR if it does not
+ * exist (but not its parents); a failed write is one line on stderr and
+ * exit 1. */
 void ln_problem_save_results(const LnProblem *p, const char *dir);
 void ln_problem_free(LnProblem *p);
 
@@ -63,7 +66,8 @@ typedef struct {
 } LnComparison;
 
 /* The float results of p against the reference, with the tolerances for
- * inputs of unit scale (see problem.c for each one's reason). */
+ * inputs of unit scale plus what the float mean's rounding costs at the
+ * row's condition number (see problem.c for each one's reason). */
 LnComparison ln_compare(const LnProblem *p, const LnReference *ref);
 /* One line per output, as close_report_print; returns comparison->ok. */
 bool ln_comparison_print(FILE *out, const char *label, const LnComparison *comparison);

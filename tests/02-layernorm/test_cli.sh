@@ -78,8 +78,9 @@ rejects run --n abc
 rejects run --n 12x
 rejects run --d 1e3
 rejects_saying "--n x --d = 100000 x 100000 is more than 2^28 elements" run --n 100000 --d 100000
-rejects run --eps 0
+accepts run --n 3 --d 5 --eps 0
 rejects run --eps -1e-5
+rejects run --eps inf
 rejects run --eps nan
 rejects run --eps abc
 rejects run --seed -1
@@ -125,7 +126,7 @@ accepts failure --mode zero-variance
 accepts failure --mode rsqrt
 fails_writing failure --mode overflow
 
-# apply: exactly --load DIR --save DIR [--eps E].
+# apply: exactly --load DIR --save DIR [--eps E] [--norm layer|rms].
 name='layernorm apply'
 mkdir -p "$scratch/good"
 npy_of "$scratch/good/x.npy" '(3, 5)' one_two_three 15
@@ -142,11 +143,32 @@ if [ "$(ls "$scratch/out" 2>/dev/null | wc -l)" -ne 6 ]; then
     checks=$((checks + 1)); fail "apply wrote more than the six results: $(ls "$scratch/out")"
 fi
 accepts apply --load "$scratch/good" --save "$scratch/out" --eps 1e-3
+# --norm rms: no beta to read; y, rstd, dx, dgamma to write, and nothing else.
+mkdir -p "$scratch/rms"
+cp "$scratch/good/x.npy" "$scratch/good/gamma.npy" "$scratch/good/dy.npy" "$scratch/rms/"
+accepts apply --norm rms --load "$scratch/rms" --save "$scratch/rms-out"
+if [ "$(ls "$scratch/rms-out" 2>/dev/null | tr '\n' ' ')" != "dgamma.npy dx.npy rstd.npy y.npy " ]; then
+    checks=$((checks + 1)); fail "apply --norm rms wrote $(ls "$scratch/rms-out"), not y, rstd, dx, dgamma"
+fi
+accepts apply --norm layer --load "$scratch/good" --save "$scratch/out"
+rejects_saying "--norm expects one of layer, rms, got 'group'" apply --norm group --load "$scratch/good" --save "$scratch/out"
+rejects apply --norm layer --load "$scratch/rms" --save "$scratch/out"
 rejects_saying "needs --load DIR and --save DIR" apply --load "$scratch/good"
 rejects_saying "needs --load DIR and --save DIR" apply --save "$scratch/out"
 rejects_saying "needs --load DIR and --save DIR" apply
 rejects_saying "unknown option '--n' (see --help)" apply --load "$scratch/good" --save "$scratch/out" --n 3
-rejects apply --load "$scratch/good" --save "$scratch/out" --eps 0
+# What PyTorch accepts: eps = 0 (a constant row gets rstd inf and y NaN:
+# test_npy_roundtrip checks the values), and no rows.
+accepts apply --load "$scratch/good" --save "$scratch/out" --eps 0
+rejects_saying "--eps expects a finite number in [0, 1], got '-1e-05'" apply --load "$scratch/good" --save "$scratch/out" --eps -1e-05
+rejects apply --load "$scratch/good" --save "$scratch/out" --eps nan
+rejects apply --load "$scratch/good" --save "$scratch/out" --eps inf
+mkdir -p "$scratch/no-rows"
+npy "$scratch/no-rows/x.npy" '<f4' '(0, 5)' 0
+npy "$scratch/no-rows/dy.npy" '<f4' '(0, 5)' 0
+cp "$scratch/good/gamma.npy" "$scratch/good/beta.npy" "$scratch/no-rows/"
+accepts apply --load "$scratch/no-rows" --save "$scratch/no-rows-out"
+accepts apply --norm rms --load "$scratch/no-rows" --save "$scratch/no-rows-out"
 fails_writing apply --load "$scratch/good" --save "$scratch/out"
 # A directory that cannot be made: exit 1 (not the user's syntax) and one line.
 run_program apply --load "$scratch/good" --save /nonexistent-directory/out
@@ -169,6 +191,13 @@ rejects_input x.npy '<f8' '(3, 5)' 120
 rejects_input gamma.npy '<f4' '(4,)' 16
 rejects_input dy.npy '<f4' '(3, 6)' 72
 rejects_input x.npy '<f4' '(0, 5)' 0
+# Rows of no columns: no mean, no rstd, nothing PyTorch would normalise over.
+mkdir -p "$scratch/no-columns"
+npy "$scratch/no-columns/x.npy" '<f4' '(3, 0)' 0
+npy "$scratch/no-columns/dy.npy" '<f4' '(3, 0)' 0
+npy "$scratch/no-columns/gamma.npy" '<f4' '(0,)' 0
+npy "$scratch/no-columns/beta.npy" '<f4' '(0,)' 0
+rejects_saying "$scratch/no-columns/x.npy: need at least one column, got 3 x 0" apply --load "$scratch/no-columns" --save "$scratch/out"
 printf 'not a numpy file' > "$scratch/bad/x.npy"
 rejects apply --load "$scratch/bad" --save "$scratch/out"
 
@@ -181,6 +210,8 @@ runs_on_gpu_or_says_why gpu-check --n 8 --d 8
 name='layernorm gpu-apply'
 gpu_rejects_saying "needs --load DIR and --save DIR" gpu-apply --load "$scratch/good"
 gpu_rejects_saying "unknown option '--version' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --version 1
+# The CUDA kernels are layer norm's: gpu-apply has no --norm.
+gpu_rejects_saying "unknown option '--norm' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --norm rms
 runs_on_gpu_or_says_why gpu-apply --load "$scratch/good" --save "$scratch/gpu"
 name='layernorm gpu-bench'
 gpu_rejects_saying "unknown option '--n' (see --help)" gpu-bench --n 8

@@ -133,6 +133,25 @@ static void test_nonfinite_row_stays_in_its_row(NormKind norm, float bad)
     ln_problem_free(&dirty);
 }
 
+/* The condition-aware bound still catches a defect at a large offset: y
+ * recomputed for one row from a mean 8 ulps off (as a plain float sum's
+ * mean is, chapter 1), where the kernel's is within one. */
+static void test_bound_catches_a_worse_mean(void)
+{
+    LnProblem p = random_problem(NORM_LAYER, 64, 1024, 8, 1e4, 1.0);
+    ln_problem_run_cpu(&p);
+    LnReference ref = ln_reference_compute(&p);
+    EXPECT(ln_compare(&p, &ref).ok, "offset 1e4: the kernel is within the condition-aware bound");
+    float mean = p.mean[0], worse_mean = mean + 8.0f * (nextafterf(mean, INFINITY) - mean);
+    for (size_t j = 0; j < p.d; j++)
+        p.y[j] = p.gamma[j] * ((p.x[j] - worse_mean) * p.rstd[0]) + p.beta[j];
+    LnComparison c = ln_compare(&p, &ref);
+    EXPECT(!c.y.ok && !c.ok, "offset 1e4: a mean 8 ulps off is outside it (y used %.2f of its tolerance)",
+           c.y.tolerance_used);
+    ln_reference_free(&ref);
+    ln_problem_free(&p);
+}
+
 /* The two double backward passes: the compact formula and the
  * node-by-node chain rule agree to rounding, about 1e-12 relative. */
 static void test_node_by_node_agrees(size_t n, size_t d)
@@ -176,12 +195,16 @@ int main(void)
         test_against_reference(norms[k], 300, 768, 0.3, 5.0);
         test_against_reference(norms[k], 5, 3, 0.0, 1.0);
         test_against_reference(norms[k], 3, 1, 0.0, 1.0);
+        /* Offsets of 1e4 and 1e6 sigma: within the bound that counts the mean's rounding. */
+        test_against_reference(norms[k], 64, 1024, 1e4, 1.0);
+        test_against_reference(norms[k], 64, 1024, 1e6, 1.0);
         test_thread_count_does_not_matter(norms[k]);
     }
     test_nonfinite_row_stays_in_its_row(NORM_LAYER, NAN);
     test_nonfinite_row_stays_in_its_row(NORM_LAYER, INFINITY);
     test_nonfinite_row_stays_in_its_row(NORM_LAYER, -INFINITY);
     test_nonfinite_row_stays_in_its_row(NORM_RMS, NAN);
+    test_bound_catches_a_worse_mean();
     test_alignment_and_scratch_do_not_matter();
     test_node_by_node_agrees(64, 768);
     test_node_by_node_agrees(7, 2);

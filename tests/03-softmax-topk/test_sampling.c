@@ -169,6 +169,33 @@ static void test_thread_count_does_not_matter(void)
     array_free(three);
 }
 
+/* One token at a time, as a decoder draws them: draw d of row r is the
+ * token sample_rows draws there. */
+static void test_one_token_is_the_rows_draw(void)
+{
+    enum { ROWS = 4, VOCAB = 500, K = 30, SAMPLES = 25 };
+    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB), probs[ROWS * K];
+    int64_t indices[ROWS * K], tokens[ROWS * SAMPLES];
+    Rng rng;
+    rng_seed(&rng, 10);
+    rng_fill_normal_f32(&rng, logits, ROWS * VOCAB, 0.0, 1.0);
+    SamplingParams params = {1.3, K, 0.95, 0.01};
+    for (int method = DRAW_INVERSE_CDF; method <= DRAW_GUMBEL_MAX; method++) {
+        sample_rows(logits, ROWS, VOCAB, params, (DrawMethod)method, 41, SAMPLES, 2, tokens, probs, indices);
+        int wrong = 0;
+        for (int r = 0; r < ROWS; r++) {
+            for (int d = 0; d < SAMPLES; d++) {
+                int64_t token = sample_one_token(logits + r * VOCAB, VOCAB, params, (DrawMethod)method, 41, (uint64_t)r,
+                                                 (uint32_t)d);
+                wrong += token != tokens[r * SAMPLES + d];
+            }
+        }
+        EXPECT(wrong == 0, "method %d: %d of %d tokens drawn one at a time differ from sample_rows'", method, wrong,
+               ROWS * SAMPLES);
+    }
+    array_free(logits);
+}
+
 /* ---- the chi-square survival function ---- */
 
 static void test_chi_square_survival(void)
@@ -338,6 +365,7 @@ int main(void)
     test_reductions();
     test_hard_rows();
     test_thread_count_does_not_matter();
+    test_one_token_is_the_rows_draw();
     test_chi_square_survival();
     test_goodness_of_fit();
     return test_finish();

@@ -13,6 +13,8 @@
 #include "common/alloc.h"
 #include "common/cli.h"
 #include "common/files.h"
+#include "kernels/bf16.h"
+#include "kernels/fp16.h"
 
 /* .npy data is little-endian and is written and read here straight from
  * memory, which is right only on a little-endian host (x86-64, ARM64). */
@@ -39,6 +41,9 @@ typedef struct {
 static const DtypeInfo dtype_table[] = {
     {NPY_FLOAT32, "<f4", "float32", 4},
     {NPY_FLOAT64, "<f8", "float64", 8},
+    {NPY_FLOAT16, "<f2", "float16", 2},
+    {NPY_INT16,   "<i2", "int16",   2},
+    {NPY_UINT16,  "<u2", "uint16",  2},
     {NPY_INT32,   "<i4", "int32",   4},
     {NPY_INT64,   "<i8", "int64",   8},
 };
@@ -374,7 +379,8 @@ static int dtype_from_descr(const char *path, const char *descr, NpyDtype *dtype
         }
     }
     return npy_error(err, err_size, path,
-                     "unsupported dtype '%s' (supported: '<f4' float32, '<f8' float64, '<i4' int32, '<i8' int64)",
+                     "unsupported dtype '%s' (supported: '<f4' float32, '<f8' float64, '<f2' float16, '<i2' int16, "
+                     "'<u2' uint16, '<i4' int32, '<i8' int64)",
                      descr);
 }
 
@@ -537,6 +543,21 @@ static bool array_matches(const NpyArray *array, NpyDtype dtype, int ndim, const
     return true;
 }
 
+/* One line and exit 2 unless the array has the dtype, ndim dimensions and
+ * the expected shape (a 0 there: any length). */
+static void require_shape(const char *path, NpyArray *array, NpyDtype dtype, int ndim, const size_t *expected_shape)
+{
+    if (!array_matches(array, dtype, ndim, expected_shape)) {
+        char expected[160], got[160];
+        format_shape(expected, sizeof expected, ndim, expected_shape, true);
+        format_shape(got, sizeof got, array->ndim, array->shape, false);
+        NpyDtype got_dtype = array->dtype;
+        npy_free(array);
+        cli_fail("%s: expected %s %s, got %s %s", path, npy_dtype_name(dtype), expected, npy_dtype_name(got_dtype),
+                 got);
+    }
+}
+
 NpyArray npy_load_or_exit(const char *path, NpyDtype dtype, int ndim, const size_t *expected_shape)
 {
     NpyArray array;
@@ -544,15 +565,7 @@ NpyArray npy_load_or_exit(const char *path, NpyDtype dtype, int ndim, const size
     if (npy_load(path, &array, err, sizeof err) != 0) {
         cli_fail("%s", err);
     }
-    if (!array_matches(&array, dtype, ndim, expected_shape)) {
-        char expected[160], got[160];
-        format_shape(expected, sizeof expected, ndim, expected_shape, true);
-        format_shape(got, sizeof got, array.ndim, array.shape, false);
-        NpyDtype got_dtype = array.dtype;
-        npy_free(&array);
-        cli_fail("%s: expected %s %s, got %s %s", path, npy_dtype_name(dtype), expected, npy_dtype_name(got_dtype),
-                 got);
-    }
+    require_shape(path, &array, dtype, ndim, expected_shape);
     return array;
 }
 
@@ -560,6 +573,83 @@ void npy_free(NpyArray *array)
 {
     array_free(array->data);
     array->data = NULL;
+}
+
+NpyFloatEncoding npy_float_encoding_option(const char *option, const char *text)
+{
+    if (strcmp(text, "bf16") == 0) {
+        return NPY_BF16_BITS;
+    }
+    if (strcmp(text, "auto") != 0) {
+        cli_fail("%s expects auto (the file's float32 or float16) or bf16 (bfloat16 bits in int16 or uint16), got "
+                 "'%s'",
+                 option, text);
+    }
+    return NPY_IEEE_FLOATS;
+}
+
+/* Whether the encoding reads this dtype; if not, why not, in err. */
+static int check_encoding(const char *path, NpyDtype dtype, NpyFloatEncoding encoding, char *err, size_t err_size)
+{
+    bool bits = dtype == NPY_INT16 || dtype == NPY_UINT16;
+    if (encoding == NPY_BF16_BITS && !bits) {
+        return npy_error(err, err_size, path, "--dtype bf16 reads bfloat16 bits from int16 or uint16, not from %s",
+                         npy_dtype_name(dtype));
+    }
+    if (encoding == NPY_IEEE_FLOATS && bits) {
+        return npy_error(err, err_size, path,
+                         "%s: if these are bfloat16 bits, say --dtype bf16; integers are not read as numbers",
+                         npy_dtype_name(dtype));
+    }
+    if (encoding == NPY_IEEE_FLOATS && dtype != NPY_FLOAT32 && dtype != NPY_FLOAT16) {
+        return npy_error(err, err_size, path,
+                         "expected float32 or float16 (or bfloat16 bits with --dtype bf16), got %s",
+                         npy_dtype_name(dtype));
+    }
+    return 0;
+}
+
+// ANCHOR: widen_16_bit_floats_to_float32
+/* fp16 and bf16 both widen exactly: every value of theirs is a float. */
+static void widen_to_float32(const NpyArray *array, float *widened)
+{
+    const uint16_t *bits = array->data;
+    size_t count = npy_element_count(array);
+    for (size_t i = 0; i < count; i++) {
+        widened[i] = array->dtype == NPY_FLOAT16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
+    }
+}
+// ANCHOR_END: widen_16_bit_floats_to_float32
+
+int npy_load_as_float32(const char *path, NpyFloatEncoding encoding, NpyArray *out, char *err, size_t err_size)
+{
+    if (npy_load(path, out, err, err_size) != 0) {
+        return -1;
+    }
+    if (check_encoding(path, out->dtype, encoding, err, err_size) != 0) {
+        npy_free(out);
+        return -1;
+    }
+    if (out->dtype != NPY_FLOAT32) {
+        float *widened = array_alloc(npy_element_count(out), sizeof(float));
+        widen_to_float32(out, widened);
+        npy_free(out);
+        out->data = widened;
+        out->dtype = NPY_FLOAT32;
+    }
+    return 0;
+}
+
+NpyArray npy_load_as_float32_or_exit(const char *path, NpyFloatEncoding encoding, int ndim,
+                                     const size_t *expected_shape)
+{
+    NpyArray array;
+    char err[1024];
+    if (npy_load_as_float32(path, encoding, &array, err, sizeof err) != 0) {
+        cli_fail("%s", err);
+    }
+    require_shape(path, &array, NPY_FLOAT32, ndim, expected_shape);
+    return array;
 }
 
 /* DIR/NAME, or DIR/.NAME.partial; false if it does not fit. */

@@ -2,8 +2,8 @@
  * so that any array a chapter program loads or saves can be checked against
  * NumPy or PyTorch: np.load("dx.npy").
  *
- * Supported: little-endian float32, float64, int32, int64; C order; up to
- * NPY_MAX_DIMS dimensions. Anything else (Fortran order, big-endian, other
+ * Supported: little-endian float32, float64, float16, int16, uint16, int32,
+ * int64; C order; up to NPY_MAX_DIMS dimensions. Anything else (Fortran order, big-endian, other
  * dtypes, a truncated file, a file that is not .npy) is refused with a
  * one-line reason. */
 #ifndef COMMON_NPY_H
@@ -17,7 +17,7 @@ COMMON_BEGIN_C
 
 #define NPY_MAX_DIMS 8
 
-typedef enum { NPY_FLOAT32, NPY_FLOAT64, NPY_INT32, NPY_INT64 } NpyDtype;
+typedef enum { NPY_FLOAT32, NPY_FLOAT64, NPY_FLOAT16, NPY_INT16, NPY_UINT16, NPY_INT32, NPY_INT64 } NpyDtype;
 
 typedef struct {
     NpyDtype dtype;
@@ -43,6 +43,33 @@ NpyArray npy_load_or_exit(const char *path, NpyDtype dtype, int ndim, const size
 void npy_save_or_exit(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data);
 
 void npy_free(NpyArray *array);
+
+/* Numbers stored in 16 bits, read as float32: the logits of the softmax
+ * chapter and the inputs of the layer norm chapter, which servers and
+ * training runs often hold in fp16 or bf16. NumPy has fp16 ('<f2') but no
+ * bfloat16, so bf16 arrives as its raw bits in a 16-bit integer array, and
+ * only the user can say that the integers are bits: the programs' option
+ * `--dtype bf16`. From PyTorch, for a bf16 tensor t:
+ *     np.save("x.npy", t.view(torch.int16).numpy())
+ * Either conversion to float32 is exact (kernels/fp16.h, kernels/bf16.h). */
+typedef enum {
+    NPY_IEEE_FLOATS, /* float32 ('<f4') as it is, or fp16 ('<f2'), as the header says */
+    NPY_BF16_BITS,   /* bfloat16 bits in uint16 ('<u2') or int16 ('<i2') */
+} NpyFloatEncoding;
+
+/* The value of a `--dtype` option: "auto" (NPY_IEEE_FLOATS, the file's own
+ * dtype) or "bf16"; anything else is one line and exit 2. */
+NpyFloatEncoding npy_float_encoding_option(const char *option, const char *text);
+
+/* Load an array of any shape as float32 (dtype NPY_FLOAT32 in out), or
+ * return -1 with one line in err: a dtype that does not fit the encoding (a
+ * 16-bit integer array without NPY_BF16_BITS, NPY_BF16_BITS on anything
+ * else, float64, int32, ...) is refused, never reinterpreted. */
+int npy_load_as_float32(const char *path, NpyFloatEncoding encoding, NpyArray *out, char *err, size_t err_size);
+/* The same, with npy_load_or_exit's shape check, and one line and exit 2 on
+ * any error. */
+NpyArray npy_load_as_float32_or_exit(const char *path, NpyFloatEncoding encoding, int ndim,
+                                     const size_t *expected_shape);
 
 /* The output files of one run, in one directory, appear all together or not
  * at all: a reader never finds new x.npy beside an older run's dx.npy. Each

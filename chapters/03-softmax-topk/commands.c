@@ -27,10 +27,11 @@ static Logits random_logits(long rows, long vocab, long seed)
     return x;
 }
 
-Logits load_logits(const char *path)
+Logits load_logits(const char *path, const char *dtype)
 {
     const size_t any_shape[2] = {0, 0};
-    Logits x = {.file = npy_load_or_exit(path, NPY_FLOAT32, 2, any_shape)};
+    NpyFloatEncoding encoding = npy_float_encoding_option("--dtype", dtype);
+    Logits x = {.file = npy_load_as_float32_or_exit(path, encoding, 2, any_shape)};
     x.rows = x.file.shape[0];
     x.vocab = x.file.shape[1];
     if (x.rows == 0 || x.vocab == 0 || x.vocab > SOFTMAX_TOPK_MAX_VOCAB) {
@@ -195,12 +196,13 @@ int topk_random_command(int argc, char **argv, const TopkDevice *device)
 
 int topk_apply_command(int argc, char **argv, const TopkDevice *device)
 {
-    enum { OWN = 3 };
-    const char *load = NULL, *save = NULL;
+    enum { OWN = 4 };
+    const char *load = NULL, *save = NULL, *dtype = "auto";
     double temperature = 1.0;
     TopkOptions topk = topk_defaults(device);
     CliOption options[OWN + TOPK_OPTION_COUNT] = {
-        {"--load",        CLI_STRING, &load,        0, 0,     "the logits: a .npy file, float32 [rows, V]"                      },
+        {"--load",        CLI_STRING, &load,        0, 0,     LOGITS_FILE_HELP                                                  },
+        {"--dtype",       CLI_STRING, &dtype,       0, 0,     LOGITS_DTYPE_HELP                                                 },
         {"--save",        CLI_STRING, &save,        0, 0,     "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
         {"--temperature", CLI_DOUBLE, &temperature, 0, 1e300, "T > 0: the softmax of the logits divided by T"                   },
     };
@@ -211,7 +213,7 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     }
     require_positive_temperature(temperature);
     require_device(device);
-    Logits x = load_logits(load);
+    Logits x = load_logits(load, dtype);
     divide_logits(&x, temperature);
     NpyOutputDir out = npy_output_dir_open(save);
     int status = compute_and_check(device, &topk, &x, &out);

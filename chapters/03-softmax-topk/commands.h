@@ -20,9 +20,18 @@ typedef struct {
     NpyArray file; /* when loaded */
 } Logits;
 
-/* Float32 logits [rows, V] from a .npy file, at least one row and
- * 1 <= V <= SOFTMAX_TOPK_MAX_VOCAB, or one line and exit 2. */
-Logits load_logits(const char *path);
+/* Logits [rows, V] from a .npy file, read as float32 from float32, fp16
+ * or, with dtype "bf16", bfloat16 bits (npy_load_as_float32); at least one
+ * row and 1 <= V <= SOFTMAX_TOPK_MAX_VOCAB, or one line and exit 2. dtype
+ * is the text of the --dtype option: "auto" or "bf16". */
+Logits load_logits(const char *path, const char *dtype);
+
+/* The --help lines of --load and --dtype, the same in apply and sample. */
+#define LOGITS_FILE_HELP "the logits: a .npy file [rows, V] of float32 or float16, or of bfloat16 bits (--dtype bf16)"
+#define LOGITS_DTYPE_HELP                                                              \
+    "auto: the file's float32 or float16; bf16: bfloat16 bits in int16 or uint16, as " \
+    "t.view(torch.int16).numpy() saves them"
+
 void free_logits(Logits *x);
 
 /* Refuse K > V: one line and exit 2. */
@@ -52,8 +61,8 @@ typedef struct {
  * against the double reference; 0 if they match, 1 if not. */
 int topk_random_command(int argc, char **argv, const TopkDevice *device);
 
-/* `apply --load FILE -k K [--temperature T] --save DIR`: the same for
- * float32 logits [rows, V] from a .npy file, divided by T (default 1:
+/* `apply --load FILE [--dtype bf16] -k K [--temperature T] --save DIR`:
+ * the same for logits [rows, V] from a .npy file (load_logits), divided by T (default 1:
  * unchanged), written to DIR/probs.npy (float32) and DIR/indices.npy
  * (int64), both [rows, K]. */
 int topk_apply_command(int argc, char **argv, const TopkDevice *device);

@@ -1,7 +1,8 @@
 /* `sample`: from logits to tokens, with the chapter's sampler
  * (sampling.h): the fused top-K pass, then temperature, top-p and min-p
- * over the K candidates, then draws by the inverse CDF. */
+ * over the K candidates, then draws by the inverse CDF or Gumbel-max. */
 #include <stdio.h>
+#include <string.h>
 
 #include "chapters/03-softmax-topk/commands.h"
 #include "chapters/03-softmax-topk/sampling.h"
@@ -12,14 +13,28 @@
 
 typedef struct {
     const char *load, *save, *seed_text, *samples_text; /* required: no default */
+    const char *dtype, *method_text;
+    DrawMethod method;
     long k, seed, samples, threads;
     double temperature, top_p, min_p;
 } SampleOptions;
 
 enum { MAX_SAMPLES = 1 << 24 };
 
+static DrawMethod draw_method_option(const char *text)
+{
+    if (strcmp(text, "inverse-cdf") == 0) {
+        return DRAW_INVERSE_CDF;
+    }
+    if (strcmp(text, "gumbel") != 0) {
+        cli_fail("--method expects inverse-cdf or gumbel, got '%s'", text);
+    }
+    return DRAW_GUMBEL_MAX;
+}
+
 /* What the option parser cannot say: the options that are required (their
- * texts, parsed here), and the open ends of (0, 1] and T > 0. */
+ * texts, parsed here), the draw's name, and the open ends of (0, 1] and
+ * T > 0. */
 static void require_sample_options(SampleOptions *o)
 {
     const char *missing = o->load == NULL           ? "--load FILE"
@@ -32,6 +47,7 @@ static void require_sample_options(SampleOptions *o)
     }
     o->seed = cli_parse_long("--seed", o->seed_text, 0, 1000000000000000000L);
     o->samples = cli_parse_long("--samples", o->samples_text, 1, MAX_SAMPLES);
+    o->method = draw_method_option(o->method_text);
     if (!(o->top_p > 0.0)) {
         cli_fail("--top-p %g would keep no candidate: it must be in (0, 1]", o->top_p);
     }
@@ -40,9 +56,16 @@ static void require_sample_options(SampleOptions *o)
 
 static SampleOptions parse_sample_options(int argc, char **argv)
 {
-    SampleOptions o = {.k = 8, .threads = bench_max_threads(), .temperature = 1.0, .top_p = 1.0, .min_p = 0.0};
+    SampleOptions o = {.dtype = "auto",
+                       .method_text = "inverse-cdf",
+                       .k = 8,
+                       .threads = bench_max_threads(),
+                       .temperature = 1.0,
+                       .top_p = 1.0,
+                       .min_p = 0.0};
     const CliOption options[] = {
-        {"--load",        CLI_STRING, &o.load,         0, 0,       "the logits: a .npy file, float32 [rows, V]"        },
+        {"--load",        CLI_STRING, &o.load,         0, 0,       LOGITS_FILE_HELP                                    },
+        {"--dtype",       CLI_STRING, &o.dtype,        0, 0,       LOGITS_DTYPE_HELP                                   },
         {"--save",        CLI_STRING, &o.save,         0, 0,
          "write tokens.npy (int64 [rows, N]), and probs.npy (float32) and indices.npy (int64) [rows, K] of the "
          "survivors, each row's padded with probability 0 and index -1; a row without survivors (a NaN, or only "
@@ -56,6 +79,8 @@ static SampleOptions parse_sample_options(int argc, char **argv)
         {"--temperature", CLI_DOUBLE, &o.temperature,  0, 1e300,   "T > 0: the logits are divided by T"                },
         {"--seed",        CLI_STRING, &o.seed_text,    0, 0,       "S: the seed of the draws, an integer in [0, 10^18]"},
         {"--samples",     CLI_STRING, &o.samples_text, 0, 0,       "N: draws per row, 1 to 2^24"                       },
+        {"--method",      CLI_STRING, &o.method_text,  0, 0,
+         "inverse-cdf: one uniform per draw; gumbel: Gumbel-max, one uniform per candidate per draw"                   },
         {"--threads",     CLI_INT,    &o.threads,      1, 1024,    "CPU threads (the tokens do not depend on it)"      },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
@@ -124,7 +149,7 @@ static void save_samples(NpyOutputDir *out, size_t rows, int k, int samples, con
 int sample_command(int argc, char **argv)
 {
     SampleOptions o = parse_sample_options(argc, argv);
-    Logits x = load_logits(o.load);
+    Logits x = load_logits(o.load, o.dtype);
     require_k_at_most_vocab(o.k, &x);
     NpyOutputDir out = npy_output_dir_open(o.save);
     int k = (int)o.k, samples = (int)o.samples;
@@ -132,10 +157,10 @@ int sample_command(int argc, char **argv)
     int64_t *tokens = ALLOC_ARRAY(int64_t, x.rows * (size_t)samples);
     float *probs = ALLOC_ARRAY(float, x.rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, x.rows * (size_t)k);
-    sample_rows(x.logits, x.rows, x.vocab, params, DRAW_INVERSE_CDF, (uint64_t)o.seed, samples, (int)o.threads, tokens,
-                probs, indices);
-    printf("%zu rows, V = %zu, K = %d, top-p %g, min-p %g, temperature %g, seed %ld, %d draws per row\n", x.rows,
-           x.vocab, k, o.top_p, o.min_p, o.temperature, o.seed, samples);
+    sample_rows(x.logits, x.rows, x.vocab, params, o.method, (uint64_t)o.seed, samples, (int)o.threads, tokens, probs,
+                indices);
+    printf("%zu rows, V = %zu, K = %d, top-p %g, min-p %g, temperature %g, seed %ld, %d draws per row by %s\n", x.rows,
+           x.vocab, k, o.top_p, o.min_p, o.temperature, o.seed, samples, o.method_text);
     print_sampled_rows(x.rows, k, samples, probs, indices, tokens);
     note_nonfinite_logits(&x, k, probs);
     save_samples(&out, x.rows, k, samples, tokens, probs, indices);

@@ -122,8 +122,12 @@ static int draw_place(DrawMethod method, const float *probs, int count, uint64_t
     return sample_inverse_cdf(probs, count, philox_uniform(seed, row, draw, 0));
 }
 
+/* Draws first_draw .. first_draw + samples - 1 of one row whose top K
+ * indices (rank order) are in indices: probs and indices become the
+ * survivors'. */
 static void sample_row(const float *logits, SamplingParams params, DrawMethod method, uint64_t seed, uint64_t row,
-                       int samples, float *candidate_logits, int64_t *tokens, float *probs, int64_t *indices)
+                       uint32_t first_draw, int samples, float *candidate_logits, int64_t *tokens, float *probs,
+                       int64_t *indices)
 {
     int k = params.top_k;
     for (int j = 0; j < k; j++) {
@@ -134,7 +138,7 @@ static void sample_row(const float *logits, SamplingParams params, DrawMethod me
         indices[j] = -1;
     }
     for (int d = 0; d < samples; d++) {
-        int place = draw_place(method, probs, count, seed, row, (uint32_t)d);
+        int place = draw_place(method, probs, count, seed, row, first_draw + (uint32_t)d);
         tokens[d] = place < 0 ? -1 : indices[place];
     }
 }
@@ -151,9 +155,25 @@ void sample_rows(const float *logits, size_t rows, size_t vocab, SamplingParams 
         float *candidate_logits = ALLOC_ARRAY(float, k);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
-            sample_row(logits + row * vocab, params, method, seed, row, samples, candidate_logits,
+            sample_row(logits + row * vocab, params, method, seed, row, 0, samples, candidate_logits,
                        tokens + row * (size_t)samples, probs + row * k, indices + row * k);
         }
         array_free(candidate_logits);
     }
+}
+
+int64_t sample_one_token(const float *logits, size_t vocab, SamplingParams params, DrawMethod method, uint64_t seed,
+                         uint64_t row, uint32_t draw)
+{
+    size_t k = (size_t)params.top_k;
+    float *probs = ALLOC_ARRAY(float, k), *candidate_logits = ALLOC_ARRAY(float, k);
+    int64_t *indices = ALLOC_ARRAY(int64_t, k), token;
+    RowScratch scratch = row_scratch_new(CPU_FUSED, vocab, params.top_k);
+    softmax_topk_row(CPU_FUSED, logits, vocab, params.top_k, &scratch, probs, indices);
+    sample_row(logits, params, method, seed, row, draw, 1, candidate_logits, &token, probs, indices);
+    row_scratch_free(&scratch);
+    array_free(probs);
+    array_free(candidate_logits);
+    array_free(indices);
+    return token;
 }

@@ -53,4 +53,12 @@ typedef enum { DRAW_INVERSE_CDF = 1, DRAW_GUMBEL_MAX = 2 } DrawMethod;
 void sample_rows(const float *logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
                  uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices);
 
+/* One token from one row of logits [vocab], drawn as sample_rows draws
+ * draw `draw` of row `row`: the same uniforms, so the same token. -1 for a
+ * row without survivors. A decoder that draws one token at a time passes
+ * the token's position as `draw`, so that its tokens depend on the seed and
+ * on nothing else (not on batching, not on preemption). */
+int64_t sample_one_token(const float *logits, size_t vocab, SamplingParams params, DrawMethod method, uint64_t seed,
+                         uint64_t row, uint32_t draw);
+
 #endif

@@ -1,8 +1,9 @@
 #include "chapters/04-kv-cache/sampling.h"
 
-#include <math.h>
+#include <stdbool.h>
 
-#include "common/alloc.h"
+#include "chapters/03-softmax-topk/sampling.h"
+#include "common/cli.h"
 
 int sample_greedy(const float *logits, int vocab_size)
 {
@@ -29,30 +30,18 @@ void top_k_indices(const double *values, int n, int k, int *top)
     }
 }
 
-int sample_token(const Sampler *sampler, const float *logits, int vocab_size, Rng *rng)
+// ANCHOR: draw_with_the_softmax_chapters_sampler
+int sample_token(const Sampler *sampler, const float *logits, int vocab_size, uint64_t seed, uint32_t draw)
 {
-    if (sampler->temperature == 0.0)
-        return sample_greedy(logits, vocab_size);
+    /* Greedy is the top 1 of the fused pass: its one candidate has
+     * probability 1, whatever the uniform. */
+    bool greedy = sampler->temperature == 0.0;
     int k = sampler->top_k > 0 && sampler->top_k < vocab_size ? sampler->top_k : vocab_size;
-    double *weight = ALLOC_ARRAY(double, vocab_size);
-    int *top = ALLOC_ARRAY(int, k);
-    for (int i = 0; i < vocab_size; i++)
-        weight[i] = logits[i] / sampler->temperature;
-    top_k_indices(weight, vocab_size, k, top);
-    double largest = weight[top[0]], total = 0.0;
-    for (int i = 0; i < k; i++)
-        total += exp(weight[top[i]] - largest);
-    double u = rng_uniform(rng) * total;
-    int chosen = top[k - 1];
-    for (int i = 0; i < k; i++) {
-        double w = exp(weight[top[i]] - largest);
-        if (u < w) {
-            chosen = top[i];
-            break;
-        }
-        u -= w;
-    }
-    array_free(top);
-    array_free(weight);
-    return chosen;
+    SamplingParams params = sampling_params_top_k(greedy ? 1 : k);
+    params.temperature = greedy ? 1.0 : sampler->temperature;
+    int64_t token = sample_one_token(logits, (size_t)vocab_size, params, DRAW_INVERSE_CDF, seed, 0, draw);
+    if (token < 0)
+        cli_fail_status(1, "the model's logits hold a NaN: there is no token to draw");
+    return (int)token;
 }
+// ANCHOR_END: draw_with_the_softmax_chapters_sampler

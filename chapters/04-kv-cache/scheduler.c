@@ -16,7 +16,6 @@ Request request_create(const ModelConfig *config, const int32_t *prompt, int pro
         .logits = ALLOC_ARRAY(float, (size_t)max_new * config->vocab_size),
     };
     memcpy(r.tokens, prompt, sizeof(int32_t) * prompt_len);
-    rng_seed(&r.rng, sample_seed);
     return r;
 }
 
@@ -121,7 +120,7 @@ static bool refuse_if_too_long(Request *r, const KvCache *cache, ServeStats *sta
 void draw_token(Request *r, const float *logits, int vocab_size, const Sampler *sampler)
 {
     memcpy(r->logits + (size_t)r->n_generated * vocab_size, logits, sizeof(float) * vocab_size);
-    r->tokens[tokens_known(r)] = sample_token(sampler, logits, vocab_size, &r->rng);
+    r->tokens[tokens_known(r)] = sample_token(sampler, logits, vocab_size, r->sample_seed, (uint32_t)r->n_generated);
     r->n_generated++;
 }
 

@@ -25,7 +25,7 @@ typedef struct {
     /* What is asked. */
     int prompt_len;
     int max_new;          /* tokens to generate */
-    uint64_t sample_seed; /* of this request's own sampling generator */
+    uint64_t sample_seed; /* of this request's draws: token n is draw n of this seed */
     /* What came of it. */
     RequestState state;
     int32_t *tokens; /* [prompt_len + max_new]: the prompt, then the generated tokens */
@@ -37,7 +37,6 @@ typedef struct {
     int slot;        /* the cache's sequence slot while running */
     int cached;      /* tokens whose keys and values are in the cache */
     int prefill_end; /* tokens known when last admitted: feeding them is prefill */
-    Rng rng;
 } Request;
 
 typedef struct {

@@ -2,7 +2,8 @@
  * sample writes (their shapes; the survivors against the reference in
  * double; every token one of its row's survivors; the rows without
  * survivors), the same tokens for a seed on any thread count and other
- * tokens for another seed, bad input (one line, exit 2) and failed writes
+ * tokens for another seed, --method inverse-cdf (the default) and gumbel,
+ * bad input (one line, exit 2) and failed writes
  * (exit 1); apply at T = 1 unchanged, and at T = 0.5 the top K of 2x. */
 #include <float.h>
 #include <math.h>
@@ -75,10 +76,11 @@ static void free_samples(Samples *s)
     npy_free(&s->indices);
 }
 
-static Samples run_sample(const char *seed, const char *threads, const char *dir)
+/* method NULL: sample's default. */
+static Samples run_sample(const char *method, const char *seed, const char *threads, const char *dir)
 {
     ChildResult r = run("sample", "--load", scratch_path("logits.npy"), PARAM_ARGS, "--seed", seed, "--samples", "500",
-                        "--threads", threads, "--save", dir, NULL);
+                        "--threads", threads, "--save", dir, method != NULL ? "--method" : NULL, method, NULL);
     /* The NaN row, the -inf row and the row that is mostly -inf. */
     EXPECT(r.exit_status == 0 && r.err_lines == 1 && strstr(r.err, "3 of 6 rows held inf or NaN") != NULL,
            "sample --seed %s --threads %s: exit %d: %s%s", seed, threads, r.exit_status, r.out, r.err);
@@ -146,7 +148,7 @@ static size_t count_differences(const NpyArray *a, const NpyArray *b)
 static void test_round_trip(void)
 {
     float *logits = make_logits();
-    Samples s = run_sample("5", "3", scratch_path("seed5"));
+    Samples s = run_sample(NULL, "5", "3", scratch_path("seed5"));
     for (size_t row = 0; row < ROWS; row++) {
         if (row == NAN_ROW || row == NEG_INF_ROW) {
             check_row_without_survivors(row, &s);
@@ -158,8 +160,8 @@ static void test_round_trip(void)
     /* The same seed on one thread: the same tokens. Another seed: other
      * tokens (4 rows of 500 draws among several survivors: all equal would
      * be a broken generator, not bad luck). */
-    Samples same = run_sample("5", "1", scratch_path("seed5-one-thread"));
-    Samples other = run_sample("6", "3", scratch_path("seed6"));
+    Samples same = run_sample(NULL, "5", "1", scratch_path("seed5-one-thread"));
+    Samples other = run_sample(NULL, "6", "3", scratch_path("seed6"));
     EXPECT(count_differences(&s.tokens, &same.tokens) == 0, "seed 5 on 1 and on 3 threads: %zu tokens differ",
            count_differences(&s.tokens, &same.tokens));
     size_t differences = count_differences(&s.tokens, &other.tokens);
@@ -170,22 +172,63 @@ static void test_round_trip(void)
     array_free(logits);
 }
 
+/* The tokens of sample_rows, the library's function, called here. */
+static bool same_tokens_as_library(const float *logits, DrawMethod method, const Samples *s)
+{
+    int64_t *tokens = ALLOC_ARRAY(int64_t, ROWS * SAMPLES), indices[ROWS * K];
+    float probs[ROWS * K];
+    sample_rows(logits, ROWS, VOCAB, PARAMS, method, 5, SAMPLES, 2, tokens, probs, indices);
+    bool same = memcmp(tokens, s->tokens.data, sizeof(int64_t) * ROWS * SAMPLES) == 0;
+    array_free(tokens);
+    return same;
+}
+
+/* --method: the default is the inverse CDF; gumbel draws Gumbel-max, the
+ * same tokens on any thread count, the survivors' tokens only, and other
+ * tokens than the inverse CDF from the same uniforms' seed. */
+static void test_methods(void)
+{
+    float *logits = make_logits();
+    Samples by_default = run_sample(NULL, "5", "3", scratch_path("default"));
+    Samples inverse_cdf = run_sample("inverse-cdf", "5", "1", scratch_path("inverse-cdf"));
+    Samples gumbel = run_sample("gumbel", "5", "3", scratch_path("gumbel"));
+    Samples gumbel_one_thread = run_sample("gumbel", "5", "1", scratch_path("gumbel-one-thread"));
+    EXPECT(same_tokens_as_library(logits, DRAW_INVERSE_CDF, &by_default), "the default is not the inverse CDF");
+    EXPECT(count_differences(&by_default.tokens, &inverse_cdf.tokens) == 0, "--method inverse-cdf is not the default");
+    EXPECT(same_tokens_as_library(logits, DRAW_GUMBEL_MAX, &gumbel), "--method gumbel is not Gumbel-max");
+    EXPECT(count_differences(&gumbel.tokens, &gumbel_one_thread.tokens) == 0,
+           "gumbel, seed 5, on 1 and on 3 threads: %zu tokens differ",
+           count_differences(&gumbel.tokens, &gumbel_one_thread.tokens));
+    for (size_t row = 0; row < NAN_ROW; row++) {
+        check_finite_row(row, logits, &gumbel);
+    }
+    size_t differences = count_differences(&by_default.tokens, &gumbel.tokens);
+    EXPECT(differences > SAMPLES, "inverse CDF and Gumbel-max: only %zu of %d tokens differ", differences,
+           ROWS * SAMPLES);
+    free_samples(&by_default);
+    free_samples(&inverse_cdf);
+    free_samples(&gumbel);
+    free_samples(&gumbel_one_thread);
+    array_free(logits);
+}
+
 static void test_bad_input(void)
 {
     const char *logits = scratch_path("logits.npy"), *out = scratch_path("bad_out");
     const struct {
         const char *option, *value, *words;
     } refused[] = {
-        {"--top-p",       "0",    "--top-p 0 would keep no candidate"        },
-        {"--top-p",       "1.5",  "--top-p expects a finite number in [0, 1]"},
-        {"--top-p",       "nan",  "--top-p expects a finite number"          },
-        {"--min-p",       "-0.1", "--min-p expects a finite number in [0, 1]"},
-        {"--min-p",       "2",    "--min-p expects a finite number in [0, 1]"},
-        {"--temperature", "0",    "--temperature 0: the logits are"          },
-        {"--temperature", "-1",   "--temperature expects a finite number"    },
-        {"--temperature", "inf",  "--temperature expects a finite number"    },
-        {"--samples",     "0",    "--samples expects an integer in [1,"      },
-        {"-k",            "301",  "-k 301 is larger than V = 300"            },
+        {"--top-p",       "0",          "--top-p 0 would keep no candidate"                       },
+        {"--top-p",       "1.5",        "--top-p expects a finite number in [0, 1]"               },
+        {"--top-p",       "nan",        "--top-p expects a finite number"                         },
+        {"--min-p",       "-0.1",       "--min-p expects a finite number in [0, 1]"               },
+        {"--min-p",       "2",          "--min-p expects a finite number in [0, 1]"               },
+        {"--temperature", "0",          "--temperature 0: the logits are"                         },
+        {"--temperature", "-1",         "--temperature expects a finite number"                   },
+        {"--temperature", "inf",        "--temperature expects a finite number"                   },
+        {"--samples",     "0",          "--samples expects an integer in [1,"                     },
+        {"-k",            "301",        "-k 301 is larger than V = 300"                           },
+        {"--method",      "gumbel-max", "--method expects inverse-cdf or gumbel, got 'gumbel-max'"},
     };
     for (size_t c = 0; c < sizeof refused / sizeof refused[0]; c++) {
         expect_refusal(run("sample", "--load", logits, "--seed", "1", "--samples", "10", "--save", out,
@@ -282,6 +325,7 @@ int main(void)
         return 1;
     }
     test_round_trip();
+    test_methods();
     test_bad_input();
     test_failed_writes();
     test_apply_temperature();

@@ -147,16 +147,23 @@ static void test_hard_rows(void)
            "two +inf share the probability (min-p cuts the finite one): %d survivors", count);
 }
 
+/* Normal logits with this seed and standard deviation, array_free'd by the caller. */
+static float *normal_logits(size_t count, uint64_t seed, double deviation)
+{
+    float *logits = ALLOC_ARRAY(float, count);
+    Rng rng;
+    rng_seed(&rng, seed);
+    rng_fill_normal_f32(&rng, logits, count, 0.0, deviation);
+    return logits;
+}
+
 /* The same tokens on 1 and on 3 threads, for both draws. */
 static void test_thread_count_does_not_matter(void)
 {
     enum { ROWS = 37, VOCAB = 1000, K = 20, SAMPLES = 50 };
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB), probs[ROWS * K];
+    float *logits = normal_logits(ROWS * VOCAB, 9, 2.0), probs[ROWS * K];
     int64_t indices[ROWS * K], *one = ALLOC_ARRAY(int64_t, ROWS * SAMPLES),
                                *three = ALLOC_ARRAY(int64_t, ROWS * SAMPLES);
-    Rng rng;
-    rng_seed(&rng, 9);
-    rng_fill_normal_f32(&rng, logits, ROWS * VOCAB, 0.0, 2.0);
     SamplingParams params = {1.0, K, 0.9, 0.0};
     for (int method = DRAW_INVERSE_CDF; method <= DRAW_GUMBEL_MAX; method++) {
         sample_rows(logits, ROWS, VOCAB, params, (DrawMethod)method, 77, SAMPLES, 1, one, probs, indices);
@@ -167,6 +174,30 @@ static void test_thread_count_does_not_matter(void)
     array_free(logits);
     array_free(one);
     array_free(three);
+}
+
+/* One token at a time, as a decoder draws them: draw d of row r is the
+ * token sample_rows draws there. */
+static void test_one_token_is_the_rows_draw(void)
+{
+    enum { ROWS = 4, VOCAB = 500, K = 30, SAMPLES = 25 };
+    float *logits = normal_logits(ROWS * VOCAB, 10, 1.0), probs[ROWS * K];
+    int64_t indices[ROWS * K], tokens[ROWS * SAMPLES];
+    SamplingParams params = {1.3, K, 0.95, 0.01};
+    for (int method = DRAW_INVERSE_CDF; method <= DRAW_GUMBEL_MAX; method++) {
+        sample_rows(logits, ROWS, VOCAB, params, (DrawMethod)method, 41, SAMPLES, 2, tokens, probs, indices);
+        int wrong = 0;
+        for (int r = 0; r < ROWS; r++) {
+            for (int d = 0; d < SAMPLES; d++) {
+                int64_t token = sample_one_token(logits + r * VOCAB, VOCAB, params, (DrawMethod)method, 41, (uint64_t)r,
+                                                 (uint32_t)d);
+                wrong += token != tokens[r * SAMPLES + d];
+            }
+        }
+        EXPECT(wrong == 0, "method %d: %d of %d tokens drawn one at a time differ from sample_rows'", method, wrong,
+               ROWS * SAMPLES);
+    }
+    array_free(logits);
 }
 
 /* ---- the chi-square survival function ---- */
@@ -338,6 +369,7 @@ int main(void)
     test_reductions();
     test_hard_rows();
     test_thread_count_does_not_matter();
+    test_one_token_is_the_rows_draw();
     test_chi_square_survival();
     test_goodness_of_fit();
     return test_finish();

@@ -1,22 +1,25 @@
-/* Choosing tokens: greedy takes the largest logit and the lowest index on a
- * tie; top-k sampling never leaves the k largest; with a seed, a draw repeats;
- * and the draws follow softmax(logits / temperature). */
+/* Choosing tokens with the softmax chapter's sampler: greedy takes the
+ * largest logit and the lowest index on a tie; top-k sampling never leaves
+ * the k largest; the draws follow softmax(logits / temperature); and a
+ * generation repeats for its seed and changes with another seed. */
 #include <math.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #include "chapters/04-kv-cache/sampling.h"
+#include "chapters/04-kv-cache/scheduler.h"
+#include "chapters/04-kv-cache/uncached.h"
 #include "common/testing.h"
 
 enum { V = 7, DRAWS = 200000 };
 
-int main(void)
+static void greedy_and_top_k(void)
 {
     const float logits[V] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, -INFINITY, 1.5f};
     EXPECT(sample_greedy(logits, V) == 1, "greedy: the largest logit, the lower index of a tie");
     const Sampler greedy = {0};
-    Rng rng;
-    rng_seed(&rng, 1);
-    EXPECT(sample_token(&greedy, logits, V, &rng) == 1, "temperature 0 is greedy");
+    EXPECT(sample_token(&greedy, logits, V, 1, 0) == 1 && sample_token(&greedy, logits, V, 2, 5) == 1,
+           "temperature 0 is greedy, whatever the seed and draw");
 
     int top[3];
     const double values[V] = {0.5, 2.0, -1.0, 2.0, 1.0, -INFINITY, 1.5};
@@ -31,22 +34,54 @@ int main(void)
     for (int i = 0; i < 4; i++)
         total += expected[allowed[i]] = exp(logits[allowed[i]] / 0.7);
     int counts[V] = {0};
-    rng_seed(&rng, 2);
     for (int n = 0; n < DRAWS; n++)
-        counts[sample_token(&sampled, logits, V, &rng)]++;
+        counts[sample_token(&sampled, logits, V, 2, (uint32_t)n)]++;
     for (int i = 0; i < V; i++) {
         double p = expected[i] / total, frequency = (double)counts[i] / DRAWS;
         double tolerance = 5 * sqrt(p * (1 - p) / DRAWS);
         EXPECT(fabs(frequency - p) <= tolerance, "token %d: drawn %.4f of the time, softmax says %.4f", i, frequency,
                p);
     }
+}
 
-    Rng a, b;
-    rng_seed(&a, 99);
-    rng_seed(&b, 99);
-    bool same = true;
-    for (int n = 0; n < 1000; n++)
-        same = same && sample_token(&sampled, logits, V, &a) == sample_token(&sampled, logits, V, &b);
-    EXPECT(same, "the same seed draws the same tokens");
+/* The tokens a generation of 40 new tokens draws with this seed. */
+static void generate(const Model *model, const Sampler *sampler, uint64_t seed, int32_t *tokens)
+{
+    enum { PROMPT = 6, NEW = 40 };
+    const int32_t prompt[PROMPT] = {3, 141, 59, 26, 53, 58};
+    Request r = request_create(&model->config, prompt, PROMPT, NEW, seed);
+    generate_uncached(model, &r, sampler);
+    for (int i = 0; i < NEW; i++)
+        tokens[i] = r.tokens[PROMPT + i];
+    request_free(&r);
+}
+
+/* At temperature 1.5 over the whole vocabulary the model's next-token
+ * distributions are far from peaked: two seeds drawing the same 40 tokens
+ * would be a sampler that ignores its seed, not luck. */
+static void generation_repeats_for_its_seed(void)
+{
+    ModelConfig config = model_default_config();
+    Model model = model_create(&config);
+    const Sampler sampled = {.temperature = 1.5, .top_k = 0};
+    int32_t first[40], again[40], other[40];
+    generate(&model, &sampled, 7, first);
+    generate(&model, &sampled, 7, again);
+    generate(&model, &sampled, 8, other);
+    int same_again = 0, same_other = 0;
+    for (int i = 0; i < 40; i++) {
+        same_again += first[i] == again[i];
+        same_other += first[i] == other[i];
+    }
+    printf("seed 7 twice: %d of 40 tokens equal; seeds 7 and 8: %d of 40\n", same_again, same_other);
+    EXPECT(same_again == 40, "seed 7 twice: only %d of 40 tokens equal", same_again);
+    EXPECT(same_other < 20, "seeds 7 and 8: %d of 40 tokens equal", same_other);
+    model_free(&model);
+}
+
+int main(void)
+{
+    greedy_and_top_k();
+    generation_repeats_for_its_seed();
     return test_finish();
 }

@@ -29,6 +29,8 @@ nan='\000\000\300\177'  # a quiet NaN, float32
 npy logits.npy '<f4' '(2, 4)' "$one$one$one$one$one$one$one$one"
 npy nonfinite.npy '<f4' '(2, 4)' "$one$one$one$one$one$nan$one$one"
 npy float64.npy '<f8' '(1, 1)' '\000\000\000\000\000\000\360\077'
+# bfloat16 bits of 1 and 2 (0x3f80, 0x4000) in a uint16 file.
+npy bf16.npy '<u2' '(1, 2)' '\200\077\000\100'
 two=$(printf '%s' "$one$one")
 # Layer norm inputs (x, dy: 2 x 2; gamma, beta: 2) whose second row of x holds a NaN.
 mkdir ln-nonfinite

@@ -1,8 +1,10 @@
 #include "common/files.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,6 +44,21 @@ FILE *open_regular_file(const char *path, const char **why)
         close(descriptor);
     }
     return file;
+}
+
+int read_lines(FILE *stream, LineReader *read_line, void *state)
+{
+    char *line = NULL;
+    size_t size = 0;
+    int status = 0;
+    for (int number = 1; status == 0 && getline(&line, &size, stream) >= 0; number++) {
+        size_t length = strlen(line);
+        while (length > 0 && isspace((unsigned char)line[length - 1]))
+            line[--length] = '\0';
+        status = read_line(state, line, number);
+    }
+    free(line);
+    return status;
 }
 
 int parse_text(const char *text, TextParser *parse, void *out, char *err, size_t err_size)

@@ -22,6 +22,14 @@ FILE *open_regular_file(const char *path, const char **why);
  * line in err ("line 5: ...") and nothing in *out. */
 typedef int TextParser(FILE *stream, void *out, char *err, size_t err_size);
 
+/* A reader of one line: `line` without its newline or trailing blanks,
+ * `line_number` counted from 1. Nonzero stops the reading. */
+typedef int LineReader(void *state, char *line, int line_number);
+
+/* Give each line of `stream` to `read_line`, in order, until it returns
+ * nonzero; return that, or 0 at the end of the stream. */
+int read_lines(FILE *stream, LineReader *read_line, void *state);
+
 /* Run `parse` on text in memory (an empty text is an empty stream). */
 int parse_text(const char *text, TextParser *parse, void *out, char *err, size_t err_size);
 

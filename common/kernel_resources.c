@@ -160,16 +160,10 @@ static int read_usage(Parser *p, const char *message)
     return 0;
 }
 
-static void trim_line_end(char *line)
+static int read_line(void *state, char *line, int line_number)
 {
-    size_t length = strlen(line);
-    while (length > 0 && isspace((unsigned char)line[length - 1]))
-        line[--length] = '\0';
-}
-
-static int read_line(Parser *p, char *line)
-{
-    trim_line_end(line);
+    Parser *p = state;
+    p->line_number = line_number;
     const char *message = ptxas_info(line);
     bool properties = message != NULL && take_text(&message, "Function properties for ");
     if (p->seen == SEEN_PROPERTIES && !is_stack_frame_line(line))
@@ -196,18 +190,11 @@ static int parse_stream(FILE *stream, void *record, char *err, size_t err_size)
     KernelResourceList *out = record;
     *out = (KernelResourceList){0};
     Parser p = {.list = out, .err = err, .err_size = err_size};
-    char *line = NULL;
-    size_t size = 0;
-    int status = 0;
-    while (status == 0 && getline(&line, &size, stream) >= 0) {
-        p.line_number++;
-        status = read_line(&p, line);
-    }
+    int status = read_lines(stream, read_line, &p);
     if (status == 0 && p.seen == SEEN_PROPERTIES)
         status = refuse(&p, "the report ends before the stack frame line of \"%s\"", p.current.name);
     if (status == 0)
         end_device_function(&p);
-    free(line);
     array_free(p.current.name);
     if (status != 0)
         kernel_resources_free(out);

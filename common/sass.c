@@ -477,11 +477,10 @@ static int read_instruction(Parser *p, const char *line)
     return 0;
 }
 
-static int read_line(Parser *p, char *line)
+static int read_line(void *state, char *line, int line_number)
 {
-    size_t length = strlen(line);
-    while (length > 0 && isspace((unsigned char)line[length - 1]))
-        line[--length] = '\0';
+    Parser *p = state;
+    p->line_number = line_number;
     static const char function[] = "Function : ";
     if (strncmp(line, function, strlen(function)) == 0) {
         if (end_kernel(p) != 0)
@@ -506,16 +505,9 @@ static int parse_stream(FILE *stream, void *out, char *err, size_t err_size)
     SassRecord *record = out;
     *record = (SassRecord){0};
     Parser p = {.record = record, .err = err, .err_size = err_size};
-    char *line = NULL;
-    size_t size = 0;
-    int status = 0;
-    while (status == 0 && getline(&line, &size, stream) >= 0) {
-        p.line_number++;
-        status = read_line(&p, line);
-    }
+    int status = read_lines(stream, read_line, &p);
     if (status == 0)
         status = end_kernel(&p);
-    free(line);
     array_free(p.name);
     free_code(&p);
     array_free(p.code);

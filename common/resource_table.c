@@ -80,6 +80,7 @@ bool kernel_signature_is(const KernelSignature *signature, const char *function,
 typedef struct {
     char label[128];
     int threads_per_block;
+    long dynamic_shared_bytes;
     const KernelResources *kernel;
 } ResourceRow;
 
@@ -89,7 +90,8 @@ struct ResourceTableRows {
     const KernelResources *current; /* the kernel the rule is looking at */
 };
 
-void resource_table_add(ResourceTableRows *rows, int threads_per_block, const char *label_fmt, ...)
+static void add_row(ResourceTableRows *rows, int threads_per_block, long dynamic_shared_bytes, const char *label_fmt,
+                    va_list args)
 {
     if (rows->count == rows->capacity) {
         int grown = rows->capacity == 0 ? 16 : 2 * rows->capacity;
@@ -97,12 +99,36 @@ void resource_table_add(ResourceTableRows *rows, int threads_per_block, const ch
         rows->capacity = grown;
     }
     ResourceRow *row = &rows->rows[rows->count++];
+    vsnprintf(row->label, sizeof row->label, label_fmt, args);
+    row->threads_per_block = threads_per_block;
+    row->dynamic_shared_bytes = dynamic_shared_bytes;
+    row->kernel = rows->current;
+}
+
+void resource_table_add(ResourceTableRows *rows, int threads_per_block, const char *label_fmt, ...)
+{
     va_list args;
     va_start(args, label_fmt);
-    vsnprintf(row->label, sizeof row->label, label_fmt, args);
+    add_row(rows, threads_per_block, 0, label_fmt, args);
     va_end(args);
-    row->threads_per_block = threads_per_block;
-    row->kernel = rows->current;
+}
+
+void resource_table_add_with_shared(ResourceTableRows *rows, int threads_per_block, long dynamic_shared_bytes,
+                                    const char *label_fmt, ...)
+{
+    va_list args;
+    va_start(args, label_fmt);
+    add_row(rows, threads_per_block, dynamic_shared_bytes, label_fmt, args);
+    va_end(args);
+}
+
+/* What one SM holds of the row's launch: static and dynamic shared memory
+ * count alike. */
+static Occupancy row_occupancy(const ResourceRow *row)
+{
+    const KernelResources *k = row->kernel;
+    return occupancy_compute(&SM90_LIMITS, row->threads_per_block, k->registers,
+                             k->shared_bytes + row->dynamic_shared_bytes);
 }
 
 /* Labels in the order a reader counts: numbers by value, so that
@@ -147,7 +173,7 @@ static void bound_names(unsigned bound, char *names, size_t size)
 static void add_cells(Table *table, const ResourceRow *row)
 {
     const KernelResources *k = row->kernel;
-    Occupancy o = occupancy_compute(&SM90_LIMITS, row->threads_per_block, k->registers, k->shared_bytes);
+    Occupancy o = row_occupancy(row);
     char bound[64];
     bound_names(o.bound, bound, sizeof bound);
     table_cell(table, "%s", row->label);
@@ -155,7 +181,7 @@ static void add_cells(Table *table, const ResourceRow *row)
     table_cell(table, "%d", k->registers);
     table_cell(table, "%ld / %ld", k->spill_store_bytes, k->spill_load_bytes);
     table_cell(table, "%ld", k->stack_bytes);
-    table_cell(table, "%ld", k->shared_bytes);
+    table_cell(table, "%ld + %ld", k->shared_bytes, row->dynamic_shared_bytes);
     table_cell(table, "%d", o.blocks_per_sm);
     table_cell(table, "%d", o.warps_per_sm);
     table_cell(table, "%.0f%%", 100 * o.fraction);
@@ -201,7 +227,7 @@ void resource_table_print(const KernelResourceList *record, KernelLaunchRule *ru
                              "registers per thread",
                              "spilled (bytes stored / loaded)",
                              "stack bytes",
-                             "static shared bytes",
+                             "shared bytes (static + dynamic)",
                              "blocks per SM",
                              "warps per SM",
                              "occupancy",
@@ -240,8 +266,7 @@ static void add_budget_cells(Table *table, const ResourceRow *row, const SassKer
         return;
     }
     const SassSteadyState *s = &code->steady;
-    const KernelResources *k = row->kernel;
-    Occupancy o = occupancy_compute(&SM90_LIMITS, row->threads_per_block, k->registers, k->shared_bytes);
+    Occupancy o = row_occupancy(row);
     InstructionBudget b = instruction_budget(gpu, s, o.warps_per_sm);
     table_cell(table, "%s", s->is_loop ? "loop" : "whole kernel");
     table_cell(table, "%d / %d", s->instructions, s->instructions_on_all_paths);

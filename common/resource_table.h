@@ -1,13 +1,14 @@
 /* The table of what each kernel a chapter launches costs an SM: its
  * registers, spills, stack frame and static shared memory, from ptxas's
  * record of the build (common/kernel_resources.h), beside the threads per
- * block its launcher uses and the occupancy those allow on sm_90
- * (common/occupancy.h). It needs a CUDA build but no GPU.
+ * block and dynamic shared memory its launcher uses and the occupancy those
+ * allow on sm_90 (common/occupancy.h). It needs a CUDA build but no GPU.
  *
  * A chapter says which kernels its launchers select, and how, with one
  * function, a KernelLaunchRule: given a kernel of the record, read into a
  * KernelSignature, it adds a row for each way a launcher launches it (a
- * readable label, the threads per block), or none. A kernel of the record
+ * readable label, the threads per block, the dynamic shared memory), or
+ * none. A kernel of the record
  * that no rule claims is listed under the table. */
 #ifndef COMMON_RESOURCE_TABLE_H
 #define COMMON_RESOURCE_TABLE_H
@@ -53,6 +54,12 @@ typedef void KernelLaunchRule(const KernelSignature *kernel, ResourceTableRows *
  * float4 x 8"), `threads_per_block` is what the launcher launches it with. */
 void resource_table_add(ResourceTableRows *rows, int threads_per_block, const char *label_fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The same, for a launch that also asks for `dynamic_shared_bytes` of
+ * shared memory (the third argument between <<< and >>>): ptxas's record
+ * knows only the static bytes, and the SM must hold both. */
+void resource_table_add_with_shared(ResourceTableRows *rows, int threads_per_block, long dynamic_shared_bytes,
+                                    const char *label_fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Print the table of the kernels of `record`, rows in the natural order of
  * their labels ("head_dim 64" before "head_dim 128"), then one line naming

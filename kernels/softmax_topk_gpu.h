@@ -46,6 +46,13 @@ int softmax_topk_gpu_max_k(int version);
 /* The threads per block of every kernel of every version. */
 int softmax_topk_gpu_threads_per_block(void);
 
+/* The dynamic shared memory a block asks for at launch: a block that scans
+ * logits (version 1's selection, version 3, version 4's first kernel) at
+ * this K; version 4's merge for this shape on a GPU of `multiprocessors`
+ * SMs (it holds every slice's list). */
+size_t softmax_topk_gpu_scan_shared_bytes(int k);
+size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors);
+
 /* One line describing the version, e.g. "one warp per row, registers". */
 const char *softmax_topk_gpu_version_name(int version);
 

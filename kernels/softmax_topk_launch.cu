@@ -69,11 +69,16 @@ int multiprocessor_count()
 
 /* Blocks per row for version 4: enough blocks in all to fill the GPU a few
  * times over, but slices no shorter than kMinSliceLength. */
-int auto_splits(int rows, int vocab, int k)
+int splits_for(int rows, int vocab, int k, int multiprocessors)
 {
-    int wanted = (4 * multiprocessor_count() + rows - 1) / rows;
+    int wanted = (4 * multiprocessors + rows - 1) / rows;
     int by_length = std::max(1, vocab / kMinSliceLength);
     return std::max(1, std::min({wanted, by_length, max_splits(vocab, k)}));
+}
+
+int auto_splits(int rows, int vocab, int k)
+{
+    return splits_for(rows, vocab, k, multiprocessor_count());
 }
 
 int grid_for(long long work_items, int max_blocks)
@@ -134,6 +139,16 @@ int softmax_topk_gpu_max_k(int version)
 int softmax_topk_gpu_threads_per_block(void)
 {
     return kBlockThreads;
+}
+
+size_t softmax_topk_gpu_scan_shared_bytes(int k)
+{
+    return scan_shared_bytes(candidate_capacity(k));
+}
+
+size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors)
+{
+    return merge_shared_bytes(splits_for(rows, vocab, k, multiprocessors), k);
 }
 
 const char *softmax_topk_gpu_version_name(int version)

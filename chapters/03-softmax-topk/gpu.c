@@ -12,6 +12,7 @@
 #include "common/bench.h"
 #include "common/cli.h"
 #include "common/cuda_util.h"
+#include "common/instruction_budget.h"
 #include "common/results.h"
 #include "common/table.h"
 #include "kernels/softmax_topk_gpu.h"
@@ -321,22 +322,34 @@ int gpu_bench_command(int argc, char **argv)
     return wrong > 0 ? 1 : 0;
 }
 
-/* Every kernel of every version runs in blocks of the same size. */
+/* Every kernel of every version runs in blocks of the same size. The
+ * kernels with a candidate buffer ask for their shared memory at launch, in
+ * proportion to K: the rows show them at the goal's largest K, and version
+ * 4's merge, which holds every slice's list, on one row (a decode step, the
+ * case version 4 is for) of V = 128256, with as many slices as it takes on
+ * an H100. */
+enum { TABLE_K = 64, TABLE_VOCAB = 128256 };
+
 static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRows *rows)
 {
     int threads = softmax_topk_gpu_threads_per_block();
+    long scan_bytes = (long)softmax_topk_gpu_scan_shared_bytes(TABLE_K);
     if (kernel_signature_is(kernel, "three_pass_softmax_kernel", 0))
         resource_table_add(rows, threads, "version 1, three-pass softmax");
     else if (kernel_signature_is(kernel, "block_rows_kernel", 1) && kernel->arguments[0] == 0)
-        resource_table_add(rows, threads, "version 1, top K of the probabilities");
+        resource_table_add_with_shared(rows, threads, scan_bytes, "version 1, top K of the probabilities, K = %d",
+                                       TABLE_K);
     else if (kernel_signature_is(kernel, "warp_per_row_kernel", 1))
         resource_table_add(rows, threads, "version 2, a list of %d in registers", kernel->arguments[0]);
     else if (kernel_signature_is(kernel, "block_rows_kernel", 1))
-        resource_table_add(rows, threads, "version 3, block per row");
+        resource_table_add_with_shared(rows, threads, scan_bytes, "version 3, block per row, K = %d", TABLE_K);
     else if (kernel_signature_is(kernel, "slice_partials_kernel", 0))
-        resource_table_add(rows, threads, "version 4, a partial state per slice");
+        resource_table_add_with_shared(rows, threads, scan_bytes, "version 4, a partial state per slice, K = %d",
+                                       TABLE_K);
     else if (kernel_signature_is(kernel, "merge_partials_kernel", 0))
-        resource_table_add(rows, threads, "version 4, merge of the slices");
+        resource_table_add_with_shared(rows, threads,
+                                       (long)softmax_topk_gpu_merge_shared_bytes(1, TABLE_VOCAB, TABLE_K, H100_SXM.sms),
+                                       "version 4, merge of the slices, one row, K = %d", TABLE_K);
     else if (kernel_signature_is(kernel, "radix_select_kernel", 0))
         resource_table_add(rows, threads, "version 5, radix select");
 }

@@ -39,12 +39,15 @@ static const char REPORT[] = "ptxas info    : Function properties for void row_k
                              "    8 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
                              "ptxas info    : Used 20 registers, used 0 barriers\n";
 
-/* row_kernel at two block sizes, in the wrong order; orphan_kernel: none. */
+/* row_kernel at two block sizes, in the wrong order, and once more with
+ * dynamic shared memory; orphan_kernel: none. */
 static void row_kernel_launches(const KernelSignature *kernel, ResourceTableRows *rows)
 {
     if (kernel_signature_is(kernel, "row_kernel", 2)) {
         resource_table_add(rows, 640, "row %d x %d, 640 threads", kernel->arguments[0], kernel->arguments[1]);
         resource_table_add(rows, 64, "row %d x %d, 64 threads", kernel->arguments[0], kernel->arguments[1]);
+        resource_table_add_with_shared(rows, 64, 40000, "row %d x %d, 64 threads and a buffer", kernel->arguments[0],
+                                       kernel->arguments[1]);
     }
 }
 
@@ -81,12 +84,18 @@ static void test_table(void)
     /* 96 registers x 32 lanes = 3072 per warp (a multiple of 256); a
      * quarter of the register file, 16,384, holds 5 such warps, the SM 20.
      * 640 threads are 20 warps: 1 block, 20 of 64 warps, 31%. 64 threads
-     * are 2 warps: 10 blocks, 20 warps, the same 31%; both by registers. */
-    const char *at_64 = "| row 4 x 8, 64 threads | 64 | 96 | 0 / 0 | 0 | 256 | 10 | 20 | 31% | registers |";
-    const char *at_640 = "| row 4 x 8, 640 threads | 640 | 96 | 0 / 0 | 0 | 256 | 1 | 20 | 31% | registers |";
+     * are 2 warps: 10 blocks, 20 warps, the same 31%; both by registers.
+     * With 40,000 dynamic bytes a block takes 256 + 40,000 + the runtime's
+     * 1,024 = 41,280, rounded up to the 128-byte unit 41,344; 228 KiB
+     * (233,472) hold 5: 10 warps, 16%, by shared memory. */
+    const char *at_64 = "| row 4 x 8, 64 threads | 64 | 96 | 0 / 0 | 0 | 256 + 0 | 10 | 20 | 31% | registers |";
+    const char *at_64_buffer =
+        "| row 4 x 8, 64 threads and a buffer | 64 | 96 | 0 / 0 | 0 | 256 + 40000 | 5 | 10 | 16% | shared memory |";
+    const char *at_640 = "| row 4 x 8, 640 threads | 640 | 96 | 0 / 0 | 0 | 256 + 0 | 1 | 20 | 31% | registers |";
     long first = position(text, at_64), second = position(text, at_640);
     bool in_order = first >= 0 && second > first;
     EXPECT(in_order, "the rows, 64 before 640:\n%s", text);
+    EXPECT(position(text, at_64_buffer) >= 0, "dynamic shared memory counts toward occupancy:\n%s", text);
     EXPECT(strstr(text, "selected by no launcher: orphan_kernel(float*).") != NULL,
            "the kernel no launcher selects is named:\n%s", text);
     EXPECT(strstr(text, "helper") == NULL, "a device function is no kernel:\n%s", text);

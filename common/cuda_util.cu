@@ -108,33 +108,220 @@ void cuda_device_free(void *device)
     }
 }
 
-BenchStats cuda_bench_run(void (*launch)(void *ctx), void *ctx, int warmup, int runs)
+namespace
 {
-    for (int i = 0; i < warmup; i++) {
-        launch(ctx);
+
+int device_attribute(cudaDeviceAttr attribute)
+{
+    int device = 0, value = 0;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&value, attribute, device));
+    return value;
+}
+
+/* A buffer whose writing evicts from L2 whatever the last launch left
+ * there: twice the L2's size, since its replacement policy is not plain LRU. */
+struct L2Flush {
+    void *buffer;
+    size_t bytes;
+};
+
+L2Flush l2_flush_new()
+{
+    L2Flush flush = {nullptr, 2 * static_cast<size_t>(device_attribute(cudaDevAttrL2CacheSize))};
+    if (flush.bytes > 0) {
+        CUDA_CHECK(cudaMalloc(&flush.buffer, flush.bytes));
     }
-    cudaEvent_t start, stop;
-    CUDA_CHECK(cudaEventCreate(&start));
-    CUDA_CHECK(cudaEventCreate(&stop));
+    return flush;
+}
+
+void l2_flush_queue(const L2Flush *flush)
+{
+    if (flush->bytes > 0) {
+        CUDA_CHECK(cudaMemsetAsync(flush->buffer, 0, flush->bytes));
+    }
+}
+
+BenchStats stats_between_events(const cudaEvent_t *starts, const cudaEvent_t *stops, int runs, int launches_per_run)
+{
     double *seconds = static_cast<double *>(array_alloc(static_cast<size_t>(runs), sizeof(double)));
     for (int i = 0; i < runs; i++) {
-        CUDA_CHECK(cudaEventRecord(start));
-        launch(ctx);
-        CUDA_CHECK(cudaEventRecord(stop));
-        CUDA_CHECK(cudaEventSynchronize(stop));
         float milliseconds = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&milliseconds, start, stop));
-        seconds[i] = 1e-3 * milliseconds;
+        CUDA_CHECK(cudaEventElapsedTime(&milliseconds, starts[i], stops[i]));
+        seconds[i] = 1e-3 * milliseconds / launches_per_run;
     }
-    CUDA_CHECK(cudaEventDestroy(start));
-    CUDA_CHECK(cudaEventDestroy(stop));
     BenchStats stats = bench_stats_from_times(seconds, runs);
     array_free(seconds);
     return stats;
 }
 
+/* The timing loop of both functions below: each run is an L2 flush (when
+ * asked for), an event, `launches_per_run` launches, an event; everything is
+ * queued before the host waits once, at the end, so the host's latency in
+ * launching is never between two events. */
+BenchStats time_queued_runs(void (*launch)(void *ctx), void *ctx, int warmup, int runs, int launches_per_run,
+                            bool flush_l2)
+{
+    for (int i = 0; i < warmup; i++) {
+        launch(ctx);
+    }
+    L2Flush flush = flush_l2 ? l2_flush_new() : L2Flush{nullptr, 0};
+    cudaEvent_t *events = static_cast<cudaEvent_t *>(array_alloc(2 * static_cast<size_t>(runs), sizeof(cudaEvent_t)));
+    cudaEvent_t *starts = events, *stops = events + runs;
+    for (int i = 0; i < 2 * runs; i++) {
+        CUDA_CHECK(cudaEventCreate(&events[i]));
+    }
+    for (int i = 0; i < runs; i++) {
+        l2_flush_queue(&flush);
+        CUDA_CHECK(cudaEventRecord(starts[i]));
+        for (int j = 0; j < launches_per_run; j++) {
+            launch(ctx);
+        }
+        CUDA_CHECK(cudaEventRecord(stops[i]));
+    }
+    CUDA_CHECK(cudaEventSynchronize(stops[runs - 1]));
+    BenchStats stats = stats_between_events(starts, stops, runs, launches_per_run);
+    for (int i = 0; i < 2 * runs; i++) {
+        CUDA_CHECK(cudaEventDestroy(events[i]));
+    }
+    array_free(events);
+    if (flush.buffer != nullptr) {
+        CUDA_CHECK(cudaFree(flush.buffer));
+    }
+    return stats;
+}
+
+} // namespace
+
+BenchStats cuda_bench_run(void (*launch)(void *ctx), void *ctx, int warmup, int runs)
+{
+    return time_queued_runs(launch, ctx, warmup, runs, 1, true);
+}
+
+BenchStats cuda_bench_run_back_to_back(void (*launch)(void *ctx), void *ctx, int warmup, int runs, int launches_per_run)
+{
+    return time_queued_runs(launch, ctx, warmup, runs, launches_per_run, false);
+}
+
 namespace
 {
+
+enum { PROBE_THREADS = 256, WARMUP_RUNS = 2, TIMED_RUNS = 9 };
+
+/* Read-only probe: each thread adds up the 32-bit words of its 16-byte
+ * loads (integer adds, which wrap, so the total is exact and cheap) and a
+ * block writes one word, so that no load can be optimised away. */
+__global__ void read_probe_kernel(const uint4 *words, size_t count, unsigned *block_sums)
+{
+    unsigned sum = 0;
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+        uint4 w = words[i];
+        sum += w.x + w.y + w.z + w.w;
+    }
+    for (int offset = 16; offset > 0; offset /= 2) {
+        sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    }
+    __shared__ unsigned warp_sums[PROBE_THREADS / 32];
+    if (threadIdx.x % 32 == 0) {
+        warp_sums[threadIdx.x / 32] = sum;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned total = 0;
+        for (int w = 0; w < PROBE_THREADS / 32; w++) {
+            total += warp_sums[w];
+        }
+        block_sums[blockIdx.x] = total;
+    }
+}
+
+/* Copy probe: 16-byte loads and stores, as a kernel that reads and writes
+ * its own arrays does them. */
+__global__ void copy_probe_kernel(const uint4 *from, uint4 *to, size_t count)
+{
+    for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < count;
+         i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+        to[i] = from[i];
+    }
+}
+
+/* As many blocks as the SMs hold at once, each looping over the buffer. */
+int probe_blocks()
+{
+    return device_attribute(cudaDevAttrMultiProcessorCount) * (2048 / PROBE_THREADS);
+}
+
+struct Probe {
+    uint4 *source, *destination;
+    size_t count; /* 16-byte words */
+    int blocks;
+    unsigned *block_sums;
+};
+
+/* The source's bytes are all 0x01: every 32-bit word is 0x01010101. */
+Probe probe_new(size_t bytes, bool with_destination)
+{
+    Probe probe = {nullptr, nullptr, bytes / sizeof(uint4), probe_blocks(), nullptr};
+    CUDA_CHECK(cudaMalloc(&probe.source, probe.count * sizeof(uint4)));
+    CUDA_CHECK(cudaMemset(probe.source, 1, probe.count * sizeof(uint4)));
+    if (with_destination) {
+        CUDA_CHECK(cudaMalloc(&probe.destination, probe.count * sizeof(uint4)));
+    }
+    CUDA_CHECK(cudaMalloc(&probe.block_sums, static_cast<size_t>(probe.blocks) * sizeof(unsigned)));
+    return probe;
+}
+
+void probe_free(Probe *probe)
+{
+    CUDA_CHECK(cudaFree(probe->source));
+    CUDA_CHECK(cudaFree(probe->destination));
+    CUDA_CHECK(cudaFree(probe->block_sums));
+}
+
+void read_probe_once(void *ctx)
+{
+    const Probe *p = static_cast<const Probe *>(ctx);
+    read_probe_kernel<<<p->blocks, PROBE_THREADS>>>(p->source, p->count, p->block_sums);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+void copy_probe_once(void *ctx)
+{
+    const Probe *p = static_cast<const Probe *>(ctx);
+    copy_probe_kernel<<<p->blocks, PROBE_THREADS>>>(p->source, p->destination, p->count);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* A probe that read wrong data would time the wrong thing: the sum of the
+ * blocks' sums must be 4 words of 0x01010101 per 16 bytes, modulo 2^32. */
+void check_read_probe(const Probe *p)
+{
+    unsigned *sums = static_cast<unsigned *>(array_alloc(static_cast<size_t>(p->blocks), sizeof(unsigned)));
+    CUDA_CHECK(
+        cudaMemcpy(sums, p->block_sums, static_cast<size_t>(p->blocks) * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    unsigned total = 0, expected = static_cast<unsigned>(4 * p->count) * 0x01010101u;
+    for (int b = 0; b < p->blocks; b++) {
+        total += sums[b];
+    }
+    array_free(sums);
+    if (total != expected) {
+        fprintf(stderr, "cuda_read_bandwidth_gbs: the probe summed 0x%08x, not 0x%08x\n", total, expected);
+        exit(1);
+    }
+}
+
+/* The copy's last 16 bytes arrived (its first are checked by the same
+ * loop's first iteration of every thread alike). */
+void check_copy_probe(const Probe *p)
+{
+    uint4 last;
+    CUDA_CHECK(cudaMemcpy(&last, p->destination + p->count - 1, sizeof last, cudaMemcpyDeviceToHost));
+    if (last.x != 0x01010101u || last.w != 0x01010101u) {
+        fprintf(stderr, "cuda_copy_kernel_bandwidth_gbs: the probe's copy is wrong\n");
+        exit(1);
+    }
+}
 
 struct Copy {
     void *source, *destination;
@@ -151,7 +338,6 @@ void copy_once(void *ctx)
 
 double cuda_copy_bandwidth_gbs(size_t bytes)
 {
-    enum { WARMUP_RUNS = 2, TIMED_RUNS = 9 };
     Copy copy = {nullptr, nullptr, bytes};
     CUDA_CHECK(cudaMalloc(&copy.source, bytes));
     CUDA_CHECK(cudaMalloc(&copy.destination, bytes));
@@ -161,4 +347,22 @@ double cuda_copy_bandwidth_gbs(size_t bytes)
     CUDA_CHECK(cudaFree(copy.destination));
     /* Each copy reads `bytes` and writes `bytes`. */
     return gb_per_s(2.0 * (double)bytes, seconds);
+}
+
+double cuda_read_bandwidth_gbs(size_t bytes)
+{
+    Probe probe = probe_new(bytes, false);
+    double seconds = cuda_bench_run(read_probe_once, &probe, WARMUP_RUNS, TIMED_RUNS).median;
+    check_read_probe(&probe);
+    probe_free(&probe);
+    return gb_per_s(static_cast<double>(probe.count * sizeof(uint4)), seconds);
+}
+
+double cuda_copy_kernel_bandwidth_gbs(size_t bytes)
+{
+    Probe probe = probe_new(bytes, true);
+    double seconds = cuda_bench_run(copy_probe_once, &probe, WARMUP_RUNS, TIMED_RUNS).median;
+    check_copy_probe(&probe);
+    probe_free(&probe);
+    return gb_per_s(2.0 * static_cast<double>(probe.count * sizeof(uint4)), seconds);
 }

@@ -51,13 +51,35 @@ void cuda_device_free(void *device);
 /* The GPU twin of bench_run, and the one place GPU time is measured:
  * `runs` (>= 1) calls of launch(ctx), each timed between two CUDA events on
  * the default stream, after `warmup` untimed calls; the median, min and max
- * in seconds. launch queues GPU work on the default stream. */
+ * in seconds. launch queues GPU work on the default stream.
+ *
+ * Each run starts from a cold L2: a write of twice the L2's size, queued
+ * before the run's first event, evicts what the last run left there, so
+ * inputs smaller than the L2 are read from memory as the first time. All
+ * runs are queued before the host waits, once: the host's launch latency
+ * is not timed, only the GPU's. */
 BenchStats cuda_bench_run(void (*launch)(void *ctx), void *ctx, int warmup, int runs);
 
-/* Measured device-to-device copy bandwidth in GB/s (median of several
- * cudaMemcpyAsync of `bytes`), counting bytes read plus bytes written: the
- * limit every memory-bound kernel is compared against in the same run. */
+/* For kernels of a few microseconds, where one launch is mostly the gap
+ * between two events: each run times `launches_per_run` launches back to
+ * back and counts their mean. No flush: the inputs stay in L2 from one
+ * launch to the next, as a decode step's logits do, just written by the
+ * layer before. */
+BenchStats cuda_bench_run_back_to_back(void (*launch)(void *ctx), void *ctx, int warmup, int runs,
+                                       int launches_per_run);
+
+/* Measured bandwidths in GB/s, the limits every memory-bound kernel is
+ * compared against in the same run (the median of several runs over
+ * `bytes`, a multiple of 16, from a cold L2):
+ *   copy: cudaMemcpyAsync device to device, bytes read plus bytes written;
+ *   copy kernel: a grid of 16-byte loads and stores, read plus written, the
+ *     limit of a kernel that reads one array and writes another;
+ *   read: a grid of 16-byte loads and nothing written back but a word per
+ *     block, the limit of a kernel that only reads (top-K, decode), which a
+ *     copy's figure would flatter: DRAM turns between reads and writes. */
 double cuda_copy_bandwidth_gbs(size_t bytes);
+double cuda_copy_kernel_bandwidth_gbs(size_t bytes);
+double cuda_read_bandwidth_gbs(size_t bytes);
 
 COMMON_END_C
 

@@ -40,11 +40,17 @@ int main(int argc, char **argv)
 
     double peak = cuda_theoretical_bandwidth_gbs();
     /* 64 MiB per buffer: twice that moves through DRAM, beyond an H200's 50 MB L2. */
-    double copy = cuda_copy_bandwidth_gbs((size_t)64 << 20);
-    printf("device-to-device copy %.0f GB/s, theoretical %.0f GB/s\n", copy, peak);
+    size_t bytes = (size_t)64 << 20;
+    double limits[] = {cuda_copy_bandwidth_gbs(bytes), cuda_copy_kernel_bandwidth_gbs(bytes),
+                       cuda_read_bandwidth_gbs(bytes)};
+    const char *names[] = {"device-to-device copy", "copy kernel", "read-only kernel"};
     EXPECT(isfinite(peak) && peak >= 0, "the theoretical bandwidth is a number (0 if unknown): %g", peak);
-    EXPECT(isfinite(copy) && copy > 0, "the copy bandwidth is positive: %g GB/s", copy);
-    /* A copy cannot beat the memory's peak; 5% slack for clock reporting. */
-    EXPECT(peak == 0 || copy <= 1.05 * peak, "copy %.0f GB/s within the %.0f GB/s peak", copy, peak);
+    for (int i = 0; i < 3; i++) {
+        printf("%s %.0f GB/s, theoretical %.0f GB/s\n", names[i], limits[i], peak);
+        EXPECT(isfinite(limits[i]) && limits[i] > 0, "the %s bandwidth is positive: %g GB/s", names[i], limits[i]);
+        /* Nothing beats the memory's peak; 5% slack for clock reporting. */
+        EXPECT(peak == 0 || limits[i] <= 1.05 * peak, "%s %.0f GB/s within the %.0f GB/s peak", names[i], limits[i],
+               peak);
+    }
     return test_finish();
 }

@@ -43,6 +43,8 @@ constexpr int kOptInSharedBytes = 227 * 1024;
 /* Few multiprocessors: kernels that size their grids by them then loop
  * over several rows per block, which is what tests need. */
 constexpr int kMultiprocessors = 3;
+/* Small, so that a timing loop's L2 flush stays cheap here. */
+constexpr int kL2CacheBytes = 1 << 20;
 /* Every byte of fresh device memory and of shared memory before each
  * block: as floats and doubles, NaN. */
 constexpr unsigned char kPoison = 0xff;
@@ -620,6 +622,9 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
         /* No device memory, so no clock and no bus: 0, as for unknown. */
         *value = 0;
         break;
+    case cudaDevAttrL2CacheSize:
+        *value = emu::kL2CacheBytes;
+        break;
     default:
         return record(cudaErrorInvalidValue);
     }
@@ -711,6 +716,13 @@ cudaError_t cudaMemset(void *pointer, int value, size_t bytes)
     }
     std::memset(pointer, value, bytes);
     return cudaSuccess;
+}
+
+/* Work on the one stream runs when it is queued, so async is sync here. */
+cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes, cudaStream_t stream)
+{
+    (void)stream;
+    return cudaMemset(pointer, value, bytes);
 }
 
 } // extern "C"

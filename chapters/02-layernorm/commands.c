@@ -61,12 +61,13 @@ static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(L
 
 void random_problem_options(CliOption *options, RandomProblemArgs *args)
 {
-    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5};
+    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5, .offset = 0.0};
     const CliOption random[RANDOM_PROBLEM_OPTIONS] = {
-        {"--n",    CLI_INT,    &args->n,    1,   1 << 24,  "rows of the random problem"   },
-        {"--d",    CLI_INT,    &args->d,    1,   1 << 20,  "its row length"               },
-        {"--seed", CLI_INT,    &args->seed, 0,   1L << 62, "random seed"                  },
-        {"--eps",  CLI_DOUBLE, &args->eps,  0.0, 1.0,      "epsilon added to the variance"},
+        {"--n",      CLI_INT,    &args->n,      1,     1 << 24,  "rows of the random problem"     },
+        {"--d",      CLI_INT,    &args->d,      1,     1 << 20,  "its row length"                 },
+        {"--seed",   CLI_INT,    &args->seed,   0,     1L << 62, "random seed"                    },
+        {"--eps",    CLI_DOUBLE, &args->eps,    0.0,   1.0,      "epsilon added to the variance"  },
+        {"--offset", CLI_DOUBLE, &args->offset, -1e30, 1e30,     "the mean of x (its spread is 1)"},
     };
     for (int i = 0; i < RANDOM_PROBLEM_OPTIONS; i++)
         options[i] = random[i];
@@ -75,19 +76,28 @@ void random_problem_options(CliOption *options, RandomProblemArgs *args)
 LnProblem random_problem_new(const RandomProblemArgs *args)
 {
     LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
-    ln_problem_fill_random(&p, (uint64_t)args->seed, 0.0, 1.0);
+    ln_problem_fill_random(&p, (uint64_t)args->seed, args->offset, 1.0);
     return p;
 }
 
 int run_command(int argc, char **argv)
 {
     RandomProblemArgs args;
-    CliOption options[RANDOM_PROBLEM_OPTIONS];
+    const char *save_inputs = NULL;
+    CliOption options[RANDOM_PROBLEM_OPTIONS + 1];
     random_problem_options(options, &args);
+    options[RANDOM_PROBLEM_OPTIONS] = (CliOption){"--save-inputs",
+                                                  CLI_STRING,
+                                                  &save_inputs,
+                                                  0,
+                                                  0,
+                                                  "also write x, gamma, beta, dy here, as `apply --load` reads them"};
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     ln_problem_check_size(args.n, args.d);
     LnProblem p = random_problem_new(&args);
-    printf("%zu x %zu, random inputs (seed %ld), eps %g\n", p.n, p.d, args.seed, args.eps);
+    if (save_inputs != NULL)
+        ln_problem_save_inputs(&p, save_inputs);
+    printf("%zu x %zu, random inputs (seed %ld, offset %g), eps %g\n", p.n, p.d, args.seed, args.offset, args.eps);
     bool ok = compute_and_check(&p, "cpu float vs double reference:", ln_problem_run_cpu);
     ln_problem_free(&p);
     return ok ? 0 : 1;

@@ -116,6 +116,18 @@ void ln_problem_save_results(const LnProblem *p, const char *dir)
     npy_output_dir_commit(&out);
 }
 
+void ln_problem_save_inputs(const LnProblem *p, const char *dir)
+{
+    const size_t matrix[2] = {p->n, p->d}, columns[1] = {p->d};
+    NpyOutputDir out = npy_output_dir_open(dir);
+    npy_output_dir_add(&out, "x.npy", NPY_FLOAT32, 2, matrix, p->x);
+    npy_output_dir_add(&out, "gamma.npy", NPY_FLOAT32, 1, columns, p->gamma);
+    if (p->norm == NORM_LAYER)
+        npy_output_dir_add(&out, "beta.npy", NPY_FLOAT32, 1, columns, p->beta);
+    npy_output_dir_add(&out, "dy.npy", NPY_FLOAT32, 2, matrix, p->dy);
+    npy_output_dir_commit(&out);
+}
+
 void ln_problem_free(LnProblem *p)
 {
     float *arrays[] = {p->x, p->gamma, p->beta, p->dy, p->y, p->mean, p->rstd, p->dx, p->dgamma, p->dbeta};

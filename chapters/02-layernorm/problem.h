@@ -45,6 +45,9 @@ const char *ln_problem_result_names(NormKind norm);
  * exist (but not its parents); a failed write is one line on stderr and
  * exit 1. */
 void ln_problem_save_results(const LnProblem *p, const char *dir);
+/* The same for the inputs, x, gamma, beta (layer norm) and dy: what `apply
+ * --load` reads, for another program to run on the same numbers. */
+void ln_problem_save_inputs(const LnProblem *p, const char *dir);
 void ln_problem_free(LnProblem *p);
 
 /* The CPU float kernels of p->norm: forward, then backward from the cache. */

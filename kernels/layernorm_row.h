@@ -39,8 +39,9 @@ HOST_DEVICE static inline float ln_rstd(float var, float eps)
 /* The float mean m = fl(m0 + c) drops up to half an ulp of m; Fast2Sum
  * recovers the dropped part exactly: r = c - (m - m0), so that m + r =
  * m0 + c. The condition is |m0| >= |c|, and it holds wherever the offset
- * matters: c is the error of a float mean, a few roundings of m0 at most.
- * (Where it fails, the mean is small next to the spread, and so is r.) */
+ * matters: c undoes the rounding errors of m0's float sum, a small fraction
+ * of m0 when the row is far from zero (about d/32 roundings of u at worst).
+ * Where it fails, the mean is small next to the spread, and so is r. */
 HOST_DEVICE static inline float ln_mean_residual(float first_mean, float correction, float mean)
 {
     return correction - (mean - first_mean);

@@ -177,8 +177,9 @@ static LnBackwardMeans backward_sums_f32(const float *dy, const float *x, const 
 // ANCHOR: differentiate_a_row
 /* dx for `count` elements of a row, and their share of dgamma and dbeta
  * added to the partial sums of the row's chunk. xhat is recomputed from x,
- * mean and rstd: two operations per element instead of a stored n x d
- * tensor. Also prefetches the next row's x and dy. */
+ * the saved mean and rstd, and the residual the row sums recovered: three
+ * operations per element instead of a stored n x d tensor. Also prefetches
+ * the next row's x and dy. */
 typedef struct {
     float mean, rstd;
     LnBackwardMeans means;

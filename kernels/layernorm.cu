@@ -32,7 +32,8 @@ __global__ void layernorm_forward_v1(float *y, float *mean, float *rstd, const f
     }
     LnRowStats stats = ln_stats_from_deviations(first_mean, (float)sum_dev, (float)sum_dev_sq, (float)d, eps);
     for (int j = 0; j < d; j++)
-        y[(size_t)row * d + j] = ln_affine(ln_normalize(xr[j], stats.mean, stats.rstd), gamma[j], beta[j]);
+        y[(size_t)row * d + j] =
+            ln_affine(ln_normalize(xr[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
     mean[row] = stats.mean;
     rstd[row] = stats.rstd;
 }
@@ -71,12 +72,13 @@ __global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const f
     for (int j = lane; j < d; j += WARP_SIZE)
         state = welford_push(state, xr[j]);
     state = warp_merge_all(state);
-    float row_mean = (float)state.mean, row_rstd = ln_rstd((float)welford_variance(state), eps);
+    LnRowStats stats = ln_stats_from_double(state.mean, welford_variance(state), eps);
     for (int j = lane; j < d; j += WARP_SIZE)
-        y[(size_t)row * d + j] = ln_affine(ln_normalize(xr[j], row_mean, row_rstd), gamma[j], beta[j]);
+        y[(size_t)row * d + j] =
+            ln_affine(ln_normalize(xr[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
     if (lane == 0) {
-        mean[row] = row_mean;
-        rstd[row] = row_rstd;
+        mean[row] = stats.mean;
+        rstd[row] = stats.rstd;
     }
 }
 // ANCHOR_END: normalize_a_row_per_warp
@@ -191,7 +193,7 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
         load<WIDTH, false>(b, beta + (size_t)k * WIDTH);
 #pragma unroll
         for (int c = 0; c < WIDTH; c++)
-            out[c] = ln_affine(ln_normalize(v[i][c], stats.mean, stats.rstd), g[c], b[c]);
+            out[c] = ln_affine(ln_normalize(v[i][c], stats.mean, stats.residual, stats.rstd), g[c], b[c]);
         store_streaming(y + offset + (size_t)k * WIDTH, out);
     }
     if (threadIdx.x == 0) {
@@ -205,8 +207,10 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
 /* Backward version 1, two plain kernels: a thread per row for dx (sums in
  * double, like forward 1), and a thread per column for dgamma and dbeta,
  * which walks down its column through every row (neighbouring threads read
- * neighbouring columns, so these loads do coalesce). */
-__global__ void layernorm_backward_v1_dx(float *dx, const float *dy, const float *x, const float *mean,
+ * neighbouring columns, so these loads do coalesce). A column's thread
+ * cannot see a whole row, so the row kernel leaves each row's residual
+ * in `residual` (n floats of scratch) for it. */
+__global__ void layernorm_backward_v1_dx(float *dx, float *residual, const float *dy, const float *x, const float *mean,
                                          const float *rstd, const float *gamma, int n, int d)
 {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
@@ -214,19 +218,23 @@ __global__ void layernorm_backward_v1_dx(float *dx, const float *dy, const float
         return;
     size_t offset = (size_t)row * d;
     float m = mean[row], r = rstd[row];
-    double sum_g = 0.0, sum_g_xhat = 0.0;
+    double sum_g = 0.0, sum_g_centered = 0.0, sum_centered = 0.0;
     for (int j = 0; j < d; j++) {
-        float g = gamma[j] * dy[offset + j];
+        float g = gamma[j] * dy[offset + j], centered = x[offset + j] - m;
         sum_g += g;
-        sum_g_xhat += g * ln_normalize(x[offset + j], m, r);
+        sum_g_centered += (double)g * centered;
+        sum_centered += centered;
     }
-    float mean_g = (float)(sum_g / d), mean_g_xhat = (float)(sum_g_xhat / d);
-    for (int j = 0; j < d; j++)
-        dx[offset + j] = ln_dx(gamma[j] * dy[offset + j], ln_normalize(x[offset + j], m, r), mean_g, mean_g_xhat, r);
+    LnBackwardMeans means = ln_backward_means((float)sum_g, (float)sum_g_centered, (float)sum_centered, (float)d, r);
+    for (int j = 0; j < d; j++) {
+        float xhat = ln_normalize(x[offset + j], m, means.residual, r);
+        dx[offset + j] = ln_dx(gamma[j] * dy[offset + j], xhat, means.mean_g, means.mean_g_xhat, r);
+    }
+    residual[row] = means.residual;
 }
 
 __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const float *dy, const float *x,
-                                             const float *mean, const float *rstd, int n, int d)
+                                             const float *mean, const float *residual, const float *rstd, int n, int d)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= d)
@@ -234,7 +242,7 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
     double sum_dgamma = 0.0, sum_dbeta = 0.0;
     for (int row = 0; row < n; row++) {
         float g = dy[(size_t)row * d + j];
-        sum_dgamma += g * ln_normalize(x[(size_t)row * d + j], mean[row], rstd[row]);
+        sum_dgamma += g * ln_normalize(x[(size_t)row * d + j], mean[row], residual[row], rstd[row]);
         sum_dbeta += g;
     }
     dgamma[j] = (float)sum_dgamma;
@@ -291,7 +299,7 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
         size_t offset = (size_t)row * d;
         float m = mean[row], r = rstd[row];
         float xv[KEPT][WIDTH], dyv[KEPT][WIDTH], g[KEPT][WIDTH];
-        float sums[2] = {0.0f, 0.0f}; /* sum(g), sum(g * xhat) */
+        float sums[3] = {0.0f, 0.0f, 0.0f}; /* sum(g), sum(g * (x - m)), sum(x - m) */
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
             int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
@@ -300,12 +308,14 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
             load_gradient_inputs<WIDTH, KEEP>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
 #pragma unroll
             for (int c = 0; c < WIDTH; c++) {
+                float centered = xv[h][c] - m;
                 sums[0] += g[h][c];
-                sums[1] += g[h][c] * ln_normalize(xv[h][c], m, r);
+                sums[1] += g[h][c] * centered;
+                sums[2] += centered;
             }
         }
         block_sum(sums);
-        float mean_g = sums[0] / d, mean_g_xhat = sums[1] / d;
+        LnBackwardMeans means = ln_backward_means(sums[0], sums[1], sums[2], (float)d, r);
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
             int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
@@ -316,8 +326,8 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
             float out[WIDTH];
 #pragma unroll
             for (int c = 0; c < WIDTH; c++) {
-                float xhat = ln_normalize(xv[h][c], m, r);
-                out[c] = ln_dx(g[h][c], xhat, mean_g, mean_g_xhat, r);
+                float xhat = ln_normalize(xv[h][c], m, means.residual, r);
+                out[c] = ln_dx(g[h][c], xhat, means.mean_g, means.mean_g_xhat, r);
                 dgamma_acc[i][c] += dyv[h][c] * xhat;
                 dbeta_acc[i][c] += dyv[h][c];
             }

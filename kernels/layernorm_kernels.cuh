@@ -22,13 +22,14 @@ template <int WIDTH, int ITEMS>
 __global__ void layernorm_forward_v3(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                                      const float *beta, int d, float eps);
 
-/* Thread i of the grid takes row i. */
-__global__ void layernorm_backward_v1_dx(float *dx, const float *dy, const float *x, const float *mean,
+/* Thread i of the grid takes row i; it leaves the row's mean residual in
+ * residual[i] for the column kernel. */
+__global__ void layernorm_backward_v1_dx(float *dx, float *residual, const float *dy, const float *x, const float *mean,
                                          const float *rstd, const float *gamma, int n, int d);
 
 /* Thread j of the grid takes column j. */
 __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const float *dy, const float *x,
-                                             const float *mean, const float *rstd, int n, int d);
+                                             const float *mean, const float *residual, const float *rstd, int n, int d);
 
 /* Any number of blocks, each writing 2 d floats of partials (its dgamma,
  * then its dbeta), with the plan's threads per block. */

@@ -136,8 +136,10 @@ static int backward_v2_blocks(size_t n)
 
 extern "C" size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d)
 {
-    if (version != 2 || check_sizes(version, LAYERNORM_BACKWARD_GPU_VERSIONS, n, d) != NULL)
+    if (check_sizes(version, LAYERNORM_BACKWARD_GPU_VERSIONS, n, d) != NULL)
         return 0;
+    if (version == 1) /* each row's mean residual, from the row kernel to the column kernel */
+        return n;
     return (size_t)backward_v2_blocks(n) * 2 * d;
 }
 
@@ -149,19 +151,19 @@ extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dga
     if (why != NULL)
         return why;
     int rows = (int)n, cols = (int)d;
+    if (scratch == NULL)
+        return "backward needs scratch space (layernorm_backward_gpu_scratch_floats)";
     if (version == 1) {
         layernorm_backward_v1_dx<<<blocks_for(n, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
-            dx, dy, x, mean, rstd, gamma, rows, cols);
+            dx, scratch, dy, x, mean, rstd, gamma, rows, cols);
         CUDA_CHECK(cudaGetLastError());
         layernorm_backward_v1_params<<<blocks_for(d, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
-            dgamma, dbeta, dy, x, mean, rstd, rows, cols);
+            dgamma, dbeta, dy, x, mean, scratch, rstd, rows, cols);
     } else {
         const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
         LnRowPlan plan = ln_backward_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
         if (plan.threads == 0)
             return row_too_long(LN_BACKWARD_PLAN_MAX_THREADS);
-        if (scratch == NULL)
-            return "backward 2 needs scratch space (layernorm_backward_gpu_scratch_floats)";
         int blocks = backward_v2_blocks(n);
         LAUNCH_FOR_PLAN(layernorm_backward_v2, plan, (unsigned)blocks, dx, scratch, dy, x, mean, rstd, gamma, rows,
                         cols);

@@ -12,8 +12,11 @@
 
 #include "common/hostdevice.h"
 
+/* mean and rstd are what the forward pass saves; residual is the part of
+ * the exact mean that the float mean lost, used to centre the row and then
+ * dropped (the backward pass recomputes it from x and the saved mean). */
 typedef struct {
-    float mean, rstd;
+    float mean, rstd, residual;
 } LnRowStats;
 
 /* dgamma and dbeta are sums over rows, formed in float in at least this
@@ -32,13 +35,28 @@ HOST_DEVICE static inline float ln_rstd(float var, float eps)
 }
 // ANCHOR_END: compute_rstd
 
+// ANCHOR: keep_what_the_mean_lost
+/* The float mean m = fl(m0 + c) drops up to half an ulp of m; Fast2Sum
+ * recovers the dropped part exactly: r = c - (m - m0), so that m + r =
+ * m0 + c. The condition is |m0| >= |c|, and it holds wherever the offset
+ * matters: c undoes the rounding errors of m0's float sum, a small fraction
+ * of m0 when the row is far from zero (about d/32 roundings of u at worst).
+ * Where it fails, the mean is small next to the spread, and so is r. */
+HOST_DEVICE static inline float ln_mean_residual(float first_mean, float correction, float mean)
+{
+    return correction - (mean - first_mean);
+}
+// ANCHOR_END: keep_what_the_mean_lost
+
 // ANCHOR: finish_row_statistics
 /* The row's statistics from a second pass over it: with a first estimate
  * m0 of the mean, sum_dev = sum(x - m0) and sum_dev_sq = sum((x - m0)^2).
  * In exact arithmetic sum_dev is 0; in floating point it holds the
  * rounding error of m0, and adding it back makes the mean accurate to the
  * last bit (the corrected two-pass algorithm of Chan, Golub and LeVeque).
- * The variance subtracts the square of that tiny correction. */
+ * The variance subtracts the square of that tiny correction.
+ *
+ * m = m0 + c rounds once more, and ln_mean_residual keeps what it drops. */
 HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, float sum_dev, float sum_dev_sq,
                                                               float d, float eps)
 {
@@ -49,15 +67,28 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
      * NaN (a NaN or an inf in the row) is not clamped: NaN < 0 is false, so
      * rstd stays NaN, as in PyTorch, instead of 1/sqrt(eps). */
     var = var < 0.0f ? 0.0f : var;
-    LnRowStats stats = {first_mean + correction, ln_rstd(var, eps)};
+    float mean = first_mean + correction;
+    LnRowStats stats = {mean, ln_rstd(var, eps), ln_mean_residual(first_mean, correction, mean)};
     return stats;
 }
 // ANCHOR_END: finish_row_statistics
 
-// ANCHOR: normalize_an_element
-HOST_DEVICE static inline float ln_normalize(float x, float mean, float rstd)
+/* The same from a mean and a variance held in double (forward 2's Welford
+ * states): the residual is what rounding the mean to float leaves over. */
+HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double var, float eps)
 {
-    return (x - mean) * rstd;
+    float rounded = (float)mean;
+    LnRowStats stats = {rounded, ln_rstd((float)var, eps), (float)(mean - rounded)};
+    return stats;
+}
+
+// ANCHOR: normalize_an_element
+/* xhat = (x - mean - residual) * rstd, the subtractions in this order:
+ * x - mean is exact wherever the offset matters (Sterbenz), and removing
+ * the residual then centres x on the exact mean, not on its float. */
+HOST_DEVICE static inline float ln_normalize(float x, float mean, float residual, float rstd)
+{
+    return ((x - mean) - residual) * rstd;
 }
 
 HOST_DEVICE static inline float ln_affine(float xhat, float gamma, float beta)
@@ -65,6 +96,27 @@ HOST_DEVICE static inline float ln_affine(float xhat, float gamma, float beta)
     return gamma * xhat + beta;
 }
 // ANCHOR_END: normalize_an_element
+
+// ANCHOR: recover_the_residual_in_the_backward_pass
+/* The backward pass has the saved mean m but not the residual. Per row it
+ * sums g = gamma * dy, g * (x - m) and x - m, in the one pass it already
+ * makes, and from them takes the residual r = mean(x - m) (the x - m are
+ * exact, so r is as good as the forward pass's) and, because
+ * xhat = ((x - m) - r) * rstd,
+ *     sum(g * xhat) = rstd * (sum(g * (x - m)) - r * sum(g)),
+ * with no second pass to form xhat first. */
+typedef struct {
+    float mean_g, mean_g_xhat, residual;
+} LnBackwardMeans;
+
+HOST_DEVICE static inline LnBackwardMeans ln_backward_means(float sum_g, float sum_g_centered, float sum_centered,
+                                                            float d, float rstd)
+{
+    float residual = sum_centered / d;
+    LnBackwardMeans means = {sum_g / d, rstd * (sum_g_centered - residual * sum_g) / d, residual};
+    return means;
+}
+// ANCHOR_END: recover_the_residual_in_the_backward_pass
 
 // ANCHOR: compute_the_input_gradient
 /* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), with g = gamma * dy:

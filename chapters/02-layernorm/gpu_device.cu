@@ -8,12 +8,23 @@ struct DeviceProblem {
     float *x, *gamma, *beta, *dy, *y, *mean, *rstd, *dx, *dgamma, *dbeta, *scratch;
 };
 
+/* Enough scratch for any backward version. */
+static size_t backward_scratch_floats(size_t n, size_t d)
+{
+    size_t most = 0;
+    for (int version = 1; version <= LAYERNORM_BACKWARD_GPU_VERSIONS; version++) {
+        size_t floats = layernorm_backward_gpu_scratch_floats(version, n, d);
+        most = floats > most ? floats : most;
+    }
+    return most;
+}
+
 extern "C" DeviceProblem *device_problem_new(size_t n, size_t d, int misalign)
 {
     DeviceProblem *g = new DeviceProblem();
     g->n = n;
     g->d = d;
-    size_t counts[11] = {n * d, d, d, n * d, n * d, n, n, n * d, d, d, layernorm_backward_gpu_scratch_floats(2, n, d)};
+    size_t counts[11] = {n * d, d, d, n * d, n * d, n, n, n * d, d, d, backward_scratch_floats(n, d)};
     float **arrays[11] = {&g->x,    &g->gamma, &g->beta,   &g->dy,    &g->y,      &g->mean,
                           &g->rstd, &g->dx,    &g->dgamma, &g->dbeta, &g->scratch};
     for (int i = 0; i < 11; i++) {

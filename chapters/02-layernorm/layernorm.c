@@ -112,7 +112,7 @@ static void normalize_span(float *restrict out, const float *restrict x, const f
                            const float *restrict beta, size_t count, LnRowStats stats)
 {
     for (size_t j = 0; j < count; j++)
-        out[j] = ln_affine(ln_normalize(x[j], stats.mean, stats.rstd), gamma[j], beta[j]);
+        out[j] = ln_affine(ln_normalize(x[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
 }
 
 /* One row, read from memory once: the first pass brings it into the L1
@@ -151,34 +151,38 @@ void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, c
 }
 // ANCHOR_END: normalize_rows
 
-/* sum(g) and sum(g * xhat) with g = gamma * dy, xhat recomputed from x. */
-static void backward_sums_f32(float *sum_g, float *sum_g_xhat, const float *dy, const float *x, const float *gamma,
-                              size_t d, float mean, float rstd)
+/* sum(g), sum(g * (x - mean)) and sum(x - mean), g = gamma * dy: the
+ * sums ln_backward_means turns into mean(g), mean(g * xhat) and the residual. */
+static LnBackwardMeans backward_sums_f32(const float *dy, const float *x, const float *gamma, size_t d, float mean,
+                                         float rstd)
 {
-    float acc_g[LANES] = {0}, acc_g_xhat[LANES] = {0};
+    float acc_g[LANES] = {0}, acc_g_centered[LANES] = {0}, acc_centered[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= d; i += LANES)
         for (int k = 0; k < LANES; k++) {
-            float g = gamma[i + k] * dy[i + k];
+            float g = gamma[i + k] * dy[i + k], centered = x[i + k] - mean;
             acc_g[k] += g;
-            acc_g_xhat[k] += g * ln_normalize(x[i + k], mean, rstd);
+            acc_g_centered[k] += g * centered;
+            acc_centered[k] += centered;
         }
     for (int k = 0; i < d; i++, k++) {
-        float g = gamma[i] * dy[i];
+        float g = gamma[i] * dy[i], centered = x[i] - mean;
         acc_g[k] += g;
-        acc_g_xhat[k] += g * ln_normalize(x[i], mean, rstd);
+        acc_g_centered[k] += g * centered;
+        acc_centered[k] += centered;
     }
-    *sum_g = add_lanes(acc_g);
-    *sum_g_xhat = add_lanes(acc_g_xhat);
+    return ln_backward_means(add_lanes(acc_g), add_lanes(acc_g_centered), add_lanes(acc_centered), (float)d, rstd);
 }
 
 // ANCHOR: differentiate_a_row
 /* dx for `count` elements of a row, and their share of dgamma and dbeta
  * added to the partial sums of the row's chunk. xhat is recomputed from x,
- * mean and rstd: two operations per element instead of a stored n x d
- * tensor. Also prefetches the next row's x and dy. */
+ * the saved mean and rstd, and the residual the row sums recovered: three
+ * operations per element instead of a stored n x d tensor. Also prefetches
+ * the next row's x and dy. */
 typedef struct {
-    float mean, rstd, mean_g, mean_g_xhat;
+    float mean, rstd;
+    LnBackwardMeans means;
     const float *next_x, *next_dy;
 } BackwardRow;
 
@@ -187,8 +191,8 @@ static void backward_span(float *restrict dx, float *restrict dgamma_part, float
                           const BackwardRow *r)
 {
     for (size_t j = 0; j < count; j++) {
-        float xhat = ln_normalize(x[j], r->mean, r->rstd);
-        dx[j] = ln_dx(gamma[j] * dy[j], xhat, r->mean_g, r->mean_g_xhat, r->rstd);
+        float xhat = ln_normalize(x[j], r->mean, r->means.residual, r->rstd);
+        dx[j] = ln_dx(gamma[j] * dy[j], xhat, r->means.mean_g, r->means.mean_g_xhat, r->rstd);
         dgamma_part[j] += dy[j] * xhat;
         dbeta_part[j] += dy[j];
     }
@@ -197,10 +201,7 @@ static void backward_span(float *restrict dx, float *restrict dgamma_part, float
 static void backward_row_f32(float *dx, float *dgamma_part, float *dbeta_part, const float *dy, const float *x,
                              const float *gamma, size_t d, BackwardRow r)
 {
-    float sum_g, sum_g_xhat;
-    backward_sums_f32(&sum_g, &sum_g_xhat, dy, x, gamma, d, r.mean, r.rstd);
-    r.mean_g = sum_g / (float)d;
-    r.mean_g_xhat = sum_g_xhat / (float)d;
+    r.means = backward_sums_f32(dy, x, gamma, d, r.mean, r.rstd);
     size_t j = unaligned_head(dx, d);
     backward_span(dx, dgamma_part, dbeta_part, dy, x, gamma, j, &r);
     for (; j + BLOCK <= d; j += BLOCK) {
@@ -238,7 +239,8 @@ void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scrat
             memset(dgamma_part, 0, 2 * d * sizeof *dgamma_part);
             for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
                 size_t next = row + 1 < n ? row + 1 : row;
-                BackwardRow r = {mean[row], rstd[row], 0.0f, 0.0f, x + next * d, dy + next * d};
+                BackwardRow r = {
+                    .mean = mean[row], .rstd = rstd[row], .next_x = x + next * d, .next_dy = dy + next * d};
                 backward_row_f32(dx + row * d, dgamma_part, dbeta_part, dy + row * d, x + row * d, gamma, d, r);
             }
         }

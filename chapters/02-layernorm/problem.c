@@ -280,6 +280,41 @@ LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
 }
 // ANCHOR_END: set_float_tolerances
 
+/* The larger of two errors; a NaN wins (fmax would drop it). */
+static double worse_error(double a, double b)
+{
+    return isnan(a) || b <= a ? a : b;
+}
+
+static double max_error(const float *got, const double *ref, size_t count)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < count; i++)
+        worst = worse_error(worst, fabs(got[i] - ref[i]));
+    return worst;
+}
+
+LnMaxErrors ln_max_errors(const LnProblem *p, const LnReference *ref)
+{
+    LnMaxErrors e = {max_error(p->y, ref->y, p->n * p->d), max_error(p->dx, ref->dx, p->n * p->d),
+                     max_error(p->dgamma, ref->dgamma, p->d)};
+    return e;
+}
+
+enum { OFFSET_ROWS = 64, OFFSET_D = 1024, OFFSET_SEED = 5 };
+
+LnMaxErrors ln_errors_at_offset(double offset, LnRunKernels run, void *context, const char **refused)
+{
+    LnProblem p = ln_problem_new(OFFSET_ROWS, OFFSET_D, 1e-5f);
+    ln_problem_fill_random(&p, OFFSET_SEED, offset, 1.0);
+    *refused = run(&p, context);
+    LnReference ref = ln_reference_compute(&p);
+    LnMaxErrors errors = ln_max_errors(&p, &ref);
+    ln_reference_free(&ref);
+    ln_problem_free(&p);
+    return errors;
+}
+
 bool ln_comparison_print(FILE *out, const char *label, const LnComparison *c)
 {
     char what[128];

@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/rng.h"
 #include "common/testing.h"
+#include "tests/02-layernorm/offset_goal.h"
 
 static LnProblem random_problem(NormKind norm, size_t n, size_t d, uint64_t seed, double x_mean, double x_std)
 {
@@ -152,6 +153,13 @@ static void test_bound_catches_a_worse_mean(void)
     ln_problem_free(&p);
 }
 
+static const char *run_cpu(LnProblem *p, void *context)
+{
+    (void)context;
+    ln_problem_run_cpu(p);
+    return NULL;
+}
+
 /* The two double backward passes: the compact formula and the
  * node-by-node chain rule agree to rounding, about 1e-12 relative. */
 static void test_node_by_node_agrees(size_t n, size_t d)
@@ -205,6 +213,7 @@ int main(void)
     test_nonfinite_row_stays_in_its_row(NORM_LAYER, -INFINITY);
     test_nonfinite_row_stays_in_its_row(NORM_RMS, NAN);
     test_bound_catches_a_worse_mean();
+    expect_offset_costs_nothing(run_cpu, NULL, "CPU");
     test_alignment_and_scratch_do_not_matter();
     test_node_by_node_agrees(64, 768);
     test_node_by_node_agrees(7, 2);

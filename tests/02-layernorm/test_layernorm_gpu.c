@@ -9,6 +9,7 @@
 #include "common/cuda_util.h"
 #include "common/testing.h"
 #include "kernels/layernorm.h"
+#include "tests/02-layernorm/offset_goal.h"
 
 /* The most rows of any shape: 4097, unless --max-rows asks for fewer. The
  * tests' CUDA emulator, which runs every GPU thread on the CPU, asks for 301:
@@ -48,6 +49,33 @@ static void test_backward_is_deterministic(void)
     ln_problem_free(&b);
 }
 
+typedef struct {
+    int forward, backward;
+} VersionPair;
+
+static const char *run_versions(LnProblem *p, void *context)
+{
+    const VersionPair *pair = context;
+    return gpu_run_problem(p, pair->forward, pair->backward, 0);
+}
+
+/* Every forward version with backward 2, and backward 1 after forward 3:
+ * each kernel centres its rows exactly. */
+static void test_offset_costs_nothing(void)
+{
+    const VersionPair pairs[] = {
+        {1, 2},
+        {2, 2},
+        {3, 2},
+        {3, 1},
+    };
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        char label[64];
+        snprintf(label, sizeof label, "GPU forward %d, backward %d", pairs[k].forward, pairs[k].backward);
+        expect_offset_costs_nothing(run_versions, (void *)&pairs[k], label);
+    }
+}
+
 static void test_rows_too_long_are_refused(void)
 {
     /* 8193 single floats (misaligned) need more than 1024 threads x 8. */
@@ -80,5 +108,6 @@ int main(int argc, char **argv)
     test_every_version_on_every_shape();
     test_backward_is_deterministic();
     test_rows_too_long_are_refused();
+    test_offset_costs_nothing();
     return test_finish();
 }

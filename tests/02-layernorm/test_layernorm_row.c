@@ -47,9 +47,48 @@ static void test_nan_statistics_stay_nan(void)
     EXPECT(isnan(stats.rstd), "a NaN sum of squares alone gives a NaN rstd: got %.9g", stats.rstd);
 }
 
+/* m0 = 1e4 and a correction c that m = m0 + c cannot hold: the residual
+ * is exactly what m dropped, m + r = m0 + c in double (exact there: all
+ * three are floats within 2^24 ulps of one another). Also through the
+ * statistics, and for a mean held in double. */
+static void test_residual_keeps_what_the_mean_lost(void)
+{
+    const float first_mean = 1e4f, corrections[] = {0x1.2345p-9f, -0x1.fffffep-8f, 3e-4f, 0.0f};
+    for (int k = 0; k < 4; k++) {
+        float c = corrections[k], m = first_mean + c, r = ln_mean_residual(first_mean, c, m);
+        EXPECT((double)m + (double)r == (double)first_mean + (double)c,
+               "m0 + c = m + r exactly for c = %a: m = %a, r = %a", c, m, r);
+        LnRowStats stats = ln_stats_from_deviations(first_mean, c * 8.0f, 8.0f, 8.0f, 0.0f);
+        EXPECT(stats.mean == m && stats.residual == r, "the statistics carry it (c = %a)", c);
+    }
+    double exact = 1e4 + 0x1.2345p-9;
+    LnRowStats wide = ln_stats_from_double(exact, 4.0, 0.0f);
+    EXPECT((double)wide.mean + (double)wide.residual == exact && wide.rstd == 0.5f,
+           "a double mean splits into float mean + residual exactly: %a + %a", wide.mean, wide.residual);
+}
+
+/* x = {10, 11, 13} seen from a saved mean m = 11 (the true mean is 34/3):
+ * x - m = -1, 0, 2, so the residual is 1/3; with g = {1, 2, 3} and rstd 2,
+ * sum(g) = 6, sum(g (x - m)) = 5, and sum(g xhat) = 2 (5 - 6/3) = 6, which
+ * the direct sum of g ((x - m) - 1/3) * 2 gives too. */
+static void test_backward_means_recover_the_residual(void)
+{
+    LnBackwardMeans means = ln_backward_means(6.0f, 5.0f, 1.0f, 3.0f, 2.0f);
+    EXPECT(means.residual == 1.0f / 3.0f, "residual mean(x - m) = 1/3: got %.9g", means.residual);
+    EXPECT(means.mean_g == 2.0f, "mean(g) = 2: got %.9g", means.mean_g);
+    float direct = 0.0f;
+    const float g[] = {1.0f, 2.0f, 3.0f}, centered[] = {-1.0f, 0.0f, 2.0f};
+    for (int j = 0; j < 3; j++)
+        direct += g[j] * ln_normalize(centered[j] + 11.0f, 11.0f, means.residual, 2.0f);
+    EXPECT(fabsf(means.mean_g_xhat - direct / 3.0f) <= 1e-6f && fabsf(means.mean_g_xhat - 2.0f) <= 1e-6f,
+           "mean(g xhat) = 2 expanded, %.9g directly: got %.9g (1e-6: a few roundings of 2)", direct / 3.0f,
+           means.mean_g_xhat);
+}
+
 static void test_normalize_and_dx(void)
 {
-    EXPECT(ln_normalize(5.0f, 3.0f, 0.5f) == 1.0f, "(5 - 3) * 0.5 = 1");
+    EXPECT(ln_normalize(5.0f, 3.0f, 0.0f, 0.5f) == 1.0f, "(5 - 3) * 0.5 = 1");
+    EXPECT(ln_normalize(5.0f, 3.0f, 0.5f, 0.5f) == 0.75f, "((5 - 3) - 0.5) * 0.5 = 0.75");
     EXPECT(ln_affine(1.0f, 2.0f, 0.25f) == 2.25f, "2 * 1 + 0.25");
     /* dx = rstd (g - mean(g) - xhat mean(g xhat)) = 2 (3 - 1 - 0.5 * 2) = 2 */
     EXPECT(ln_dx(3.0f, 0.5f, 1.0f, 2.0f, 2.0f) == 2.0f, "compact formula, exact small numbers");
@@ -106,6 +145,8 @@ int main(void)
     test_rstd_is_two_rounded_operations();
     test_statistics_from_deviations();
     test_nan_statistics_stay_nan();
+    test_residual_keeps_what_the_mean_lost();
+    test_backward_means_recover_the_residual();
     test_normalize_and_dx();
     test_row_plan();
     test_alignment();

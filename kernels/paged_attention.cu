@@ -79,7 +79,8 @@ template <int kWords> __device__ __forceinline__ void load_words(const uint8_t *
 // ANCHOR: dequantize_in_registers
 /* A lane's kChannels numbers of one row, from the bytes it loaded, times
  * `scale` (1 for unscaled formats). The arithmetic is kernels/kv_quant.h's:
- * an fp16 through half_to_float, an INT4 nibble through int4_low/int4_high. */
+ * an fp16 through half_to_float, an INT4 nibble through int4_low/int4_high,
+ * a pair of FP8 numbers through fp8_pair_to_floats. */
 template <KvNumber kNumber, int kChannels, int kWords>
 __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], float scale, float (&x)[kChannels])
 {
@@ -92,7 +93,12 @@ __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], floa
         } else if constexpr (kNumber == KV_NUMBER_INT8) {
             x[i] = static_cast<float>(static_cast<int8_t>(words[i / 4] >> (8 * (i % 4)))) * scale;
         } else if constexpr (kNumber == KV_NUMBER_FP8_E4M3 || kNumber == KV_NUMBER_FP8_E5M2) {
-            x[i] = fp8_to_float(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4))), kv_fp8_format(kNumber)) * scale;
+            /* Two at a time, from an even channel: one instruction per pair on sm_89 and later. */
+            if (i % 2 == 0) {
+                uint16_t pair = static_cast<uint16_t>(words[i / 4] >> (8 * (i % 4)));
+                fp8_pair_to_floats(pair, kv_fp8_format(kNumber), &x[i], &x[i + 1]);
+                x[i] *= scale, x[i + 1] *= scale;
+            }
         } else {
             uint8_t byte = static_cast<uint8_t>(words[i / 8] >> (8 * (i / 2 % 4)));
             x[i] = static_cast<float>(i % 2 == 0 ? int4_low(byte) : int4_high(byte)) * scale;

@@ -32,6 +32,7 @@
 
 #include "common/hostdevice.h"
 #include "kernels/float_bits.h"
+#include "kernels/fp16.h"
 
 #define FP8_E4M3_MAX 448.0f
 #define FP8_E5M2_MAX 57344.0f
@@ -105,6 +106,41 @@ HOST_DEVICE static inline uint8_t fp8_from_float(float x, Fp8Format f)
     return (uint8_t)(sign | (uint8_t)rintf(float_from_bits(magnitude) * units_per_one));
 }
 // ANCHOR_END: encode_a_float_as_fp8
+
+// ANCHOR: decode_two_fp8_numbers_in_hardware
+/* Two FP8 numbers, the one in the low byte of `pair` first. From sm_89 on
+ * (Ada, Hopper), one instruction converts both to fp16 and two more widen
+ * those to float; elsewhere, on the CPU and in the emulator, fp8_to_float
+ * decodes each. Both routes give the same floats, because the step through
+ * fp16 rounds nothing:
+ *
+ *   E5M2 is fp16 cut short: the same sign, the same 5 exponent bits with
+ *   the same bias 15, and the top 2 of fp16's 10 mantissa bits. code << 8
+ *   is the fp16 of the same value, infinities, NaNs and subnormals alike.
+ *   E4M3's values are m 2^e with an integer m < 16, from 2^-9 to 448 in
+ *   magnitude; fp16 holds 11 significant bits and normal numbers from
+ *   2^-14 to 65504, so every one of them exactly. Its NaN becomes a NaN.
+ *
+ * fp16 to float is exact too. test_fp8 checks both facts on every code,
+ * and test_fp8_vs_cuda checks cuda_fp8.h's pair conversion, which runs
+ * this instruction on the GPU, against fp8_to_float. */
+HOST_DEVICE static inline void fp8_pair_to_floats(uint16_t pair, Fp8Format f, float *first, float *second)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+    uint32_t halves;
+    if (f.has_infinity) {
+        asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(halves) : "h"(pair));
+    } else {
+        asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(halves) : "h"(pair));
+    }
+    *first = half_to_float((uint16_t)halves);
+    *second = half_to_float((uint16_t)(halves >> 16));
+#else
+    *first = fp8_to_float((uint8_t)pair, f);
+    *second = fp8_to_float((uint8_t)(pair >> 8), f);
+#endif
+}
+// ANCHOR_END: decode_two_fp8_numbers_in_hardware
 
 HOST_DEVICE static inline float fp8_e4m3_to_float(uint8_t code)
 {

@@ -18,9 +18,10 @@
  *     (keys in the KIVI layout: their outliers live in fixed channels).
  *
  * FP8 rows hold E4M3 or E5M2 numbers (kernels/fp8.h) and no scales: a
- * number reads back as fp8 * tensor_scale, one scale for all the keys (or
- * all the values) of the cache, kept beside the layout, as vLLM keeps one
- * k_scale and one v_scale per attention layer.
+ * number reads back as fp8 * scale, with the scale kept beside the layout,
+ * not in the blocks: one for all the keys (or all the values) of a layer,
+ * as vLLM keeps one k_scale and one v_scale per attention layer, or one per
+ * kv head (head_scales), as vLLM does with per-attention-head scales.
  *
  * INT4 packs two numbers per byte. In quantized formats the rows and the
  * scales each start 16 bytes apart from the start of the run, so a GPU
@@ -51,7 +52,13 @@ typedef enum {
 } KvNumber;
 
 /* Which numbers share a scale. */
-typedef enum { KV_SCALE_NONE, KV_SCALE_PER_TOKEN, KV_SCALE_PER_CHANNEL, KV_SCALE_PER_TENSOR } KvScaleAxis;
+typedef enum {
+    KV_SCALE_NONE,
+    KV_SCALE_PER_TOKEN,
+    KV_SCALE_PER_CHANNEL,
+    KV_SCALE_PER_TENSOR,
+    KV_SCALE_PER_HEAD
+} KvScaleAxis;
 
 typedef struct {
     KvNumber number;
@@ -59,6 +66,9 @@ typedef struct {
     int group;          /* per token: channels sharing a scale (the last group may be shorter) */
     PagedKvShape shape; /* block_size, n_kv_heads, head_dim */
     float tensor_scale; /* per tensor: what every stored number is multiplied by */
+    /* Per head: head_scales[kv_head] for that head's numbers, n_kv_heads of
+     * them, in the memory the pool is in (the GPU's for the kernels). */
+    const float *head_scales;
 } KvBlockLayout;
 
 /* The formats of a whole cache: how its keys and its values are stored. */
@@ -83,6 +93,42 @@ HOST_DEVICE static inline Fp8Format kv_fp8_format(KvNumber number)
     return number == KV_NUMBER_FP8_E4M3 ? fp8_e4m3() : fp8_e5m2();
 }
 
+HOST_DEVICE static inline bool kv_number_is_fp8(KvNumber number)
+{
+    return number == KV_NUMBER_FP8_E4M3 || number == KV_NUMBER_FP8_E5M2;
+}
+
+// ANCHOR: give_each_kv_head_its_fp8_scale
+/* Scales per kv head: the layout's FP8 numbers of head h read back as
+ * fp8 * scales[h]. `scales` must outlive the layout. */
+HOST_DEVICE static inline KvBlockLayout kv_fp8_per_head(KvBlockLayout l, const float *scales)
+{
+    l.axis = KV_SCALE_PER_HEAD;
+    l.head_scales = scales;
+    return l;
+}
+
+/* The layout one kv head's rows are read and written with: with scales per
+ * head, that head's scale becomes the scale of the whole (per tensor), so
+ * that the row functions below need no head number. */
+HOST_DEVICE static inline KvBlockLayout kv_head_layout(KvBlockLayout l, int kv_head)
+{
+    if (l.axis == KV_SCALE_PER_HEAD) {
+        l.axis = KV_SCALE_PER_TENSOR;
+        l.tensor_scale = l.head_scales[kv_head];
+    }
+    return l;
+}
+
+/* The scale of an FP8 row. A layout with scales per head that was not
+ * narrowed to one head by kv_head_layout has none: NaN, so that the mistake
+ * shows in every number rather than reading the wrong scale. */
+HOST_DEVICE static inline float kv_fp8_row_scale(KvBlockLayout l)
+{
+    return l.axis == KV_SCALE_PER_TENSOR ? l.tensor_scale : NAN;
+}
+// ANCHOR_END: give_each_kv_head_its_fp8_scale
+
 /* The largest integer a quantized number uses: symmetric, so INT4 uses
  * -7..7 (and leaves -8 unused), INT8 -127..127. */
 HOST_DEVICE static inline int kv_qmax(KvNumber number)
@@ -92,7 +138,7 @@ HOST_DEVICE static inline int kv_qmax(KvNumber number)
 
 HOST_DEVICE static inline KvBlockLayout kv_layout(KvFormat format, bool keys, PagedKvShape shape, int int4_group)
 {
-    KvBlockLayout layout = {KV_NUMBER_FLOAT32, KV_SCALE_NONE, shape.head_dim, shape, 1.0f};
+    KvBlockLayout layout = {KV_NUMBER_FLOAT32, KV_SCALE_NONE, shape.head_dim, shape, 1.0f, NULL};
     switch (format) {
     case KV_FORMAT_FLOAT32:
     case KV_FORMAT_COUNT:
@@ -153,6 +199,7 @@ HOST_DEVICE static inline int kv_scale_count(KvBlockLayout l)
         return l.shape.head_dim;
     case KV_SCALE_NONE:
     case KV_SCALE_PER_TENSOR:
+    case KV_SCALE_PER_HEAD:
         break;
     }
     return 0;
@@ -292,8 +339,8 @@ HOST_DEVICE static inline float kv_load(KvBlockLayout l, const uint8_t *head, in
         memcpy(&bits, row + 2 * (size_t)channel, sizeof bits);
         return half_to_float(bits);
     }
-    if (l.axis == KV_SCALE_PER_TENSOR) {
-        return fp8_to_float(row[channel], kv_fp8_format(l.number)) * l.tensor_scale;
+    if (kv_number_is_fp8(l.number)) {
+        return fp8_to_float(row[channel], kv_fp8_format(l.number)) * kv_fp8_row_scale(l);
     }
     return (float)kv_load_integer(l, row, channel) * kv_load_scale(l, head, kv_scale_index(l, slot, channel));
 }
@@ -309,10 +356,11 @@ HOST_DEVICE static inline void kv_load_row(KvBlockLayout l, const uint8_t *head,
         for (int c = 0; c < head_dim; c++) {
             out[c] = kv_load(l, head, slot, c);
         }
-    } else if (l.axis == KV_SCALE_PER_TENSOR) {
+    } else if (kv_number_is_fp8(l.number)) {
         Fp8Format format = kv_fp8_format(l.number);
+        float scale = kv_fp8_row_scale(l);
         for (int c = 0; c < head_dim; c++) {
-            out[c] = fp8_to_float(row[c], format) * l.tensor_scale;
+            out[c] = fp8_to_float(row[c], format) * scale;
         }
     } else if (l.axis == KV_SCALE_PER_CHANNEL) {
         for (int c = 0; c < head_dim; c++) {
@@ -365,8 +413,9 @@ HOST_DEVICE static inline float kv_fp8_scale_for(float largest, KvNumber number)
 HOST_DEVICE static inline void kv_store_fp8_row(KvBlockLayout l, uint8_t *row, const float *x)
 {
     Fp8Format format = kv_fp8_format(l.number);
+    float scale = kv_fp8_row_scale(l);
     for (int c = 0; c < l.shape.head_dim; c++) {
-        row[c] = fp8_from_float(x[c] / l.tensor_scale, format);
+        row[c] = fp8_from_float(x[c] / scale, format);
     }
 }
 // ANCHOR_END: scale_and_round_to_fp8
@@ -388,7 +437,7 @@ HOST_DEVICE static inline void kv_store_row(KvBlockLayout l, uint8_t *head, int 
         }
         return;
     }
-    if (l.axis == KV_SCALE_PER_TENSOR) {
+    if (kv_number_is_fp8(l.number)) {
         kv_store_fp8_row(l, row, x);
         return;
     }

@@ -48,6 +48,7 @@ template <KvFormat kFormat, int kHeadDim> struct LanePlan {
     static constexpr int kWords = kChannels * kBits / 32; /* 32-bit words of a lane's part of a row */
     static constexpr bool kKeysPerChannel = kFormat == KV_FORMAT_KIVI4;
     static constexpr bool kScaledPerToken = kNumber == KV_NUMBER_INT8 || kNumber == KV_NUMBER_INT4;
+    /* FP8: one scale for all of a kv head's numbers (per tensor or per head). */
     static constexpr bool kScaledPerTensor = kNumber == KV_NUMBER_FP8_E4M3 || kNumber == KV_NUMBER_FP8_E5M2;
     static_assert(kHeadDim % kChannels == 0 && kLanes >= 1 && kLanes <= kWarpSize && kWarpSize % kLanes == 0,
                   "a row must split evenly over at most a warp");
@@ -78,8 +79,10 @@ template <int kWords> __device__ __forceinline__ void load_words(const uint8_t *
 
 // ANCHOR: dequantize_in_registers
 /* A lane's kChannels numbers of one row, from the bytes it loaded, times
- * `scale` (1 for unscaled formats). The arithmetic is kernels/kv_quant.h's:
- * an fp16 through half_to_float, an INT4 nibble through int4_low/int4_high. */
+ * `scale` (1 for unscaled formats; FP8's scale, one per kv head, is applied
+ * by attend_range to the query and the sum instead). The arithmetic is kernels/kv_quant.h's:
+ * an fp16 through half_to_float, an INT4 nibble through int4_low/int4_high,
+ * a pair of FP8 numbers through fp8_pair_to_floats. */
 template <KvNumber kNumber, int kChannels, int kWords>
 __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], float scale, float (&x)[kChannels])
 {
@@ -92,7 +95,11 @@ __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], floa
         } else if constexpr (kNumber == KV_NUMBER_INT8) {
             x[i] = static_cast<float>(static_cast<int8_t>(words[i / 4] >> (8 * (i % 4)))) * scale;
         } else if constexpr (kNumber == KV_NUMBER_FP8_E4M3 || kNumber == KV_NUMBER_FP8_E5M2) {
-            x[i] = fp8_to_float(static_cast<uint8_t>(words[i / 4] >> (8 * (i % 4))), kv_fp8_format(kNumber)) * scale;
+            /* Two at a time, from an even channel: one instruction per pair on sm_89 and later. */
+            if (i % 2 == 0) {
+                uint16_t pair = static_cast<uint16_t>(words[i / 4] >> (8 * (i % 4)));
+                fp8_pair_to_floats(pair, kv_fp8_format(kNumber), &x[i], &x[i + 1]);
+            }
         } else {
             uint8_t byte = static_cast<uint8_t>(words[i / 8] >> (8 * (i / 2 % 4)));
             x[i] = static_cast<float>(i % 2 == 0 ? int4_low(byte) : int4_high(byte)) * scale;
@@ -115,8 +122,7 @@ __device__ __forceinline__ void load_slot(const KernelParams &p, const uint8_t *
     size_t offset = static_cast<size_t>(first_channel) * Plan::kBits / 8;
     load_words(key_head + slot * kv_row_bytes(p.keys) + offset, s.key);
     load_words(value_head + slot * kv_row_bytes(p.values) + offset, s.value);
-    s.key_scale = Plan::kScaledPerTensor ? p.keys.tensor_scale : 1.0f;
-    s.value_scale = Plan::kScaledPerTensor ? p.values.tensor_scale : 1.0f;
+    s.key_scale = s.value_scale = 1.0f;
     if constexpr (Plan::kScaledPerToken) {
         /* A lane's channels lie in one scale group (kChannels divides the group). */
         s.value_scale = kv_load_scale(p.values, value_head, kv_scale_index(p.values, slot, first_channel));
@@ -213,6 +219,15 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
         float4 v = q4[i];
         q[4 * i] = v.x, q[4 * i + 1] = v.y, q[4 * i + 2] = v.z, q[4 * i + 3] = v.w;
     }
+    /* FP8: one scale for all of this kv head's keys (per tensor or per head,
+     * kv_quant.h), so it multiplies the query once instead of every key. */
+    if constexpr (Plan::kScaledPerTensor) {
+        const float key_scale = kv_fp8_row_scale(kv_head_layout(p.keys, kv_head));
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            q[i] *= key_scale;
+        }
+    }
     LaneState<kChannels> state;
     state.softmax = softmax_state_empty();
 #pragma unroll
@@ -275,6 +290,14 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
                     }
                 }
             }
+        }
+    }
+    /* FP8: the values' one scale multiplies their weighted sum, once. */
+    if constexpr (Plan::kScaledPerTensor) {
+        const float value_scale = kv_fp8_row_scale(kv_head_layout(p.values, kv_head));
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            state.acc[i] *= value_scale;
         }
     }
     merge_token_groups<kLanes>(state);

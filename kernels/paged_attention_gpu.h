@@ -2,7 +2,7 @@
  * sequence attends over the sequence's keys and values, found through its
  * block table in a pool of blocks in any format of kernels/kv_quant.h
  * (float32, fp16, INT8, INT4, INT4 with keys per channel, FP8 E4M3 and E5M2
- * with a scale per tensor), dequantized in registers as they are read. Two versions:
+ * with a scale per tensor or per kv head), dequantized in registers as they are read. Two versions:
  *
  *   1  one thread block per (sequence, query head) walks the whole context,
  *      with an online softmax; a query head reads the kv head of its group;
@@ -53,7 +53,10 @@ typedef struct {
     PagedKvShape shape; /* block_size, n_kv_heads, head_dim */
     KvFormat format;
     int int4_group;
-    float key_scale, value_scale;         /* FP8: the per-tensor scales (kv_quant.h); others ignore them */
+    float key_scale, value_scale; /* FP8: the per-tensor scales (kv_quant.h); others ignore them */
+    /* FP8 with scales per kv head: [n_kv_heads] each, in place of key_scale
+     * and value_scale; NULL for per tensor. */
+    const float *key_head_scales, *value_head_scales;
     const float *queries;                 /* [batch][n_heads][head_dim] */
     const uint8_t *key_pool, *value_pool; /* num_blocks blocks of kv_layout(format, ...) each */
     int num_blocks;

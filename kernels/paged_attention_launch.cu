@@ -76,6 +76,7 @@ struct PagedAttentionGpuRun {
     float *queries, *out;
     uint8_t *key_pool, *value_pool;
     int32_t *block_tables, *lengths;
+    float *key_head_scales, *value_head_scales; /* FP8 per kv head; NULL otherwise */
     float *partial_acc;
     SoftmaxState *partial_state;
     size_t workspace_items; /* (sequence, head, partition) items the workspace holds */
@@ -97,6 +98,11 @@ extern "C" int paged_attention_gpu_threads_per_block(void)
     return kThreads;
 }
 
+static bool usable_scale(float scale)
+{
+    return scale > 0.0f && scale <= FLT_MAX;
+}
+
 /* The problem's scalars and host arrays must make every device read land
  * inside the copies: lengths within the tables, blocks within the pool. */
 static const char *check_problem(const PagedAttentionProblem *p)
@@ -106,8 +112,16 @@ static const char *check_problem(const PagedAttentionProblem *p)
         return gpu_refusal("unknown cache format %d", static_cast<int>(p->format));
     }
     bool fp8 = p->format == KV_FORMAT_FP8_E4M3 || p->format == KV_FORMAT_FP8_E5M2;
-    if (fp8 &&
-        !(p->key_scale > 0.0f && p->key_scale <= FLT_MAX && p->value_scale > 0.0f && p->value_scale <= FLT_MAX)) {
+    if (fp8 && (p->key_head_scales == nullptr) != (p->value_head_scales == nullptr)) {
+        return "FP8 scales per kv head for keys and values, or for neither";
+    }
+    for (int h = 0; fp8 && p->key_head_scales != nullptr && h < s.n_kv_heads; h++) {
+        if (!usable_scale(p->key_head_scales[h]) || !usable_scale(p->value_head_scales[h])) {
+            return gpu_refusal("FP8 scales %g and %g of kv head %d: they must be positive and finite",
+                               p->key_head_scales[h], p->value_head_scales[h], h);
+        }
+    }
+    if (fp8 && p->key_head_scales == nullptr && !(usable_scale(p->key_scale) && usable_scale(p->value_scale))) {
         return gpu_refusal("FP8 scales %g and %g: they must be positive and finite", p->key_scale, p->value_scale);
     }
     if (s.head_dim != 64 && s.head_dim != 128 && s.head_dim != 256) {
@@ -149,7 +163,12 @@ extern "C" const char *paged_attention_gpu_run_new(PagedAttentionGpuRun **made, 
     run->problem = p;
     run->keys = kv_layout(p.format, true, p.shape, p.int4_group);
     run->values = kv_layout(p.format, false, p.shape, p.int4_group);
-    if (run->keys.axis == KV_SCALE_PER_TENSOR) {
+    if (run->keys.axis == KV_SCALE_PER_TENSOR && p.key_head_scales != nullptr) {
+        run->key_head_scales = device_copy(p.key_head_scales, static_cast<size_t>(p.shape.n_kv_heads));
+        run->value_head_scales = device_copy(p.value_head_scales, static_cast<size_t>(p.shape.n_kv_heads));
+        run->keys = kv_fp8_per_head(run->keys, run->key_head_scales);
+        run->values = kv_fp8_per_head(run->values, run->value_head_scales);
+    } else if (run->keys.axis == KV_SCALE_PER_TENSOR) {
         run->keys.tensor_scale = p.key_scale;
         run->values.tensor_scale = p.value_scale;
     }
@@ -170,8 +189,9 @@ extern "C" void paged_attention_gpu_run_free(PagedAttentionGpuRun *run)
     if (run == nullptr) {
         return;
     }
-    void *buffers[] = {run->queries,      run->out,     run->key_pool,    run->value_pool,
-                       run->block_tables, run->lengths, run->partial_acc, run->partial_state};
+    void *buffers[] = {run->queries,      run->out,          run->key_pool,        run->value_pool,
+                       run->block_tables, run->lengths,      run->key_head_scales, run->value_head_scales,
+                       run->partial_acc,  run->partial_state};
     for (void *buffer : buffers) {
         CUDA_CHECK(cudaFree(buffer));
     }

@@ -1,6 +1,7 @@
 #include "chapters/04-kv-cache/accuracy.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "chapters/04-kv-cache/paged_cache.h"
@@ -152,18 +153,28 @@ static double kl_divergence(const float *reference, const float *logits, int n)
 }
 // ANCHOR_END: compare_next_token_distributions
 
+/* FP8 scales, [layer][kv_head] for keys and for values; none: all 1. */
+typedef struct {
+    Fp8Scales kind;
+    const float *keys, *values;
+} ScalesUsed;
+
+static const ScalesUsed NO_SCALES = {FP8_SCALES_NONE, NULL, NULL};
+
 static AccuracyResult measure_format(const Model *model, const AccuracySetup *setup, KvFormat format,
-                                     const Request *reference)
+                                     const Request *reference, ScalesUsed scales)
 {
     const ModelConfig *c = &model->config;
     int steps = reference->n_generated, vocab = c->vocab_size;
     ErrorStats errors = {0};
     int num_blocks = paged_kv_blocks_for(reference->prompt_len + steps, setup->block_size);
     ComparingCache cache = comparing_cache_create(c, num_blocks, setup, format, &errors);
+    if (scales.keys != NULL)
+        paged_cache_set_fp8_scales(&cache.measured, scales.keys, scales.values);
     float *logits = ALLOC_ARRAY(float, (size_t)steps *vocab);
     run_teacher_forced(model, &cache.base, reference, logits);
 
-    AccuracyResult r = {.format = format, .steps = steps};
+    AccuracyResult r = {.format = format, .fp8_scales = scales.kind, .steps = steps};
     PagedCache *measured = &cache.measured;
     double key_bytes = (double)kv_head_bytes(measured->key_layout) / setup->block_size;
     double value_bytes = (double)kv_head_bytes(measured->value_layout) / setup->block_size;
@@ -186,7 +197,9 @@ static AccuracyResult measure_format(const Model *model, const AccuracySetup *se
     return r;
 }
 
-void accuracy_measure_all(const Model *model, const AccuracySetup *setup, AccuracyResult *results)
+/* The reference: a random prompt and setup->n_new greedy tokens, served
+ * with a float32 cache. */
+static Request *greedy_reference(const Model *model, const AccuracySetup *setup)
 {
     const Sampler greedy = {0};
     Rng rng;
@@ -194,9 +207,78 @@ void accuracy_measure_all(const Model *model, const AccuracySetup *setup, Accura
     Request *reference =
         requests_random(&model->config, &rng, 1, setup->prompt_len, setup->prompt_len, setup->n_new, setup->n_new);
     serve_each_alone(model, reference, 1, &greedy);
+    return reference;
+}
+
+void accuracy_measure_all(const Model *model, const AccuracySetup *setup, AccuracyResult *results)
+{
+    Request *reference = greedy_reference(model, setup);
     for (int f = 0; f < KV_FORMAT_COUNT; f++)
-        results[f] = measure_format(model, setup, (KvFormat)f, reference);
+        results[f] = measure_format(model, setup, (KvFormat)f, reference, NO_SCALES);
     requests_free(reference, 1);
+}
+
+// ANCHOR: calibrate_fp8_scales
+/* A calibration run: the reference's text through a float32 cache, and the
+ * largest magnitude of the keys and of the values it stored, per layer and
+ * kv head: largest_key[layer][kv_head], largest_value[...]. */
+static void calibrate(const Model *model, const AccuracySetup *setup, const Request *reference, float *largest_key,
+                      float *largest_value)
+{
+    const ModelConfig *c = &model->config;
+    int steps = reference->n_generated, stored = reference->prompt_len + steps - 1;
+    PagedCache cache =
+        paged_cache_create(c, 1, paged_kv_blocks_for(stored, setup->block_size), setup->block_size, false);
+    float *logits = ALLOC_ARRAY(float, (size_t)steps * c->vocab_size);
+    run_teacher_forced(model, &cache.base, reference, logits);
+    paged_cache_largest(&cache, 0, stored, largest_key, largest_value);
+    array_free(logits);
+    paged_cache_free(&cache);
+}
+
+/* The scales that put the largest magnitudes on the format's largest
+ * number: each kv head's own, or, per tensor, its layer's largest for all
+ * the layer's heads. */
+static void scales_from_largest(const ModelConfig *c, const float *largest, KvNumber number, Fp8Scales kind,
+                                float *scales)
+{
+    int heads = c->n_kv_heads;
+    for (int layer = 0; layer < c->n_layers; layer++) {
+        const float *of_layer = largest + (size_t)layer * heads;
+        float layer_largest = kv_largest_magnitude(of_layer, heads, 1);
+        for (int h = 0; h < heads; h++)
+            scales[layer * heads + h] =
+                kv_fp8_scale_for(kind == FP8_SCALES_PER_HEAD ? of_layer[h] : layer_largest, number);
+    }
+}
+// ANCHOR_END: calibrate_fp8_scales
+
+void accuracy_measure_fp8_scales(const Model *model, const AccuracySetup *setup, AccuracyResult *results)
+{
+    const ModelConfig *c = &model->config;
+    size_t count = (size_t)c->n_layers * c->n_kv_heads;
+    float *largest_key = ALLOC_ARRAY(float, count), *largest_value = ALLOC_ARRAY(float, count);
+    float *key_scales = ALLOC_ARRAY(float, count), *value_scales = ALLOC_ARRAY(float, count);
+    Request *reference = greedy_reference(model, setup);
+    calibrate(model, setup, reference, largest_key, largest_value);
+    const KvFormat formats[2] = {KV_FORMAT_FP8_E4M3, KV_FORMAT_FP8_E5M2};
+    for (int f = 0; f < 2; f++) {
+        KvNumber number = kv_layout(formats[f], true, (PagedKvShape){1, 1, 1}, 1).number;
+        for (int kind = 0; kind < FP8_SCALES_COUNT; kind++) {
+            ScalesUsed scales = NO_SCALES;
+            if (kind != FP8_SCALES_NONE) {
+                scales_from_largest(c, largest_key, number, (Fp8Scales)kind, key_scales);
+                scales_from_largest(c, largest_value, number, (Fp8Scales)kind, value_scales);
+                scales = (ScalesUsed){(Fp8Scales)kind, key_scales, value_scales};
+            }
+            results[f * FP8_SCALES_COUNT + kind] = measure_format(model, setup, formats[f], reference, scales);
+        }
+    }
+    requests_free(reference, 1);
+    array_free(largest_key);
+    array_free(largest_value);
+    array_free(key_scales);
+    array_free(value_scales);
 }
 
 static void sizes_table(const AccuracyResult *results, FILE *out, TableFormat format)
@@ -217,13 +299,22 @@ static void sizes_table(const AccuracyResult *results, FILE *out, TableFormat fo
     table_free(t);
 }
 
-static void accuracy_table(const AccuracyResult *results, FILE *out, TableFormat format)
+static const char *fp8_scales_name(Fp8Scales scales)
+{
+    return scales == FP8_SCALES_PER_HEAD ? "per kv head" : scales == FP8_SCALES_PER_TENSOR ? "per tensor" : "all 1";
+}
+
+/* Rows of results; with_scales names the FP8 scales of each. */
+static void accuracy_table(const AccuracyResult *results, int count, bool with_scales, FILE *out, TableFormat format)
 {
     const char *headers[] = {"cache", "attention error, mean", "max", "KL, mean (nats)", "max", "same top-1"};
     Table *t = table_new(6, headers, "lrrrrr");
-    for (int f = 0; f < KV_FORMAT_COUNT; f++) {
+    for (int f = 0; f < count; f++) {
         const AccuracyResult *r = &results[f];
-        table_cell(t, "%s", kv_format_name(r->format));
+        if (with_scales)
+            table_cell(t, "%s, scales %s", kv_format_name(r->format), fp8_scales_name(r->fp8_scales));
+        else
+            table_cell(t, "%s", kv_format_name(r->format));
         table_cell(t, "%.2e", r->attention_error_mean);
         table_cell(t, "%.2e", r->attention_error_max);
         table_cell(t, "%.2e", r->kl_mean);
@@ -232,6 +323,30 @@ static void accuracy_table(const AccuracyResult *results, FILE *out, TableFormat
     }
     table_print(t, out, format);
     table_free(t);
+}
+
+/* The FP8 formats with each kind of scale, and what per-head scales change
+ * against per-tensor ones, beside what a change of scale that moves no
+ * number out of range changes (all 1 to per tensor): the size of the
+ * differences rounding alone makes. */
+static void fp8_scales_report(const Model *model, const AccuracySetup *setup, FILE *out, TableFormat format)
+{
+    AccuracyResult results[2 * FP8_SCALES_COUNT];
+    accuracy_measure_fp8_scales(model, setup, results);
+    fprintf(out, "\nFP8 with its scales all 1, calibrated per tensor (layer), and per kv head:\n\n");
+    accuracy_table(results, 2 * FP8_SCALES_COUNT, true, out, format);
+    fprintf(out, "\nmean attention error, per kv head / per tensor (per tensor / all 1):");
+    bool same = true;
+    for (int f = 0; f < 2; f++) {
+        const AccuracyResult *r = results + f * FP8_SCALES_COUNT;
+        double head = r[FP8_SCALES_PER_HEAD].attention_error_mean / r[FP8_SCALES_PER_TENSOR].attention_error_mean;
+        double tensor = r[FP8_SCALES_PER_TENSOR].attention_error_mean / r[FP8_SCALES_NONE].attention_error_mean;
+        fprintf(out, "%s %s %.3f (%.3f)", f ? "," : "", kv_format_name(r->format), head, tensor);
+        same = same && fabs(head - 1) <= ACCURACY_FP8_SCALES_SAME;
+    }
+    fprintf(out, ": per kv head %s %.0f%% of per tensor%s\n", same ? "within" : "differs by more than",
+            100 * ACCURACY_FP8_SCALES_SAME,
+            same ? " in both formats, a difference of the size a change of scale alone makes" : "");
 }
 
 void accuracy_report(const ModelConfig *config, const AccuracySetup *setup, FILE *out, TableFormat format)
@@ -255,7 +370,8 @@ void accuracy_report(const ModelConfig *config, const AccuracySetup *setup, FILE
             sizes_table(results, out, format);
             fprintf(out, "\nthe seeded model as it is:\n\n");
         }
-        accuracy_table(results, out, format);
+        accuracy_table(results, KV_FORMAT_COUNT, false, out, format);
+        fp8_scales_report(&model, setup, out, format);
         model_free(&model);
     }
 }

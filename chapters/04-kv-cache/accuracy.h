@@ -19,8 +19,15 @@ typedef struct {
     uint64_t seed; /* of the prompt */
 } AccuracySetup;
 
+/* How an FP8 cache's scales are chosen: all 1 (no calibration, what vLLM
+ * uses when a checkpoint ships no scales), or calibrated on a float run
+ * over the text, one per layer for all the keys and one for all the values
+ * (vLLM's k_scale and v_scale), or one per layer and kv head. */
+typedef enum { FP8_SCALES_NONE, FP8_SCALES_PER_TENSOR, FP8_SCALES_PER_HEAD, FP8_SCALES_COUNT } Fp8Scales;
+
 typedef struct {
     KvFormat format;
+    Fp8Scales fp8_scales;
     double bytes_per_position;           /* keys and values of every layer, scales included */
     double bits_per_key, bits_per_value; /* per number, scales included */
     /* ||attention out - float attention out|| / ||float attention out|| over
@@ -35,6 +42,16 @@ typedef struct {
 /* The accuracy of each format against the float32 reference, in format
  * order (KV_FORMAT_FLOAT32 first, which must come out exact). */
 void accuracy_measure_all(const Model *model, const AccuracySetup *setup, AccuracyResult *results);
+
+/* FP8 E4M3, then E5M2, each with the scales of Fp8Scales in order:
+ * results[2 * FP8_SCALES_COUNT]. */
+void accuracy_measure_fp8_scales(const Model *model, const AccuracySetup *setup, AccuracyResult *results);
+
+/* Per-head and per-tensor FP8 scales count as the same accuracy when their
+ * mean attention errors are within this share of each other: calibrating
+ * scales that move no number out of the format's range changes the error
+ * by up to several percent (the tables print it), rounding alone. */
+#define ACCURACY_FP8_SCALES_SAME 0.10
 
 /* Keys with outlier channels: the pairs and gain the experiment gives them. */
 #define ACCURACY_OUTLIER_PAIRS 2

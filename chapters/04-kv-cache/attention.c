@@ -126,12 +126,7 @@ void kv_fp8_decode_table(KvBlockLayout l, float table[KV_FP8_CODES])
 {
     Fp8Format format = kv_fp8_format(l.number);
     for (int code = 0; code < KV_FP8_CODES; code++)
-        table[code] = fp8_to_float((uint8_t)code, format) * l.tensor_scale;
-}
-
-static bool is_fp8(KvBlockLayout l)
-{
-    return l.axis == KV_SCALE_PER_TENSOR;
+        table[code] = fp8_to_float((uint8_t)code, format) * kv_fp8_row_scale(l);
 }
 // ANCHOR_END: decode_fp8_through_a_table
 
@@ -161,11 +156,14 @@ void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, Kv
     int blocks = paged_kv_blocks_for(length, block_size);
     float key_table[KV_FP8_CODES], value_table[KV_FP8_CODES];
     const float *key_fp8 = NULL, *value_fp8 = NULL;
-    if (is_fp8(keys.layout)) {
+    /* FP8 scales per kv head: this head's (kernels/kv_quant.h). */
+    keys.layout = kv_head_layout(keys.layout, kv_head);
+    values.layout = kv_head_layout(values.layout, kv_head);
+    if (kv_number_is_fp8(keys.layout.number)) {
         kv_fp8_decode_table(keys.layout, key_table);
         key_fp8 = key_table;
     }
-    if (is_fp8(values.layout)) {
+    if (kv_number_is_fp8(values.layout.number)) {
         kv_fp8_decode_table(values.layout, value_table);
         value_fp8 = value_table;
     }

@@ -31,7 +31,8 @@ typedef struct {
 } KvPool;
 
 /* The 256 codes of an FP8 pool's numbers as the floats they read back as
- * (times the pool's tensor scale): what kv_load_row gives, by lookup. */
+ * (times the scale of its rows, kv_fp8_row_scale): what kv_load_row gives,
+ * by lookup. */
 enum { KV_FP8_CODES = 256 };
 void kv_fp8_decode_table(KvBlockLayout l, float table[KV_FP8_CODES]);
 

@@ -198,8 +198,8 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
     FormatBench *benches = ALLOC_ARRAY(FormatBench, KV_FORMAT_COUNT);
     bool ok[KV_FORMAT_COUNT];
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
-        const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f, 32,
-                                        9};
+        const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f,
+                                        32,    9,           false};
         benches[f].batch = decode_batch_create(&shape, lengths);
         benches[f].run = (FormatRun){&benches[f].batch, ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM)};
         attend_in_format(&benches[f].run);

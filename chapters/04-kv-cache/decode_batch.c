@@ -41,6 +41,7 @@ static void store_sequence(KvBlockLayout l, uint8_t *pool, const int32_t *table,
                            int length)
 {
     int block_size = l.shape.block_size, head_dim = l.shape.head_dim;
+    l = kv_head_layout(l, kv_head);
     for (int blk = 0; blk < paged_kv_blocks_for(length, block_size); blk++) {
         uint8_t *head = pool + kv_head_offset(l, table[blk], kv_head);
         const float *block_rows = rows + (size_t)blk * block_size * head_dim;
@@ -52,6 +53,25 @@ static void store_sequence(KvBlockLayout l, uint8_t *pool, const int32_t *table,
                 kv_store_row(l, head, slot, block_rows + (size_t)slot * head_dim);
         }
     }
+}
+
+static float head_gain(const DecodeBatch *b, int kv_head)
+{
+    return b->key_head_scales != NULL ? (float)(kv_head + 1) : 1.0f;
+}
+
+/* Scales per kv head, calibrated as above on each head's numbers. */
+static void give_heads_scales(DecodeBatch *b)
+{
+    int heads = b->shape.n_kv_heads;
+    b->key_head_scales = ALLOC_ARRAY(float, heads);
+    b->value_head_scales = ALLOC_ARRAY(float, heads);
+    for (int h = 0; h < heads; h++) {
+        b->key_head_scales[h] = kv_fp8_scale_for(4.0f * head_gain(b, h), b->key_layout.number);
+        b->value_head_scales[h] = kv_fp8_scale_for(head_gain(b, h), b->value_layout.number);
+    }
+    b->key_layout = kv_fp8_per_head(b->key_layout, b->key_head_scales);
+    b->value_layout = kv_fp8_per_head(b->value_layout, b->value_head_scales);
 }
 
 DecodeBatch decode_batch_create(const DecodeBatchShape *s, const int32_t *lengths)
@@ -69,6 +89,8 @@ DecodeBatch decode_batch_create(const DecodeBatchShape *s, const int32_t *length
          * and beyond 4 (one key in 16,000) saturate; values lie in [-1, 1]. */
         b.key_layout.tensor_scale = kv_fp8_scale_for(4.0f, b.key_layout.number);
         b.value_layout.tensor_scale = kv_fp8_scale_for(1.0f, b.value_layout.number);
+        if (s->fp8_per_head)
+            give_heads_scales(&b);
     }
     b.lengths = ALLOC_ARRAY(int32_t, s->batch);
     memcpy(b.lengths, lengths, sizeof(int32_t) * s->batch);
@@ -88,8 +110,9 @@ DecodeBatch decode_batch_create(const DecodeBatchShape *s, const int32_t *length
         const int32_t *table = b.block_tables + (size_t)seq * b.max_blocks;
         size_t floats = (size_t)lengths[seq] * s->head_dim;
         for (int h = 0; h < s->n_kv_heads; h++) {
-            rng_fill_normal_f32(&rng, keys, floats, 0, 1);
-            rng_fill_uniform_f32(&rng, values, floats, -1, 1);
+            float gain = head_gain(&b, h);
+            rng_fill_normal_f32(&rng, keys, floats, 0, gain);
+            rng_fill_uniform_f32(&rng, values, floats, -gain, gain);
             store_sequence(b.key_layout, b.key_pool, table, h, keys, lengths[seq]);
             store_sequence(b.value_layout, b.value_pool, table, h, values, lengths[seq]);
         }
@@ -106,6 +129,8 @@ void decode_batch_free(DecodeBatch *b)
     array_free(b->key_pool);
     array_free(b->value_pool);
     array_free(b->queries);
+    array_free(b->key_head_scales);
+    array_free(b->value_head_scales);
     *b = (DecodeBatch){0};
 }
 
@@ -114,6 +139,7 @@ static void load_sequence(KvBlockLayout l, const uint8_t *pool, const int32_t *t
                           float *rows)
 {
     int block_size = l.shape.block_size;
+    l = kv_head_layout(l, kv_head);
     for (int p = 0; p < length; p++) {
         const uint8_t *head = pool + kv_head_offset(l, table[p / block_size], kv_head);
         kv_load_row(l, head, p % block_size, rows + (size_t)p * l.shape.head_dim);
@@ -171,6 +197,7 @@ static double bytes_read(KvBlockLayout l, int length)
         return rows + 2.0 * paged_kv_blocks_for(length, l.shape.block_size) * l.shape.head_dim;
     case KV_SCALE_NONE:
     case KV_SCALE_PER_TENSOR:
+    case KV_SCALE_PER_HEAD:
         break;
     }
     return rows;

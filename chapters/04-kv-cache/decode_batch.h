@@ -6,6 +6,7 @@
 #ifndef CHAPTERS_04_KV_CACHE_DECODE_BATCH_H
 #define CHAPTERS_04_KV_CACHE_DECODE_BATCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,9 +17,10 @@ typedef struct {
     PagedKvShape shape; /* block_size, n_kv_heads, head_dim */
     KvFormat format;
     KvBlockLayout key_layout, value_layout;
-    int32_t *lengths;      /* [batch] */
-    int max_blocks;        /* columns of the block tables: blocks of the longest sequence */
-    int32_t *block_tables; /* [batch][max_blocks] */
+    float *key_head_scales, *value_head_scales; /* FP8 per kv head: [n_kv_heads]; NULL otherwise */
+    int32_t *lengths;                           /* [batch] */
+    int max_blocks;                             /* columns of the block tables: blocks of the longest sequence */
+    int32_t *block_tables;                      /* [batch][max_blocks] */
     int num_blocks;
     uint8_t *key_pool, *value_pool; /* [num_blocks] blocks of the layouts */
     float *queries;                 /* [batch][n_heads][head_dim] */
@@ -29,10 +31,14 @@ typedef struct {
     KvFormat format;
     int int4_group;
     uint64_t seed;
+    bool fp8_per_head; /* FP8 formats: a scale per kv head rather than per tensor */
 } DecodeBatchShape;
 
 /* Queries and keys normal, values uniform in [-1, 1], quantized into the
- * format as a cache would store them. */
+ * format as a cache would store them. With FP8 scales per kv head, kv head
+ * h's keys and values are h + 1 times larger, and its scales h + 1 times
+ * those of the first, so that a kernel reading another head's scale, or
+ * none, gets numbers off by a factor of two or more. */
 DecodeBatch decode_batch_create(const DecodeBatchShape *shape, const int32_t *lengths);
 void decode_batch_free(DecodeBatch *b);
 

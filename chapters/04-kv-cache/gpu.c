@@ -25,6 +25,8 @@ static PagedAttentionProblem problem_of(const DecodeBatch *b, int int4_group)
         .int4_group = int4_group,
         .key_scale = b->key_layout.tensor_scale,
         .value_scale = b->value_layout.tensor_scale,
+        .key_head_scales = b->key_head_scales,
+        .value_head_scales = b->value_head_scales,
         .queries = b->queries,
         .key_pool = b->key_pool,
         .value_pool = b->value_pool,
@@ -74,11 +76,14 @@ static const CheckCase CHECK_CASES[] = {
     {16,                     2,                          64,  7,  2, {1234, 15}                              },
 };
 
-/* One case in one format: every version and partition, one line each. */
-static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_group)
+/* One case in one format (FP8 with scales per tensor or per kv head):
+ * every version and partition, one line each. */
+static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_group, bool fp8_per_head)
 {
-    const DecodeBatchShape shape = {c->batch,      c->n_heads, c->n_kv_heads, c->head_dim,
-                                    c->block_size, format,     int4_group,    31};
+    const DecodeBatchShape shape = {c->batch,   c->n_heads, c->n_kv_heads, c->head_dim, c->block_size, format,
+                                    int4_group, 31,         fp8_per_head};
+    char format_name[64];
+    snprintf(format_name, sizeof format_name, "%s%s", kv_format_name(format), fp8_per_head ? " per head" : "");
     DecodeBatch b = decode_batch_create(&shape, c->lengths);
     PagedAttentionProblem problem = problem_of(&b, int4_group);
     PagedAttentionGpuRun *run;
@@ -94,7 +99,7 @@ static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_g
                  v == 2   ? " (partitions of 3 blocks)"
                  : v == 1 ? " (default partitions)"
                           : "",
-                 kv_format_name(format), c->n_heads, c->n_kv_heads, c->head_dim, c->block_size, c->batch);
+                 format_name, c->n_heads, c->n_kv_heads, c->head_dim, c->block_size, c->batch);
         why = paged_attention_gpu_run_once(run, versions[v], partitions[v], result);
         if (why != NULL)
             cli_fail_status(1, "%s: %s", what, why);
@@ -117,9 +122,11 @@ int gpu_check(FILE *out, int widest_heads)
                 c.n_heads = widest_heads;
                 c.n_kv_heads = widest_heads / 4;
             }
-            failures += check_case(out, &c, (KvFormat)f, 32);
+            failures += check_case(out, &c, (KvFormat)f, 32, false);
             if (f == KV_FORMAT_INT4 || f == KV_FORMAT_KIVI4)
-                failures += check_case(out, &c, (KvFormat)f, 64);
+                failures += check_case(out, &c, (KvFormat)f, 64, false);
+            if (f == KV_FORMAT_FP8_E4M3 || f == KV_FORMAT_FP8_E5M2)
+                failures += check_case(out, &c, (KvFormat)f, 32, true);
         }
     fprintf(out, "%d failed\n", failures);
     return failures;
@@ -190,7 +197,8 @@ static DecodeBatch bench_batch(int batch, int context, KvFormat format)
     int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
     for (int s = 0; s < batch; s++)
         lengths[s] = context;
-    const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, format, 32, 77};
+    const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, format,
+                                    32,    77,          false};
     DecodeBatch b = decode_batch_create(&shape, lengths);
     array_free(lengths);
     return b;

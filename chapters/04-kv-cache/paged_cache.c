@@ -1,5 +1,6 @@
 #include "chapters/04-kv-cache/paged_cache.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "chapters/04-kv-cache/attention.h"
@@ -36,6 +37,12 @@ static float *recent_key_rows(const PagedCache *cache, int seq, int layer, int k
     return cache->recent_keys + head * cache->shape.block_size * cache->shape.head_dim;
 }
 
+/* One layer's layout: with FP8 scales set, that layer's scale of each kv head. */
+static KvBlockLayout layer_layout(const PagedCache *cache, KvBlockLayout l, const float *scales, int layer)
+{
+    return scales != NULL ? kv_fp8_per_head(l, scales + (size_t)layer * cache->shape.n_kv_heads) : l;
+}
+
 // ANCHOR: store_a_position_in_the_block_format
 /* A position's key and value go into their block's slot, quantized as the
  * format says. Keys with per-channel scales need the block's other keys
@@ -56,9 +63,11 @@ static void paged_store(KvCache *base, int seq, int layer, int kv_head, int posi
         memcpy(recent + (size_t)slot * cache->shape.head_dim, key, sizeof(float) * cache->shape.head_dim);
         kv_store_block_per_channel(cache->key_layout, key_head, recent, slot + 1);
     } else {
-        kv_store_row(cache->key_layout, key_head, slot, key);
+        kv_store_row(kv_head_layout(layer_layout(cache, cache->key_layout, cache->key_scales, layer), kv_head),
+                     key_head, slot, key);
     }
-    kv_store_row(cache->value_layout, value_head, slot, value);
+    kv_store_row(kv_head_layout(layer_layout(cache, cache->value_layout, cache->value_scales, layer), kv_head),
+                 value_head, slot, value);
 }
 // ANCHOR_END: store_a_position_in_the_block_format
 
@@ -74,7 +83,8 @@ static void paged_attend(const KvCache *base, int seq, int layer, int kv_head, i
                      length, scores, out);
         return;
     }
-    KvPool key_pool = {keys, cache->key_layout}, value_pool = {values, cache->value_layout};
+    KvPool key_pool = {keys, layer_layout(cache, cache->key_layout, cache->key_scales, layer)};
+    KvPool value_pool = {values, layer_layout(cache, cache->value_layout, cache->value_scales, layer)};
     attend_paged_quantized(queries, n_queries, key_pool, value_pool, table, kv_head, length, cache->tile, scores, out);
 }
 
@@ -135,8 +145,48 @@ void paged_cache_free(PagedCache *cache)
     array_free(cache->values);
     array_free(cache->recent_keys);
     array_free(cache->tile);
+    array_free(cache->key_scales);
+    array_free(cache->value_scales);
     block_pool_free(&cache->pool);
     *cache = (PagedCache){0};
+}
+
+void paged_cache_set_fp8_scales(PagedCache *cache, const float *key_scales, const float *value_scales)
+{
+    size_t count = (size_t)cache->n_layers * cache->shape.n_kv_heads;
+    array_free(cache->key_scales);
+    array_free(cache->value_scales);
+    cache->key_scales = ALLOC_ARRAY(float, count);
+    cache->value_scales = ALLOC_ARRAY(float, count);
+    memcpy(cache->key_scales, key_scales, sizeof(float) * count);
+    memcpy(cache->value_scales, value_scales, sizeof(float) * count);
+}
+
+static void note_largest(KvBlockLayout l, const uint8_t *head, int count, float *largest)
+{
+    const float *rows = (const float *)head;
+    float block_largest = kv_largest_magnitude(rows, count * l.shape.head_dim, 1);
+    *largest = block_largest > *largest || isnan(block_largest) ? block_largest : *largest;
+}
+
+void paged_cache_largest(const PagedCache *cache, int seq, int length, float *largest_key, float *largest_value)
+{
+    int heads = cache->shape.n_kv_heads, block_size = cache->shape.block_size;
+    const int32_t *table = cache->tables[seq].blocks;
+    for (int layer = 0; layer < cache->n_layers; layer++) {
+        const uint8_t *keys = cache->keys + layer * cache->key_layer_bytes;
+        const uint8_t *values = cache->values + layer * cache->value_layer_bytes;
+        for (int h = 0; h < heads; h++) {
+            float *key = &largest_key[layer * heads + h], *value = &largest_value[layer * heads + h];
+            *key = *value = 0.0f;
+            for (int b = 0; b < paged_kv_blocks_for(length, block_size); b++) {
+                int count = paged_kv_positions_in_block(length, b, block_size);
+                note_largest(cache->key_layout, keys + kv_head_offset(cache->key_layout, table[b], h), count, key);
+                note_largest(cache->value_layout, values + kv_head_offset(cache->value_layout, table[b], h), count,
+                             value);
+            }
+        }
+    }
 }
 
 void paged_cache_fork(PagedCache *cache, int parent, int child)

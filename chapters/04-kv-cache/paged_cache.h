@@ -37,6 +37,9 @@ typedef struct {
      * partly filled block, [seq][layer][kv_head][slot][head_dim], from which
      * that block is quantized again whenever a key is added. NULL otherwise. */
     float *recent_keys;
+    /* FP8 scales set by paged_cache_set_fp8_scales, [layer][kv_head] for keys
+     * and for values; NULL: the layouts' tensor scale (1) everywhere. */
+    float *key_scales, *value_scales;
     float *tile;        /* one block of one kv head, dequantized, while attention reads it */
     BlockTable *tables; /* [n_seqs] */
 } PagedCache;
@@ -48,6 +51,15 @@ PagedCache paged_cache_create(const ModelConfig *config, int n_seqs, int num_blo
 PagedCache paged_cache_create_in(const ModelConfig *config, int n_seqs, int num_blocks, int block_size,
                                  bool prefix_caching, KvFormat format, int int4_group);
 void paged_cache_free(PagedCache *cache);
+
+/* An FP8 cache's scales, [n_layers][n_kv_heads] for keys and for values
+ * (copied): the same for every head of a layer for vLLM's per-tensor
+ * k_scale and v_scale, or one per kv head. Set before anything is stored. */
+void paged_cache_set_fp8_scales(PagedCache *cache, const float *key_scales, const float *value_scales);
+/* The largest magnitude of the keys and of the values that sequence `seq`
+ * holds at positions 0..length-1 of a float32 cache, [n_layers][n_kv_heads]
+ * each: what a calibration run measures. */
+void paged_cache_largest(const PagedCache *cache, int seq, int length, float *largest_key, float *largest_value);
 
 /* Sequence `child` (empty) continues from everything `parent` holds. */
 void paged_cache_fork(PagedCache *cache, int parent, int child);

@@ -18,7 +18,10 @@
  *     apart;
  *   - with key outliers, per-token INT4 gets at least 1.5 times worse and
  *     per-channel keys (KIVI) at least 1.5 times better than it, in attention
- *     error and in KL. */
+ *     error and in KL;
+ *   - FP8 with scales calibrated per tensor and per kv head: both below the
+ *     relative step, and within ACCURACY_FP8_SCALES_SAME of each other. */
+#include <math.h>
 #include <stdio.h>
 
 #include "chapters/04-kv-cache/accuracy.h"
@@ -31,6 +34,40 @@ static void print(const char *model, const AccuracyResult *r)
         printf("%s, %-30s attention error %.2e (max %.2e), KL %.2e (max %.2e), top-1 %.1f%%\n", model,
                kv_format_name(r[f].format), r[f].attention_error_mean, r[f].attention_error_max, r[f].kl_mean,
                r[f].kl_max, 100 * r[f].top1_agreement);
+}
+
+/* FP8 calibrated per tensor (layer) and per kv head, with and without
+ * outliers: both within the relative step; per head within
+ * ACCURACY_FP8_SCALES_SAME of per tensor (a float's relative error does not
+ * depend on the scale while the numbers stay in its normal range, which the
+ * layers' largest keys and values here do not leave by a factor near 2^15). */
+static void fp8_scales_agree(const ModelConfig *config, const AccuracySetup *setup)
+{
+    for (int run = 0; run < 2; run++) {
+        Model model = model_create(config);
+        if (run)
+            model_add_key_outliers(&model, ACCURACY_OUTLIER_PAIRS, ACCURACY_OUTLIER_GAIN);
+        AccuracyResult r[2 * FP8_SCALES_COUNT];
+        accuracy_measure_fp8_scales(&model, setup, r);
+        model_free(&model);
+        for (int f = 0; f < 2; f++) {
+            const AccuracyResult *tensor = &r[f * FP8_SCALES_COUNT + FP8_SCALES_PER_TENSOR];
+            const AccuracyResult *head = &r[f * FP8_SCALES_COUNT + FP8_SCALES_PER_HEAD];
+            double step = f == 0 ? 1.0 / 8 : 1.0 / 4;
+            printf("%s, %s: calibrated per tensor %.2e, per kv head %.2e\n", run ? "outliers" : "plain",
+                   kv_format_name(tensor->format), tensor->attention_error_mean, head->attention_error_mean);
+            EXPECT(tensor->format == head->format && tensor->fp8_scales == FP8_SCALES_PER_TENSOR &&
+                       head->fp8_scales == FP8_SCALES_PER_HEAD,
+                   "results in the order of the header");
+            EXPECT(tensor->attention_error_mean < step && head->attention_error_mean < step,
+                   "%s: calibrated scales keep the mean attention error below %g", kv_format_name(tensor->format),
+                   step);
+            EXPECT(fabs(head->attention_error_mean / tensor->attention_error_mean - 1) <= ACCURACY_FP8_SCALES_SAME,
+                   "%s%s: per kv head %.3e within %g of per tensor %.3e", kv_format_name(tensor->format),
+                   run ? " with outliers" : "", head->attention_error_mean, ACCURACY_FP8_SCALES_SAME,
+                   tensor->attention_error_mean);
+        }
+    }
 }
 
 int main(void)
@@ -79,6 +116,8 @@ int main(void)
                "%s: per-token INT8 (%.2e) beats E4M3 (%.2e)", which, r[KV_FORMAT_INT8].attention_error_mean,
                r[KV_FORMAT_FP8_E4M3].attention_error_mean);
     }
+
+    fp8_scales_agree(&config, &setup);
 
     const AccuracyResult *per_token = &outliers[KV_FORMAT_INT4], *kivi = &outliers[KV_FORMAT_KIVI4];
     EXPECT(per_token->attention_error_mean >= 1.5 * int4->attention_error_mean,

@@ -8,13 +8,17 @@
  *     to the even mantissa, anything past the largest finite number saturated),
  *     on every midpoint between neighbouring codes and its float neighbours,
  *     every binade boundary, the subnormals, +-0, +-inf, NaN, and a dense
- *     sweep over the float line. */
-#include <float.h>
+ *     sweep over the float line;
+ *   - the GPU's route through fp16 (fp8_pair_to_floats) is exact: an E5M2
+ *     code shifted up a byte is the fp16 of its value, every E4M3 value is
+ *     an fp16, and the pair function's host path takes the low byte first. */
 #include <math.h>
 #include <stdint.h>
 
 #include "common/testing.h"
+#include "kernels/fp16.h"
 #include "kernels/fp8.h"
+#include "tests/04-kv-cache/fp8_sweep.h"
 
 typedef struct {
     const char *name;
@@ -86,16 +90,14 @@ typedef struct {
     const Spec *spec;
     const double *values;
     int n_values;
-    long checked, wrong;
+    long wrong;
     float first_wrong;
 } Sweep;
 
-static void check_encoding(Sweep *w, float x)
+static void check_encoding(void *context, float x)
 {
-    if (isnan(x))
-        return;
+    Sweep *w = context;
     uint8_t expected = reference_encode(w->values, w->n_values, x), got = w->spec->encode(x);
-    w->checked++;
     if (got != expected) {
         if (w->wrong == 0)
             w->first_wrong = x;
@@ -103,51 +105,14 @@ static void check_encoding(Sweep *w, float x)
     }
 }
 
-/* x, -x, and their four float neighbours on each side. */
-static void check_around(Sweep *w, float x)
-{
-    for (int sign = 0; sign < 2; sign++) {
-        float centre = sign ? -x : x, below = centre, above = centre;
-        check_encoding(w, centre);
-        for (int k = 0; k < 4; k++) {
-            below = nextafterf(below, -INFINITY);
-            above = nextafterf(above, INFINITY);
-            check_encoding(w, below);
-            check_encoding(w, above);
-        }
-    }
-}
-
 static void encoding_rounds_correctly(const Spec *s)
 {
     double values[128];
-    Sweep w = {s, values, finite_magnitudes(s, values), 0, 0, 0.0f};
-    /* Every code, and every midpoint between neighbours (exact in float:
-     * at most 5 significant bits), the ties; the subnormals among them. */
-    for (int code = 0; code < w.n_values; code++) {
-        check_around(&w, (float)values[code]);
-        if (code + 1 < w.n_values)
-            check_around(&w, (float)((values[code] + values[code + 1]) / 2));
-    }
-    /* Past the largest: where the next code would be, its midpoint, the
-     * largest floats, infinity. */
-    double largest = values[w.n_values - 1], step = largest - values[w.n_values - 2];
-    check_around(&w, (float)(largest + step / 2));
-    check_around(&w, (float)(largest + step));
-    check_around(&w, FLT_MAX);
-    check_around(&w, INFINITY);
-    /* Every binade boundary a float has. */
-    for (int e = -149; e < 128; e++)
-        check_around(&w, ldexpf(1.0f, e));
-    /* A dense sweep: every 127th float from 2^-26 to 2^18, where the codes
-     * live, and every 65537th over the whole float line. */
-    for (uint32_t bits = 0x32800000u; bits < 0x48800000u; bits += 127)
-        check_encoding(&w, float_from_bits(bits));
-    for (uint64_t bits = 0; bits < 0x100000000u; bits += 65537)
-        check_encoding(&w, float_from_bits((uint32_t)bits));
-    EXPECT(w.wrong == 0, "%s: %ld of %ld floats encode wrongly (first %a)", s->name, w.wrong, w.checked,
+    Sweep w = {s, values, finite_magnitudes(s, values), 0, 0.0f};
+    long checked = fp8_sweep(values, w.n_values, check_encoding, &w);
+    EXPECT(w.wrong == 0, "%s: %ld of %ld floats encode wrongly (first %a)", s->name, w.wrong, checked,
            (double)w.first_wrong);
-    EXPECT(w.checked > 1000000, "%s: %ld floats checked", s->name, w.checked);
+    EXPECT(checked > 1000000, "%s: %ld floats checked", s->name, checked);
 }
 
 static bool is_nan_code(const Spec *s, uint8_t code)
@@ -162,6 +127,35 @@ static void specials(const Spec *s, double largest)
            "%s: infinities saturate to +-%g", s->name, largest);
     EXPECT(is_nan_code(s, s->encode(NAN)) && is_nan_code(s, s->encode(-NAN)), "%s: NaN stays NaN", s->name);
     EXPECT((double)s->decode(s->encode(1e30f)) == largest, "%s: huge floats saturate", s->name);
+}
+
+/* The same float, or NaN both. */
+static bool same_float(float a, float b)
+{
+    return isnan(a) ? isnan(b) != 0 : float_bits(a) == float_bits(b);
+}
+
+static void decoding_through_fp16_is_exact(void)
+{
+    int shifted_wrong = 0, not_a_half = 0;
+    for (int code = 0; code < 256; code++) {
+        float e5m2 = fp8_e5m2_to_float((uint8_t)code), e4m3 = fp8_e4m3_to_float((uint8_t)code);
+        shifted_wrong += !same_float(half_to_float((uint16_t)(code << 8)), e5m2);
+        not_a_half += !same_float(half_to_float(half_from_float(e4m3)), e4m3);
+    }
+    EXPECT(shifted_wrong == 0, "E5M2: %d codes differ from the fp16 whose top byte they are", shifted_wrong);
+    EXPECT(not_a_half == 0, "E4M3: %d values are not fp16 values", not_a_half);
+    const Fp8Format formats[] = {fp8_e4m3(), fp8_e5m2()};
+    for (int f = 0; f < 2; f++) {
+        long wrong = 0;
+        for (uint32_t pair = 0; pair < 0x10000u; pair++) {
+            float first, second;
+            fp8_pair_to_floats((uint16_t)pair, formats[f], &first, &second);
+            wrong += !same_float(first, fp8_to_float((uint8_t)pair, formats[f])) ||
+                     !same_float(second, fp8_to_float((uint8_t)(pair >> 8), formats[f]));
+        }
+        EXPECT(wrong == 0, "%s: %ld of 65536 pairs decode wrongly", f == 0 ? "E4M3" : "E5M2", wrong);
+    }
 }
 
 int main(void)
@@ -182,5 +176,6 @@ int main(void)
     EXPECT(isinf(fp8_e5m2_to_float(0x7c)) && isinf(fp8_e5m2_to_float(0xfc)), "E5M2: S.11111.00 is infinity");
     specials(&specs[0], 448.0);
     specials(&specs[1], 57344.0);
+    decoding_through_fp16_is_exact();
     return test_finish();
 }

@@ -290,6 +290,50 @@ static void fp8_rows(void)
            "an all-zero or NaN tensor gets scale 1");
 }
 
+/* FP8 scales per kv head, for two heads whose numbers lie 2^40 apart, more
+ * than either format's normal range spans (E4M3 2^-6 to 448, near 2^15;
+ * E5M2 2^-14 to 57344, near 2^30): with a scale each (kv_head_layout), every
+ * number reads back within half a step of itself; with the larger head's
+ * scale for both, as one per-tensor scale would be, the smaller head's
+ * numbers all read back as 0. A per-head layout not narrowed to one head
+ * reads NaN. */
+static void fp8_scales_per_head(void)
+{
+    const KvFormat formats[] = {KV_FORMAT_FP8_E4M3, KV_FORMAT_FP8_E5M2};
+    const double half_step[] = {0x1p-4, 0x1p-3};
+    static const float x[6] = {0.75f, -2.5f, 1.1f, -0.3f, 3.0f, 0.0f};
+    const float gains[2] = {0x1p-20f, 0x1p20f};
+    for (int f = 0; f < 2; f++) {
+        const char *name = kv_format_name(formats[f]);
+        KvBlockLayout tensor = kv_layout(formats[f], true, shape_of(1, 6), 32);
+        float scales[2];
+        for (int h = 0; h < 2; h++)
+            scales[h] = kv_fp8_scale_for(3.0f * gains[h], tensor.number);
+        KvBlockLayout per_head = kv_fp8_per_head(tensor, scales);
+        tensor.tensor_scale = scales[1];
+        bool within = true, flushed = true;
+        for (int h = 0; h < 2; h++) {
+            float rows[6];
+            for (int c = 0; c < 6; c++)
+                rows[c] = x[c] * gains[h];
+            uint8_t head[16] = {0}, shared[16] = {0};
+            KvBlockLayout own = kv_head_layout(per_head, h);
+            within = within && own.tensor_scale == scales[h];
+            kv_store_row(own, head, 0, rows);
+            kv_store_row(tensor, shared, 0, rows);
+            for (int c = 0; c < 6; c++) {
+                double error = fabs((double)kv_load(own, head, 0, c) - rows[c]);
+                within = within && error <= half_step[f] * fabs((double)rows[c]);
+                flushed = flushed && (h == 1 || kv_load(tensor, shared, 0, c) == 0.0f);
+            }
+        }
+        EXPECT(within, "%s: with a scale per kv head, both heads' numbers within %g of themselves", name, half_step[f]);
+        EXPECT(flushed, "%s: with one scale for both, the smaller head reads back as zeros", name);
+        uint8_t head[16] = {0};
+        EXPECT(isnan(kv_load(per_head, head, 0, 0)), "%s: a per-head layout used without its head reads NaN", name);
+    }
+}
+
 /* kv_load_row (fast, a scale per group) reads what kv_load reads number by
  * number, for every format, odd head_dims, odd and short groups. */
 static void rows_read_like_numbers(void)
@@ -382,6 +426,7 @@ int main(void)
     per_channel_blocks();
     unquantized_rows();
     fp8_rows();
+    fp8_scales_per_head();
     rows_read_like_numbers();
     sizes_and_offsets();
     return test_finish();

@@ -1,8 +1,10 @@
 /* Problems the decode kernels cannot take are refused before anything is
  * copied to a GPU, with one line saying why: a head_dim or INT4 group the
  * kernels were not built for, kv heads that do not divide the query heads,
- * lengths outside the block tables, blocks outside the pool. Runs without
+ * lengths outside the block tables, blocks outside the pool, FP8 scales
+ * that are not positive and finite, per tensor or per kv head. Runs without
  * a GPU. */
+#include <math.h>
 #include <string.h>
 
 #include "common/testing.h"
@@ -67,5 +69,11 @@ int main(void)
     p.format = KV_FORMAT_FP8_E4M3;
     p.key_scale = 0.0f, p.value_scale = 1.0f;
     refused(p, "FP8 scales 0 and 1");
+    static const float head_scales[2] = {1.0f, 0.5f}, bad_head_scales[2] = {1.0f, INFINITY};
+    p.key_scale = 1.0f;
+    p.key_head_scales = head_scales;
+    refused(p, "for keys and values, or for neither");
+    p.value_head_scales = bad_head_scales;
+    refused(p, "FP8 scales 0.5 and inf of kv head 1");
     return test_finish();
 }

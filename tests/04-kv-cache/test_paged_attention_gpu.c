@@ -18,7 +18,7 @@
 static void runs_and_arguments(void)
 {
     const int32_t lengths[2] = {700, 33};
-    const DecodeBatchShape shape = {2, 8, 2, 128, 16, KV_FORMAT_INT8, 32, 5};
+    const DecodeBatchShape shape = {2, 8, 2, 128, 16, KV_FORMAT_INT8, 32, 5, false};
     DecodeBatch b = decode_batch_create(&shape, lengths);
     PagedAttentionProblem problem = {
         .batch = b.batch,

@@ -26,11 +26,12 @@ static void matches_reference(DecodeBatchShape shape, const int32_t *lengths)
     for (int s = 0; s < shape.batch; s++)
         decode_batch_reference(&b, s, ref + s * per_seq);
     char what[160];
-    snprintf(what, sizeof what, "%s, %d heads / %d kv heads of %d, blocks of %d, lengths %d %d %d",
-             kv_format_name(shape.format), shape.n_heads, shape.n_kv_heads, shape.head_dim, shape.block_size,
-             lengths[0], lengths[1], lengths[2]);
-    /* The same numbers in float arithmetic: values in [-1, 1], a float
-     * softmax over at most 1000 positions. */
+    snprintf(what, sizeof what, "%s%s, %d heads / %d kv heads of %d, blocks of %d, lengths %d %d %d",
+             kv_format_name(shape.format), shape.fp8_per_head ? " (scales per kv head)" : "", shape.n_heads,
+             shape.n_kv_heads, shape.head_dim, shape.block_size, lengths[0], lengths[1], lengths[2]);
+    /* The same numbers in float arithmetic: values in [-1, 1] (times up to
+     * 4, kv head h + 1, with FP8 scales per head), a float softmax over at
+     * most 1000 positions. */
     CloseReport r = check_close_f32(out, ref, shape.batch * per_seq, 2e-5, 1e-4);
     EXPECT(close_report_print(stdout, what, &r), "%s: matches the double reference", what);
     array_free(out);
@@ -41,7 +42,7 @@ static void matches_reference(DecodeBatchShape shape, const int32_t *lengths)
 static void float32_through_the_quantized_path_is_bitwise(void)
 {
     const int32_t lengths[3] = {1, 45, 100};
-    DecodeBatchShape shape = {3, 8, 2, 16, 16, KV_FORMAT_FLOAT32, 32, 7};
+    DecodeBatchShape shape = {3, 8, 2, 16, 16, KV_FORMAT_FLOAT32, 32, 7, false};
     DecodeBatch b = decode_batch_create(&shape, lengths);
     int group = 4, d = 16;
     float plain[4 * 16], quantized_path[4 * 16], scores[4 * 112], tile[16 * 16];
@@ -86,6 +87,7 @@ static void fp8_table_is_every_code_decoded(void)
         for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
             KvBlockLayout l = {0};
             l.number = (KvNumber)number;
+            l.axis = KV_SCALE_PER_TENSOR;
             l.tensor_scale = scales[i];
             float table[KV_FP8_CODES];
             kv_fp8_decode_table(l, table);
@@ -123,10 +125,14 @@ int main(void)
             for (int group = 32; group <= 64; group += 32) {
                 if (group == 64 && format != KV_FORMAT_INT4 && format != KV_FORMAT_KIVI4)
                     continue;
-                DecodeBatchShape shape = {
-                    3,     shapes[s][0],       shapes[s][1], shapes[s][2], shapes[s][3], (KvFormat)format,
-                    group, (uint64_t)(100 + s)};
-                matches_reference(shape, lengths[s % 3]);
+                bool fp8 = format == KV_FORMAT_FP8_E4M3 || format == KV_FORMAT_FP8_E5M2;
+                /* FP8 also with a scale per kv head. */
+                for (int per_head = 0; per_head <= fp8; per_head++) {
+                    DecodeBatchShape shape = {
+                        3,     shapes[s][0],        shapes[s][1], shapes[s][2], shapes[s][3], (KvFormat)format,
+                        group, (uint64_t)(100 + s), per_head};
+                    matches_reference(shape, lengths[s % 3]);
+                }
             }
     float32_through_the_quantized_path_is_bitwise();
     fp8_table_is_every_code_decoded();

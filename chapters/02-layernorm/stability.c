@@ -2,12 +2,18 @@
 
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "chapters/01-cancellation/variance.h"
 #include "chapters/02-layernorm/layernorm.h"
 #include "chapters/02-layernorm/problem.h"
 #include "common/alloc.h"
+#include "common/cli.h"
+#include "common/files.h"
 #include "common/rng.h"
 #include "kernels/layernorm_row.h"
 
@@ -107,6 +113,88 @@ static void stored_mean_run(LnProblem *p)
 }
 // ANCHOR_END: centre_on_the_stored_mean
 
+/* PyTorch's float32 errors on these same rows, as torch_failure_modes.py
+ * recorded them in torch-failure-modes.tsv beside the program: one line per
+ * offset, "offset, FNV-1a of x's bytes, y, dx, dgamma", after a '#' stamp
+ * line and a header. The checksum tells when the rows have changed since,
+ * so that a comparison on other inputs shows as "stale", not as a number. */
+#define TORCH_RECORD "torch-failure-modes.tsv"
+enum { TORCH_RECORD_MAX_ROWS = 16 };
+
+typedef struct {
+    double offset;
+    uint64_t x_checksum;
+    LnMaxErrors errors;
+} TorchErrors;
+
+typedef struct {
+    TorchErrors rows[TORCH_RECORD_MAX_ROWS];
+    int count;
+} TorchRecord;
+
+static int read_torch_line(void *state, char *line, int line_number)
+{
+    TorchRecord *record = state;
+    if (line_number <= 2)
+        return 0; /* the stamp and the header */
+    TorchErrors e;
+    unsigned long long checksum;
+    if (record->count == TORCH_RECORD_MAX_ROWS || sscanf(line, "%lf\t%llx\t%lf\t%lf\t%lf", &e.offset, &checksum,
+                                                         &e.errors.y, &e.errors.dx, &e.errors.dgamma) != 5)
+        return line_number;
+    e.x_checksum = checksum;
+    record->rows[record->count++] = e;
+    return 0;
+}
+
+static int parse_torch_record(FILE *stream, void *out, char *err, size_t err_size)
+{
+    TorchRecord *record = out;
+    record->count = 0;
+    int bad_line = read_lines(stream, read_torch_line, record);
+    if (bad_line != 0)
+        snprintf(err, err_size, "line %d: not \"offset, checksum, y, dx, dgamma\"", bad_line);
+    return bad_line == 0 ? 0 : -1;
+}
+
+/* The record, or none (count 0) where there is no file; a file that does
+ * not read is one line and exit 2. */
+static TorchRecord torch_record_read(void)
+{
+    TorchRecord record = {.count = 0};
+    char err[512];
+    if (access(TORCH_RECORD, F_OK) == 0 && parse_text_file(TORCH_RECORD, parse_torch_record, &record, err, sizeof err))
+        cli_fail("%s", err);
+    return record;
+}
+
+static uint64_t fnv1a64(const void *bytes, size_t size)
+{
+    const unsigned char *b = bytes;
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < size; i++)
+        h = (h ^ b[i]) * 0x100000001b3u;
+    return h;
+}
+
+/* One error of PyTorch's on the problem p (at `offset`), selected by
+ * `field` (offsetof in LnMaxErrors): "-" where it was not run, "stale"
+ * where it ran on other rows. */
+static void torch_cell(Table *table, const TorchRecord *record, const LnProblem *p, double offset, size_t field)
+{
+    for (int i = 0; i < record->count; i++) {
+        const TorchErrors *e = &record->rows[i];
+        if (e->offset != offset)
+            continue;
+        if (e->x_checksum != fnv1a64(p->x, p->n * p->d * sizeof *p->x))
+            table_cell(table, "stale");
+        else
+            table_cell(table, "%.3g", *(const double *)((const char *)&e->errors + field));
+        return;
+    }
+    table_cell(table, "-");
+}
+
 // ANCHOR: show_a_huge_mean
 /* x = offset + N(0, 1) in float. The one-pass variance E[x^2] - E[x]^2
  * (chapter 1) subtracts two numbers of size offset^2 whose difference is
@@ -146,6 +234,7 @@ static CentringErrors centring_errors(LnProblem *p, const LnReference *ref)
 
 static void huge_mean(Table *table)
 {
+    TorchRecord torch = torch_record_read();
     for (int k = 0; k < HUGE_MEAN_OFFSET_COUNT; k++) {
         double offset = HUGE_MEAN_OFFSETS[k];
         LnProblem p = offset_problem(offset);
@@ -166,6 +255,7 @@ static void huge_mean(Table *table)
         table_cell(table, "%.3g", two_pass);
         table_cell(table, "%.3g", e.stored.y);
         table_cell(table, "%.3g", e.ours.y);
+        torch_cell(table, &torch, &p, offset, offsetof(LnMaxErrors, y));
         table_cell(table, "%.3g", 0.5 * (nextafterf(f, INFINITY) - f));
         table_cell(table, "%.3g%s", e.check.y.atol, e.check.ok ? "" : " FAIL");
         ln_reference_free(&ref);
@@ -177,8 +267,10 @@ static void huge_mean(Table *table)
  * and on the exact one. */
 static void huge_mean_gradients(FILE *out, TableFormat format)
 {
-    const char *headers[] = {"offset", "dx, stored mean", "dx, ours", "dgamma, stored mean", "dgamma, ours"};
-    Table *table = table_new(5, headers, "rrrrr");
+    const char *headers[] = {"offset",       "dx, stored mean", "dx, ours", "dx, PyTorch", "dgamma, stored mean",
+                             "dgamma, ours", "dgamma, PyTorch"};
+    Table *table = table_new(7, headers, "rrrrrrr");
+    TorchRecord torch = torch_record_read();
     for (int k = 0; k < HUGE_MEAN_OFFSET_COUNT; k++) {
         LnProblem p = offset_problem(HUGE_MEAN_OFFSETS[k]);
         LnReference ref = ln_reference_compute(&p);
@@ -186,8 +278,10 @@ static void huge_mean_gradients(FILE *out, TableFormat format)
         table_cell(table, "%g", HUGE_MEAN_OFFSETS[k]);
         table_cell(table, "%.3g", e.stored.dx);
         table_cell(table, "%.3g", e.ours.dx);
+        torch_cell(table, &torch, &p, HUGE_MEAN_OFFSETS[k], offsetof(LnMaxErrors, dx));
         table_cell(table, "%.3g", e.stored.dgamma);
         table_cell(table, "%.3g", e.ours.dgamma);
+        torch_cell(table, &torch, &p, HUGE_MEAN_OFFSETS[k], offsetof(LnMaxErrors, dgamma));
         ln_reference_free(&ref);
         ln_problem_free(&p);
     }
@@ -330,7 +424,7 @@ typedef struct {
     const char *name;
     void (*run)(Table *table);
     int columns;
-    const char *headers[7];
+    const char *headers[8];
     const char *align;
     void (*note)(FILE *out, TableFormat format); /* printed after the table, or NULL */
 } FailureMode;
@@ -338,10 +432,10 @@ typedef struct {
 static const FailureMode failure_modes[] = {
     {"zero-variance", zero_variance,  5, {"row value", "eps", "rstd", "max |y - beta|", "max |dx|"},        "rrrrr", NULL               },
     {"huge-mean",
-     huge_mean,                       7,
-     {"offset", "one-pass var: max |y error|", "two-pass", "stored mean", "ours", "ulp(offset)/2",
+     huge_mean,                       8,
+     {"offset", "one-pass var: max |y error|", "two-pass", "stored mean", "ours", "PyTorch float32", "ulp(offset)/2",
       "apply's bound on y"},
-     "rrrrrrr",                                                                                                      huge_mean_gradients},
+     "rrrrrrrr",                                                                                                     huge_mean_gradients},
     {"tiny-eps",      tiny_eps,       4, {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|"}, "rrrr",  NULL               },
     {"overflow",
      overflow,                        5,

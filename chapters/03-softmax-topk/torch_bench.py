@@ -2,7 +2,9 @@
 `softmax_topk gpu-bench` times the CUDA kernels of this chapter: the same
 shapes (4096 rows of V = 32000, 50257, 128256 and 151936 logits, K = 1, 8, 64
 and 256; one row of V = 128256 for a single decode step), the same byte count
-(the logits read once), CUDA events, the median after warm-up runs, on logits drawn the same way (normal, standard deviation 3). Prints a Markdown table stamped with the device, the PyTorch and CUDA
+(the logits read once) against the read bandwidth of the same run, timed as
+common/torch_side_by_side.py says (CUDA graph replays, cold L2), on logits
+drawn the same way (normal, standard deviation 3). Prints a Markdown table stamped with the device, the PyTorch and CUDA
 versions, the date and the commit (--commit or $GIT_COMMIT), to put next to
 the results file of `softmax_topk gpu-bench --results`.
 
@@ -40,31 +42,31 @@ def check_against_double(logits, k):
         sys.exit(f"torch_bench.py: error: softmax + topk disagrees with the double reference at K = {k}")
 
 
-def row(label, logits, k, copy):
+def row(label, logits, k, read_gbs):
     check_against_double(logits, k)
-    seconds = side.median_seconds(lambda: softmax_then_topk(logits, k))
+    timing = side.time_gpu(lambda: softmax_then_topk(logits, k))
     rows, vocab = logits.shape
-    gbs = rows * vocab * 4 / seconds * 1e-9
-    return (f"| {label} | {rows} | {vocab} | {k} | {seconds * 1e6:.1f} us | {gbs:.0f} "
-            f"| {100 * gbs / copy:.0f}% |")
+    nbytes = rows * vocab * 4
+    return (f"| {label} | {timing.method} | {rows} | {vocab} | {k} | {timing.median * 1e6:.1f} us "
+            f"| {nbytes / timing.median * 1e-9:.0f} | {side.share_cell(nbytes, timing, read_gbs)} |")
 
 
 def main():
-    copy = side.begin("torch_bench.py", __doc__.splitlines()[0],
+    limits = side.begin("torch_bench.py", __doc__.splitlines()[0],
                       "torch.softmax then torch.topk, float32; GB/s counts the logits read once")
     generator = torch.Generator(device="cuda").manual_seed(1)
     # Drawn like the program's benchmark logits: normal, standard deviation 3.
     largest = 3 * torch.randn(BATCH_ROWS, max(VOCABS), device="cuda", generator=generator)
-    print("| implementation | rows | V | K | time | GB/s | of copy |")
-    print("|:--|--:|--:|--:|--:|--:|--:|")
+    print("| implementation | how timed | rows | V | K | time | GB/s | of read bandwidth (slowest–fastest) |")
+    print("|:--|:--|--:|--:|--:|--:|--:|--:|")
     for vocab in VOCABS:
         logits = largest[:, :vocab].contiguous()
         for k in KS:
-            print(row("torch.softmax + torch.topk", logits, k, copy))
+            print(row("torch.softmax + torch.topk", logits, k, limits.read_gbs))
         del logits
     single = largest[:1, :SINGLE_ROW_VOCAB].contiguous()
     for k in SINGLE_ROW_KS:
-        print(row("torch.softmax + torch.topk", single, k, copy))
+        print(row("torch.softmax + torch.topk", single, k, limits.read_gbs))
 
 
 if __name__ == "__main__":

@@ -90,32 +90,49 @@ static void attend_all_contiguous(const AttendInput *in, float *scores, float *o
         }
 }
 
-/* The largest magnitude of a tensor's rows within the sequences' lengths. */
-static float largest_within_lengths(const AttendInput *in, const float *kv)
+/* The largest magnitude of kv head h's rows (of every head: h = -1) within
+ * the sequences' lengths. */
+static float largest_within_lengths(const AttendInput *in, const float *kv, int h)
 {
     float largest = 0.0f;
     for (int b = 0; b < in->batch; b++)
-        for (int h = 0; h < in->n_kv_heads; h++)
+        for (int head = h < 0 ? 0 : h; head < (h < 0 ? in->n_kv_heads : h + 1); head++)
             for (int p = 0; p < in->lens[b]; p++) {
-                float row = kv_largest_magnitude(kv_row(in, kv, b, h, p), in->head_dim, 1);
+                float row = kv_largest_magnitude(kv_row(in, kv, b, head, p), in->head_dim, 1);
                 largest = row > largest || row != row ? row : largest;
             }
     return largest;
 }
 
+/* FP8 scales calibrated on the tensors themselves: the largest magnitude
+ * (of the whole tensor, or of each kv head) lands on the format's largest
+ * number. `head_scales` has room for n_kv_heads and must outlive the layout. */
+static KvBlockLayout calibrate_fp8(const AttendInput *in, KvBlockLayout l, const float *kv, KvScaleAxis axis,
+                                   float *head_scales)
+{
+    if (axis == KV_SCALE_PER_TENSOR) {
+        l.tensor_scale = kv_fp8_scale_for(largest_within_lengths(in, kv, -1), l.number);
+        return l;
+    }
+    for (int h = 0; h < in->n_kv_heads; h++)
+        head_scales[h] = kv_fp8_scale_for(largest_within_lengths(in, kv, h), l.number);
+    return kv_fp8_per_head(l, head_scales);
+}
+
 /* Store each sequence in blocks of the format, handed out from a shuffled
- * pool, then attend through the block tables. */
-static void attend_all_paged(const AttendInput *in, int block_size, KvFormat format, int int4_group, float *scores,
-                             float *out)
+ * pool, then attend through the block tables. FP8 takes its scales per
+ * tensor or per kv head, as `fp8_scales` says. */
+static void attend_all_paged(const AttendInput *in, int block_size, KvFormat format, int int4_group,
+                             KvScaleAxis fp8_scales, float *scores, float *out)
 {
     PagedKvShape shape = {block_size, in->n_kv_heads, in->head_dim};
     KvBlockLayout keys = kv_layout(format, true, shape, int4_group),
                   values = kv_layout(format, false, shape, int4_group);
+    float *key_head_scales = ALLOC_ARRAY(float, in->n_kv_heads),
+          *value_head_scales = ALLOC_ARRAY(float, in->n_kv_heads);
     if (keys.axis == KV_SCALE_PER_TENSOR) {
-        /* Calibrated on the tensors themselves: their largest magnitudes land
-         * on the format's largest number. */
-        keys.tensor_scale = kv_fp8_scale_for(largest_within_lengths(in, in->k), keys.number);
-        values.tensor_scale = kv_fp8_scale_for(largest_within_lengths(in, in->v), values.number);
+        keys = calibrate_fp8(in, keys, in->k, fp8_scales, key_head_scales);
+        values = calibrate_fp8(in, values, in->v, fp8_scales, value_head_scales);
     }
     int blocks = 0;
     for (int b = 0; b < in->batch; b++)
@@ -135,9 +152,9 @@ static void attend_all_paged(const AttendInput *in, int block_size, KvFormat for
         for (int h = 0; h < in->n_kv_heads; h++) {
             for (int p = 0; p < in->lens[b]; p++) {
                 int32_t block = table.blocks[p / block_size];
-                kv_store_row(keys, key_pool + kv_head_offset(keys, block, h), p % block_size,
+                kv_store_row(kv_head_layout(keys, h), key_pool + kv_head_offset(keys, block, h), p % block_size,
                              kv_row(in, in->k, b, h, p));
-                kv_store_row(values, value_pool + kv_head_offset(values, block, h), p % block_size,
+                kv_store_row(kv_head_layout(values, h), value_pool + kv_head_offset(values, block, h), p % block_size,
                              kv_row(in, in->v, b, h, p));
             }
             size_t q = ((size_t)b * in->n_heads + (size_t)h * group) * in->head_dim;
@@ -154,6 +171,8 @@ static void attend_all_paged(const AttendInput *in, int block_size, KvFormat for
     array_free(key_pool);
     array_free(value_pool);
     array_free(tile);
+    array_free(key_head_scales);
+    array_free(value_head_scales);
     block_pool_free(&pool);
 }
 
@@ -176,7 +195,8 @@ static void flag_nonfinite_inputs(const AttendInput *in, bool *flagged)
 
 /* One output per cache format, all written together or none (npy_output_dir);
  * the query heads with non-finite inputs or outputs are counted in a note. */
-static void attend_and_save(const AttendInput *in, const char *save_dir, int block_size, int int4_group)
+static void attend_and_save(const AttendInput *in, const char *save_dir, int block_size, int int4_group,
+                            KvScaleAxis fp8_scales)
 {
     NpyOutputDir save = npy_output_dir_open(save_dir);
     size_t heads = (size_t)in->batch * in->n_heads;
@@ -192,7 +212,7 @@ static void attend_and_save(const AttendInput *in, const char *save_dir, int blo
                                 KV_FORMAT_FP8_E5M2};
     const char *names[] = {"out_paged.npy", "out_int8.npy", "out_int4.npy", "out_fp8_e4m3.npy", "out_fp8_e5m2.npy"};
     for (int f = 0; f < 5; f++) {
-        attend_all_paged(in, block_size, formats[f], int4_group, scores, out);
+        attend_all_paged(in, block_size, formats[f], int4_group, fp8_scales, scores, out);
         mark_nonfinite_rows(out, heads, (size_t)in->head_dim, flagged);
         npy_output_dir_add(&save, names[f], NPY_FLOAT32, 3, out_shape, out);
     }
@@ -203,7 +223,7 @@ static void attend_and_save(const AttendInput *in, const char *save_dir, int blo
     array_free(out);
 }
 
-void attend_npy(const char *load_dir, const char *save_dir, int block_size, int int4_group)
+void attend_npy(const char *load_dir, const char *save_dir, int block_size, int int4_group, KvScaleAxis fp8_scales)
 {
     char path[4096];
     const size_t any3[3] = {0, 0, 0}, any4[4] = {0, 0, 0, 0}, any1[1] = {0};
@@ -216,7 +236,7 @@ void attend_npy(const char *load_dir, const char *save_dir, int block_size, int 
     path_in(path, sizeof path, "--load", load_dir, "lens.npy");
     NpyArray lens = npy_load_or_exit(path, NPY_INT32, 1, any1);
     AttendInput in = check_inputs(&q, &k, &v, &lens);
-    attend_and_save(&in, save_dir, block_size, int4_group);
+    attend_and_save(&in, save_dir, block_size, int4_group, fp8_scales);
     npy_free(&q);
     npy_free(&k);
     npy_free(&v);

@@ -345,17 +345,30 @@ int bench_formats_command(int argc, char **argv)
     return run_bench(argc, argv, attention_bench_formats);
 }
 
+/* --fp8-scales: how the FP8 outputs' scales are calibrated. */
+static KvScaleAxis fp8_scales_option(const char *text)
+{
+    if (strcmp(text, "tensor") == 0)
+        return KV_SCALE_PER_TENSOR;
+    if (strcmp(text, "head") == 0)
+        return KV_SCALE_PER_HEAD;
+    cli_fail("--fp8-scales expects tensor or head, got '%s'", text);
+}
+
 int attend_command(int argc, char **argv)
 {
-    const char *load = NULL, *save = NULL;
+    const char *load = NULL, *save = NULL, *fp8_scales = "tensor";
     const CliOption options[] = {
-        {"--load", CLI_STRING, &load, 0, 0, "the directory of q.npy, k.npy, v.npy and lens.npy"      },
-        {"--save", CLI_STRING, &save, 0, 0,
-         "the directory to write out_contiguous.npy, out_paged.npy, out_int8.npy and out_int4.npy to"},
+        {"--load",       CLI_STRING, &load,       0, 0, "the directory of q.npy, k.npy, v.npy and lens.npy"},
+        {"--save",       CLI_STRING, &save,       0, 0,
+         "the directory to write out_contiguous.npy, out_paged.npy, out_int8.npy, out_int4.npy, out_fp8_e4m3.npy "
+         "and out_fp8_e5m2.npy to"                                                                         },
+        {"--fp8-scales", CLI_STRING, &fp8_scales, 0, 0,
+         "the FP8 scales: tensor (default; one for all keys, one for all values) or head (one per kv head)"},
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (load == NULL || save == NULL)
         cli_fail("give both --load DIR and --save DIR");
-    attend_npy(load, save, BLOCK_SIZE, KV_DEFAULT_INT4_GROUP);
+    attend_npy(load, save, BLOCK_SIZE, KV_DEFAULT_INT4_GROUP, fp8_scales_option(fp8_scales));
     return 0;
 }

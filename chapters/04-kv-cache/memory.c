@@ -203,7 +203,8 @@ static void intensity_table(FILE *out, TableFormat format)
 void memory_report(FILE *out, TableFormat format, int context)
 {
     fprintf(out,
-            "KV cache per token and per sequence (FP8, E4M3 or E5M2: one byte a number, two scales per layer; "
+            "KV cache per token and per sequence (FP8, E4M3 or E5M2: one byte a number, its scales outside the blocks, "
+            "two per layer or two per kv head and layer; "
             "INT8: one fp16 scale per token and kv head; INT4: one per %d channels):\n\n",
             KV_DEFAULT_INT4_GROUP);
     shapes_table(out, format);

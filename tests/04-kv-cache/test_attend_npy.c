@@ -93,31 +93,42 @@ static NpyArray load_output(const Inputs *in, const char *name)
     return npy_load_or_exit(path, NPY_FLOAT32, 3, shape);
 }
 
-/* The largest |x| of the rows of a kv tensor within the sequences' lengths. */
-static double largest_within_lengths(const Inputs *in, const float *kv)
+/* The largest |x| of kv head h's rows (every head's: h = -1) within the
+ * sequences' lengths. */
+static double largest_within_lengths(const Inputs *in, const float *kv, int h)
 {
     double largest = 0.0;
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < KVH; h++)
-            for (int i = 0; i < in->lens[b] * D; i++)
-                largest = fmax(largest, fabs(kv[((size_t)b * KVH + h) * L * D + i]));
+        for (int head = 0; head < KVH; head++)
+            for (int i = 0; i < in->lens[b] * D && (h < 0 || head == h); i++)
+                largest = fmax(largest, fabs(kv[((size_t)b * KVH + head) * L * D + i]));
     return largest;
 }
 
-/* Keys and values as a format stores them: each row quantized and read back. */
-static Inputs *as_stored(const Inputs *in, KvFormat format)
+/* FP8's scale for kv head h: that head's largest magnitude (or the whole
+ * tensor's) on the format's largest number. */
+static float fp8_scale(const Inputs *in, const float *kv, KvFormat format, KvScaleAxis axis, int h)
+{
+    double largest_code = format == KV_FORMAT_FP8_E4M3 ? 448.0 : 57344.0;
+    return (float)(largest_within_lengths(in, kv, axis == KV_SCALE_PER_HEAD ? h : -1) / largest_code);
+}
+
+/* Keys and values as a format stores them: each row quantized and read back
+ * (FP8 with its scales per tensor or per kv head, as `axis` says). */
+static Inputs *as_stored(const Inputs *in, KvFormat format, KvScaleAxis axis)
 {
     Inputs *stored = ALLOC_ARRAY(Inputs, 1);
     *stored = *in;
     PagedKvShape one_row = {1, 1, D};
     KvBlockLayout keys = kv_layout(format, true, one_row, 32), values = kv_layout(format, false, one_row, 32);
-    if (format == KV_FORMAT_FP8_E4M3 || format == KV_FORMAT_FP8_E5M2) {
-        double largest_code = format == KV_FORMAT_FP8_E4M3 ? 448.0 : 57344.0;
-        keys.tensor_scale = (float)(largest_within_lengths(in, in->k) / largest_code);
-        values.tensor_scale = (float)(largest_within_lengths(in, in->v) / largest_code);
-    }
+    bool fp8 = format == KV_FORMAT_FP8_E4M3 || format == KV_FORMAT_FP8_E5M2;
     uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(keys));
     for (size_t r = 0; r < (size_t)B * KVH * L; r++) {
+        int h = (int)(r / L % KVH);
+        if (fp8) {
+            keys.tensor_scale = fp8_scale(in, in->k, format, axis, h);
+            values.tensor_scale = fp8_scale(in, in->v, format, axis, h);
+        }
         kv_store_row(keys, head, 0, in->k + r * D);
         kv_load_row(keys, head, 0, stored->k + r * D);
         kv_store_row(values, head, 0, in->v + r * D);
@@ -130,7 +141,7 @@ static Inputs *as_stored(const Inputs *in, KvFormat format)
 static void quantized_output_matches(const Inputs *in, KvFormat format, const char *name, const double *exact,
                                      double within)
 {
-    Inputs *stored = as_stored(in, format);
+    Inputs *stored = as_stored(in, format, KV_SCALE_PER_TENSOR);
     double *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
     reference(stored, ref);
     NpyArray got = load_output(in, name);
@@ -146,7 +157,7 @@ static void quantized_output_matches(const Inputs *in, KvFormat format, const ch
 static void outputs_match_reference(Inputs *in)
 {
     save_all(in);
-    attend_npy(in->dir, in->save_dir, 16, 32);
+    attend_npy(in->dir, in->save_dir, 16, 32, KV_SCALE_PER_TENSOR);
     char path[128];
     path_of(path, in, output_names[0]);
     EXPECT(access(path, F_OK) != 0, "the outputs go to --save, not to --load");
@@ -172,10 +183,74 @@ static void outputs_match_reference(Inputs *in)
     npy_free(&paged);
 }
 
+/* The largest error, against the unquantized attention, of the outputs of
+ * the query heads that read kv head 1, relative to their largest magnitude
+ * (normwise: an output near zero would make an element's own relative
+ * error meaningless). */
+static double error_of_head_1(const float *got, const double *exact)
+{
+    double worst = 0.0, largest = 0.0;
+    for (int b = 0; b < B; b++)
+        for (int h = H / KVH; h < 2 * H / KVH; h++)
+            for (int i = 0; i < D; i++) {
+                size_t at = ((size_t)b * H + h) * D + i;
+                worst = fmax(worst, fabs(got[at] - exact[at]));
+                largest = fmax(largest, fabs(exact[at]));
+            }
+    return worst / largest;
+}
+
+/* --fp8-scales head: kv head 1's keys and values shrunk by 2^-16 (exactly).
+ * A scale for the whole tensor, set by head 0's magnitude, puts head 1's
+ * numbers among E4M3's subnormals, with few bits left; a scale per head puts
+ * them back in the normal range. The per-head outputs must match the
+ * reference over the numbers as stored with scales per head, and be more
+ * accurate for head 1 than the per-tensor ones. */
+static void fp8_scales_per_head(const Inputs *original)
+{
+    Inputs *in = ALLOC_ARRAY(Inputs, 1);
+    *in = *original;
+    for (int b = 0; b < B; b++)
+        for (size_t i = 0; i < (size_t)L * D; i++) {
+            in->k[((size_t)b * KVH + 1) * L * D + i] = ldexpf(in->k[((size_t)b * KVH + 1) * L * D + i], -16);
+            in->v[((size_t)b * KVH + 1) * L * D + i] = ldexpf(in->v[((size_t)b * KVH + 1) * L * D + i], -16);
+        }
+    save_all(in);
+    double *exact = ALLOC_ARRAY(double, (size_t)B *H *D), *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
+    reference(in, exact);
+    attend_npy(in->dir, in->save_dir, 16, 32, KV_SCALE_PER_TENSOR);
+    NpyArray per_tensor = load_output(in, "out_fp8_e4m3.npy");
+    attend_npy(in->dir, in->save_dir, 16, 32, KV_SCALE_PER_HEAD);
+    NpyArray per_head = load_output(in, "out_fp8_e4m3.npy");
+    Inputs *stored = as_stored(in, KV_FORMAT_FP8_E4M3, KV_SCALE_PER_HEAD);
+    reference(stored, ref);
+    CloseReport r = check_close_f32(per_head.data, ref, (size_t)B * H * D, 1e-5, 1e-5);
+    EXPECT(close_report_print(stdout, "out_fp8_e4m3.npy, scales per head", &r),
+           "FP8 E4M3 with scales per kv head matches the double reference over the numbers so stored");
+    /* The tolerance above is absolute at 1e-5, larger than kv head 1's
+     * outputs: check those relative to their own size, as closely. */
+    double stored_error = error_of_head_1(per_head.data, ref);
+    EXPECT(stored_error < 1e-5, "kv head 1, scales per head: normwise error %.3g against the stored numbers' attention",
+           stored_error);
+    double tensor_error = error_of_head_1(per_tensor.data, exact);
+    double head_error = error_of_head_1(per_head.data, exact);
+    /* Per head, head 1 keeps E4M3's 3 mantissa bits; per tensor, its numbers
+     * fall 16 binades lower, mostly subnormal: at least 4 times the error. */
+    EXPECT(head_error * 4 < tensor_error,
+           "kv head 1 scaled by 2^-16: normwise relative error %.3g with scales per head, %.3g per tensor", head_error,
+           tensor_error);
+    npy_free(&per_tensor);
+    npy_free(&per_head);
+    array_free(stored);
+    array_free(exact);
+    array_free(ref);
+    array_free(in);
+}
+
 static void attend_in_child(void *inputs)
 {
     const Inputs *in = inputs;
-    attend_npy(in->dir, in->save_dir, 16, 32);
+    attend_npy(in->dir, in->save_dir, 16, 32, KV_SCALE_PER_TENSOR);
 }
 
 /* Save a broken file in place of a good one: the run must end with status 2
@@ -257,6 +332,7 @@ int main(void)
     const int32_t lens[B] = {1, L, 20};
     memcpy(in->lens, lens, sizeof lens);
     outputs_match_reference(in);
+    fp8_scales_per_head(in);
     bad_inputs_are_refused(in);
     unwritable_output_fails(in);
     remove_files(in);

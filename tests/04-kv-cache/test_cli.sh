@@ -83,6 +83,7 @@ rejects_mentioning "q.npy" attend --load /nonexistent-directory --save "$scratch
 rejects_saying "give both --load DIR and --save DIR" attend --load "$scratch"
 rejects_saying "give both --load DIR and --save DIR" attend --save "$scratch"
 rejects_saying "unknown option '--block-size' (see --help)" attend --load "$scratch" --save "$scratch" --block-size 8
+rejects_saying "--fp8-scales expects tensor or head, got 'layer'" attend --load "$scratch" --save "$scratch" --fp8-scales layer
 
 name="kv_cache gpu-results"
 rejects_saying "--file expects a value" gpu-results --file

@@ -78,13 +78,18 @@ template <int kWords> __device__ __forceinline__ void load_words(const uint8_t *
 }
 
 // ANCHOR: dequantize_in_registers
-/* A lane's kChannels numbers of one row, from the bytes it loaded, times
- * `scale` (1 for unscaled formats; FP8's scale, one per kv head, is applied
- * by attend_range to the query and the sum instead). The arithmetic is kernels/kv_quant.h's:
- * an fp16 through half_to_float, an INT4 nibble through int4_low/int4_high,
- * a pair of FP8 numbers through fp8_pair_to_floats. */
+/* A lane's kChannels numbers of one row, from the bytes it loaded, not yet
+ * scaled: an INT8 or INT4 number comes out as its integer. The scales are
+ * applied where they cost one multiplication, not kChannels: a lane's
+ * channels share one scale per token (INT8, INT4), which multiplies the
+ * lane's part of the dot product and the value's weight; KIVI's per-channel
+ * key scales multiply the query once per block; FP8's one scale per kv head
+ * multiplies the query and the sum once. The arithmetic is
+ * kernels/kv_quant.h's: an fp16 through half_to_float, an INT4 nibble
+ * through int4_low/int4_high, a pair of FP8 numbers through
+ * fp8_pair_to_floats. */
 template <KvNumber kNumber, int kChannels, int kWords>
-__device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], float scale, float (&x)[kChannels])
+__device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], float (&x)[kChannels])
 {
 #pragma unroll
     for (int i = 0; i < kChannels; i++) {
@@ -93,7 +98,7 @@ __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], floa
         } else if constexpr (kNumber == KV_NUMBER_FP16) {
             x[i] = half_to_float(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
         } else if constexpr (kNumber == KV_NUMBER_INT8) {
-            x[i] = static_cast<float>(static_cast<int8_t>(words[i / 4] >> (8 * (i % 4)))) * scale;
+            x[i] = static_cast<float>(static_cast<int8_t>(words[i / 4] >> (8 * (i % 4))));
         } else if constexpr (kNumber == KV_NUMBER_FP8_E4M3 || kNumber == KV_NUMBER_FP8_E5M2) {
             /* Two at a time, from an even channel: one instruction per pair on sm_89 and later. */
             if (i % 2 == 0) {
@@ -102,11 +107,38 @@ __device__ __forceinline__ void dequantize(const uint32_t (&words)[kWords], floa
             }
         } else {
             uint8_t byte = static_cast<uint8_t>(words[i / 8] >> (8 * (i / 2 % 4)));
-            x[i] = static_cast<float>(i % 2 == 0 ? int4_low(byte) : int4_high(byte)) * scale;
+            x[i] = static_cast<float>(i % 2 == 0 ? int4_low(byte) : int4_high(byte));
         }
     }
 }
 // ANCHOR_END: dequantize_in_registers
+
+// ANCHOR: find_a_lanes_scales_without_division
+/* Where a lane's scales lie in a kv head's part of a block, worked out once,
+ * before the loop over positions: the byte offset of slot 0's scale for the
+ * lane's channels, and the bytes from one slot's scales to the next. The
+ * generic kv_load_scale divides (the channel by the group size, the row by
+ * the groups) and copies two bytes from an address of unknown alignment,
+ * which costs two byte loads; here each scale is one 16-bit load from an
+ * address that is 2-byte aligned (kv_quant.h starts the scales on a 16-byte
+ * boundary), and the loop only adds. */
+struct LaneScales {
+    size_t first, stride;
+};
+
+__device__ __forceinline__ LaneScales lane_scales(KvBlockLayout l, int first_channel)
+{
+    LaneScales s;
+    s.first = kv_scales_offset(l) + 2 * static_cast<size_t>(kv_scale_index(l, 0, first_channel));
+    s.stride = 2 * static_cast<size_t>(kv_groups_per_row(l));
+    return s;
+}
+
+__device__ __forceinline__ float load_scale(const uint8_t *head, LaneScales s, int slot)
+{
+    return half_to_float(*reinterpret_cast<const uint16_t *>(head + s.first + static_cast<size_t>(slot) * s.stride));
+}
+// ANCHOR_END: find_a_lanes_scales_without_division
 
 /* What a lane loads for one position: its bytes of the key and value rows,
  * and the per-token scales of its channels. */
@@ -115,20 +147,51 @@ template <class Plan> struct LaneSlot {
     float key_scale, value_scale;
 };
 
-template <class Plan>
-__device__ __forceinline__ void load_slot(const KernelParams &p, const uint8_t *key_head, const uint8_t *value_head,
-                                          int slot, int first_channel, LaneSlot<Plan> &s)
+/* Where a lane's numbers and scales start in a kv head's part of a block. */
+struct LaneOffsets {
+    size_t key_row_bytes, value_row_bytes, channel_bytes;
+    LaneScales key_scales, value_scales;
+};
+
+template <class Plan> __device__ LaneOffsets lane_offsets(const KernelParams &p, int first_channel)
 {
-    size_t offset = static_cast<size_t>(first_channel) * Plan::kBits / 8;
-    load_words(key_head + slot * kv_row_bytes(p.keys) + offset, s.key);
-    load_words(value_head + slot * kv_row_bytes(p.values) + offset, s.value);
+    LaneOffsets o;
+    o.key_row_bytes = kv_row_bytes(p.keys);
+    o.value_row_bytes = kv_row_bytes(p.values);
+    o.channel_bytes = static_cast<size_t>(first_channel) * Plan::kBits / 8;
+    o.key_scales = lane_scales(p.keys, first_channel);
+    o.value_scales = lane_scales(p.values, first_channel);
+    return o;
+}
+
+template <class Plan>
+__device__ __forceinline__ void load_slot(const LaneOffsets &o, const uint8_t *key_head, const uint8_t *value_head,
+                                          int slot, LaneSlot<Plan> &s)
+{
+    load_words(key_head + slot * o.key_row_bytes + o.channel_bytes, s.key);
+    load_words(value_head + slot * o.value_row_bytes + o.channel_bytes, s.value);
     s.key_scale = s.value_scale = 1.0f;
     if constexpr (Plan::kScaledPerToken) {
         /* A lane's channels lie in one scale group (kChannels divides the group). */
-        s.value_scale = kv_load_scale(p.values, value_head, kv_scale_index(p.values, slot, first_channel));
+        s.value_scale = load_scale(value_head, o.value_scales, slot);
         if constexpr (!Plan::kKeysPerChannel) {
-            s.key_scale = kv_load_scale(p.keys, key_head, kv_scale_index(p.keys, slot, first_channel));
+            s.key_scale = load_scale(key_head, o.key_scales, slot);
         }
+    }
+}
+
+/* KIVI's keys: a scale per channel, for all the block's positions. A lane's
+ * kChannels scales are consecutive fp16s at a 2 kChannels-byte aligned
+ * offset: whole 16-byte loads. */
+template <class Plan>
+__device__ __forceinline__ void load_channel_scales(const LaneOffsets &o, const uint8_t *key_head,
+                                                    float (&scales)[Plan::kChannels])
+{
+    uint32_t words[Plan::kChannels / 2];
+    load_words(key_head + o.key_scales.first, words);
+#pragma unroll
+    for (int i = 0; i < Plan::kChannels; i++) {
+        scales[i] = half_to_float(static_cast<uint16_t>(words[i / 2] >> (16 * (i % 2))));
     }
 }
 
@@ -228,6 +291,7 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
             q[i] *= key_scale;
         }
     }
+    const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
     LaneState<kChannels> state;
     state.softmax = softmax_state_empty();
 #pragma unroll
@@ -250,10 +314,20 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
             value_head = p.value_pool + kv_head_offset(p.values, table[b], kv_head);
         }
         if constexpr (Plan::kKeysPerChannel) {
+            if (has_block) {
+                load_channel_scales<Plan>(offsets, key_head, channel_scale);
+            } else {
 #pragma unroll
-            for (int i = 0; i < kChannels; i++) {
-                channel_scale[i] = has_block ? kv_load_scale(p.keys, key_head, first_channel + i) : 0.0f;
+                for (int i = 0; i < kChannels; i++) {
+                    channel_scale[i] = 0.0f;
+                }
             }
+        }
+        /* KIVI: the keys' per-channel scales multiply the query, once a block. */
+        float scaled_q[kChannels];
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            scaled_q[i] = Plan::kKeysPerChannel ? q[i] * channel_scale[i] : q[i];
         }
         const int warp_count = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(count)));
         for (int slot = 0; slot < warp_count; slot += kUnroll) {
@@ -261,33 +335,37 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
 #pragma unroll
             for (int u = 0; u < kUnroll; u++) {
                 if (slot + u < count) {
-                    load_slot<Plan>(p, key_head, value_head, slot + u, first_channel, loaded[u]);
+                    load_slot<Plan>(offsets, key_head, value_head, slot + u, loaded[u]);
                 }
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; u++) {
                 float k[kChannels];
-                dequantize<Plan::kNumber>(loaded[u].key, loaded[u].key_scale, k);
+                dequantize<Plan::kNumber>(loaded[u].key, k);
                 float dot = 0.0f;
 #pragma unroll
                 for (int i = 0; i < kChannels; i++) {
-                    if constexpr (Plan::kKeysPerChannel) {
-                        k[i] *= channel_scale[i];
-                    }
-                    dot += q[i] * k[i];
+                    dot += scaled_q[i] * k[i];
+                }
+                if constexpr (Plan::kScaledPerToken && !Plan::kKeysPerChannel) {
+                    dot *= loaded[u].key_scale; /* this lane's channels' one scale */
                 }
 #pragma unroll
                 for (int offset = kLanes / 2; offset > 0; offset /= 2) {
                     dot += __shfl_xor_sync(kFullMask, dot, offset);
                 }
-                if (slot + u < count) {
-                    float rescale, weight, v[kChannels];
-                    state.softmax = attention_push(state.softmax, dot * inverse_sqrt_d, &rescale, &weight);
-                    dequantize<Plan::kNumber>(loaded[u].value, loaded[u].value_scale, v);
+                /* No branch around the push: a slot past the block's end
+                 * scores -inf, which weighs 0 and rescales by 1 (its value
+                 * numbers are zeros), so the state and the sum keep their
+                 * bits. A branch here would be taken on nearly every pass. */
+                float score = slot + u < count ? dot * inverse_sqrt_d : -INFINITY;
+                float rescale, weight, v[kChannels];
+                state.softmax = attention_push(state.softmax, score, &rescale, &weight);
+                dequantize<Plan::kNumber>(loaded[u].value, v);
+                const float scaled_weight = Plan::kScaledPerToken ? weight * loaded[u].value_scale : weight;
 #pragma unroll
-                    for (int i = 0; i < kChannels; i++) {
-                        state.acc[i] = state.acc[i] * rescale + weight * v[i];
-                    }
+                for (int i = 0; i < kChannels; i++) {
+                    state.acc[i] = state.acc[i] * rescale + scaled_weight * v[i];
                 }
             }
         }

@@ -259,45 +259,50 @@ __device__ SoftmaxState merge_warps(const LaneState<kChannels> &state, float *bl
 // ANCHOR_END: merge_lanes_warps_and_blocks
 
 // ANCHOR: attend_over_a_range_of_positions
-/* The state of query head `head` of sequence `seq` over positions
- * [begin, end), begin a multiple of the block size. Token group g of the
- * thread block takes logical blocks g, g + groups, ...; within a block it
- * takes the positions in order, pushing each score into its online state. */
-template <KvFormat kFormat, int kHeadDim>
-__device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, int begin, int end, float *block_acc)
+/* The lane states of kGroup query heads of sequence `seq`, heads
+ * first_head, first_head + 1, ..., all of one kv head's group (only the
+ * first `heads` count; the others compute on a zero query and are dropped),
+ * over positions [begin, end), begin a multiple of the block size. Token
+ * group g of the thread block takes logical blocks g, g + groups, ...;
+ * within a block it takes the positions in order. Each position's key and
+ * value are loaded and unpacked once, then used by every head of the group:
+ * a dot product, a push into that head's online state, a weighted add. */
+template <KvFormat kFormat, int kHeadDim, int kGroup>
+__device__ void attend_positions(const KernelParams &p, int seq, int first_head, int heads, int begin, int end,
+                                 LaneState<LanePlan<kFormat, kHeadDim>::kChannels> (&state)[kGroup])
 {
     using Plan = LanePlan<kFormat, kHeadDim>;
     constexpr int kChannels = Plan::kChannels, kLanes = Plan::kLanes, kGroups = kWarps * Plan::kTokens;
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     const int first_channel = lane % kLanes * kChannels, token_group = warp * Plan::kTokens + lane / kLanes;
-    const int kv_head = head / (p.n_heads / p.keys.shape.n_kv_heads), block_size = p.keys.shape.block_size;
+    const int kv_head = first_head / (p.n_heads / p.keys.shape.n_kv_heads), block_size = p.keys.shape.block_size;
     const int32_t *table = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
     const float inverse_sqrt_d = 1.0f / sqrtf(static_cast<float>(kHeadDim));
-
-    float q[kChannels];
-    const float4 *q4 = reinterpret_cast<const float4 *>(
-        p.queries + (static_cast<size_t>(seq) * p.n_heads + head) * kHeadDim + first_channel);
-#pragma unroll
-    for (int i = 0; i < kChannels / 4; i++) {
-        float4 v = q4[i];
-        q[4 * i] = v.x, q[4 * i + 1] = v.y, q[4 * i + 2] = v.z, q[4 * i + 3] = v.w;
-    }
     /* FP8: one scale for all of this kv head's keys (per tensor or per head,
      * kv_quant.h), so it multiplies the query once instead of every key. */
+    float key_scale = 1.0f;
     if constexpr (Plan::kScaledPerTensor) {
-        const float key_scale = kv_fp8_row_scale(kv_head_layout(p.keys, kv_head));
+        key_scale = kv_fp8_row_scale(kv_head_layout(p.keys, kv_head));
+    }
+    float q[kGroup][kChannels];
+#pragma unroll
+    for (int g = 0; g < kGroup; g++) {
+        const float4 *q4 = reinterpret_cast<const float4 *>(
+            p.queries + (static_cast<size_t>(seq) * p.n_heads + first_head + min(g, heads - 1)) * kHeadDim +
+            first_channel);
+#pragma unroll
+        for (int i = 0; i < kChannels / 4; i++) {
+            float4 v = g < heads ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            q[g][4 * i] = v.x * key_scale, q[g][4 * i + 1] = v.y * key_scale;
+            q[g][4 * i + 2] = v.z * key_scale, q[g][4 * i + 3] = v.w * key_scale;
+        }
+        state[g].softmax = softmax_state_empty();
 #pragma unroll
         for (int i = 0; i < kChannels; i++) {
-            q[i] *= key_scale;
+            state[g].acc[i] = 0.0f;
         }
     }
     const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
-    LaneState<kChannels> state;
-    state.softmax = softmax_state_empty();
-#pragma unroll
-    for (int i = 0; i < kChannels; i++) {
-        state.acc[i] = 0.0f;
-    }
 
     const int first_block = begin / block_size, blocks = paged_kv_blocks_for(end, block_size) - first_block;
     for (int round = 0; round < blocks; round += kGroups) {
@@ -324,10 +329,13 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
             }
         }
         /* KIVI: the keys' per-channel scales multiply the query, once a block. */
-        float scaled_q[kChannels];
+        float scaled_q[kGroup][kChannels];
 #pragma unroll
-        for (int i = 0; i < kChannels; i++) {
-            scaled_q[i] = Plan::kKeysPerChannel ? q[i] * channel_scale[i] : q[i];
+        for (int g = 0; g < kGroup; g++) {
+#pragma unroll
+            for (int i = 0; i < kChannels; i++) {
+                scaled_q[g][i] = Plan::kKeysPerChannel ? q[g][i] * channel_scale[i] : q[g][i];
+            }
         }
         const int warp_count = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(count)));
         for (int slot = 0; slot < warp_count; slot += kUnroll) {
@@ -340,32 +348,38 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
             }
 #pragma unroll
             for (int u = 0; u < kUnroll; u++) {
-                float k[kChannels];
+                float k[kChannels], v[kChannels], dot[kGroup];
                 dequantize<Plan::kNumber>(loaded[u].key, k);
-                float dot = 0.0f;
-#pragma unroll
-                for (int i = 0; i < kChannels; i++) {
-                    dot += scaled_q[i] * k[i];
-                }
-                if constexpr (Plan::kScaledPerToken && !Plan::kKeysPerChannel) {
-                    dot *= loaded[u].key_scale; /* this lane's channels' one scale */
-                }
-#pragma unroll
-                for (int offset = kLanes / 2; offset > 0; offset /= 2) {
-                    dot += __shfl_xor_sync(kFullMask, dot, offset);
-                }
-                /* No branch around the push: a slot past the block's end
-                 * scores -inf, which weighs 0 and rescales by 1 (its value
-                 * numbers are zeros), so the state and the sum keep their
-                 * bits. A branch here would be taken on nearly every pass. */
-                float score = slot + u < count ? dot * inverse_sqrt_d : -INFINITY;
-                float rescale, weight, v[kChannels];
-                state.softmax = attention_push(state.softmax, score, &rescale, &weight);
                 dequantize<Plan::kNumber>(loaded[u].value, v);
-                const float scaled_weight = Plan::kScaledPerToken ? weight * loaded[u].value_scale : weight;
 #pragma unroll
-                for (int i = 0; i < kChannels; i++) {
-                    state.acc[i] = state.acc[i] * rescale + scaled_weight * v[i];
+                for (int g = 0; g < kGroup; g++) {
+                    dot[g] = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < kChannels; i++) {
+                        dot[g] += scaled_q[g][i] * k[i];
+                    }
+                    if constexpr (Plan::kScaledPerToken && !Plan::kKeysPerChannel) {
+                        dot[g] *= loaded[u].key_scale; /* this lane's channels' one scale */
+                    }
+#pragma unroll
+                    for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+                        dot[g] += __shfl_xor_sync(kFullMask, dot[g], offset);
+                    }
+                }
+#pragma unroll
+                for (int g = 0; g < kGroup; g++) {
+                    /* No branch around the push: a slot past the block's end
+                     * scores -inf, which weighs 0 and rescales by 1 (its value
+                     * numbers are zeros), so the state and the sum keep their
+                     * bits. A branch here would be taken on nearly every pass. */
+                    float score = slot + u < count ? dot[g] * inverse_sqrt_d : -INFINITY;
+                    float rescale, weight;
+                    state[g].softmax = attention_push(state[g].softmax, score, &rescale, &weight);
+                    const float scaled_weight = Plan::kScaledPerToken ? weight * loaded[u].value_scale : weight;
+#pragma unroll
+                    for (int i = 0; i < kChannels; i++) {
+                        state[g].acc[i] = state[g].acc[i] * rescale + scaled_weight * v[i];
+                    }
                 }
             }
         }
@@ -374,12 +388,25 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
     if constexpr (Plan::kScaledPerTensor) {
         const float value_scale = kv_fp8_row_scale(kv_head_layout(p.values, kv_head));
 #pragma unroll
-        for (int i = 0; i < kChannels; i++) {
-            state.acc[i] *= value_scale;
+        for (int g = 0; g < kGroup; g++) {
+#pragma unroll
+            for (int i = 0; i < kChannels; i++) {
+                state[g].acc[i] *= value_scale;
+            }
         }
     }
-    merge_token_groups<kLanes>(state);
-    return merge_warps<kHeadDim, kLanes>(state, block_acc);
+}
+
+/* One query head's state over [begin, end), merged over the thread block:
+ * its channels in block_acc, not yet divided by the returned sum. */
+template <KvFormat kFormat, int kHeadDim>
+__device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, int begin, int end, float *block_acc)
+{
+    using Plan = LanePlan<kFormat, kHeadDim>;
+    LaneState<Plan::kChannels> state[1];
+    attend_positions<kFormat, kHeadDim, 1>(p, seq, head, 1, begin, end, state);
+    merge_token_groups<Plan::kLanes>(state[0]);
+    return merge_warps<kHeadDim, Plan::kLanes>(state[0], block_acc);
 }
 // ANCHOR_END: attend_over_a_range_of_positions
 
@@ -400,9 +427,24 @@ __global__ void __launch_bounds__(kThreads) whole_context_kernel(KernelParams p)
 // ANCHOR_END: give_each_head_a_block
 
 // ANCHOR: split_the_context_into_partitions
+/* A partition's partial state for one query head: its channels from
+ * block_acc (each thread those it merged there), not yet divided by the
+ * sum, and its (max, sum). */
+__device__ void write_partial(const KernelParams &p, int seq, int head, int partition, SoftmaxState state,
+                              const float *block_acc, int head_dim)
+{
+    size_t item = (static_cast<size_t>(seq) * p.n_heads + head) * p.max_partitions + partition;
+    for (int c = threadIdx.x; c < head_dim; c += kThreads) {
+        p.partial_acc[item * head_dim + c] = block_acc[c];
+    }
+    if (threadIdx.x == 0) {
+        p.partial_state[item] = state;
+    }
+}
+
 /* Version 2, first kernel: block (query head, sequence, partition) attends
- * over its partition and writes the partial state, not yet divided by its
- * sum. Partitions past a sequence's end have nothing to do. */
+ * over its partition and writes the partial state. Partitions past a
+ * sequence's end have nothing to do. */
 template <KvFormat kFormat, int kHeadDim> __global__ void __launch_bounds__(kThreads) partition_kernel(KernelParams p)
 {
     __shared__ float block_acc[kHeadDim];
@@ -413,14 +455,45 @@ template <KvFormat kFormat, int kHeadDim> __global__ void __launch_bounds__(kThr
     }
     const int end = min(length, begin + p.partition_tokens);
     SoftmaxState state = attend_range<kFormat, kHeadDim>(p, seq, head, begin, end, block_acc);
-    size_t item = (static_cast<size_t>(seq) * p.n_heads + head) * p.max_partitions + partition;
-    for (int c = threadIdx.x; c < kHeadDim; c += kThreads) {
-        p.partial_acc[item * kHeadDim + c] = block_acc[c];
+    write_partial(p, seq, head, partition, state, block_acc, kHeadDim);
+}
+// ANCHOR_END: split_the_context_into_partitions
+
+// ANCHOR: give_a_group_of_query_heads_a_block
+/* Version 3, first kernel: block (kv head and chunk of its query heads,
+ * sequence, partition) reads the partition's keys and values once for up to
+ * kGroupHeads query heads of the kv head's group, then merges and writes
+ * each head's partial state as version 2 does, so that version 2's merge
+ * kernel finishes the job. With 4 query heads per kv head (Llama 3 8B), a
+ * key is read from L2 and unpacked once instead of four times. */
+template <KvFormat kFormat, int kHeadDim>
+__global__ void __launch_bounds__(kThreads) group_partition_kernel(KernelParams p)
+{
+    using Plan = LanePlan<kFormat, kHeadDim>;
+    __shared__ float block_acc[kHeadDim];
+    const int group = p.n_heads / p.keys.shape.n_kv_heads, chunks = group_chunks(group);
+    const int kv_head = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+    const int first_head = kv_head * group + chunk * kGroupHeads;
+    const int heads = min(kGroupHeads, group - chunk * kGroupHeads);
+    const int seq = blockIdx.y, partition = blockIdx.z;
+    const int length = p.lengths[seq], begin = partition * p.partition_tokens;
+    if (begin >= length) {
+        return; /* the same for the whole block */
     }
-    if (threadIdx.x == 0) {
-        p.partial_state[item] = state;
+    const int end = min(length, begin + p.partition_tokens);
+    LaneState<Plan::kChannels> state[kGroupHeads];
+    attend_positions<kFormat, kHeadDim, kGroupHeads>(p, seq, first_head, heads, begin, end, state);
+#pragma unroll
+    for (int g = 0; g < kGroupHeads; g++) {
+        if (g < heads) { /* the same for the whole block */
+            merge_token_groups<Plan::kLanes>(state[g]);
+            SoftmaxState merged = merge_warps<kHeadDim, Plan::kLanes>(state[g], block_acc);
+            write_partial(p, seq, first_head + g, partition, merged, block_acc, kHeadDim);
+            __syncthreads(); /* the next head reuses merge_warps' shared memory */
+        }
     }
 }
+// ANCHOR_END: give_a_group_of_query_heads_a_block
 
 /* Version 2, second kernel: block (query head, sequence) merges the
  * sequence's partitions in order, one thread per channel. */
@@ -445,7 +518,8 @@ __global__ void merge_partitions_kernel(KernelParams p, int head_dim)
  * and 256. One missing here fails the link. */
 #define INSTANTIATE(FORMAT, HEAD_DIM)                                                \
     template __global__ void whole_context_kernel<FORMAT, HEAD_DIM>(KernelParams p); \
-    template __global__ void partition_kernel<FORMAT, HEAD_DIM>(KernelParams p)
+    template __global__ void partition_kernel<FORMAT, HEAD_DIM>(KernelParams p);     \
+    template __global__ void group_partition_kernel<FORMAT, HEAD_DIM>(KernelParams p)
 #define INSTANTIATE_HEAD_DIMS(FORMAT) \
     INSTANTIATE(FORMAT, 64);          \
     INSTANTIATE(FORMAT, 128);         \

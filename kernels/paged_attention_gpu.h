@@ -2,14 +2,17 @@
  * sequence attends over the sequence's keys and values, found through its
  * block table in a pool of blocks in any format of kernels/kv_quant.h
  * (float32, fp16, INT8, INT4, INT4 with keys per channel, FP8 E4M3 and E5M2
- * with a scale per tensor or per kv head), dequantized in registers as they are read. Two versions:
+ * with a scale per tensor or per kv head), dequantized in registers as they are read. Three versions:
  *
  *   1  one thread block per (sequence, query head) walks the whole context,
  *      with an online softmax; a query head reads the kv head of its group;
  *   2  split-K (flash-decoding): the context is cut into partitions of
  *      `partition_tokens` positions, one thread block each, every one
  *      writing its partial output, max and sum; a second kernel merges the
- *      partitions with Chapter 3's (max, sum) rescaling.
+ *      partitions with Chapter 3's (max, sum) rescaling;
+ *   3  split-K with a thread block per (kv head, partition) carrying up to
+ *      four query heads of the kv head's group: each key and value is read
+ *      and unpacked once for them all; version 2's merge finishes.
  *
  * Inside a thread block, a few lanes share one position (16 bytes of its
  * key row each), the lanes of a warp take several positions at once, and
@@ -36,7 +39,7 @@
 
 COMMON_BEGIN_C
 
-#define PAGED_ATTENTION_GPU_VERSIONS 2
+#define PAGED_ATTENTION_GPU_VERSIONS 3
 /* One line describing a version, e.g. "split-K: partitions, then a merge". */
 const char *paged_attention_gpu_version_name(int version);
 

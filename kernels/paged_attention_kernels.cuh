@@ -31,6 +31,15 @@ struct KernelParams {
 
 template <KvFormat kFormat, int kHeadDim> __global__ void whole_context_kernel(KernelParams p);
 template <KvFormat kFormat, int kHeadDim> __global__ void partition_kernel(KernelParams p);
+template <KvFormat kFormat, int kHeadDim> __global__ void group_partition_kernel(KernelParams p);
+
+/* Version 3: the query heads one thread block carries, at most, and the
+ * blocks a kv head's group of `group` query heads takes. */
+constexpr int kGroupHeads = 4;
+__host__ __device__ constexpr int group_chunks(int group)
+{
+    return (group + kGroupHeads - 1) / kGroupHeads;
+}
 __global__ void merge_partitions_kernel(KernelParams p, int head_dim);
 
 } // namespace paged_attention_kernels

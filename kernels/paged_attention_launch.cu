@@ -25,8 +25,10 @@ template <KvFormat kFormat, int kHeadDim> void launch_format(int version, const 
 {
     if (version == 1) {
         whole_context_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
-    } else {
+    } else if (version == 2) {
         partition_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
+    } else {
+        group_partition_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
     }
 }
 
@@ -88,6 +90,7 @@ extern "C" const char *paged_attention_gpu_version_name(int version)
     static const char *const names[] = {
         "a thread block per (sequence, query head), whole context",
         "split-K: a thread block per partition, then a merge",
+        "split-K, a thread block per kv head's group of query heads: keys and values read once per group",
     };
     static_assert(std::size(names) == PAGED_ATTENTION_GPU_VERSIONS, "a name for every version");
     return version >= 1 && version <= PAGED_ATTENTION_GPU_VERSIONS ? names[version - 1] : "?";
@@ -235,7 +238,7 @@ extern "C" const char *paged_attention_gpu_run_launch(PagedAttentionGpuRun *run,
         CUDA_CHECK(cudaGetLastError());
         return nullptr;
     }
-    if (version != 2) {
+    if (version != 2 && version != 3) {
         return gpu_refusal("no version %d: there are 1 .. %d", version, PAGED_ATTENTION_GPU_VERSIONS);
     }
     const char *why = paged_attention_gpu_partition(run, partition_tokens, &p.partition_tokens);
@@ -253,7 +256,9 @@ extern "C" const char *paged_attention_gpu_run_launch(PagedAttentionGpuRun *run,
     }
     p.partial_acc = run->partial_acc;
     p.partial_state = run->partial_state;
-    launch(2, pr.format, pr.shape.head_dim, p, dim3(pr.n_heads, pr.batch, p.max_partitions));
+    /* Version 2: a block per query head; 3: per chunk of a kv head's group. */
+    int query_blocks = version == 2 ? pr.n_heads : pr.shape.n_kv_heads * group_chunks(pr.n_heads / pr.shape.n_kv_heads);
+    launch(version, pr.format, pr.shape.head_dim, p, dim3(query_blocks, pr.batch, p.max_partitions));
     CUDA_CHECK(cudaGetLastError());
     merge_partitions_kernel<<<dim3(pr.n_heads, pr.batch), pr.shape.head_dim>>>(p, pr.shape.head_dim);
     CUDA_CHECK(cudaGetLastError());

@@ -1,6 +1,6 @@
 /* The CUDA decode kernels against the double-precision reference: every
- * cache format, both versions, version 2 with default and with small
- * partitions, head_dim 64, 128 and 256, GQA groups of 1, 4 and 8, batches of
+ * cache format, every version, versions 2 and 3 with default and with small
+ * partitions, head_dim 64, 128 and 256, GQA groups of 1, 4, 6 and 8, batches of
  * 1 to 8 sequences whose lengths are not multiples of the block size
  * (kv_cache gpu-check prints the same cases); the same output twice, bit for bit;
  * and the partition and version arguments. Needs a GPU; skipped without. */
@@ -47,8 +47,9 @@ static void runs_and_arguments(void)
            "a partition that is not a multiple of the block size is refused: %s", why);
     size_t floats = (size_t)b.batch * b.n_heads * 128;
     float *first = ALLOC_ARRAY(float, floats), *second = ALLOC_ARRAY(float, floats);
-    why = paged_attention_gpu_run_once(run, 3, 0, first);
-    EXPECT(why != NULL && strstr(why, "no version 3") != NULL, "there is no version 3: %s", why);
+    why = paged_attention_gpu_run_once(run, PAGED_ATTENTION_GPU_VERSIONS + 1, 0, first);
+    EXPECT(why != NULL && strstr(why, "no version") != NULL, "there is no version %d: %s",
+           PAGED_ATTENTION_GPU_VERSIONS + 1, why);
     why = paged_attention_gpu_run_launch(run, 2, 40);
     EXPECT(why != NULL && strstr(why, "40 positions") != NULL, "a launch with a bad partition is refused: %s", why);
     for (int version = 1; version <= PAGED_ATTENTION_GPU_VERSIONS; version++) {

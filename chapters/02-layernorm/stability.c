@@ -115,11 +115,13 @@ static void stored_mean_run(LnProblem *p)
 // ANCHOR_END: centre_on_the_stored_mean
 
 /* PyTorch's float32 errors on these same rows, as torch_failure_modes.py
- * recorded them in torch-failure-modes.tsv beside the program: one line per
- * offset, "offset, FNV-1a of x's bytes, y, dx, dgamma", after a '#' stamp
- * line and a header. The checksum tells when the rows have changed since,
- * so that a comparison on other inputs shows as "stale", not as a number. */
-#define TORCH_RECORD "torch-failure-modes.tsv"
+ * recorded them beside the program, in torch-failure-modes.tsv (huge mean)
+ * and torch-overflow.tsv: one line per offset (or scale), "offset, FNV-1a
+ * of x's bytes, y, dx, dgamma", after a '#' stamp line and a header. The
+ * checksum tells when the rows have changed since, so that a comparison on
+ * other inputs shows as "stale", not as a number. */
+#define TORCH_HUGE_MEAN_RECORD "torch-failure-modes.tsv"
+#define TORCH_OVERFLOW_RECORD "torch-overflow.tsv"
 enum { TORCH_RECORD_MAX_ROWS = 16 };
 
 typedef struct {
@@ -160,11 +162,11 @@ static int parse_torch_record(FILE *stream, void *out, char *err, size_t err_siz
 
 /* The record, or none (count 0) where there is no file; a file that does
  * not read is one line and exit 2. */
-static TorchRecord torch_record_read(void)
+static TorchRecord torch_record_read(const char *path)
 {
     TorchRecord record = {.count = 0};
     char err[512];
-    if (access(TORCH_RECORD, F_OK) == 0 && parse_text_file(TORCH_RECORD, parse_torch_record, &record, err, sizeof err))
+    if (access(path, F_OK) == 0 && parse_text_file(path, parse_torch_record, &record, err, sizeof err))
         cli_fail("%s", err);
     return record;
 }
@@ -178,7 +180,7 @@ static uint64_t fnv1a64(const void *bytes, size_t size)
     return h;
 }
 
-/* One error of PyTorch's on the problem p (at `offset`), selected by
+/* One error of PyTorch's on the problem p (at `offset`, or scale), selected by
  * `field` (offsetof in LnMaxErrors): "-" where it was not run, "stale"
  * where it ran on other rows. */
 static void torch_cell(Table *table, const TorchRecord *record, const LnProblem *p, double offset, size_t field)
@@ -235,7 +237,7 @@ static CentringErrors centring_errors(LnProblem *p, const LnReference *ref)
 
 static void huge_mean(Table *table)
 {
-    TorchRecord torch = torch_record_read();
+    TorchRecord torch = torch_record_read(TORCH_HUGE_MEAN_RECORD);
     for (int k = 0; k < HUGE_MEAN_OFFSET_COUNT; k++) {
         double offset = HUGE_MEAN_OFFSETS[k];
         LnProblem p = offset_problem(offset);
@@ -271,7 +273,7 @@ static void huge_mean_gradients(FILE *out, TableFormat format)
     const char *headers[] = {"offset",       "dx, stored mean", "dx, ours", "dx, PyTorch", "dgamma, stored mean",
                              "dgamma, ours", "dgamma, PyTorch"};
     Table *table = table_new(7, headers, "rrrrrrr");
-    TorchRecord torch = torch_record_read();
+    TorchRecord torch = torch_record_read(TORCH_HUGE_MEAN_RECORD);
     for (int k = 0; k < HUGE_MEAN_OFFSET_COUNT; k++) {
         LnProblem p = offset_problem(HUGE_MEAN_OFFSETS[k]);
         LnReference ref = ln_reference_compute(&p);
@@ -351,10 +353,12 @@ static void unscaled_run(LnProblem *p)
 
 static void overflow(Table *table)
 {
+    TorchRecord torch = torch_record_read(TORCH_OVERFLOW_RECORD);
     const int exponents[] = {16, 17, 18, 19, 20, 25, 30, 35};
     for (size_t e = 0; e < sizeof exponents / sizeof exponents[0]; e++) {
         LnProblem p = ln_problem_new(OVERFLOW_ROWS, OVERFLOW_D, 1e-5f);
-        ln_problem_fill_random(&p, SEED, 0.0, pow(10.0, exponents[e]));
+        double scale = pow(10.0, exponents[e]);
+        ln_problem_fill_random(&p, SEED, 0.0, scale);
         LnReference ref = ln_reference_compute(&p);
         table_cell(table, "1e%d", exponents[e]);
         table_cell(table, "%.3g", max_abs_f32(p.x, p.n * p.d));
@@ -362,6 +366,7 @@ static void overflow(Table *table)
         unscaled_run(&p);
         table_cell(table, "%.3g", p.rstd[0]);
         table_cell(table, "%.3g", max_error_f32(p.y, ref.y, p.n * p.d));
+        torch_cell(table, &torch, &p, scale, offsetof(LnMaxErrors, y));
         ln_problem_run_cpu(&p);
         table_cell(table, "%.3g", p.rstd[0]);
         table_cell(table, "%.3g", max_error_f32(p.y, ref.y, p.n * p.d));
@@ -465,10 +470,10 @@ static const FailureMode failure_modes[] = {
      "rrrrrrrr",                                                                                                     huge_mean_gradients},
     {"tiny-eps",      tiny_eps,       4, {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|"}, "rrrr",  NULL               },
     {"overflow",
-     overflow,                        7,
-     {"scale", "max |x|", "rstd, double", "rstd, unscaled sums", "max |y error|, unscaled", "rstd, rescaled (ours)",
-      "max |y error|, ours"},
-     "rrrrrrr",                                                                                                      overflow_note      },
+     overflow,                        8,
+     {"scale", "max |x|", "rstd, double", "rstd, unscaled sums", "max |y error|, unscaled",
+      "PyTorch float32: max |y error|", "rstd, rescaled (ours)", "max |y error|, ours"},
+     "rrrrrrrr",                                                                                                     overflow_note      },
     {"rsqrt",         rsqrt_accuracy, 3, {"rstd computed as", "max error (ulp)", "correctly rounded"},      "lrr",   NULL               },
 };
 enum { FAILURE_MODE_COUNT = sizeof failure_modes / sizeof failure_modes[0] };

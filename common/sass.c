@@ -331,13 +331,30 @@ static bool strictly_inside(Span inner, Span outer)
            (inner.first != outer.first || inner.last != outer.last);
 }
 
+/* Where a warp that has diverged meets a warp-wide operation (a shuffle),
+ * BRA.DIV jumps to code that resynchronises its lanes, redoes the
+ * operation and branches back: a backward branch, but not a loop. Is
+ * code[i] that branch back, the end of a block that starts at a BRA.DIV's
+ * target? */
+static bool returns_from_divergence(const Instruction *code, int count, int i)
+{
+    int start = i;
+    while (start > 0 && falls_through(&code[start - 1]))
+        start--;
+    for (int j = 0; j < count; j++)
+        if (strncmp(code[j].opcode, "BRA.DIV", 7) == 0 && code[j].branch_target == code[start].address)
+            return true;
+    return false;
+}
+
 /* The loops that move global memory: each backward branch whose target is
  * an instruction of the kernel. */
 static int global_loops(const Instruction *code, int count, Span *loops)
 {
     int n = 0;
     for (int i = 0; i < count; i++) {
-        if (code[i].branch_target < 0 || code[i].branch_target > code[i].address)
+        if (code[i].branch_target < 0 || code[i].branch_target > code[i].address ||
+            returns_from_divergence(code, count, i))
             continue;
         int target = index_of_address(code, count, code[i].branch_target);
         Span loop = {target, i};

@@ -30,7 +30,7 @@ __global__ void layernorm_forward_v1(float *y, float *mean, float *rstd, const f
         sum_dev += dev;
         sum_dev_sq += dev * dev;
     }
-    LnRowStats stats = ln_stats_from_deviations(first_mean, (float)sum_dev, (float)sum_dev_sq, (float)d, eps);
+    LnRowStats stats = ln_stats_from_double_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
     for (int j = 0; j < d; j++)
         y[(size_t)row * d + j] =
             ln_affine(ln_normalize(xr[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
@@ -84,32 +84,47 @@ __global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const f
 // ANCHOR_END: normalize_a_row_per_warp
 
 // ANCHOR: sum_across_a_block
-__device__ static float warp_sum(float value)
+/* The two reductions of a row: sums, and the largest magnitude. Both
+ * start from 0. */
+struct Add {
+    __device__ float operator()(float a, float b) const
+    {
+        return a + b;
+    }
+};
+struct Larger {
+    __device__ float operator()(float a, float b) const
+    {
+        return fmaxf(a, b);
+    }
+};
+
+template <typename Op> __device__ static float warp_reduce(float value, Op op)
 {
     for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2)
-        value += __shfl_xor_sync(FULL_MASK, value, offset);
+        value = op(value, __shfl_xor_sync(FULL_MASK, value, offset));
     return value;
 }
 
-/* Sum N values over the block; every thread gets the totals. blockDim.x is
- * a multiple of 32 (the row plan makes it so). Each warp sums its lanes,
- * then every warp sums the warps' partial sums: the same tree, so the same
- * bits, in every thread. The closing barrier lets the next call reuse
- * `partial`. */
-template <int N> __device__ static void block_sum(float (&values)[N])
+/* Reduce N values over the block; every thread gets the results. blockDim.x
+ * is a multiple of 32 (the row plan makes it so). Each warp reduces its
+ * lanes, then every warp reduces the warps' partial results: the same tree,
+ * so the same bits, in every thread. The closing barrier lets the next call
+ * reuse `partial`. */
+template <int N, typename Op = Add> __device__ static void block_reduce(float (&values)[N], Op op = Op())
 {
     __shared__ float partial[N][LN_PLAN_MAX_THREADS / WARP_SIZE];
     int warp = threadIdx.x / WARP_SIZE, lane = threadIdx.x % WARP_SIZE, warps = blockDim.x / WARP_SIZE;
 #pragma unroll
     for (int k = 0; k < N; k++) {
-        values[k] = warp_sum(values[k]);
+        values[k] = warp_reduce(values[k], op);
         if (lane == 0)
             partial[k][warp] = values[k];
     }
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < N; k++)
-        values[k] = warp_sum(lane < warps ? partial[k][lane] : 0.0f);
+        values[k] = warp_reduce(lane < warps ? partial[k][lane] : 0.0f, op);
     __syncthreads();
 }
 // ANCHOR_END: sum_across_a_block
@@ -145,12 +160,78 @@ template <int WIDTH> __device__ static void store_streaming(float *p, const floa
     __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
 
 // ANCHOR: keep_the_row_in_registers
+/* f(i, c, held) for every value v[i][c] of the row that this thread
+ * holds: held is false for vectors past the end of the row, which hold
+ * nothing and must count as 0. */
+template <int WIDTH, int ITEMS, typename F> __device__ static void for_each_value(int vectors, F f)
+{
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        bool held = (int)(threadIdx.x + i * blockDim.x) < vectors;
+#pragma unroll
+        for (int c = 0; c < WIDTH; c++)
+            f(i, c, held);
+    }
+}
+
+/* The statistics of the row that the block holds in registers. The
+ * exact two-pass variance costs no second read: the sum, the deviations
+ * from the first mean and their squares are all formed from registers, and
+ * corrected as on the CPU (kernels/layernorm_row.h). */
+template <int WIDTH, int ITEMS>
+__device__ static LnRowStats block_row_stats(const float (&v)[ITEMS][WIDTH], int vectors, int d, float eps)
+{
+    float sums[1] = {0.0f};
+    for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) { sums[0] += held ? v[i][c] : 0.0f; });
+    block_reduce(sums);
+    float first_mean = sums[0] / d;
+    float deviations[2] = {0.0f, 0.0f}; /* sum(x - m0), sum((x - m0)^2) */
+    for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) {
+        float dev = held ? v[i][c] - first_mean : 0.0f;
+        deviations[0] += dev;
+        deviations[1] += dev * dev;
+    });
+    block_reduce(deviations);
+    return ln_stats_from_deviations(first_mean, deviations[0], deviations[1], (float)d, eps);
+}
+
+/* The row's largest magnitude (ln_magnitude: inf if it holds a NaN). */
+template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(const float (&v)[ITEMS][WIDTH], int vectors)
+{
+    float largest[1] = {0.0f};
+    for_each_value<WIDTH, ITEMS>(
+        vectors, [&](int i, int c, bool held) { largest[0] = fmaxf(largest[0], held ? ln_magnitude(v[i][c]) : 0.0f); });
+    block_reduce(largest, Larger());
+    return largest[0];
+}
+
+/* As on the CPU (row_stats_f32), for a finite row whose statistics came
+ * out 0 or NaN: the block scales the row in its registers by 2^-k, in
+ * place (exact), and takes the statistics of the scaled row. They give
+ * the same y from it as the plain ones would from the row; the mean and
+ * rstd to save are scaled back (ln_unscaled_stats with the k returned, 0
+ * where nothing was scaled). Every thread has the same statistics after
+ * the reductions, so the whole block takes the branch or none of it does. */
+template <int WIDTH, int ITEMS>
+__device__ static int rescale_row_if_it_overflowed(float (&v)[ITEMS][WIDTH], int vectors, int d, float eps,
+                                                   LnRowStats &stats)
+{
+    if (!ln_may_need_rescaling(stats.rstd))
+        return 0;
+    float largest = block_max_magnitude(v, vectors);
+    if (!isfinite(largest))
+        return 0;
+    int k = ln_overflow_exponent(largest);
+    for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) {
+        if (held)
+            v[i][c] = ldexpf(v[i][c], -k);
+    });
+    stats = block_row_stats(v, vectors, d, ln_scaled_eps(eps, k));
+    return k;
+}
+
 /* Version 3: one block per row, the row read from memory once into
- * registers (thread t holds vectors t, t + blockDim.x, ... of the row).
- * The exact two-pass variance then costs no second read: the sum, the
- * deviations from the first mean and their squares are all formed from
- * registers, and corrected as on the CPU (kernels/layernorm_row.h).
- * Vectors past the end of the row (k >= vectors) hold nothing and add 0. */
+ * registers (thread t holds vectors t, t + blockDim.x, ... of the row). */
 template <int WIDTH, int ITEMS>
 __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *mean, float *rstd, const float *x,
                                                               const float *gamma, const float *beta, int d, float eps)
@@ -158,31 +239,14 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
     size_t offset = (size_t)blockIdx.x * d;
     int vectors = d / WIDTH;
     float v[ITEMS][WIDTH];
-    float sums[1] = {0.0f};
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;
         if (k < vectors)
             load(v[i], x + offset + (size_t)k * WIDTH);
-#pragma unroll
-        for (int c = 0; c < WIDTH; c++)
-            sums[0] += k < vectors ? v[i][c] : 0.0f;
     }
-    block_sum(sums);
-    float first_mean = sums[0] / d;
-    float deviations[2] = {0.0f, 0.0f}; /* sum(x - m0), sum((x - m0)^2) */
-#pragma unroll
-    for (int i = 0; i < ITEMS; i++) {
-        int k = threadIdx.x + i * blockDim.x;
-#pragma unroll
-        for (int c = 0; c < WIDTH; c++) {
-            float dev = k < vectors ? v[i][c] - first_mean : 0.0f;
-            deviations[0] += dev;
-            deviations[1] += dev * dev;
-        }
-    }
-    block_sum(deviations);
-    LnRowStats stats = ln_stats_from_deviations(first_mean, deviations[0], deviations[1], (float)d, eps);
+    LnRowStats stats = block_row_stats(v, vectors, d, eps);
+    int scaled_by = rescale_row_if_it_overflowed(v, vectors, d, eps, stats);
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;
@@ -197,8 +261,9 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
         store_streaming(y + offset + (size_t)k * WIDTH, out);
     }
     if (threadIdx.x == 0) {
-        mean[blockIdx.x] = stats.mean;
-        rstd[blockIdx.x] = stats.rstd;
+        LnRowStats saved = ln_unscaled_stats(stats, scaled_by);
+        mean[blockIdx.x] = saved.mean;
+        rstd[blockIdx.x] = saved.rstd;
     }
 }
 // ANCHOR_END: keep_the_row_in_registers
@@ -314,7 +379,7 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
                 sums[2] += centered;
             }
         }
-        block_sum(sums);
+        block_reduce(sums);
         LnBackwardMeans means = ln_backward_means(sums[0], sums[1], sums[2], (float)d, r);
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {

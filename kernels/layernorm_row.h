@@ -9,6 +9,7 @@
 #define KERNELS_LAYERNORM_ROW_H
 
 #include <math.h>
+#include <stdbool.h>
 
 #include "common/hostdevice.h"
 
@@ -73,14 +74,99 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
 }
 // ANCHOR_END: finish_row_statistics
 
-/* The same from a mean and a variance held in double (forward 2's Welford
- * states): the residual is what rounding the mean to float leaves over. */
-HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double var, float eps)
+// ANCHOR: rescale_a_row_that_overflows
+/* A float holds |x| up to 3.4e38, but a sum of d squares only while |x|
+ * stays below sqrt(3.4e38 / d): 6.7e17 for d = 768. Past that the sum is
+ * inf, rstd 0 and y = beta. A row whose sums overflow is summed again
+ * scaled by 2^-k, k from its largest magnitude M (M 2^-k in [1, 2)): every
+ * scaled element is below 2, every deviation below 4, and no sum of fewer
+ * than 2^123 of their squares overflows.
+ *
+ * Multiplying by a power of two only changes the exponent, so the scaled
+ * elements are exact, and so is every sum, square, quotient and square
+ * root formed from them: each is 2^-k (or 2^-2k) times the one the plain
+ * formula would round, rounded to the same bits. Statistics of the scaled
+ * row, taken with eps 2^-2k, are exactly 2^-k mean, 2^-k residual and
+ * 2^k rstd. The bits differ from a float with unbounded exponent range in
+ * two places only: a scaled element below 2^-126 (below 2^-126 M unscaled)
+ * is subnormal and rounds, an error of at most 2^-149 M, far below the
+ * sums' own roundings of 2^-24 M; and eps 2^-2k rounds or underflows to 0,
+ * which changes var + eps by at most eps 2^-2k, below half an ulp of the
+ * scaled variance unless eps d exceeds 2^104 (the sum overflowed, so the
+ * scaled variance is at least 2^(128-2k) / d).
+ *
+ * Overflowed sums leave var + eps inf or NaN, so rstd 0 or NaN; so does a
+ * NaN or an inf in the row. Only such a row pays for finding its largest
+ * magnitude, which tells the two apart. */
+HOST_DEVICE static inline bool ln_may_need_rescaling(float rstd)
 {
-    float rounded = (float)mean;
-    LnRowStats stats = {rounded, ln_rstd((float)var, eps), (float)(mean - rounded)};
+    return !(rstd > 0.0f); /* var + eps inf (rstd 0) or NaN */
+}
+
+HOST_DEVICE static inline int ln_overflow_exponent(float max_magnitude)
+{
+    return ilogbf(max_magnitude);
+}
+
+/* A row element's size for the maximum that ln_overflow_exponent takes: a
+ * NaN counts as inf, so that a row holding a NaN or an inf has no finite
+ * maximum and is not rescaled (it stays NaN). */
+HOST_DEVICE static inline float ln_magnitude(float x)
+{
+    return isnan(x) ? INFINITY : fabsf(x);
+}
+
+HOST_DEVICE static inline float ln_scaled_eps(float eps, int k)
+{
+    return ldexpf(eps, -2 * k);
+}
+
+HOST_DEVICE static inline float ln_unscaled_rstd(float scaled_rstd, int k)
+{
+    return ldexpf(scaled_rstd, -k);
+}
+
+/* The statistics of a row from those of the row times 2^-k, taken with
+ * eps 2^-2k. */
+HOST_DEVICE static inline LnRowStats ln_unscaled_stats(LnRowStats scaled, int k)
+{
+    LnRowStats stats = {ldexpf(scaled.mean, k), ln_unscaled_rstd(scaled.rstd, k), ldexpf(scaled.residual, k)};
     return stats;
 }
+// ANCHOR_END: rescale_a_row_that_overflows
+
+// ANCHOR: rescale_statistics_held_in_double
+/* Forward 1 sums in double and forward 2 merges Welford states in double:
+ * double holds the square of any float, and only rounding a sum of squares
+ * (or the variance) to float can overflow. Where it would, they are scaled
+ * by 2^-2k first, exactly, in double, with k from the sum itself (the
+ * scaled variance in [1, 4)), and the row's statistics come from the
+ * scaled ones as above. k = 0 otherwise: ldexp by 0 changes nothing. */
+HOST_DEVICE static inline int ln_double_overflow_exponent(double sum_sq, float d)
+{
+    return isinf((float)sum_sq) ? ilogb(sum_sq / d) / 2 : 0;
+}
+
+HOST_DEVICE static inline LnRowStats ln_stats_from_double_deviations(float first_mean, double sum_dev,
+                                                                     double sum_dev_sq, float d, float eps)
+{
+    int k = ln_double_overflow_exponent(sum_dev_sq, d);
+    LnRowStats scaled = ln_stats_from_deviations(ldexpf(first_mean, -k), (float)ldexp(sum_dev, -k),
+                                                 (float)ldexp(sum_dev_sq, -2 * k), d, ln_scaled_eps(eps, k));
+    return ln_unscaled_stats(scaled, k);
+}
+
+/* From a mean and a variance held in double: the residual is what rounding
+ * the mean to float leaves over. */
+HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double var, float eps)
+{
+    int k = ln_double_overflow_exponent(var, 1.0f);
+    float rounded = (float)mean;
+    float rstd = ln_unscaled_rstd(ln_rstd((float)ldexp(var, -2 * k), ln_scaled_eps(eps, k)), k);
+    LnRowStats stats = {rounded, rstd, (float)(mean - rounded)};
+    return stats;
+}
+// ANCHOR_END: rescale_statistics_held_in_double
 
 // ANCHOR: normalize_an_element
 /* xhat = (x - mean - residual) * rstd, the subtractions in this order:

@@ -61,13 +61,14 @@ static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(L
 
 void random_problem_options(CliOption *options, RandomProblemArgs *args)
 {
-    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5, .offset = 0.0};
+    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5, .offset = 0.0, .scale = 1.0};
     const CliOption random[RANDOM_PROBLEM_OPTIONS] = {
-        {"--n",      CLI_INT,    &args->n,      1,     1 << 24,  "rows of the random problem"     },
-        {"--d",      CLI_INT,    &args->d,      1,     1 << 20,  "its row length"                 },
-        {"--seed",   CLI_INT,    &args->seed,   0,     1L << 62, "random seed"                    },
-        {"--eps",    CLI_DOUBLE, &args->eps,    0.0,   1.0,      "epsilon added to the variance"  },
-        {"--offset", CLI_DOUBLE, &args->offset, -1e30, 1e30,     "the mean of x (its spread is 1)"},
+        {"--n",      CLI_INT,    &args->n,      1,     1 << 24,  "rows of the random problem"              },
+        {"--d",      CLI_INT,    &args->d,      1,     1 << 20,  "its row length"                          },
+        {"--seed",   CLI_INT,    &args->seed,   0,     1L << 62, "random seed"                             },
+        {"--eps",    CLI_DOUBLE, &args->eps,    0.0,   1.0,      "epsilon added to the variance"           },
+        {"--offset", CLI_DOUBLE, &args->offset, -1e30, 1e30,     "the mean of x"                           },
+        {"--scale",  CLI_DOUBLE, &args->scale,  0.0,   1e35,     "the spread of x (its standard deviation)"},
     };
     for (int i = 0; i < RANDOM_PROBLEM_OPTIONS; i++)
         options[i] = random[i];
@@ -76,7 +77,7 @@ void random_problem_options(CliOption *options, RandomProblemArgs *args)
 LnProblem random_problem_new(const RandomProblemArgs *args)
 {
     LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
-    ln_problem_fill_random(&p, (uint64_t)args->seed, args->offset, 1.0);
+    ln_problem_fill_random(&p, (uint64_t)args->seed, args->offset, args->scale);
     return p;
 }
 
@@ -97,7 +98,8 @@ int run_command(int argc, char **argv)
     LnProblem p = random_problem_new(&args);
     if (save_inputs != NULL)
         ln_problem_save_inputs(&p, save_inputs);
-    printf("%zu x %zu, random inputs (seed %ld, offset %g), eps %g\n", p.n, p.d, args.seed, args.offset, args.eps);
+    printf("%zu x %zu, random inputs (seed %ld, offset %g, scale %g), eps %g\n", p.n, p.d, args.seed, args.offset,
+           args.scale, args.eps);
     bool ok = compute_and_check(&p, "cpu float vs double reference:", ln_problem_run_cpu);
     ln_problem_free(&p);
     return ok ? 0 : 1;

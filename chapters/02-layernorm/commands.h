@@ -10,16 +10,16 @@ CliCommandFunction run_command, apply_command, gradcheck_command, edge_cases_com
     cache_memory_command, failure_command, bench_command;
 
 /* The random problem of `run` and `gpu-check`: --n N --d D --seed S --eps E
- * --offset M,
+ * --offset M --scale S,
  * the first RANDOM_PROBLEM_OPTIONS entries of their option tables, which
  * random_problem_options fills, pointing at *args and its defaults. */
 typedef struct {
     long n, d, seed;
     double eps;
-    double offset; /* the mean of x, whose spread is 1 */
+    double offset, scale; /* x ~ offset + scale N(0, 1) */
 } RandomProblemArgs;
 
-enum { RANDOM_PROBLEM_OPTIONS = 5 };
+enum { RANDOM_PROBLEM_OPTIONS = 6 };
 
 void random_problem_options(CliOption *options, RandomProblemArgs *args);
 

@@ -115,15 +115,40 @@ static void normalize_span(float *restrict out, const float *restrict x, const f
         out[j] = ln_affine(ln_normalize(x[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
 }
 
+// ANCHOR: take_the_row_statistics
+/* The corrected two-pass statistics of a row; where its sums overflow,
+ * those of the row scaled by a power of two, scaled back (exact). */
+static LnRowStats rescaled_row_stats_f32(const float *x, size_t d, float eps, LnRowStats plain);
+
+static LnRowStats row_stats_f32(const float *x, size_t d, float eps, const float *next_row)
+{
+    float first_mean = sum_f32(x, d) / (float)d;
+    float sum_dev, sum_dev_sq;
+    deviation_sums_f32(&sum_dev, &sum_dev_sq, x, d, first_mean, next_row);
+    LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
+    return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats_f32(x, d, eps, stats) : stats;
+}
+
+/* For a row holding a NaN or an inf, `plain` (NaN) stands. The scaled row
+ * cannot overflow: this recursion ends after one step. */
+static LnRowStats rescaled_row_stats_f32(const float *x, size_t d, float eps, LnRowStats plain)
+{
+    int k;
+    float *scaled = rescaled_row_f32(x, d, &k);
+    if (scaled == NULL)
+        return plain;
+    LnRowStats stats = ln_unscaled_stats(row_stats_f32(scaled, d, ln_scaled_eps(eps, k), scaled), k);
+    array_free(scaled);
+    return stats;
+}
+// ANCHOR_END: take_the_row_statistics
+
 /* One row, read from memory once: the first pass brings it into the L1
  * cache (a row of 4096 floats is 16 KiB) and the other two read it there. */
 static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, RowsAhead ahead, const float *gamma,
                             const float *beta, size_t d, float eps)
 {
-    float first_mean = sum_f32(x, d) / (float)d;
-    float sum_dev, sum_dev_sq;
-    deviation_sums_f32(&sum_dev, &sum_dev_sq, x, d, first_mean, ahead.next);
-    LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
+    LnRowStats stats = row_stats_f32(x, d, eps, ahead.next);
     size_t j = unaligned_head(y, d);
     normalize_span(y, x, gamma, beta, j, stats);
     for (; j + BLOCK <= d; j += BLOCK) {

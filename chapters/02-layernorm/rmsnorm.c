@@ -36,10 +36,24 @@ static float sum_squares_f32(const float *x, size_t n)
     return add_lanes(acc);
 }
 
+/* rstd of a row; where its sum of squares overflows, that of the row
+ * scaled by a power of two, scaled back (as layer norm's row_stats_f32). */
+static float rms_row_rstd_f32(const float *x, size_t d, float eps)
+{
+    float rstd = rms_rstd(sum_squares_f32(x, d), (float)d, eps);
+    int k;
+    float *scaled = ln_may_need_rescaling(rstd) ? rescaled_row_f32(x, d, &k) : NULL;
+    if (scaled == NULL)
+        return rstd;
+    rstd = ln_unscaled_rstd(rms_row_rstd_f32(scaled, d, ln_scaled_eps(eps, k)), k);
+    array_free(scaled);
+    return rstd;
+}
+
 static void rms_forward_row_f32(float *restrict y, float *restrict rstd, const float *restrict x,
                                 const float *restrict gamma, size_t d, float eps)
 {
-    float r = rms_rstd(sum_squares_f32(x, d), (float)d, eps);
+    float r = rms_row_rstd_f32(x, d, eps);
     for (size_t j = 0; j < d; j++)
         y[j] = gamma[j] * (x[j] * r);
     *rstd = r;

@@ -4,6 +4,7 @@
 #ifndef CHAPTERS_02_LAYERNORM_ROW_LOOPS_H
 #define CHAPTERS_02_LAYERNORM_ROW_LOOPS_H
 
+#include <math.h>
 #include <stddef.h>
 
 #include "common/alloc.h"
@@ -37,6 +38,26 @@ static inline float sum_f32(const float *x, size_t n)
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_in_lanes
+
+// ANCHOR: rescale_a_row_on_the_cpu
+/* A copy of the row times 2^-k, k = ln_overflow_exponent of its largest
+ * magnitude (exact: kernels/layernorm_row.h), for a row whose statistics
+ * came out 0 or NaN; NULL where the row holds a NaN or an inf, whose
+ * statistics stay NaN. Rare, so it allocates; the caller frees. */
+static inline float *rescaled_row_f32(const float *x, size_t d, int *k)
+{
+    float max_magnitude = 0.0f;
+    for (size_t j = 0; j < d; j++)
+        max_magnitude = fmaxf(max_magnitude, ln_magnitude(x[j]));
+    if (!isfinite(max_magnitude))
+        return NULL;
+    *k = ln_overflow_exponent(max_magnitude);
+    float *scaled = ALLOC_ARRAY(float, d);
+    for (size_t j = 0; j < d; j++)
+        scaled[j] = ldexpf(x[j], -*k);
+    return scaled;
+}
+// ANCHOR_END: rescale_a_row_on_the_cpu
 
 /* The number of chunks of rows that the backward passes sum dgamma (and
  * dbeta) in: LN_BACKWARD_CHUNKS, or one per row when there are fewer. */

@@ -11,6 +11,7 @@
 #include "chapters/01-cancellation/variance.h"
 #include "chapters/02-layernorm/layernorm.h"
 #include "chapters/02-layernorm/problem.h"
+#include "chapters/02-layernorm/row_loops.h"
 #include "common/alloc.h"
 #include "common/cli.h"
 #include "common/files.h"
@@ -114,11 +115,13 @@ static void stored_mean_run(LnProblem *p)
 // ANCHOR_END: centre_on_the_stored_mean
 
 /* PyTorch's float32 errors on these same rows, as torch_failure_modes.py
- * recorded them in torch-failure-modes.tsv beside the program: one line per
- * offset, "offset, FNV-1a of x's bytes, y, dx, dgamma", after a '#' stamp
- * line and a header. The checksum tells when the rows have changed since,
- * so that a comparison on other inputs shows as "stale", not as a number. */
-#define TORCH_RECORD "torch-failure-modes.tsv"
+ * recorded them beside the program, in torch-failure-modes.tsv (huge mean)
+ * and torch-overflow.tsv: one line per offset (or scale), "offset, FNV-1a
+ * of x's bytes, y, dx, dgamma", after a '#' stamp line and a header. The
+ * checksum tells when the rows have changed since, so that a comparison on
+ * other inputs shows as "stale", not as a number. */
+#define TORCH_HUGE_MEAN_RECORD "torch-failure-modes.tsv"
+#define TORCH_OVERFLOW_RECORD "torch-overflow.tsv"
 enum { TORCH_RECORD_MAX_ROWS = 16 };
 
 typedef struct {
@@ -159,11 +162,11 @@ static int parse_torch_record(FILE *stream, void *out, char *err, size_t err_siz
 
 /* The record, or none (count 0) where there is no file; a file that does
  * not read is one line and exit 2. */
-static TorchRecord torch_record_read(void)
+static TorchRecord torch_record_read(const char *path)
 {
     TorchRecord record = {.count = 0};
     char err[512];
-    if (access(TORCH_RECORD, F_OK) == 0 && parse_text_file(TORCH_RECORD, parse_torch_record, &record, err, sizeof err))
+    if (access(path, F_OK) == 0 && parse_text_file(path, parse_torch_record, &record, err, sizeof err))
         cli_fail("%s", err);
     return record;
 }
@@ -177,7 +180,7 @@ static uint64_t fnv1a64(const void *bytes, size_t size)
     return h;
 }
 
-/* One error of PyTorch's on the problem p (at `offset`), selected by
+/* One error of PyTorch's on the problem p (at `offset`, or scale), selected by
  * `field` (offsetof in LnMaxErrors): "-" where it was not run, "stale"
  * where it ran on other rows. */
 static void torch_cell(Table *table, const TorchRecord *record, const LnProblem *p, double offset, size_t field)
@@ -234,7 +237,7 @@ static CentringErrors centring_errors(LnProblem *p, const LnReference *ref)
 
 static void huge_mean(Table *table)
 {
-    TorchRecord torch = torch_record_read();
+    TorchRecord torch = torch_record_read(TORCH_HUGE_MEAN_RECORD);
     for (int k = 0; k < HUGE_MEAN_OFFSET_COUNT; k++) {
         double offset = HUGE_MEAN_OFFSETS[k];
         LnProblem p = offset_problem(offset);
@@ -270,7 +273,7 @@ static void huge_mean_gradients(FILE *out, TableFormat format)
     const char *headers[] = {"offset",       "dx, stored mean", "dx, ours", "dx, PyTorch", "dgamma, stored mean",
                              "dgamma, ours", "dgamma, PyTorch"};
     Table *table = table_new(7, headers, "rrrrrrr");
-    TorchRecord torch = torch_record_read();
+    TorchRecord torch = torch_record_read(TORCH_HUGE_MEAN_RECORD);
     for (int k = 0; k < HUGE_MEAN_OFFSET_COUNT; k++) {
         LnProblem p = offset_problem(HUGE_MEAN_OFFSETS[k]);
         LnReference ref = ln_reference_compute(&p);
@@ -322,21 +325,50 @@ static void tiny_eps(Table *table)
 
 // ANCHOR: show_overflowing_squares
 /* x = scale * N(0, 1): float holds these values (up to 3.4e38), but not
- * their squares once scale passes ~1e19. var becomes inf, rstd 0, and y
- * silently collapses to beta: finite, and wrong. */
-enum { OVERFLOW_D = 768 };
+ * their squares once scale passes ~1e18. Without rescaling, var becomes
+ * inf (or inf - inf = NaN, once the squared mean correction overflows too),
+ * rstd 0 or NaN, and y collapses to beta: finite and wrong, or NaN. The
+ * kernel rescales such rows by a power of two (row_stats_f32). */
+enum { OVERFLOW_ROWS = 16, OVERFLOW_D = 768 };
+
+/* The corrected two-pass statistics of every row without the rescaling,
+ * and y from them: what the kernel computed before it rescaled. */
+static void unscaled_run(LnProblem *p)
+{
+    size_t d = p->d;
+    for (size_t row = 0; row < p->n; row++) {
+        const float *x = p->x + row * d;
+        float first_mean = sum_f32(x, d) / (float)d, sum_dev = 0.0f, sum_dev_sq = 0.0f;
+        for (size_t j = 0; j < d; j++) {
+            sum_dev += x[j] - first_mean;
+            sum_dev_sq += (x[j] - first_mean) * (x[j] - first_mean);
+        }
+        LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, p->eps);
+        for (size_t j = 0; j < d; j++)
+            p->y[row * d + j] =
+                ln_affine(ln_normalize(x[j], stats.mean, stats.residual, stats.rstd), p->gamma[j], p->beta[j]);
+        p->rstd[row] = stats.rstd;
+    }
+}
 
 static void overflow(Table *table)
 {
-    for (int exponent = 16; exponent <= 21; exponent++) {
-        LnProblem p = ln_problem_new(16, OVERFLOW_D, 1e-5f);
-        ln_problem_fill_random(&p, SEED, 0.0, pow(10.0, exponent));
-        ln_problem_run_cpu(&p);
+    TorchRecord torch = torch_record_read(TORCH_OVERFLOW_RECORD);
+    const int exponents[] = {16, 17, 18, 19, 20, 25, 30, 35};
+    for (size_t e = 0; e < sizeof exponents / sizeof exponents[0]; e++) {
+        LnProblem p = ln_problem_new(OVERFLOW_ROWS, OVERFLOW_D, 1e-5f);
+        double scale = pow(10.0, exponents[e]);
+        ln_problem_fill_random(&p, SEED, 0.0, scale);
         LnReference ref = ln_reference_compute(&p);
-        table_cell(table, "1e%d", exponent);
+        table_cell(table, "1e%d", exponents[e]);
         table_cell(table, "%.3g", max_abs_f32(p.x, p.n * p.d));
-        table_cell(table, "%.3g", p.rstd[0]);
         table_cell(table, "%.3g", ref.rstd[0]);
+        unscaled_run(&p);
+        table_cell(table, "%.3g", p.rstd[0]);
+        table_cell(table, "%.3g", max_error_f32(p.y, ref.y, p.n * p.d));
+        torch_cell(table, &torch, &p, scale, offsetof(LnMaxErrors, y));
+        ln_problem_run_cpu(&p);
+        table_cell(table, "%.3g", p.rstd[0]);
         table_cell(table, "%.3g", max_error_f32(p.y, ref.y, p.n * p.d));
         ln_reference_free(&ref);
         ln_problem_free(&p);
@@ -438,9 +470,10 @@ static const FailureMode failure_modes[] = {
      "rrrrrrrr",                                                                                                     huge_mean_gradients},
     {"tiny-eps",      tiny_eps,       4, {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|"}, "rrrr",  NULL               },
     {"overflow",
-     overflow,                        5,
-     {"scale", "max |x|", "rstd, float", "rstd, double", "max |y error|"},
-     "rrrrr",                                                                                                        overflow_note      },
+     overflow,                        8,
+     {"scale", "max |x|", "rstd, double", "rstd, unscaled sums", "max |y error|, unscaled",
+      "PyTorch float32: max |y error|", "rstd, rescaled (ours)", "max |y error|, ours"},
+     "rrrrrrrr",                                                                                                     overflow_note      },
     {"rsqrt",         rsqrt_accuracy, 3, {"rstd computed as", "max error (ulp)", "correctly rounded"},      "lrr",   NULL               },
 };
 enum { FAILURE_MODE_COUNT = sizeof failure_modes / sizeof failure_modes[0] };

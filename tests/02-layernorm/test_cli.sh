@@ -82,6 +82,10 @@ accepts run --n 3 --d 5 --eps 0
 rejects run --eps -1e-5
 rejects run --eps inf
 rejects run --eps nan
+# Rows whose squares overflow float are rescaled: the check against the double reference passes.
+accepts run --n 4 --d 300 --scale 1e30
+rejects run --scale -1
+rejects run --scale 1e36
 rejects run --eps abc
 rejects run --seed -1
 rejects_saying "unknown option '--frobnicate' (see --help)" run --frobnicate

@@ -15,6 +15,7 @@
 #include "common/rng.h"
 #include "common/testing.h"
 #include "tests/02-layernorm/offset_goal.h"
+#include "tests/02-layernorm/overflow_goal.h"
 
 static LnProblem random_problem(NormKind norm, size_t n, size_t d, uint64_t seed, double x_mean, double x_std)
 {
@@ -207,6 +208,8 @@ int main(void)
         test_against_reference(norms[k], 64, 1024, 1e4, 1.0);
         test_against_reference(norms[k], 64, 1024, 1e6, 1.0);
         test_thread_count_does_not_matter(norms[k]);
+        expect_huge_rows_normalise(run_cpu, NULL, norms[k], "CPU");
+        expect_rescaling_is_exact(run_cpu, NULL, norms[k], "CPU");
     }
     test_nonfinite_row_stays_in_its_row(NORM_LAYER, NAN);
     test_nonfinite_row_stays_in_its_row(NORM_LAYER, INFINITY);

@@ -10,6 +10,7 @@
 #include "common/testing.h"
 #include "kernels/layernorm.h"
 #include "tests/02-layernorm/offset_goal.h"
+#include "tests/02-layernorm/overflow_goal.h"
 
 /* The most rows of any shape: 4097, unless --max-rows asks for fewer. The
  * tests' CUDA emulator, which runs every GPU thread on the CPU, asks for 301:
@@ -59,6 +60,17 @@ static const char *run_versions(LnProblem *p, void *context)
     return gpu_run_problem(p, pair->forward, pair->backward, 0);
 }
 
+typedef void (*VersionCheck)(LnRunKernels run, void *context, const char *label);
+
+static void check_version_pairs(const VersionPair *pairs, size_t count, VersionCheck check)
+{
+    for (size_t k = 0; k < count; k++) {
+        char label[64];
+        snprintf(label, sizeof label, "GPU forward %d, backward %d", pairs[k].forward, pairs[k].backward);
+        check(run_versions, (void *)&pairs[k], label);
+    }
+}
+
 /* Every forward version with backward 2, and backward 1 after forward 3:
  * each kernel centres its rows exactly. */
 static void test_offset_costs_nothing(void)
@@ -69,11 +81,25 @@ static void test_offset_costs_nothing(void)
         {3, 2},
         {3, 1},
     };
-    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
-        char label[64];
-        snprintf(label, sizeof label, "GPU forward %d, backward %d", pairs[k].forward, pairs[k].backward);
-        expect_offset_costs_nothing(run_versions, (void *)&pairs[k], label);
-    }
+    check_version_pairs(pairs, sizeof pairs / sizeof pairs[0], expect_offset_costs_nothing);
+}
+
+static void expect_layer_norm_overflow_costs_nothing(LnRunKernels run, void *context, const char *label)
+{
+    expect_huge_rows_normalise(run, context, NORM_LAYER, label);
+    expect_rescaling_is_exact(run, context, NORM_LAYER, label);
+}
+
+/* Every forward version (each rescales its own way: float sums in
+ * registers, double sums, double Welford states), with both backward ones. */
+static void test_overflow_costs_nothing(void)
+{
+    const VersionPair pairs[] = {
+        {1, 2},
+        {2, 1},
+        {3, 2},
+    };
+    check_version_pairs(pairs, sizeof pairs / sizeof pairs[0], expect_layer_norm_overflow_costs_nothing);
 }
 
 static void test_rows_too_long_are_refused(void)
@@ -109,5 +135,6 @@ int main(int argc, char **argv)
     test_backward_is_deterministic();
     test_rows_too_long_are_refused();
     test_offset_costs_nothing();
+    test_overflow_costs_nothing();
     return test_finish();
 }

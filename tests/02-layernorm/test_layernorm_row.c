@@ -2,12 +2,14 @@
  * (kernels/layernorm_row.h), and the row plan of the register-resident
  * kernels (kernels/layernorm.h): tested here, on any machine, because the
  * kernels call exactly this code. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 
 #include "common/testing.h"
 #include "kernels/layernorm.h"
 #include "kernels/layernorm_row.h"
+#include "kernels/rmsnorm_row.h"
 
 static void test_rstd_is_two_rounded_operations(void)
 {
@@ -65,6 +67,82 @@ static void test_residual_keeps_what_the_mean_lost(void)
     LnRowStats wide = ln_stats_from_double(exact, 4.0, 0.0f);
     EXPECT((double)wide.mean + (double)wide.residual == exact && wide.rstd == 0.5f,
            "a double mean splits into float mean + residual exactly: %a + %a", wide.mean, wide.residual);
+}
+
+/* The corrected two-pass sums of a row times 2^-k, in one float lane
+ * each: the formula of the statistics, without a kernel's summation order. */
+typedef struct {
+    float first_mean, sum_dev, sum_dev_sq, sum_sq;
+} RowSums;
+
+static RowSums row_sums(const float *x, int d, int k)
+{
+    RowSums s = {0};
+    for (int j = 0; j < d; j++)
+        s.first_mean += ldexpf(x[j], -k);
+    s.first_mean /= (float)d;
+    for (int j = 0; j < d; j++) {
+        float scaled = ldexpf(x[j], -k), dev = scaled - s.first_mean;
+        s.sum_dev += dev;
+        s.sum_dev_sq += dev * dev;
+        s.sum_sq += scaled * scaled;
+    }
+    return s;
+}
+
+/* The rescaled path forced on a row that does not overflow, with k of
+ * either sign and eps = 1e-5, which 2^-2k leaves normal (exact) for these
+ * k: statistics scaled back are the plain path's bits, for layer norm and
+ * RMSNorm. */
+static void test_rescaled_statistics_are_the_plain_bits(void)
+{
+    enum { D = 37 };
+    float x[D];
+    for (int j = 0; j < D; j++)
+        x[j] = 3.0f + sinf(1.7f * (float)j) * (1.0f + 0.1f * (float)j);
+    const float eps = 1e-5f;
+    RowSums plain = row_sums(x, D, 0);
+    LnRowStats want = ln_stats_from_deviations(plain.first_mean, plain.sum_dev, plain.sum_dev_sq, (float)D, eps);
+    float want_rms = rms_rstd(plain.sum_sq, (float)D, eps);
+    const int exponents[] = {1, 2, 7, 40, -3, -50};
+    for (int e = 0; e < 6; e++) {
+        int k = exponents[e];
+        RowSums s = row_sums(x, D, k);
+        LnRowStats got = ln_unscaled_stats(
+            ln_stats_from_deviations(s.first_mean, s.sum_dev, s.sum_dev_sq, (float)D, ln_scaled_eps(eps, k)), k);
+        float got_rms = ln_unscaled_rstd(rms_rstd(s.sum_sq, (float)D, ln_scaled_eps(eps, k)), k);
+        EXPECT(got.mean == want.mean && got.residual == want.residual && got.rstd == want.rstd,
+               "k = %d: mean %a, residual %a, rstd %a; plain %a, %a, %a", k, got.mean, got.residual, got.rstd,
+               want.mean, want.residual, want.rstd);
+        EXPECT(got_rms == want_rms, "k = %d: RMSNorm rstd %a, plain %a", k, got_rms, want_rms);
+    }
+}
+
+/* The exponent puts the row's largest magnitude in [1, 2); a NaN counts
+ * as inf, so that a row holding one has no finite maximum. */
+static void test_overflow_exponent(void)
+{
+    EXPECT(ln_overflow_exponent(1e30f) == 99 && ldexpf(1e30f, -99) >= 1.0f && ldexpf(1e30f, -99) < 2.0f,
+           "1e30 = 1.58 x 2^99: k = %d", ln_overflow_exponent(1e30f));
+    EXPECT(ln_overflow_exponent(FLT_MAX) == 127, "FLT_MAX: k = 127");
+    EXPECT(ln_magnitude(-3.0f) == 3.0f && ln_magnitude(NAN) == INFINITY && ln_magnitude(-INFINITY) == INFINITY,
+           "magnitudes of -3, NaN, -inf: 3, inf, inf");
+}
+
+/* Statistics held in double (forward 1 and 2): a variance of 1e60, which
+ * no float holds, still gives rstd 1e-30 to within the roundings of
+ * (float)var, sqrt and the division, 1.25 ulp; and below float's limit the
+ * rescaling is not taken (bits as ln_rstd's). */
+static void test_statistics_held_in_double_rescale(void)
+{
+    const double var = 1.2345e60;
+    LnRowStats stats = ln_stats_from_double(0.0, var, 1e-5f);
+    double exact = 1.0 / sqrt(var), ulp = nextafterf((float)exact, INFINITY) - (float)exact;
+    EXPECT(fabs(stats.rstd - exact) <= 1.25 * ulp, "var 1.2345e60: rstd %.9g, exact %.9g", stats.rstd, exact);
+    EXPECT(ln_stats_from_double(0.0, 3.75, 0.25f).rstd == 0.5f, "var 3.75 + eps 0.25: rstd 0.5, unscaled");
+    LnRowStats sums = ln_stats_from_double_deviations(0.0f, 0.0, 1e69, 1000.0f, 1e-5f);
+    EXPECT(fabs(sums.rstd - 1e-33) <= 1.25 * 1e-33 * 0x1p-23, "sum of squares 1e69 over d = 1000: rstd %.9g",
+           sums.rstd);
 }
 
 /* x = {10, 11, 13} seen from a saved mean m = 11 (the true mean is 34/3):
@@ -146,6 +224,9 @@ int main(void)
     test_statistics_from_deviations();
     test_nan_statistics_stay_nan();
     test_residual_keeps_what_the_mean_lost();
+    test_rescaled_statistics_are_the_plain_bits();
+    test_overflow_exponent();
+    test_statistics_held_in_double_rescale();
     test_backward_means_recover_the_residual();
     test_normalize_and_dx();
     test_row_plan();

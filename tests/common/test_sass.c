@@ -59,6 +59,21 @@ static const char NESTED_KERNEL[] = "Function : nested(float*)\n"
                                     "/*0070*/ @P2 BRA 0x60 ;\n"
                                     "/*0080*/ EXIT ;\n";
 
+/* No loop either: a shuffle that a diverged warp redoes in the block at
+ * 0x60 (BRA.DIV's target), which branches back to 0x30, before the store.
+ * That backward branch is not a loop. */
+static const char DIVERGENT_KERNEL[] = "Function : shuffled(float*)\n"
+                                       "/*0000*/ LDG.E.128 R4, desc[UR4][R2.64] ;\n"
+                                       "/*0010*/ BRA.DIV UR4, 0x60 ;\n"
+                                       "/*0020*/ SHFL.BFLY PT, R8, R4, 0x1, 0x1f ;\n"
+                                       "/*0030*/ FADD R4, R4, R8 ;\n"
+                                       "/*0040*/ STG.E.128 desc[UR4][R6.64], R4 ;\n"
+                                       "/*0050*/ EXIT ;\n"
+                                       "/*0060*/ WARPSYNC.ALL ;\n"
+                                       "/*0070*/ SHFL.BFLY PT, R8, R4, 0x1, 0x1f ;\n"
+                                       "/*0080*/ BRA 0x30 ;\n"
+                                       "/*0090*/ BRA 0x90 ;\n";
+
 static const SassKernel *only_kernel(const char *text, SassRecord *record)
 {
     char err[256] = "";
@@ -117,6 +132,19 @@ static void test_innermost_loading_loop(void)
            "the inner loading loop, 0x10 to 0x30: got 0x%lx to 0x%lx", s->first_address, s->last_address);
     EXPECT(s->global_load_bytes == 4 && s->global_store_bytes == 0, "4 bytes in: %ld, %ld", s->global_load_bytes,
            s->global_store_bytes);
+    sass_record_free(&record);
+}
+
+static void test_divergence_is_not_a_loop(void)
+{
+    SassRecord record;
+    const SassKernel *k = only_kernel(DIVERGENT_KERNEL, &record);
+    if (k == NULL)
+        return;
+    const SassSteadyState *s = &k->steady;
+    EXPECT(!s->is_loop && s->global_load_bytes == 16 && s->global_store_bytes == 16,
+           "the branch back from BRA.DIV's block is no loop: the whole kernel, 16 bytes in and out (loop %d, %ld, %ld)",
+           s->is_loop, s->global_load_bytes, s->global_store_bytes);
     sass_record_free(&record);
 }
 
@@ -181,6 +209,7 @@ int main(void)
     test_loop();
     test_whole_kernel();
     test_innermost_loading_loop();
+    test_divergence_is_not_a_loop();
     test_refusals();
     test_budget();
     return test_finish();

@@ -457,6 +457,24 @@ template <KvFormat kFormat, int kHeadDim> __global__ void __launch_bounds__(kThr
     SoftmaxState state = attend_range<kFormat, kHeadDim>(p, seq, head, begin, end, block_acc);
     write_partial(p, seq, head, partition, state, block_acc, kHeadDim);
 }
+
+/* Version 2, second kernel: block (query head, sequence) merges the
+ * sequence's partitions in order, one thread per channel. */
+__global__ void merge_partitions_kernel(KernelParams p, int head_dim)
+{
+    const int head = blockIdx.x, seq = blockIdx.y;
+    const int partitions = (p.lengths[seq] + p.partition_tokens - 1) / p.partition_tokens;
+    const size_t first = (static_cast<size_t>(seq) * p.n_heads + head) * p.max_partitions;
+    for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
+        SoftmaxState state = softmax_state_empty();
+        float acc = 0.0f;
+        for (int i = 0; i < partitions; i++) {
+            state =
+                attention_merge(state, &acc, p.partial_state[first + i], &p.partial_acc[(first + i) * head_dim + c], 1);
+        }
+        p.out[(static_cast<size_t>(seq) * p.n_heads + head) * head_dim + c] = acc / state.sum;
+    }
+}
 // ANCHOR_END: split_the_context_into_partitions
 
 // ANCHOR: give_a_group_of_query_heads_a_block
@@ -494,25 +512,6 @@ __global__ void __launch_bounds__(kThreads) group_partition_kernel(KernelParams 
     }
 }
 // ANCHOR_END: give_a_group_of_query_heads_a_block
-
-/* Version 2, second kernel: block (query head, sequence) merges the
- * sequence's partitions in order, one thread per channel. */
-__global__ void merge_partitions_kernel(KernelParams p, int head_dim)
-{
-    const int head = blockIdx.x, seq = blockIdx.y;
-    const int partitions = (p.lengths[seq] + p.partition_tokens - 1) / p.partition_tokens;
-    const size_t first = (static_cast<size_t>(seq) * p.n_heads + head) * p.max_partitions;
-    for (int c = threadIdx.x; c < head_dim; c += blockDim.x) {
-        SoftmaxState state = softmax_state_empty();
-        float acc = 0.0f;
-        for (int i = 0; i < partitions; i++) {
-            state =
-                attention_merge(state, &acc, p.partial_state[first + i], &p.partial_acc[(first + i) * head_dim + c], 1);
-        }
-        p.out[(static_cast<size_t>(seq) * p.n_heads + head) * head_dim + c] = acc / state.sum;
-    }
-}
-// ANCHOR_END: split_the_context_into_partitions
 
 /* The instances the launcher dispatches to: every format, head_dim 64, 128
  * and 256. One missing here fails the link. */

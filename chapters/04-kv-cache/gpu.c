@@ -217,7 +217,7 @@ static PagedAttentionGpuRun *bench_run_new(const DecodeBatch *b)
     return run;
 }
 
-/* Every format, both versions, at one long context: the bytes each reads,
+/* Every format and version at one long context: the bytes each reads,
  * the bandwidth it reaches, and its speed against fp16's. */
 static Table *formats_table(int batch, int context, double read_gbs)
 {
@@ -263,28 +263,33 @@ static Table *formats_table(int batch, int context, double read_gbs)
     return t;
 }
 
-/* Version 1 against version 2, fp16, over context lengths and batch sizes. */
+/* Versions 1, 2 and 3, fp16, over context lengths and batch sizes. */
 static Table *split_table(const int *contexts, int n_contexts, const int *batches, int n_batches)
 {
-    const char *headers[] = {"context", "sequences", "thread blocks, v1",
-                             "v1 ms",   "v2 ms",     "v1's time / v2's (min–max)"};
-    Table *t = table_new(6, headers, "rrrrrr");
+    const char *headers[] = {"context", "sequences", "thread blocks, v1",          "v1 ms",
+                             "v2 ms",   "v3 ms",     "v1's time / v2's (min–max)", "v2's time / v3's (min–max)"};
+    Table *t = table_new(8, headers, "rrrrrrrr");
     for (int c = 0; c < n_contexts; c++)
         for (int s = 0; s < n_batches; s++) {
             DecodeBatch b = bench_batch(batches[s], contexts[c], KV_FORMAT_FP16);
             char why[256] = "";
             PagedAttentionGpuRun *run = bench_run_new(&b);
-            Timing v1 = validated_timing(run, &b, 1, why, sizeof why);
-            Timing v2 = validated_timing(run, &b, 2, why, sizeof why);
+            Timing v[4];
+            bool all_ok = true;
+            for (int version = 1; version <= 3; version++) {
+                v[version] = validated_timing(run, &b, version, why, sizeof why);
+                all_ok = all_ok && v[version].ok;
+            }
             table_cell(t, "%d", contexts[c]);
             table_cell(t, "%d", batches[s]);
             table_cell(t, "%d", batches[s] * BENCH_HEADS);
-            if (v1.ok && v2.ok) {
-                table_cell(t, "%.3f", 1e3 * v1.stats.median);
-                table_cell(t, "%.3f", 1e3 * v2.stats.median);
-                bench_speedup_cell(t, v1.stats, v2.stats);
+            if (all_ok) {
+                for (int version = 1; version <= 3; version++)
+                    table_cell(t, "%.3f", 1e3 * v[version].stats.median);
+                bench_speedup_cell(t, v[1].stats, v[2].stats);
+                bench_speedup_cell(t, v[2].stats, v[3].stats);
             } else {
-                results_wrong_cells(t, why, 2);
+                results_wrong_cells(t, why, 4);
             }
             paged_attention_gpu_run_free(run);
             decode_batch_free(&b);
@@ -309,10 +314,11 @@ int gpu_bench_command(int argc, char **argv)
         "the cache's rows and scales, read once.",
         read_gbs, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, TIMED_RUNS);
     bench_report_add(report, formats_table(batch, context, read_gbs), "%d sequences of %d positions:", batch, context);
-    bench_report_add(report,
-                     options.quick ? split_table(quick_contexts, 2, quick_batches, 2)
-                                   : split_table(all_contexts, 3, all_batches, 3),
-                     "fp16, version 1 (a thread block per query head) against version 2 (split-K):");
+    bench_report_add(
+        report,
+        options.quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3),
+        "fp16, version 1 (a thread block per query head), version 2 (split-K) and version 3 (split-K, a thread "
+        "block per kv head's group):");
     char device[256];
     cuda_device_describe(device, sizeof device);
     results_publish(report, &options, "kv_cache", device);

@@ -706,6 +706,13 @@ __device__ void warp_read_row_threshold(RowCandidates &candidates)
     candidates.threshold = topk_entry_from_key(*static_cast<volatile unsigned long long *>(candidates.row_threshold));
 }
 
+/* The threshold's logit alone, for the quick vote: its high 32 bits. */
+__device__ float row_threshold_value(const RowCandidates &candidates)
+{
+    uint64_t key = *static_cast<volatile unsigned long long *>(candidates.row_threshold);
+    return topk_entry_from_key(key & ~uint64_t{0xffffffffu}).value;
+}
+
 /* Publish this warp's k-th best, if it has k, as the row's threshold: the
  * atomic maximum of the keys, so two warps that publish at once keep the
  * better one, and the threshold only ever rises. */
@@ -767,7 +774,8 @@ __device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates)
  * float4, and candidates filtered by the row's threshold, read anew each
  * step. The quick vote lets through a logit equal to the threshold's: the
  * threshold may come from another warp, whose entry can have a larger index
- * than this one, which then ranks before it. */
+ * than this one, which then ranks before it. It needs no test for the
+ * sentinel: against its -inf, !(x < t) holds for every logit and NaN. */
 __device__ void warp_scan_shared_threshold(const float *row, int begin, int end, int member, int members,
                                            RowCandidates &candidates, SoftmaxState &state)
 {
@@ -775,11 +783,10 @@ __device__ void warp_scan_shared_threshold(const float *row, int begin, int end,
         if (valid) {
             state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
         }
-        warp_read_row_threshold(candidates);
-        float t = candidates.threshold.value;
-        bool maybe =
-            valid && (topk_is_sentinel(candidates.threshold) || !(q.x < t) || !(q.y < t) || !(q.z < t) || !(q.w < t));
+        float t = row_threshold_value(candidates);
+        bool maybe = valid && (!(q.x < t) || !(q.y < t) || !(q.z < t) || !(q.w < t));
         if (__any_sync(kFullMask, maybe)) {
+            warp_read_row_threshold(candidates);
             float values[4] = {q.x, q.y, q.z, q.w};
             for (int e = 0; e < 4; e++) {
                 warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(values[e], first + e),
@@ -871,6 +878,22 @@ __device__ TopkEntry better_entry(TopkEntry a, TopkEntry b)
     return topk_ranks_before(b, a) ? b : a;
 }
 
+/* A lane's best entry after a float4 at indices first .. first + 3, all
+ * after the best's: only a larger logit, or a NaN over a number, can take
+ * its place (an equal one has a larger index). The quick test takes the
+ * float4's maximum (fmaxf, which ignores NaN) and, for NaN, the online sum,
+ * which a NaN makes NaN for good; once the best is NaN nothing beats it.
+ * The sentinel (-inf, no index) loses even to -inf. */
+__device__ TopkEntry lane_best_after(TopkEntry best, float4 q, int first, float sum)
+{
+    float max = fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w));
+    if (!(max <= best.value) || (isnan(sum) && !isnan(best.value)) || topk_is_sentinel(best)) {
+        best = better_entry(better_entry(best, topk_entry(q.x, first)), topk_entry(q.y, first + 1));
+        best = better_entry(better_entry(best, topk_entry(q.z, first + 2)), topk_entry(q.w, first + 3));
+    }
+    return best;
+}
+
 __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, float *probs,
                                    int64_t *indices)
 {
@@ -885,8 +908,7 @@ __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int
         auto visit_vector = [&](float4 q, int first, bool valid) {
             if (valid) {
                 state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
-                best = better_entry(better_entry(best, topk_entry(q.x, first)), topk_entry(q.y, first + 1));
-                best = better_entry(better_entry(best, topk_entry(q.z, first + 2)), topk_entry(q.w, first + 3));
+                best = lane_best_after(best, q, first, state.sum);
             }
         };
         auto visit_scalar = [&](float value, int index, bool valid) {

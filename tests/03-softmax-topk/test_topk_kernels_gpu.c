@@ -1,4 +1,4 @@
-/* The five CUDA kernel versions against the double reference, on the inputs
+/* The six CUDA kernel versions against the double reference, on the inputs
  * that catch the bugs seen in published versions of this kernel: several rows
  * per block and per launch (a merge that mixes rows, shared memory reused
  * too early), blocks that loop over rows, winners in the last tile, V
@@ -186,6 +186,40 @@ static void test_splits(void)
     }
 }
 
+/* Version 6 with 8 warps on a row (V >= 4096) sharing one threshold, at
+ * every size of its kept list (K = 1 is the argmax): rows of ties (one
+ * warp's threshold meets another's equal logits, whose indices may be
+ * smaller), all equal, increasing (a new maximum at every float4: the
+ * rescale), decreasing (the threshold rises at once), with NaN, with two
+ * +inf, all -inf, one finite among -inf. V = 8195 starts rows unaligned. */
+static void test_version_6(void)
+{
+    enum { ROWS = 8, VOCAB = 8195 };
+    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
+    fill_tied_logits(logits, ROWS * VOCAB, 61);
+    for (int i = 0; i < VOCAB; i++) {
+        logits[1 * VOCAB + i] = 1.5f;
+        logits[2 * VOCAB + i] = -20.0f + 40.0f * (float)i / VOCAB;
+        logits[3 * VOCAB + i] = 20.0f - 40.0f * (float)i / VOCAB;
+        logits[6 * VOCAB + i] = -INFINITY;
+        logits[7 * VOCAB + i] = i == VOCAB - 2 ? 3.0f : -INFINITY;
+    }
+    logits[4 * VOCAB + 4000] = NAN;
+    logits[4 * VOCAB + 17] = NAN;
+    logits[5 * VOCAB + 5000] = INFINITY;
+    logits[5 * VOCAB + 2] = INFINITY;
+    const int ks[] = {1, 2, 3, 5, 8, 16, 33, 64, 100, 129, 256};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        for (int max_blocks = 0; max_blocks <= 3; max_blocks += 3) {
+            SoftmaxTopkGpuConfig config = {max_blocks, 0};
+            EXPECT(version_matches(6, "shared threshold: ties, equal, monotone, NaN, inf rows", logits, ROWS, VOCAB,
+                                   ks[t], config),
+                   "version 6, K %d", ks[t]);
+        }
+    }
+    array_free(logits);
+}
+
 int main(void)
 {
     if (!cuda_device_available()) {
@@ -197,5 +231,6 @@ int main(void)
     test_mixed_rows();
     test_large_k();
     test_splits();
+    test_version_6();
     return test_finish();
 }

@@ -169,41 +169,54 @@ struct WarpCandidates {
 
 // ANCHOR: offer_candidates_with_a_ballot
 /* Every lane offers one logit (or none); the ones that beat the threshold
- * are packed into the buffer in lane order: a ballot says who, a popcount
- * of the lanes below says where. */
-__device__ void warp_offer(WarpCandidates &candidates, TopkEntry entry, bool valid)
+ * are packed into buffer[count ..] in lane order: a ballot says who, a
+ * popcount of the lanes below says where. */
+__device__ void warp_append(TopkEntry *buffer, int &count, TopkEntry threshold, TopkEntry entry, bool valid)
 {
-    bool admit = valid && topk_ranks_before(entry, candidates.threshold);
+    bool admit = valid && topk_ranks_before(entry, threshold);
     unsigned ballot = __ballot_sync(kFullMask, admit);
     if (ballot == 0) {
         return;
     }
     unsigned lanes_below = (1u << lane_id()) - 1u;
     if (admit) {
-        candidates.buffer[candidates.count + __popc(ballot & lanes_below)] = entry;
+        buffer[count + __popc(ballot & lanes_below)] = entry;
     }
-    candidates.count += __popc(ballot);
+    count += __popc(ballot);
+}
+
+__device__ void warp_offer(WarpCandidates &candidates, TopkEntry entry, bool valid)
+{
+    warp_append(candidates.buffer, candidates.count, candidates.threshold, entry, valid);
 }
 // ANCHOR_END: offer_candidates_with_a_ballot
 
-/* Sort the whole buffer (sentinels after the candidates) with a bitonic
- * network, keep the best k and take the k-th as the new threshold. */
-__device__ void warp_keep_best(WarpCandidates &candidates)
+/* Fill buffer[count .. size) with sentinels, which rank after every
+ * candidate, then sort buffer[0 .. size) best first (size a power of two)
+ * with a bitonic network, the warp's lanes taking its pairs. */
+__device__ void warp_pad_and_sort(TopkEntry *buffer, int count, int size)
 {
     const int lane = lane_id();
     __syncwarp();
-    for (int i = candidates.count + lane; i < candidates.capacity; i += kWarpSize) {
-        candidates.buffer[i] = topk_sentinel();
+    for (int i = count + lane; i < size; i += kWarpSize) {
+        buffer[i] = topk_sentinel();
     }
     __syncwarp();
-    for (int run = 2; run <= candidates.capacity; run *= 2) {
+    for (int run = 2; run <= size; run *= 2) {
         for (int stride = run / 2; stride > 0; stride /= 2) {
-            for (int i = lane; i < candidates.capacity; i += kWarpSize) {
-                topk_bitonic_step(candidates.buffer, i, run, stride);
+            for (int i = lane; i < size; i += kWarpSize) {
+                topk_bitonic_step(buffer, i, run, stride);
             }
             __syncwarp();
         }
     }
+}
+
+/* Sort the whole buffer (sentinels after the candidates), keep the best k
+ * and take the k-th as the new threshold. */
+__device__ void warp_keep_best(WarpCandidates &candidates)
+{
+    warp_pad_and_sort(candidates.buffer, candidates.count, candidates.capacity);
     candidates.count = min(candidates.count, candidates.k);
     candidates.threshold = candidates.count == candidates.k ? candidates.buffer[candidates.k - 1] : topk_sentinel();
 }
@@ -224,9 +237,9 @@ __device__ void warp_keep_best_if_nearly_full(WarpCandidates &candidates)
  * by one, by member 0, after the bulk (so they get the full comparison: the
  * head's indices are smaller than the threshold's). kSoftmax = false only
  * selects (version 1). */
-template <bool kSoftmax>
-__device__ void warp_scan_slice(const float *row, int begin, int end, int member, int members,
-                                WarpCandidates &candidates, SoftmaxState &state)
+template <typename VisitVector, typename VisitScalar>
+__device__ void warp_scan_float4s(const float *row, int begin, int end, int member, int members,
+                                  VisitVector visit_vector, VisitScalar visit_scalar)
 {
     const int lane = lane_id();
     const float *slice = row + begin;
@@ -241,8 +254,24 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
         int v = base + lane;
         bool valid = v < vectors;
         float4 q = valid ? body[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        visit_vector(q, begin + head + 4 * v, valid);
+    }
+    if (member == 0) {
+        int tail = length - tail_begin;
+        int local = lane < head ? lane : lane >= 4 && lane - 4 < tail ? tail_begin + lane - 4 : -1;
+        bool valid = local >= 0;
+        visit_scalar(valid ? slice[local] : 0.0f, begin + local, valid);
+    }
+}
+
+/* Version 3's visit of a float4 and of a scalar: every lane of the warp
+ * calls them (the offers are collective), `valid` says if it holds data. */
+template <bool kSoftmax>
+__device__ void warp_scan_slice(const float *row, int begin, int end, int member, int members,
+                                WarpCandidates &candidates, SoftmaxState &state)
+{
+    auto visit_vector = [&](float4 q, int first, bool valid) {
         float values[4] = {q.x, q.y, q.z, q.w};
-        int first = begin + head + 4 * v;
         if (kSoftmax && valid) {
             for (int e = 0; e < 4; e++) {
                 state = softmax_state_push(state, values[e]);
@@ -261,18 +290,15 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
             }
             warp_keep_best_if_nearly_full(candidates);
         }
-    }
-    if (member == 0) {
-        int tail = length - tail_begin;
-        int local = lane < head ? lane : lane >= 4 && lane - 4 < tail ? tail_begin + lane - 4 : -1;
-        bool valid = local >= 0;
-        float value = valid ? slice[local] : 0.0f;
+    };
+    auto visit_scalar = [&](float value, int index, bool valid) {
         if (kSoftmax && valid) {
             state = softmax_state_push(state, value);
         }
-        warp_offer(candidates, topk_entry(value, begin + local), valid);
+        warp_offer(candidates, topk_entry(value, index), valid);
         warp_keep_best_if_nearly_full(candidates);
-    }
+    };
+    warp_scan_float4s(row, begin, end, member, members, visit_vector, visit_scalar);
 }
 // ANCHOR_END: scan_a_slice_with_vector_loads
 
@@ -326,6 +352,18 @@ __device__ float winner_probability(SoftmaxState state, TopkEntry winner, const 
     return kSoftmax ? softmax_probability(state, winner.value) : probabilities[winner.index];
 }
 
+/* The row's k winners (sorted) and their probabilities, written by a warp. */
+template <bool kSoftmax>
+__device__ void warp_write_row(int row, int k, SoftmaxState state, const TopkEntry *best,
+                               const float *row_probabilities, float *probs, int64_t *indices)
+{
+    for (int j = lane_id(); j < k; j += kWarpSize) {
+        size_t out = static_cast<size_t>(row) * k + j;
+        probs[out] = winner_probability<kSoftmax>(state, best[j], row_probabilities);
+        indices[out] = best[j].index;
+    }
+}
+
 // ANCHOR: give_each_row_a_block
 /* The block's warps scan their shares (member `member` of `members` warps
  * on the slice [begin, end) of `row`; inactive warps have no row), then the
@@ -363,7 +401,7 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
     extern __shared__ __align__(16) unsigned char shared[];
     TopkEntry *buffers = reinterpret_cast<TopkEntry *>(shared);
     SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * capacity);
-    const int warp = warp_id(), lane = lane_id();
+    const int warp = warp_id();
     const int rows_per_block = kBlockWarps / warps_per_row;
     const int member = warp % warps_per_row;
     const int groups = (rows + rows_per_block - 1) / rows_per_block;
@@ -372,13 +410,9 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
         block_scan_and_merge<kSoftmax>(logits + static_cast<size_t>(row < rows ? row : 0) * vocab, row < rows, 0, vocab,
                                        member, warps_per_row, buffers, capacity, states, k);
         if (member == 0 && row < rows) {
-            const TopkEntry *best = buffers + warp * capacity;
             const float *row_probabilities = kSoftmax ? nullptr : probabilities + static_cast<size_t>(row) * vocab;
-            for (int j = lane; j < k; j += kWarpSize) {
-                size_t out = static_cast<size_t>(row) * k + j;
-                probs[out] = winner_probability<kSoftmax>(states[warp], best[j], row_probabilities);
-                indices[out] = best[j].index;
-            }
+            warp_write_row<kSoftmax>(row, k, states[warp], buffers + warp * capacity, row_probabilities, probs,
+                                     indices);
         }
         /* The next group reuses the buffers and states. */
         __syncthreads();
@@ -644,6 +678,269 @@ __global__ void radix_select_kernel(const float *logits, int rows, int vocab, in
     }
 }
 // ANCHOR_END: give_each_row_a_block_and_a_radix_select
+
+/* ---- Version 6: one threshold per row, merges sized to the candidates ---- */
+
+/* A warp's candidates in version 6: `kept`, the best kept_size entries it
+ * has seen, sorted (sentinels at first); `fresh`, the candidates since the
+ * last merge, unsorted. The threshold is the row's, shared by its warps in
+ * shared memory as a 64-bit key (topk_entry_key): the best k-th entry that
+ * any of them has published. count and threshold are the same in every lane. */
+struct RowCandidates {
+    TopkEntry *kept;  /* kept_size entries: a power of two >= k */
+    TopkEntry *fresh; /* fresh_size entries: a power of two >= kept_size */
+    int kept_size, fresh_size, k, count;
+    TopkEntry threshold;
+    unsigned long long *row_threshold;
+};
+
+// ANCHOR: share_one_threshold_per_row
+/* Read the row's threshold. Another warp may raise it at any time, so this
+ * may read an older, lower one: that only lets through candidates a newer
+ * one would have stopped, which the merge then drops. Never a wrong answer:
+ * every threshold published is the k-th best of k real entries of the row,
+ * so the row's top k all rank before it (or are it, held by the warp that
+ * published it), and no logit of the top k is ever filtered out. */
+__device__ void warp_read_row_threshold(RowCandidates &candidates)
+{
+    candidates.threshold = topk_entry_from_key(*static_cast<volatile unsigned long long *>(candidates.row_threshold));
+}
+
+/* The threshold's logit alone, for the quick vote: its high 32 bits. */
+__device__ float row_threshold_value(const RowCandidates &candidates)
+{
+    uint64_t key = *static_cast<volatile unsigned long long *>(candidates.row_threshold);
+    return topk_entry_from_key(key & ~uint64_t{0xffffffffu}).value;
+}
+
+/* Publish this warp's k-th best, if it has k, as the row's threshold: the
+ * atomic maximum of the keys, so two warps that publish at once keep the
+ * better one, and the threshold only ever rises. */
+__device__ void warp_publish_threshold(RowCandidates &candidates)
+{
+    TopkEntry kth = candidates.kept[candidates.k - 1];
+    if (lane_id() == 0 && !topk_is_sentinel(kth)) {
+        atomicMax(candidates.row_threshold, static_cast<unsigned long long>(topk_entry_key(kth)));
+    }
+    __syncwarp();
+    warp_read_row_threshold(candidates);
+}
+// ANCHOR_END: share_one_threshold_per_row
+
+// ANCHOR: merge_the_fresh_candidates_into_the_kept
+/* Sort only the fresh candidates (padded to a power of two, at least
+ * kept_size), then keep the best kept_size of both sorted lists: kept[i]
+ * against fresh[kept_size - 1 - i], the better of each pair, is a sequence
+ * that falls then rises (bitonic) and holds exactly the best kept_size of
+ * the two lists; the last stage of a bitonic sort puts it in order. The
+ * sort costs log2(n) (log2(n) + 1) / 2 steps over the n fresh entries, the
+ * merge 1 + log2(kept_size) over the kept: not a sort of the whole buffer. */
+__device__ void warp_merge_fresh(RowCandidates &candidates)
+{
+    const int lane = lane_id();
+    int size = candidates.kept_size;
+    while (size < candidates.count) {
+        size *= 2;
+    }
+    warp_pad_and_sort(candidates.fresh, candidates.count, size);
+    for (int i = lane; i < candidates.kept_size; i += kWarpSize) {
+        TopkEntry other = candidates.fresh[candidates.kept_size - 1 - i];
+        if (topk_ranks_before(other, candidates.kept[i])) {
+            candidates.kept[i] = other;
+        }
+    }
+    __syncwarp();
+    for (int stride = candidates.kept_size / 2; stride > 0; stride /= 2) {
+        for (int i = lane; i < candidates.kept_size; i += kWarpSize) {
+            topk_bitonic_step(candidates.kept, i, candidates.kept_size, stride);
+        }
+        __syncwarp();
+    }
+    candidates.count = 0;
+    warp_publish_threshold(candidates);
+}
+// ANCHOR_END: merge_the_fresh_candidates_into_the_kept
+
+/* Room for the next step's offers, or merge first. */
+__device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates)
+{
+    if (candidates.count > candidates.fresh_size - kOffersPerStep) {
+        warp_merge_fresh(candidates);
+    }
+}
+
+// ANCHOR: scan_with_a_shared_threshold
+/* Version 6's scan of a warp's share: the branch-free online push per
+ * float4, and candidates filtered by the row's threshold, read anew each
+ * step. The quick vote lets through a logit equal to the threshold's: the
+ * threshold may come from another warp, whose entry can have a larger index
+ * than this one, which then ranks before it. It needs no test for the
+ * sentinel: against its -inf, !(x < t) holds for every logit and NaN. */
+__device__ void warp_scan_shared_threshold(const float *row, int begin, int end, int member, int members,
+                                           RowCandidates &candidates, SoftmaxState &state)
+{
+    auto visit_vector = [&](float4 q, int first, bool valid) {
+        if (valid) {
+            state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
+        }
+        float t = row_threshold_value(candidates);
+        bool maybe = valid && (!(q.x < t) || !(q.y < t) || !(q.z < t) || !(q.w < t));
+        if (__any_sync(kFullMask, maybe)) {
+            warp_read_row_threshold(candidates);
+            float values[4] = {q.x, q.y, q.z, q.w};
+            for (int e = 0; e < 4; e++) {
+                warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(values[e], first + e),
+                            valid);
+            }
+            warp_merge_fresh_if_nearly_full(candidates);
+        }
+    };
+    auto visit_scalar = [&](float value, int index, bool valid) {
+        if (valid) {
+            state = softmax_state_push(state, value);
+        }
+        warp_read_row_threshold(candidates);
+        warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(value, index), valid);
+    };
+    warp_scan_float4s(row, begin, end, member, members, visit_vector, visit_scalar);
+    warp_merge_fresh(candidates);
+}
+// ANCHOR_END: scan_with_a_shared_threshold
+
+/* The rows of a group (a block holds kBlockWarps / warps_per_row rows at
+ * once, blocks loop over groups), and this warp's part in them. */
+struct RowGroupLayout {
+    int rows_per_block, member, groups;
+};
+
+__device__ RowGroupLayout row_group_layout(int rows, int warps_per_row)
+{
+    RowGroupLayout layout;
+    layout.rows_per_block = kBlockWarps / warps_per_row;
+    layout.member = warp_id() % warps_per_row;
+    layout.groups = (rows + layout.rows_per_block - 1) / layout.rows_per_block;
+    return layout;
+}
+
+// ANCHOR: give_each_row_a_block_and_one_threshold
+/* Version 6, K >= 2: as version 3, a row's warps scan their shares and
+ * merge in a tree, but they share the row's threshold, push float4s without
+ * a branch, and merge their fresh candidates into their kept ones. */
+__global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
+                                        int warps_per_row, float *probs, int64_t *indices)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    unsigned long long *row_thresholds = reinterpret_cast<unsigned long long *>(shared);
+    TopkEntry *buffers = reinterpret_cast<TopkEntry *>(row_thresholds + kBlockWarps);
+    const int stride = kept_size + fresh_size;
+    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * stride);
+    const int warp = warp_id();
+    const RowGroupLayout layout = row_group_layout(rows, warps_per_row);
+    for (int group = blockIdx.x; group < layout.groups; group += gridDim.x) {
+        int slot = warp / warps_per_row, row = group * layout.rows_per_block + slot;
+        if (threadIdx.x < kBlockWarps) {
+            row_thresholds[threadIdx.x] = topk_entry_key(topk_sentinel());
+        }
+        RowCandidates candidates = {
+            buffers + warp * stride, buffers + warp * stride + kept_size, kept_size, fresh_size, k, 0, topk_sentinel(),
+            row_thresholds + slot};
+        for (int i = lane_id(); i < kept_size; i += kWarpSize) {
+            candidates.kept[i] = topk_sentinel();
+        }
+        __syncthreads();
+        SoftmaxState state = softmax_state_empty();
+        if (row < rows) {
+            warp_scan_shared_threshold(logits + static_cast<size_t>(row) * vocab, 0, vocab, layout.member,
+                                       warps_per_row, candidates, state);
+        }
+        state = warp_merge_states(state);
+        if (lane_id() == 0) {
+            states[warp] = state;
+        }
+        __syncthreads();
+        block_merge_partials(buffers, stride, states, kBlockWarps, warps_per_row, k);
+        if (layout.member == 0 && row < rows) {
+            warp_write_row<true>(row, k, states[warp], buffers + warp * stride, nullptr, probs, indices);
+        }
+        /* The next group reuses the thresholds, buffers and states. */
+        __syncthreads();
+    }
+}
+// ANCHOR_END: give_each_row_a_block_and_one_threshold
+
+// ANCHOR: find_the_argmax_for_k_equal_1
+/* Version 6, K = 1: an argmax. No buffer and no threshold: each lane keeps
+ * its best entry and its online state, the warp takes the best of its lanes
+ * (warp_best: the order is total, so ties go to the lower index), and the
+ * first warp of the row combines the row's warps in order. */
+__device__ TopkEntry better_entry(TopkEntry a, TopkEntry b)
+{
+    return topk_ranks_before(b, a) ? b : a;
+}
+
+/* A lane's best entry after a float4 at indices first .. first + 3, all
+ * after the best's: only a larger logit, or a NaN over a number, can take
+ * its place (an equal one has a larger index). The quick test takes the
+ * float4's maximum (fmaxf, which ignores NaN) and, for NaN, the online sum,
+ * which a NaN makes NaN for good; once the best is NaN nothing beats it.
+ * The sentinel (-inf, no index) loses even to -inf. */
+__device__ TopkEntry lane_best_after(TopkEntry best, float4 q, int first, float sum)
+{
+    float max = fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w));
+    if (!(max <= best.value) || (isnan(sum) && !isnan(best.value)) || topk_is_sentinel(best)) {
+        best = better_entry(better_entry(best, topk_entry(q.x, first)), topk_entry(q.y, first + 1));
+        best = better_entry(better_entry(best, topk_entry(q.z, first + 2)), topk_entry(q.w, first + 3));
+    }
+    return best;
+}
+
+__global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, float *probs,
+                                   int64_t *indices)
+{
+    __shared__ TopkEntry bests[kBlockWarps];
+    __shared__ SoftmaxState states[kBlockWarps];
+    const int warp = warp_id();
+    const RowGroupLayout layout = row_group_layout(rows, warps_per_row);
+    for (int group = blockIdx.x; group < layout.groups; group += gridDim.x) {
+        int row = group * layout.rows_per_block + warp / warps_per_row;
+        SoftmaxState state = softmax_state_empty();
+        TopkEntry best = topk_sentinel();
+        auto visit_vector = [&](float4 q, int first, bool valid) {
+            if (valid) {
+                state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
+                best = lane_best_after(best, q, first, state.sum);
+            }
+        };
+        auto visit_scalar = [&](float value, int index, bool valid) {
+            if (valid) {
+                state = softmax_state_push(state, value);
+                best = better_entry(best, topk_entry(value, index));
+            }
+        };
+        if (row < rows) {
+            warp_scan_float4s(logits + static_cast<size_t>(row) * vocab, 0, vocab, layout.member, warps_per_row,
+                              visit_vector, visit_scalar);
+        }
+        best = warp_best(best);
+        state = warp_merge_states(state);
+        if (lane_id() == 0) {
+            bests[warp] = best;
+            states[warp] = state;
+        }
+        __syncthreads();
+        if (layout.member == 0 && row < rows && lane_id() == 0) {
+            for (int w = warp + 1; w < warp + warps_per_row; w++) {
+                best = better_entry(best, bests[w]);
+                state = softmax_state_merge(state, states[w]);
+            }
+            probs[row] = softmax_probability(state, best.value);
+            indices[row] = best.index;
+        }
+        /* The next group reuses bests and states. */
+        __syncthreads();
+    }
+}
+// ANCHOR_END: find_the_argmax_for_k_equal_1
 
 /* The instances the launcher uses: a register list for every K up to
  * kRegisterMaxK (version 2), selection alone (version 1) or with the

@@ -103,6 +103,27 @@ HOST_DEVICE static inline uint32_t topk_radix_key(float x)
 }
 // ANCHOR_END: map_a_logit_to_an_ordered_key
 
+// ANCHOR: map_an_entry_to_a_64_bit_key
+/* A 64-bit key whose unsigned order is topk_ranks_before's, index included:
+ * the logit's key above, and below it the index flipped, since the lower
+ * index ranks first. So a larger key ranks earlier, and one atomicMax keeps
+ * the better of two entries (version 6's shared threshold). The sentinel's
+ * key is below every real entry's, -inf included. */
+HOST_DEVICE static inline uint64_t topk_entry_key(TopkEntry entry)
+{
+    return (uint64_t)topk_radix_key(entry.value) << 32 | (uint32_t) ~(uint32_t)entry.index;
+}
+
+/* The entry back from its key: the same index, and a logit equal to the
+ * original (+0.0 for -0.0, one NaN for any NaN), so it ranks the same. */
+HOST_DEVICE static inline TopkEntry topk_entry_from_key(uint64_t key)
+{
+    uint32_t value_key = (uint32_t)(key >> 32);
+    uint32_t bits = value_key >> 31 ? value_key & 0x7fffffffu : ~value_key;
+    return topk_entry(float_from_bits(bits), (int32_t) ~(uint32_t)key);
+}
+// ANCHOR_END: map_an_entry_to_a_64_bit_key
+
 HOST_DEVICE static inline void topk_fill_sentinels(TopkEntry *list, int k)
 {
     for (int j = 0; j < k; j++) {

@@ -1,4 +1,4 @@
-/* Softmax + top-K on a CUDA GPU: five numbered versions, naive to best.
+/* Softmax + top-K on a CUDA GPU: six numbered versions, naive to best.
  *
  *   1  naive: one kernel makes three passes over each row (max, sum, then
  *      writes every probability to a [rows, V] array), a second kernel
@@ -13,7 +13,11 @@
  *      state of a slice, merged by a second kernel, K <= 256;
  *   5  for large K: a block per row finds the K-th largest key by radix
  *      select (a histogram of 8 bits at a time), then collects the winners
- *      in index order and sorts them in shared memory, K <= 1024.
+ *      in index order and sorts them in shared memory, K <= 1024;
+ *   6  version 3 within the budget of its machine code: the row's warps share
+ *      one threshold, each float4 updates the online state without a
+ *      branch, fresh candidates are sorted alone and merged into the kept
+ *      K, and K = 1 is an argmax with no buffer, K <= 256.
  *
  * All of them return, for each row, the K largest probabilities and their
  * indices in the order of kernels/softmax_topk.h (which holds the logic they
@@ -38,7 +42,7 @@
 
 COMMON_BEGIN_C
 
-#define SOFTMAX_TOPK_GPU_VERSIONS 5
+#define SOFTMAX_TOPK_GPU_VERSIONS 6
 
 /* The largest K version `version` (1 .. SOFTMAX_TOPK_GPU_VERSIONS) takes. */
 int softmax_topk_gpu_max_k(int version);
@@ -52,6 +56,8 @@ int softmax_topk_gpu_threads_per_block(void);
  * SMs (it holds every slice's list). */
 size_t softmax_topk_gpu_scan_shared_bytes(int k);
 size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors);
+/* Version 6's at this K (0 for K = 1, the argmax). */
+size_t softmax_topk_gpu_shared_threshold_bytes(int k);
 
 /* One line describing the version, e.g. "one warp per row, registers". */
 const char *softmax_topk_gpu_version_name(int version);

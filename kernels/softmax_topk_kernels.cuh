@@ -41,6 +41,17 @@ __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, 
 __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
                                       int k, int splits, float *probs, int64_t *indices);
 
+/* Version 6, k >= 2: candidates per warp in dynamic shared memory, after
+ * one threshold key per warp slot (kBlockWarps of them): kept_size kept
+ * (a power of two >= k) then fresh_size fresh (a power of two >= kept_size
+ * and >= 2 kOffersPerStep), and an online state per warp. */
+__global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
+                                        int warps_per_row, float *probs, int64_t *indices);
+
+/* Version 6, k = 1. */
+__global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, float *probs,
+                                   int64_t *indices);
+
 /* Version 5, k <= kRadixMaxK. */
 __global__ void radix_select_kernel(const float *logits, int rows, int vocab, int k, float *probs, int64_t *indices);
 

@@ -118,6 +118,35 @@ size_t scan_shared_bytes(int capacity)
     return kBlockWarps * (static_cast<size_t>(capacity) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }
 
+/* Version 6 keeps the best k of each warp sorted in a power of two, and
+ * fresh candidates in another, at least as large and room for two steps of
+ * offers: it merges when one more step could overflow, so half of it at
+ * least is filled between merges. */
+int kept_size_for(int k)
+{
+    return next_power_of_two(k);
+}
+
+int fresh_size_for(int k)
+{
+    return std::max(kept_size_for(k), 2 * kOffersPerStep);
+}
+
+/* Version 6's dynamic shared memory: a threshold key per warp slot, then a
+ * kept and a fresh buffer and an online state per warp. */
+size_t shared_threshold_bytes(int k)
+{
+    return kBlockWarps * sizeof(unsigned long long) +
+           kBlockWarps *
+               (static_cast<size_t>(kept_size_for(k) + fresh_size_for(k)) * sizeof(TopkEntry) + sizeof(SoftmaxState));
+}
+
+int row_groups_for(int rows, int warps_per_row)
+{
+    int rows_per_block = kBlockWarps / warps_per_row;
+    return (rows + rows_per_block - 1) / rows_per_block;
+}
+
 } // namespace
 
 struct SoftmaxTopkGpuRun {
@@ -146,6 +175,11 @@ size_t softmax_topk_gpu_scan_shared_bytes(int k)
     return scan_shared_bytes(candidate_capacity(k));
 }
 
+size_t softmax_topk_gpu_shared_threshold_bytes(int k)
+{
+    return k == 1 ? 0 : shared_threshold_bytes(k);
+}
+
 size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors)
 {
     return merge_shared_bytes(splits_for(rows, vocab, k, multiprocessors), k);
@@ -164,6 +198,8 @@ const char *softmax_topk_gpu_version_name(int version)
         return "several blocks per row, merged by a second kernel";
     case 5:
         return "block per row, radix select of the K-th key";
+    case 6:
+        return "block per row, one threshold per row, merges sized to the candidates";
     default:
         return "?";
     }
@@ -247,6 +283,21 @@ int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run)
     return run->splits;
 }
 
+/* K = 1 is an argmax; above, candidates with a shared threshold. */
+static void launch_version_6(const SoftmaxTopkGpuRun *run)
+{
+    int warps = warps_per_row_for(run->vocab);
+    int grid = grid_for(row_groups_for(run->rows, warps), run->max_blocks);
+    if (run->k == 1) {
+        argmax_rows_kernel<<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, warps, run->probs,
+                                                    run->indices);
+    } else {
+        shared_threshold_kernel<<<grid, kBlockThreads, shared_threshold_bytes(run->k)>>>(
+            run->logits, run->rows, run->vocab, run->k, kept_size_for(run->k), fresh_size_for(run->k), warps,
+            run->probs, run->indices);
+    }
+}
+
 static void launch(const SoftmaxTopkGpuRun *run)
 {
     const int rows = run->rows, vocab = run->vocab, k = run->k;
@@ -257,7 +308,7 @@ static void launch(const SoftmaxTopkGpuRun *run)
         three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab,
                                                                                       run->probabilities);
         CUDA_CHECK(cudaGetLastError());
-        int warps = warps_per_row_for(vocab), groups = (rows + kBlockWarps / warps - 1) / (kBlockWarps / warps);
+        int warps = warps_per_row_for(vocab), groups = row_groups_for(rows, warps);
         block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
             run->logits, rows, vocab, k, capacity, warps, run->probabilities, run->probs, run->indices);
         break;
@@ -266,7 +317,7 @@ static void launch(const SoftmaxTopkGpuRun *run)
         launch_version_2(run->logits, rows, vocab, k, run->max_blocks, run->probs, run->indices);
         break;
     case 3: {
-        int warps = warps_per_row_for(vocab), groups = (rows + kBlockWarps / warps - 1) / (kBlockWarps / warps);
+        int warps = warps_per_row_for(vocab), groups = row_groups_for(rows, warps);
         block_rows_kernel<true><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
             run->logits, rows, vocab, k, capacity, warps, nullptr, run->probs, run->indices);
         break;
@@ -282,6 +333,9 @@ static void launch(const SoftmaxTopkGpuRun *run)
     case 5:
         radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k, run->probs,
                                                                                 run->indices);
+        break;
+    case 6:
+        launch_version_6(run);
         break;
     }
     CUDA_CHECK(cudaGetLastError());

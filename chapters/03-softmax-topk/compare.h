@@ -23,7 +23,10 @@
 double topk_rtol_sequential_sum(size_t terms);
 
 /* For the GPU kernels: each thread adds at most ceil(V / 32) logits in
- * sequence (one warp per row in kernel 2, more threads in the others). */
+ * sequence (one warp per row in kernel 2, more threads in the others). The
+ * GPU's exp differs from the CPU's by a few ulp, and version 6 sums with
+ * the special function unit's 2^x (about 4 2^-24 on a sum of weights, see
+ * softmax_exp_in_sum): both well inside TOPK_RTOL_TREE_SUM. */
 double topk_rtol_gpu(size_t vocab);
 
 typedef struct {

@@ -32,7 +32,7 @@ static double gpu_compute(long version, long threads, const float *logits, size_
 }
 
 static const TopkDevice GPU = {
-    .version_help = "GPU version 1 .. 5 (kernels/softmax_topk_gpu.h)",
+    .version_help = "GPU version 1 .. 6 (kernels/softmax_topk_gpu.h)",
     .default_version = 3,
     .version_count = SOFTMAX_TOPK_GPU_VERSIONS,
     .takes_threads = false,
@@ -369,6 +369,11 @@ static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRo
                                        "version 4, merge of the slices, one row, K = %d", TABLE_K);
     else if (kernel_signature_is(kernel, "radix_select_kernel", 0))
         resource_table_add(rows, threads, "version 5, radix select");
+    else if (kernel_signature_is(kernel, "shared_threshold_kernel", 0))
+        resource_table_add_with_shared(rows, threads, (long)softmax_topk_gpu_shared_threshold_bytes(TABLE_K),
+                                       "version 6, one threshold per row, K = %d", TABLE_K);
+    else if (kernel_signature_is(kernel, "argmax_rows_kernel", 0))
+        resource_table_add(rows, threads, "version 6, argmax, K = 1");
 }
 
 int gpu_resources_command(int argc, char **argv)

@@ -189,6 +189,61 @@ static void test_hard_states(void)
            (double)s.sum);
 }
 
+/* The branch-free push of four logits against four pushes one at a time:
+ * every choice of four from values at the limits (infinities, FLT_MAX, NaN,
+ * ties), onto states at the limits (empty, -inf only, finite, +inf, NaN).
+ * The same maximum exactly, and the same sum up to the rounding of a few
+ * operations in another order (8 2^-24 relative), NaN exactly where the
+ * one-at-a-time sum is NaN. */
+static void test_push4(void)
+{
+    const float values[] = {-INFINITY, -FLT_MAX, -1.0f, 0.0f, 2.0f, FLT_MAX, INFINITY, NAN};
+    enum { VALUES = sizeof values / sizeof values[0] };
+    const float starts[][2] = {
+        {-INFINITY, -INFINITY},
+        {2.0f,      -1.0f    },
+        {INFINITY,  0.0f     },
+        {1.0f,      NAN      }
+    };
+    int wrong = 0, cases = 0;
+    for (int s = -1; s < 4; s++) {
+        SoftmaxState start = softmax_state_empty();
+        for (int p = 0; s >= 0 && p < 2; p++) {
+            start = softmax_state_push(start, starts[s][p]);
+        }
+        for (int code = 0; code < VALUES * VALUES * VALUES * VALUES; code++, cases++) {
+            float x[4] = {values[code % VALUES], values[code / VALUES % VALUES],
+                          values[code / (VALUES * VALUES) % VALUES], values[code / (VALUES * VALUES * VALUES)]};
+            SoftmaxState one_by_one = start, four = softmax_state_push4(start, x[0], x[1], x[2], x[3]);
+            for (int e = 0; e < 4; e++) {
+                one_by_one = softmax_state_push(one_by_one, x[e]);
+            }
+            bool same_max = four.max == one_by_one.max;
+            bool same_sum =
+                isnan(one_by_one.sum) ? isnan(four.sum) : is_close(four.sum, one_by_one.sum, 0.0, 8 * 0x1p-24);
+            if (!(same_max && same_sum) && wrong++ == 0) {
+                printf("push4 onto (%g, %g) of %g %g %g %g: (%g, %g), one by one (%g, %g)\n", (double)start.max,
+                       (double)start.sum, (double)x[0], (double)x[1], (double)x[2], (double)x[3], (double)four.max,
+                       (double)four.sum, (double)one_by_one.max, (double)one_by_one.sum);
+            }
+        }
+    }
+    EXPECT(wrong == 0, "push4: %d of %d cases differ from four pushes", wrong, cases);
+    /* A long stream four at a time, increasing (the sum rescaled at every
+     * step), against the definition. */
+    enum { N = 4000 };
+    float *x = ALLOC_ARRAY(float, N);
+    for (size_t i = 0; i < N; i++) {
+        x[i] = -20.0f + 40.0f * (float)i / N;
+    }
+    SoftmaxState state = softmax_state_empty();
+    for (size_t i = 0; i < N; i += 4) {
+        state = softmax_state_push4(state, x[i], x[i + 1], x[i + 2], x[i + 3]);
+    }
+    check_state(state, x, N, "increasing, four at a time");
+    array_free(x);
+}
+
 /* The fused version's lane sums, fed a row chunk by chunk. */
 static SoftmaxState add_in_chunks(const float *x, int n, int chunk)
 {
@@ -306,6 +361,7 @@ int main(void)
     test_recurrence();
     test_merge();
     test_hard_states();
+    test_push4();
     test_lane_sums();
     test_lane_sums_special();
     test_topk_floor();

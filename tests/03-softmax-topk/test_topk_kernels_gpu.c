@@ -1,4 +1,4 @@
-/* The five CUDA kernel versions against the double reference, on the inputs
+/* The six CUDA kernel versions against the double reference, on the inputs
  * that catch the bugs seen in published versions of this kernel: several rows
  * per block and per launch (a merge that mixes rows, shared memory reused
  * too early), blocks that loop over rows, winners in the last tile, V
@@ -186,6 +186,48 @@ static void test_splits(void)
     }
 }
 
+/* Version 6 with 8 warps on a row (V >= 4096) sharing one threshold, at
+ * every size of its kept list (K = 1 is the argmax): rows of ties (one
+ * warp's threshold meets another's equal logits, whose indices may be
+ * smaller), all equal, increasing (a new maximum at every float4: the
+ * rescale), decreasing (the threshold rises at once), with NaN, with two
+ * +inf, all -inf, one finite among -inf. */
+static void check_version_6(size_t vocab)
+{
+    enum { ROWS = 8 };
+    float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+    fill_tied_logits(logits, ROWS * vocab, 61);
+    for (size_t i = 0; i < vocab; i++) {
+        logits[1 * vocab + i] = 1.5f;
+        logits[2 * vocab + i] = -20.0f + 40.0f * (float)i / (float)vocab;
+        logits[3 * vocab + i] = 20.0f - 40.0f * (float)i / (float)vocab;
+        logits[6 * vocab + i] = -INFINITY;
+        logits[7 * vocab + i] = i == vocab - 2 ? 3.0f : -INFINITY;
+    }
+    logits[4 * vocab + 4000] = NAN;
+    logits[4 * vocab + 17] = NAN;
+    logits[5 * vocab + 5000] = INFINITY;
+    logits[5 * vocab + 2] = INFINITY;
+    const int ks[] = {1, 2, 3, 5, 8, 16, 33, 64, 100, 129, 256};
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        for (int max_blocks = 0; max_blocks <= 3; max_blocks += 3) {
+            SoftmaxTopkGpuConfig config = {max_blocks, 0};
+            EXPECT(version_matches(6, "shared threshold: ties, equal, monotone, NaN, inf rows", logits, ROWS, vocab,
+                                   ks[t], config),
+                   "version 6, V %zu, K %d", vocab, ks[t]);
+        }
+    }
+    array_free(logits);
+}
+
+/* V = 8195 starts rows unaligned (a scalar head), V = 8192 aligned (none:
+ * every logit goes through the float4 path). */
+static void test_version_6(void)
+{
+    check_version_6(8195);
+    check_version_6(8192);
+}
+
 int main(void)
 {
     if (!cuda_device_available()) {
@@ -197,5 +239,6 @@ int main(void)
     test_mixed_rows();
     test_large_k();
     test_splits();
+    test_version_6();
     return test_finish();
 }

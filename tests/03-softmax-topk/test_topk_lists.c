@@ -132,6 +132,31 @@ static void test_radix_key(void)
     EXPECT(wrong == 0, "%d of %d pairs where the key's order differs from topk_ranks_before", wrong, N * N);
 }
 
+/* The 64-bit entry key (version 6's shared threshold) orders entries
+ * exactly as topk_ranks_before, index included, and an entry read back from
+ * its key ranks as the original does against every other entry. */
+static void test_entry_key(void)
+{
+    enum { N = 400 };
+    TopkEntry e[N];
+    Rng rng;
+    rng_seed(&rng, 44);
+    random_entries(&rng, e, N - 1, true);
+    e[N - 1] = topk_sentinel();
+    int wrong_order = 0, wrong_round_trip = 0;
+    for (int i = 0; i < N; i++) {
+        TopkEntry back = topk_entry_from_key(topk_entry_key(e[i]));
+        wrong_round_trip += back.index != e[i].index;
+        for (int j = 0; j < N; j++) {
+            wrong_order += (topk_entry_key(e[i]) > topk_entry_key(e[j])) != topk_ranks_before(e[i], e[j]);
+            wrong_round_trip += i != j && topk_ranks_before(back, e[j]) != topk_ranks_before(e[i], e[j]);
+        }
+    }
+    EXPECT(wrong_order == 0, "%d of %d pairs where the 64-bit key's order differs from topk_ranks_before", wrong_order,
+           N * N);
+    EXPECT(wrong_round_trip == 0, "%d entries read back from their key rank differently", wrong_round_trip);
+}
+
 static void test_list_insert(void)
 {
     Rng rng;
@@ -351,6 +376,7 @@ int main(void)
 {
     test_order();
     test_radix_key();
+    test_entry_key();
     test_list_insert();
     test_merge();
     test_bitonic_network();

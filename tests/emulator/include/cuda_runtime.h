@@ -291,6 +291,13 @@ inline int atomicAdd(int *address, int value)
     return old;
 }
 
+inline unsigned long long atomicMax(unsigned long long *address, unsigned long long value)
+{
+    unsigned long long old = *address;
+    *address = old > value ? old : value;
+    return old;
+}
+
 inline float __uint_as_float(unsigned x)
 {
     return emu::from_bits<float>(x);

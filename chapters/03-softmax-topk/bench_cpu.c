@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
 #include "common/bench.h"
@@ -98,6 +99,87 @@ static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vo
     return stats;
 }
 
+typedef struct {
+    const float *logits;
+    size_t rows, vocab;
+    SamplingParams params;
+    int threads;
+    int64_t *tokens, *indices;
+    float *probs;
+} SamplingCase;
+
+static void run_sampling_case(void *ctx)
+{
+    SamplingCase *c = ctx;
+    sample_rows(c->logits, c->rows, c->vocab, c->params, DRAW_INVERSE_CDF, 1, 1, c->threads, c->tokens, c->probs,
+                c->indices);
+}
+
+/* Seconds per row of sample_rows (the fused pass, then top-p 0.9 and one
+ * inverse-CDF draw over the K candidates) on the benchmark data. */
+static BenchStats sampling_row_stats(const BenchData *data, size_t vocab, int k, int threads)
+{
+    size_t rows = data->count / vocab;
+    SamplingParams params = sampling_params_top_k(k);
+    params.top_p = 0.9;
+    SamplingCase c = {data->logits,
+                      rows,
+                      vocab,
+                      params,
+                      threads,
+                      ALLOC_ARRAY(int64_t, rows),
+                      ALLOC_ARRAY(int64_t, rows * (size_t)k),
+                      ALLOC_ARRAY(float, rows *(size_t)k)};
+    BenchStats stats = bench_run(run_sampling_case, &c, 1, FUSED_TIMED_RUNS);
+    array_free(c.tokens);
+    array_free(c.indices);
+    array_free(c.probs);
+    stats.median /= (double)rows;
+    stats.min /= (double)rows;
+    stats.max /= (double)rows;
+    return stats;
+}
+
+/* "4.1% (-2.0–9.3%)": what `with` takes beyond `without`, as a share of
+ * `without`, at the medians, then at the least and most the spreads allow. */
+static void overhead_cell(Table *table, BenchStats without, BenchStats with)
+{
+    table_cell(table, "%.1f%% (%.1f–%.1f%%)", 100.0 * (with.median / without.median - 1.0),
+               100.0 * (with.min / without.max - 1.0), 100.0 * (with.max / without.min - 1.0));
+}
+
+// ANCHOR: benchmark_the_sampling_step
+/* What sampling adds to the fused pass, on all threads: the pass alone, and
+ * the pass followed by top-p and a draw over its K candidates. Sampling
+ * reads only the K candidates' logits again, so its cost should not grow
+ * with V. */
+static void print_sampling_overhead(const BenchData *data, int threads, TableFormat format)
+{
+    const size_t vocab = 128256;
+    const int ks[] = {1, 8, 64};
+    const char *headers[] = {"V",
+                             "K",
+                             "threads",
+                             "fused, microseconds per row",
+                             "fused + top-p 0.9 + a draw, microseconds per row",
+                             "sampling's extra time (slowest–fastest)"};
+    Table *table = table_new(6, headers, "rrrrrr");
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        BenchStats fused = row_stats(data, CPU_FUSED, vocab, ks[t], threads);
+        BenchStats sampled = sampling_row_stats(data, vocab, ks[t], threads);
+        table_cell(table, "%zu", vocab);
+        table_cell(table, "%d", ks[t]);
+        table_cell(table, "%d", threads);
+        table_cell(table, "%.1f", fused.median * 1e6);
+        table_cell(table, "%.1f", sampled.median * 1e6);
+        overhead_cell(table, fused, sampled);
+    }
+    printf("\nSampling after the fused pass:\n\n");
+    table_print(table, stdout, format);
+    table_free(table);
+}
+// ANCHOR_END: benchmark_the_sampling_step
+
 static void print_bench_header(const BenchData *data)
 {
     printf("logits: %.0f MiB (the last-level cache holds %.0f MiB); fused timed on all rows, naive and online "
@@ -153,6 +235,7 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
     }
     table_print(table, stdout, format);
     table_free(table);
+    print_sampling_overhead(&data, threads, format);
     bench_data_free(&data);
 }
 // ANCHOR_END: benchmark_the_grid

@@ -228,6 +228,7 @@ template <int WIDTH, int ITEMS, typename F> __device__ static void for_each_valu
     }
 }
 
+// ANCHOR: take_the_statistics_of_either_norm
 /* The statistics of the row that the block holds in registers. The
  * exact two-pass variance costs no second read: the sum, the deviations
  * from the first mean and their squares are all formed from registers, and
@@ -257,6 +258,7 @@ __device__ static LnRowStats block_row_stats(const float (&v)[ITEMS][WIDTH], int
     block_reduce(deviations);
     return ln_stats_from_deviations(first_mean, deviations[0], deviations[1], (float)d, eps);
 }
+// ANCHOR_END: take_the_statistics_of_either_norm
 
 /* The row's largest magnitude (ln_magnitude: inf if it holds a NaN). */
 template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(const float (&v)[ITEMS][WIDTH], int vectors)
@@ -426,6 +428,7 @@ template <int ITEMS> constexpr bool keeps_row_between_steps = ITEMS < LN_PLAN_MA
 #define BACKWARD_KERNEL_BOUNDS(ITEMS) \
     __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_BACKWARD_PLAN_MAX_THREADS)
 
+// ANCHOR: sum_a_backward_row_of_either_norm
 /* The row sums of backward 2 for one element. Layer norm's are sum(g),
  * sum(g * (x - m)) and sum(x - m); RMSNorm's is sum(g * xhat) alone. */
 template <bool RMS> constexpr int backward_row_sums = RMS ? 1 : 3;
@@ -453,6 +456,7 @@ __device__ static LnBackwardMeans backward_means(const float (&sums)[backward_ro
         return ln_backward_means(sums[0], sums[1], sums[2], (float)d, r);
     }
 }
+// ANCHOR_END: sum_a_backward_row_of_either_norm
 
 /* Version 2, fused: a block takes rows blockIdx.x, blockIdx.x + gridDim.x,
  * ... and for each reads x and dy once from memory, forms the row sums

@@ -1,19 +1,62 @@
-/* Layer norm forward and backward kernels, numbered from naive to best
- * (see kernels/layernorm.h; their launchers are kernels/layernorm_launch.cu).
- * The arithmetic of a row is kernels/layernorm_row.h and the Welford merge
+/* Layer norm and RMSNorm forward and backward kernels, numbered from naive
+ * to best (see kernels/layernorm.h; their launchers are
+ * kernels/layernorm_launch.cu). Every kernel is a template on the norm, its
+ * last template argument RMS: RMSNorm is layer norm without the centring
+ * and without beta, so each version takes the same loads and the same
+ * reductions, with fewer sums. The arithmetic of a row is
+ * kernels/layernorm_row.h, kernels/rmsnorm_row.h and the Welford merge
  * kernels/welford.h: the same code the CPU runs and the tests check. */
 #include "kernels/layernorm.h"
 #include "kernels/layernorm_kernels.cuh"
 #include "kernels/layernorm_row.h"
+#include "kernels/rmsnorm_row.h"
 #include "kernels/welford.h"
 
 #define FULL_MASK 0xffffffffu
 
 // ANCHOR: normalize_a_row_per_thread
-/* Version 1: one thread per row. Each thread walks its row three times;
- * neighbouring threads read addresses d floats apart, so a warp's loads do
- * not coalesce. Sums in double, so that this baseline is as accurate as
- * the CPU and any difference in the comparison is the faster kernels'. */
+/* The output of one element: gamma * xhat, plus beta for layer norm.
+ * RMSNorm's statistics have mean and residual 0 and it has no beta: y =
+ * gamma * (x * rstd), as on the CPU. */
+template <bool RMS> __device__ static float normalized(float x, LnRowStats stats, float gamma, float beta)
+{
+    if constexpr (RMS)
+        return gamma * (x * stats.rstd);
+    else
+        return ln_affine(ln_normalize(x, stats.mean, stats.residual, stats.rstd), gamma, beta);
+}
+
+/* The statistics of a row walked in memory, sums in double: layer norm's
+ * mean and then deviations from it (two passes), RMSNorm's sum of squares
+ * (one). */
+template <bool RMS> __device__ static LnRowStats row_stats_in_double(const float *xr, int d, float eps)
+{
+    if constexpr (RMS) {
+        double sum_sq = 0.0;
+        for (int j = 0; j < d; j++)
+            sum_sq += (double)xr[j] * xr[j];
+        LnRowStats stats = {0.0f, rms_rstd_from_double(sum_sq, (float)d, eps), 0.0f};
+        return stats;
+    } else {
+        double sum = 0.0, sum_dev = 0.0, sum_dev_sq = 0.0;
+        for (int j = 0; j < d; j++)
+            sum += xr[j];
+        float first_mean = (float)(sum / d);
+        for (int j = 0; j < d; j++) {
+            double dev = xr[j] - first_mean;
+            sum_dev += dev;
+            sum_dev_sq += dev * dev;
+        }
+        return ln_stats_from_double_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
+    }
+}
+
+/* Version 1: one thread per row. Each thread walks its row three times
+ * (RMSNorm: twice); neighbouring threads read addresses d floats apart, so
+ * a warp's loads do not coalesce. Sums in double, so that this baseline is
+ * as accurate as the CPU and any difference in the comparison is the
+ * faster kernels'. RMSNorm has no mean and no beta: both pointers NULL. */
+template <bool RMS>
 __global__ void layernorm_forward_v1(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                                      const float *beta, int n, int d, float eps)
 {
@@ -21,20 +64,11 @@ __global__ void layernorm_forward_v1(float *y, float *mean, float *rstd, const f
     if (row >= n)
         return;
     const float *xr = x + (size_t)row * d;
-    double sum = 0.0, sum_dev = 0.0, sum_dev_sq = 0.0;
+    LnRowStats stats = row_stats_in_double<RMS>(xr, d, eps);
     for (int j = 0; j < d; j++)
-        sum += xr[j];
-    float first_mean = (float)(sum / d);
-    for (int j = 0; j < d; j++) {
-        double dev = xr[j] - first_mean;
-        sum_dev += dev;
-        sum_dev_sq += dev * dev;
-    }
-    LnRowStats stats = ln_stats_from_double_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
-    for (int j = 0; j < d; j++)
-        y[(size_t)row * d + j] =
-            ln_affine(ln_normalize(xr[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
-    mean[row] = stats.mean;
+        y[(size_t)row * d + j] = normalized<RMS>(xr[j], stats, gamma[j], RMS ? 0.0f : beta[j]);
+    if (!RMS)
+        mean[row] = stats.mean;
     rstd[row] = stats.rstd;
 }
 // ANCHOR_END: normalize_a_row_per_thread
@@ -56,10 +90,34 @@ __device__ static WelfordState warp_merge_all(WelfordState state)
 // ANCHOR_END: merge_welford_across_a_warp
 
 // ANCHOR: normalize_a_row_per_warp
+/* The statistics of the row a warp reads, every lane with the same bits:
+ * layer norm's Welford states merged, RMSNorm's sums of squares added in
+ * the same butterfly (a + b and b + a round alike). */
+template <bool RMS> __device__ static LnRowStats warp_row_stats(const float *xr, int d, float eps)
+{
+    int lane = threadIdx.x % WARP_SIZE;
+    if constexpr (RMS) {
+        double sum_sq = 0.0;
+        for (int j = lane; j < d; j += WARP_SIZE)
+            sum_sq += (double)xr[j] * xr[j];
+        for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2)
+            sum_sq += __shfl_xor_sync(FULL_MASK, sum_sq, offset);
+        LnRowStats stats = {0.0f, rms_rstd_from_double(sum_sq, (float)d, eps), 0.0f};
+        return stats;
+    } else {
+        WelfordState state = welford_empty();
+        for (int j = lane; j < d; j += WARP_SIZE)
+            state = welford_push(state, xr[j]);
+        state = warp_merge_all(state);
+        return ln_stats_from_double(state.mean, welford_variance(state), eps);
+    }
+}
+
 /* Version 2: one warp per row. Lane l reads elements l, l + 32, ...: the
  * warp's loads coalesce. Each lane folds its elements into a Welford
  * state (chapter 1), the warp merges the states, and a second read of the
  * row (mostly from cache) writes y. */
+template <bool RMS>
 __global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                                      const float *beta, int n, int d, float eps)
 {
@@ -68,16 +126,12 @@ __global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const f
     if (row >= n) /* the same for the whole warp: the shuffles below see all 32 lanes */
         return;
     const float *xr = x + (size_t)row * d;
-    WelfordState state = welford_empty();
+    LnRowStats stats = warp_row_stats<RMS>(xr, d, eps);
     for (int j = lane; j < d; j += WARP_SIZE)
-        state = welford_push(state, xr[j]);
-    state = warp_merge_all(state);
-    LnRowStats stats = ln_stats_from_double(state.mean, welford_variance(state), eps);
-    for (int j = lane; j < d; j += WARP_SIZE)
-        y[(size_t)row * d + j] =
-            ln_affine(ln_normalize(xr[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
+        y[(size_t)row * d + j] = normalized<RMS>(xr[j], stats, gamma[j], RMS ? 0.0f : beta[j]);
     if (lane == 0) {
-        mean[row] = stats.mean;
+        if (!RMS)
+            mean[row] = stats.mean;
         rstd[row] = stats.rstd;
     }
 }
@@ -174,13 +228,23 @@ template <int WIDTH, int ITEMS, typename F> __device__ static void for_each_valu
     }
 }
 
+// ANCHOR: take_the_statistics_of_either_norm
 /* The statistics of the row that the block holds in registers. The
  * exact two-pass variance costs no second read: the sum, the deviations
  * from the first mean and their squares are all formed from registers, and
- * corrected as on the CPU (kernels/layernorm_row.h). */
-template <int WIDTH, int ITEMS>
+ * corrected as on the CPU (kernels/layernorm_row.h). RMSNorm needs one
+ * block reduction where layer norm needs two: the sum of squares. */
+template <int WIDTH, int ITEMS, bool RMS>
 __device__ static LnRowStats block_row_stats(const float (&v)[ITEMS][WIDTH], int vectors, int d, float eps)
 {
+    if constexpr (RMS) {
+        float sum_sq[1] = {0.0f};
+        for_each_value<WIDTH, ITEMS>(vectors,
+                                     [&](int i, int c, bool held) { sum_sq[0] += held ? v[i][c] * v[i][c] : 0.0f; });
+        block_reduce(sum_sq);
+        LnRowStats stats = {0.0f, rms_rstd(sum_sq[0], (float)d, eps), 0.0f};
+        return stats;
+    }
     float sums[1] = {0.0f};
     for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) { sums[0] += held ? v[i][c] : 0.0f; });
     block_reduce(sums);
@@ -194,6 +258,7 @@ __device__ static LnRowStats block_row_stats(const float (&v)[ITEMS][WIDTH], int
     block_reduce(deviations);
     return ln_stats_from_deviations(first_mean, deviations[0], deviations[1], (float)d, eps);
 }
+// ANCHOR_END: take_the_statistics_of_either_norm
 
 /* The row's largest magnitude (ln_magnitude: inf if it holds a NaN). */
 template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(const float (&v)[ITEMS][WIDTH], int vectors)
@@ -212,7 +277,7 @@ template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(cons
  * rstd to save are scaled back (ln_unscaled_stats with the k returned, 0
  * where nothing was scaled). Every thread has the same statistics after
  * the reductions, so the whole block takes the branch or none of it does. */
-template <int WIDTH, int ITEMS>
+template <int WIDTH, int ITEMS, bool RMS>
 __device__ static int rescale_row_if_it_overflowed(float (&v)[ITEMS][WIDTH], int vectors, int d, float eps,
                                                    LnRowStats &stats)
 {
@@ -226,13 +291,13 @@ __device__ static int rescale_row_if_it_overflowed(float (&v)[ITEMS][WIDTH], int
         if (held)
             v[i][c] = ldexpf(v[i][c], -k);
     });
-    stats = block_row_stats(v, vectors, d, ln_scaled_eps(eps, k));
+    stats = block_row_stats<WIDTH, ITEMS, RMS>(v, vectors, d, ln_scaled_eps(eps, k));
     return k;
 }
 
 /* Version 3: one block per row, the row read from memory once into
  * registers (thread t holds vectors t, t + blockDim.x, ... of the row). */
-template <int WIDTH, int ITEMS>
+template <int WIDTH, int ITEMS, bool RMS>
 __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *mean, float *rstd, const float *x,
                                                               const float *gamma, const float *beta, int d, float eps)
 {
@@ -245,24 +310,26 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
         if (k < vectors)
             load(v[i], x + offset + (size_t)k * WIDTH);
     }
-    LnRowStats stats = block_row_stats(v, vectors, d, eps);
-    int scaled_by = rescale_row_if_it_overflowed(v, vectors, d, eps, stats);
+    LnRowStats stats = block_row_stats<WIDTH, ITEMS, RMS>(v, vectors, d, eps);
+    int scaled_by = rescale_row_if_it_overflowed<WIDTH, ITEMS, RMS>(v, vectors, d, eps, stats);
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;
         if (k >= vectors)
             continue;
-        float g[WIDTH], b[WIDTH], out[WIDTH];
+        float g[WIDTH], b[WIDTH] = {}, out[WIDTH];
         load<WIDTH, false>(g, gamma + (size_t)k * WIDTH);
-        load<WIDTH, false>(b, beta + (size_t)k * WIDTH);
+        if constexpr (!RMS)
+            load<WIDTH, false>(b, beta + (size_t)k * WIDTH);
 #pragma unroll
         for (int c = 0; c < WIDTH; c++)
-            out[c] = ln_affine(ln_normalize(v[i][c], stats.mean, stats.residual, stats.rstd), g[c], b[c]);
+            out[c] = normalized<RMS>(v[i][c], stats, g[c], b[c]);
         store_streaming(y + offset + (size_t)k * WIDTH, out);
     }
     if (threadIdx.x == 0) {
         LnRowStats saved = ln_unscaled_stats(stats, scaled_by);
-        mean[blockIdx.x] = saved.mean;
+        if (!RMS)
+            mean[blockIdx.x] = saved.mean;
         rstd[blockIdx.x] = saved.rstd;
     }
 }
@@ -274,7 +341,11 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
  * which walks down its column through every row (neighbouring threads read
  * neighbouring columns, so these loads do coalesce). A column's thread
  * cannot see a whole row, so the row kernel leaves each row's residual
- * in `residual` (n floats of scratch) for it. */
+ * in `residual` (n floats of scratch) for it.
+ *
+ * RMSNorm's row needs one sum, sum(g * xhat) with xhat = x * rstd, and
+ * no residual: nothing was centred (no scratch; mean and residual NULL). */
+template <bool RMS>
 __global__ void layernorm_backward_v1_dx(float *dx, float *residual, const float *dy, const float *x, const float *mean,
                                          const float *rstd, const float *gamma, int n, int d)
 {
@@ -282,6 +353,16 @@ __global__ void layernorm_backward_v1_dx(float *dx, float *residual, const float
     if (row >= n)
         return;
     size_t offset = (size_t)row * d;
+    if constexpr (RMS) {
+        float r = rstd[row];
+        double sum_g_xhat = 0.0;
+        for (int j = 0; j < d; j++)
+            sum_g_xhat += (double)(gamma[j] * dy[offset + j]) * (x[offset + j] * r);
+        float mean_g_xhat = (float)sum_g_xhat / (float)d;
+        for (int j = 0; j < d; j++)
+            dx[offset + j] = rms_dx(gamma[j] * dy[offset + j], x[offset + j] * r, mean_g_xhat, r);
+        return;
+    }
     float m = mean[row], r = rstd[row];
     double sum_g = 0.0, sum_g_centered = 0.0, sum_centered = 0.0;
     for (int j = 0; j < d; j++) {
@@ -298,6 +379,7 @@ __global__ void layernorm_backward_v1_dx(float *dx, float *residual, const float
     residual[row] = means.residual;
 }
 
+template <bool RMS>
 __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const float *dy, const float *x,
                                              const float *mean, const float *residual, const float *rstd, int n, int d)
 {
@@ -306,12 +388,13 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
         return;
     double sum_dgamma = 0.0, sum_dbeta = 0.0;
     for (int row = 0; row < n; row++) {
-        float g = dy[(size_t)row * d + j];
-        sum_dgamma += g * ln_normalize(x[(size_t)row * d + j], mean[row], residual[row], rstd[row]);
+        float g = dy[(size_t)row * d + j], xv = x[(size_t)row * d + j];
+        sum_dgamma += g * (RMS ? xv * rstd[row] : ln_normalize(xv, mean[row], residual[row], rstd[row]));
         sum_dbeta += g;
     }
     dgamma[j] = (float)sum_dgamma;
-    dbeta[j] = (float)sum_dbeta;
+    if (!RMS)
+        dbeta[j] = (float)sum_dbeta;
 }
 // ANCHOR_END: differentiate_by_rows_then_columns
 
@@ -345,13 +428,44 @@ template <int ITEMS> constexpr bool keeps_row_between_steps = ITEMS < LN_PLAN_MA
 #define BACKWARD_KERNEL_BOUNDS(ITEMS) \
     __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_BACKWARD_PLAN_MAX_THREADS)
 
+// ANCHOR: sum_a_backward_row_of_either_norm
+/* The row sums of backward 2 for one element. Layer norm's are sum(g),
+ * sum(g * (x - m)) and sum(x - m); RMSNorm's is sum(g * xhat) alone. */
+template <bool RMS> constexpr int backward_row_sums = RMS ? 1 : 3;
+
+template <bool RMS>
+__device__ static void add_to_row_sums(float (&sums)[backward_row_sums<RMS>], float x, float g, float m, float r)
+{
+    if constexpr (RMS) {
+        sums[0] += g * (x * r);
+    } else {
+        float centered = x - m;
+        sums[0] += g;
+        sums[1] += g * centered;
+        sums[2] += centered;
+    }
+}
+
+template <bool RMS>
+__device__ static LnBackwardMeans backward_means(const float (&sums)[backward_row_sums<RMS>], int d, float r)
+{
+    if constexpr (RMS) {
+        LnBackwardMeans means = {0.0f, sums[0] / (float)d, 0.0f};
+        return means;
+    } else {
+        return ln_backward_means(sums[0], sums[1], sums[2], (float)d, r);
+    }
+}
+// ANCHOR_END: sum_a_backward_row_of_either_norm
+
 /* Version 2, fused: a block takes rows blockIdx.x, blockIdx.x + gridDim.x,
- * ... and for each reads x and dy once from memory, forms the two row sums
+ * ... and for each reads x and dy once from memory, forms the row sums
  * with one block reduction, and writes dx. Each thread owns the same
  * columns in every row, so it adds its share of dgamma and dbeta in
  * registers, across all the block's rows; at the end the block writes its
- * partial sums, one row of `partials` per block, with plain stores. */
-template <int WIDTH, int ITEMS>
+ * partial sums, one row of `partials` per block, with plain stores
+ * (RMSNorm: dgamma only, d floats per block). */
+template <int WIDTH, int ITEMS, bool RMS>
 __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
     layernorm_backward_v2(float *dx, float *partials, const float *dy, const float *x, const float *mean,
                           const float *rstd, const float *gamma, int n, int d)
@@ -362,9 +476,9 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
     float dgamma_acc[ITEMS][WIDTH] = {}, dbeta_acc[ITEMS][WIDTH] = {};
     for (int row = blockIdx.x; row < n; row += gridDim.x) {
         size_t offset = (size_t)row * d;
-        float m = mean[row], r = rstd[row];
+        float m = RMS ? 0.0f : mean[row], r = rstd[row];
         float xv[KEPT][WIDTH], dyv[KEPT][WIDTH], g[KEPT][WIDTH];
-        float sums[3] = {0.0f, 0.0f, 0.0f}; /* sum(g), sum(g * (x - m)), sum(x - m) */
+        float sums[backward_row_sums<RMS>] = {};
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
             int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
@@ -372,15 +486,11 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
                 continue;
             load_gradient_inputs<WIDTH, KEEP>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
 #pragma unroll
-            for (int c = 0; c < WIDTH; c++) {
-                float centered = xv[h][c] - m;
-                sums[0] += g[h][c];
-                sums[1] += g[h][c] * centered;
-                sums[2] += centered;
-            }
+            for (int c = 0; c < WIDTH; c++)
+                add_to_row_sums<RMS>(sums, xv[h][c], g[h][c], m, r);
         }
         block_reduce(sums);
-        LnBackwardMeans means = ln_backward_means(sums[0], sums[1], sums[2], (float)d, r);
+        LnBackwardMeans means = backward_means<RMS>(sums, d, r);
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
             int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
@@ -391,15 +501,16 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
             float out[WIDTH];
 #pragma unroll
             for (int c = 0; c < WIDTH; c++) {
-                float xhat = ln_normalize(xv[h][c], m, means.residual, r);
-                out[c] = ln_dx(g[h][c], xhat, means.mean_g, means.mean_g_xhat, r);
+                float xhat = RMS ? xv[h][c] * r : ln_normalize(xv[h][c], m, means.residual, r);
+                out[c] = RMS ? rms_dx(g[h][c], xhat, means.mean_g_xhat, r)
+                             : ln_dx(g[h][c], xhat, means.mean_g, means.mean_g_xhat, r);
                 dgamma_acc[i][c] += dyv[h][c] * xhat;
                 dbeta_acc[i][c] += dyv[h][c];
             }
             store_streaming(dx + offset + (size_t)k * WIDTH, out);
         }
     }
-    float *dgamma_part = partials + (size_t)blockIdx.x * 2 * d, *dbeta_part = dgamma_part + d;
+    float *dgamma_part = partials + (size_t)blockIdx.x * ln_parameter_gradients<RMS> * d, *dbeta_part = dgamma_part + d;
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;
@@ -408,41 +519,63 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
 #pragma unroll
         for (int c = 0; c < WIDTH; c++) {
             dgamma_part[(size_t)k * WIDTH + c] = dgamma_acc[i][c];
-            dbeta_part[(size_t)k * WIDTH + c] = dbeta_acc[i][c];
+            if (!RMS)
+                dbeta_part[(size_t)k * WIDTH + c] = dbeta_acc[i][c];
         }
     }
 }
 
 /* One thread per column adds the blocks' partial sums in block order, in
  * double: the same bits on every run. */
+template <bool RMS>
 __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, const float *partials, int blocks, int d)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= d)
         return;
+    const size_t stride = (size_t)ln_parameter_gradients<RMS> * d;
     double sum_dgamma = 0.0, sum_dbeta = 0.0;
     for (int b = 0; b < blocks; b++) {
-        sum_dgamma += partials[(size_t)b * 2 * d + j];
-        sum_dbeta += partials[(size_t)b * 2 * d + d + j];
+        sum_dgamma += partials[(size_t)b * stride + j];
+        if (!RMS)
+            sum_dbeta += partials[(size_t)b * stride + d + j];
     }
     dgamma[j] = (float)sum_dgamma;
-    dbeta[j] = (float)sum_dbeta;
+    if (!RMS)
+        dbeta[j] = (float)sum_dbeta;
 }
 // ANCHOR_END: fuse_the_backward_pass
 
+/* The kernels without a row plan, for each norm. */
+#define INSTANTIATE_NORM_KERNELS(RMS)                                                                                  \
+    template __global__ void layernorm_forward_v1<RMS>(float *, float *, float *, const float *, const float *,        \
+                                                       const float *, int, int, float);                                \
+    template __global__ void layernorm_forward_v2<RMS>(float *, float *, float *, const float *, const float *,        \
+                                                       const float *, int, int, float);                                \
+    template __global__ void layernorm_backward_v1_dx<RMS>(float *, float *, const float *, const float *,             \
+                                                           const float *, const float *, const float *, int, int);     \
+    template __global__ void layernorm_backward_v1_params<RMS>(float *, float *, const float *, const float *,         \
+                                                               const float *, const float *, const float *, int, int); \
+    template __global__ void layernorm_backward_v2_finalize<RMS>(float *, float *, const float *, int, int)
+INSTANTIATE_NORM_KERNELS(false);
+INSTANTIATE_NORM_KERNELS(true);
+
 /* Every plan ln_row_plan returns: 16-byte or single-float vectors, 1, 2, 4
- * or 8 of them per thread. The launchers use these instances and no others;
- * one missing here fails the link. */
-#define INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS)                                                              \
-    template __global__ void layernorm_forward_v3<WIDTH, ITEMS>(float *, float *, float *, const float *,  \
-                                                                const float *, const float *, int, float); \
-    template __global__ void layernorm_backward_v2<WIDTH, ITEMS>(                                          \
+ * or 8 of them per thread, for each norm. The launchers use these instances
+ * and no others; one missing here fails the link. */
+#define INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS, RMS)                                                              \
+    template __global__ void layernorm_forward_v3<WIDTH, ITEMS, RMS>(float *, float *, float *, const float *,  \
+                                                                     const float *, const float *, int, float); \
+    template __global__ void layernorm_backward_v2<WIDTH, ITEMS, RMS>(                                          \
         float *, float *, const float *, const float *, const float *, const float *, const float *, int, int)
-INSTANTIATE_ROW_KERNELS(4, 1);
-INSTANTIATE_ROW_KERNELS(4, 2);
-INSTANTIATE_ROW_KERNELS(4, 4);
-INSTANTIATE_ROW_KERNELS(4, 8);
-INSTANTIATE_ROW_KERNELS(1, 1);
-INSTANTIATE_ROW_KERNELS(1, 2);
-INSTANTIATE_ROW_KERNELS(1, 4);
-INSTANTIATE_ROW_KERNELS(1, 8);
+#define INSTANTIATE_ROW_KERNELS_FOR_NORMS(WIDTH, ITEMS) \
+    INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS, false);       \
+    INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS, true)
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 1);
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 2);
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 4);
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 8);
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 1);
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 2);
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 4);
+INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 8);

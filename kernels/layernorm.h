@@ -1,5 +1,8 @@
-/* Layer norm on the GPU: numbered kernel versions, naive first, and the
- * C-callable launchers the chapter program and the tests use.
+/* Layer norm and RMSNorm on the GPU: numbered kernel versions, naive
+ * first, and the C-callable launchers the chapter program and the tests
+ * use. RMSNorm's versions are layer norm's, the same kernels (templates on
+ * the norm) with one row sum where layer norm has two or three, no mean
+ * and no beta:
  *
  *   forward 1   one thread per row, three passes over the row in memory
  *   forward 2   one warp per row: Welford states merged by shuffles
@@ -15,7 +18,7 @@
  *
  * All pointers are device memory; x, dy, y, dx are n x d row-major, gamma,
  * beta, dgamma, dbeta have d floats, mean and rstd n: the launchers only
- * queue the work.
+ * queue the work. RMSNorm's cache is rstd alone.
  *
  * The launchers' convention, the same for every operation (README.md, "The
  * kernels' launchers"): versions are numbered 1 .. OP_GPU_VERSIONS, naive
@@ -58,6 +61,26 @@ size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d);
 const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
                                    const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
                                    size_t d);
+
+// ANCHOR: rmsnorm_gpu_api
+/* RMSNorm, y = gamma * x * rstd: versions 1 .. 3 forward and 1 .. 2
+ * backward, each layer norm's version of the same number. */
+#define RMSNORM_FORWARD_GPU_VERSIONS LAYERNORM_FORWARD_GPU_VERSIONS
+#define RMSNORM_BACKWARD_GPU_VERSIONS LAYERNORM_BACKWARD_GPU_VERSIONS
+
+const char *rmsnorm_forward_gpu_version_name(int version);
+const char *rmsnorm_backward_gpu_version_name(int version);
+
+const char *rmsnorm_forward_gpu(int version, float *y, float *rstd, const float *x, const float *gamma, size_t n,
+                                size_t d, float eps);
+
+/* Device floats of scratch space backward `version` needs (0: none, and
+ * scratch may be NULL). */
+size_t rmsnorm_backward_gpu_scratch_floats(int version, size_t n, size_t d);
+
+const char *rmsnorm_backward_gpu(int version, float *dx, float *dgamma, float *scratch, const float *dy, const float *x,
+                                 const float *rstd, const float *gamma, size_t n, size_t d);
+// ANCHOR_END: rmsnorm_gpu_api
 
 // ANCHOR: plan_a_row_in_registers
 /* How forward 3 and backward 2 lay one row over the registers of a block:

@@ -1,5 +1,6 @@
 /* The arithmetic of one RMSNorm row, written once for the CPU code in
- * chapters/02-layernorm/rmsnorm.c and for CUDA kernels, as
+ * chapters/02-layernorm/rmsnorm.c and the CUDA kernels in
+ * kernels/layernorm.cu, as
  * kernels/layernorm_row.h is for layer norm: the per-row and per-element
  * formulas only, however the sums are formed. */
 #ifndef KERNELS_RMSNORM_ROW_H
@@ -17,6 +18,18 @@ HOST_DEVICE static inline float rms_rstd(float sum_sq, float d, float eps)
     return ln_rstd(sum_sq / d, eps);
 }
 // ANCHOR_END: finish_rms_statistics
+
+// ANCHOR: rescale_a_sum_of_squares_held_in_double
+/* Forward 1 and 2 on the GPU sum the squares in double, which holds any
+ * float's square; only rounding the sum to float can overflow. Where it
+ * would, the sum is scaled by 2^-2k first, exactly, as layer norm's
+ * variance is (ln_double_overflow_exponent), and rstd scaled back. */
+HOST_DEVICE static inline float rms_rstd_from_double(double sum_sq, float d, float eps)
+{
+    int k = ln_double_overflow_exponent(sum_sq, d);
+    return ln_unscaled_rstd(rms_rstd((float)ldexp(sum_sq, -2 * k), d, ln_scaled_eps(eps, k)), k);
+}
+// ANCHOR_END: rescale_a_sum_of_squares_held_in_double
 
 // ANCHOR: compute_the_rms_input_gradient
 /* dx = rstd * (g - xhat * mean(g * xhat)), with g = gamma * dy and

@@ -74,9 +74,10 @@ void random_problem_options(CliOption *options, RandomProblemArgs *args)
         options[i] = random[i];
 }
 
-LnProblem random_problem_new(const RandomProblemArgs *args)
+LnProblem random_problem_new(const RandomProblemArgs *args, NormKind norm)
 {
     LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
+    p.norm = norm;
     ln_problem_fill_random(&p, (uint64_t)args->seed, args->offset, args->scale);
     return p;
 }
@@ -95,7 +96,7 @@ int run_command(int argc, char **argv)
                                                   "also write x, gamma, beta, dy here, as `apply --load` reads them"};
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     ln_problem_check_size(args.n, args.d);
-    LnProblem p = random_problem_new(&args);
+    LnProblem p = random_problem_new(&args, NORM_LAYER);
     if (save_inputs != NULL)
         ln_problem_save_inputs(&p, save_inputs);
     printf("%zu x %zu, random inputs (seed %ld, offset %g, scale %g), eps %g\n", p.n, p.d, args.seed, args.offset,
@@ -105,8 +106,8 @@ int run_command(int argc, char **argv)
     return ok ? 0 : 1;
 }
 
-/* --load DIR --save DIR [--eps E], and [--norm N] where offered. */
-static ApplyArgs parse_apply_options(int argc, char **argv, bool offer_norm)
+/* --load DIR --save DIR [--eps E] [--norm N]. */
+ApplyArgs apply_parse(int argc, char **argv)
 {
     ApplyArgs args = {.load = NULL, .save = NULL, .eps = 1e-5, .norm = NORM_LAYER};
     const char *norm = NULL;
@@ -118,16 +119,11 @@ static ApplyArgs parse_apply_options(int argc, char **argv, bool offer_norm)
         {"--eps",  CLI_DOUBLE, &args.eps,  0.0, 1.0, "epsilon added to the variance"                            },
         {"--norm", CLI_STRING, &norm,      0,   0,   "the norm: layer (default) or rms (no beta, mean or dbeta)"},
     };
-    cli_parse(argc, argv, options, CLI_COUNT(options) - (offer_norm ? 0 : 1), NULL);
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (args.load == NULL || args.save == NULL)
         cli_fail("needs --load DIR and --save DIR");
     args.norm = norm_option(norm);
     return args;
-}
-
-ApplyArgs apply_parse(int argc, char **argv)
-{
-    return parse_apply_options(argc, argv, false);
 }
 
 /* The rows that the non-finite policy flags (README, "Non-finite values"):
@@ -201,7 +197,7 @@ int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProble
 
 int apply_command(int argc, char **argv)
 {
-    ApplyArgs args = parse_apply_options(argc, argv, true);
+    ApplyArgs args = apply_parse(argc, argv);
     return apply_run(&args, "cpu float vs double reference:", ln_problem_run_cpu);
 }
 

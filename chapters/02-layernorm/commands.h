@@ -23,13 +23,13 @@ enum { RANDOM_PROBLEM_OPTIONS = 6 };
 
 void random_problem_options(CliOption *options, RandomProblemArgs *args);
 
-/* The problem, once parsed and its size checked (ln_problem_check_size). */
-LnProblem random_problem_new(const RandomProblemArgs *args);
+/* The problem of a norm, once parsed and its size checked
+ * (ln_problem_check_size). */
+LnProblem random_problem_new(const RandomProblemArgs *args, NormKind norm);
 
 /* The .npy interface, shared by `apply` and `gpu-apply`: the options
- * --load DIR --save DIR [--eps E], parsed (both directories required);
- * `apply` also takes --norm layer|rms, which apply_parse does not offer
- * (the CUDA kernels are layer norm's), so its norm is NORM_LAYER. */
+ * --load DIR --save DIR [--eps E] [--norm layer|rms], parsed (both
+ * directories required; the norm NORM_LAYER unless given). */
 typedef struct {
     const char *load, *save;
     double eps;

@@ -15,9 +15,9 @@ const char *gpu_run_problem(LnProblem *p, int forward, int backward, int misalig
 {
     DeviceProblem *g = device_problem_new(p->n, p->d, misalign);
     device_problem_upload(g, p);
-    const char *why = device_problem_forward(g, forward, p->eps);
+    const char *why = device_problem_forward(g, p->norm, forward, p->eps);
     if (why == NULL)
-        why = device_problem_backward(g, backward);
+        why = device_problem_backward(g, p->norm, backward);
     if (why == NULL)
         device_problem_download(g, p);
     device_problem_free(g);
@@ -61,13 +61,14 @@ static bool check_problem(LnProblem *p, const char *label, int forward, int back
     bool ok = true;
     if (why != NULL) {
         /* A version refusing a row it cannot hold does what it promises. */
-        fprintf(out, "skip forward %d, backward %d, %s: %s\n", forward, backward, label, why);
+        fprintf(out, "skip %s forward %d, backward %d, %s: %s\n", norm_kind_name(p->norm), forward, backward, label,
+                why);
     } else {
         LnComparison c = ln_compare(p, &ref);
         double share;
         const char *worst = worst_output(&c, &share);
-        fprintf(out, "%s forward %d, backward %d, %s: worst %s at %.0f%% of tolerance\n", c.ok ? "ok  " : "FAIL",
-                forward, backward, label, worst, 100.0 * share);
+        fprintf(out, "%s %-5s forward %d, backward %d, %s: worst %s at %.0f%% of tolerance\n", c.ok ? "ok  " : "FAIL",
+                norm_kind_name(p->norm), forward, backward, label, worst, 100.0 * share);
         if (!c.ok)
             ln_comparison_print(out, "    ", &c);
         ok = c.ok;
@@ -76,9 +77,10 @@ static bool check_problem(LnProblem *p, const char *label, int forward, int back
     return ok;
 }
 
-bool gpu_check_versions(const GpuCheckShape *shape, int forward, int backward, uint64_t seed, FILE *out)
+bool gpu_check_versions(const GpuCheckShape *shape, NormKind norm, int forward, int backward, uint64_t seed, FILE *out)
 {
     LnProblem p = ln_problem_new(shape->n, shape->d, 1e-5f);
+    p.norm = norm;
     ln_problem_fill_random(&p, seed, 0.0, 1.0);
     char label[96];
     snprintf(label, sizeof label, "%zu x %zu%s", shape->n, shape->d, shape->misalign ? ", misaligned" : "");
@@ -98,15 +100,19 @@ static int last_version(int version, int versions)
     return version == 0 ? versions : first_version(version, versions);
 }
 
+/* The two norms share their version numbers (kernels/layernorm.h). */
+static const NormKind gpu_norms[] = {NORM_LAYER, NORM_RMS};
+
 static bool validate_all(int version, uint64_t seed)
 {
     bool ok = true;
-    for (int s = 0; s < gpu_check_shape_count; s++)
-        for (int f = first_version(version, LAYERNORM_FORWARD_GPU_VERSIONS);
-             f <= last_version(version, LAYERNORM_FORWARD_GPU_VERSIONS); f++)
-            for (int b = first_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS);
-                 b <= last_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS); b++)
-                ok = gpu_check_versions(&gpu_check_shapes[s], f, b, seed, stdout) && ok;
+    for (int k = 0; k < 2; k++)
+        for (int s = 0; s < gpu_check_shape_count; s++)
+            for (int f = first_version(version, LAYERNORM_FORWARD_GPU_VERSIONS);
+                 f <= last_version(version, LAYERNORM_FORWARD_GPU_VERSIONS); f++)
+                for (int b = first_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS);
+                     b <= last_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS); b++)
+                    ok = gpu_check_versions(&gpu_check_shapes[s], gpu_norms[k], f, b, seed, stdout) && ok;
     if (!ok)
         printf("some versions do not match the reference\n");
     return ok;
@@ -136,13 +142,15 @@ int gpu_check_command(int argc, char **argv)
     char device[256];
     print_device(device, sizeof device);
     bool ok = validate_all((int)version, (uint64_t)args.seed);
-    LnProblem p = random_problem_new(&args);
-    char label[96];
-    snprintf(label, sizeof label, "%zu x %zu", p.n, p.d);
-    ok = check_problem(&p, label, last_version((int)version, LAYERNORM_FORWARD_GPU_VERSIONS),
-                       last_version((int)version, LAYERNORM_BACKWARD_GPU_VERSIONS), 0, stdout) &&
-         ok;
-    ln_problem_free(&p);
+    for (int k = 0; k < 2; k++) {
+        LnProblem p = random_problem_new(&args, gpu_norms[k]);
+        char label[96];
+        snprintf(label, sizeof label, "%zu x %zu", p.n, p.d);
+        ok = check_problem(&p, label, last_version((int)version, LAYERNORM_FORWARD_GPU_VERSIONS),
+                           last_version((int)version, LAYERNORM_BACKWARD_GPU_VERSIONS), 0, stdout) &&
+             ok;
+        ln_problem_free(&p);
+    }
     return ok ? 0 : 1;
 }
 
@@ -171,6 +179,7 @@ int gpu_apply_command(int argc, char **argv)
 
 // ANCHOR: benchmark_on_the_gpu
 typedef struct {
+    NormKind norm;
     bool forward;
     int version;
     double bytes_per_element; /* read x + write y; read x, dy + write dx */
@@ -180,11 +189,16 @@ typedef struct {
 #define GPU_BENCH_TENSOR_BYTES ((size_t)512 << 20)
 
 static const GpuBenchRow gpu_bench_rows[] = {
-    {true,  1, 8 },
-    {true,  2, 8 },
-    {true,  3, 8 },
-    {false, 1, 12},
-    {false, 2, 12},
+    {NORM_LAYER, true,  1, 8 },
+    {NORM_LAYER, true,  2, 8 },
+    {NORM_LAYER, true,  3, 8 },
+    {NORM_LAYER, false, 1, 12},
+    {NORM_LAYER, false, 2, 12},
+    {NORM_RMS,   true,  1, 8 },
+    {NORM_RMS,   true,  2, 8 },
+    {NORM_RMS,   true,  3, 8 },
+    {NORM_RMS,   false, 1, 12},
+    {NORM_RMS,   false, 2, 12},
 };
 
 typedef struct {
@@ -195,7 +209,8 @@ typedef struct {
 /* NULL, or the reason the version refused the problem. */
 static const char *launch_version(DeviceProblem *g, const GpuBenchRow *row)
 {
-    return row->forward ? device_problem_forward(g, row->version, 1e-5f) : device_problem_backward(g, row->version);
+    return row->forward ? device_problem_forward(g, row->norm, row->version, 1e-5f)
+                        : device_problem_backward(g, row->norm, row->version);
 }
 
 /* Only versions that took the problem once are timed: nothing to report. */
@@ -210,8 +225,9 @@ static void launch_timed(void *context)
 static Table *bench_table(int runs, double copy)
 {
     const size_t widths[] = {768, 1024, 4096};
-    const char *headers[] = {"pass", "version", "d", "rows", "time", "GB/s", "of copy (range)", "vs version 1 (range)"};
-    Table *table = table_new(8, headers, "lrrrrrrr");
+    const char *headers[] = {
+        "norm", "pass", "version", "d", "rows", "time", "GB/s", "of copy (range)", "vs version 1 (range)"};
+    Table *table = table_new(9, headers, "llrrrrrrr");
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         size_t d = widths[w], n = GPU_BENCH_TENSOR_BYTES / sizeof(float) / d;
         DeviceProblem *g = device_problem_new(n, d, 0);
@@ -220,13 +236,14 @@ static Table *bench_table(int runs, double copy)
         for (size_t r = 0; r < sizeof gpu_bench_rows / sizeof gpu_bench_rows[0]; r++) {
             const GpuBenchRow *row = &gpu_bench_rows[r];
             if (launch_version(g, row) != NULL)
-                cli_fail_status(1, "%s %d refused %zu x %zu", row->forward ? "forward" : "backward", row->version, n,
-                                d);
+                cli_fail_status(1, "%s %s %d refused %zu x %zu", norm_kind_name(row->norm),
+                                row->forward ? "forward" : "backward", row->version, n, d);
             BenchLaunch launch = {g, row};
             BenchStats stats = cuda_bench_run(launch_timed, &launch, 3, runs);
             if (row->version == 1)
                 baseline = stats;
             double moved = row->bytes_per_element * (double)(n * d);
+            table_cell(table, "%s", norm_kind_name(row->norm));
             table_cell(table, "%s", row->forward ? "forward" : "backward");
             table_cell(table, "%d", row->version);
             table_cell(table, "%zu", d);
@@ -288,27 +305,30 @@ static int most_planned_threads(RowPlanner *plan_for, int width, int items)
 }
 
 /* The row kernels (forward 3, backward 2) at the largest block their
- * plans give them; the others at their launcher's fixed block. */
+ * plans give them; the others at their launcher's fixed block. Every
+ * kernel's last template argument is the norm (RMS: 1 for RMSNorm). */
 static void layernorm_launches(const KernelSignature *kernel, ResourceTableRows *rows)
 {
     const int *arguments = kernel->arguments;
     const char *vector = arguments[0] == 4 ? "float4" : "float";
-    if (kernel_signature_is(kernel, "layernorm_forward_v1", 0))
-        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "forward 1");
-    else if (kernel_signature_is(kernel, "layernorm_forward_v2", 0))
-        resource_table_add(rows, LN_WARP_PER_ROW_THREADS, "forward 2");
-    else if (kernel_signature_is(kernel, "layernorm_forward_v3", 2))
+    bool rms = kernel->argument_count > 0 && arguments[kernel->argument_count - 1] == 1;
+    const char *norm = rms ? "RMSNorm" : "layer norm", *params = rms ? "dgamma" : "dgamma and dbeta";
+    if (kernel_signature_is(kernel, "layernorm_forward_v1", 1))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s forward 1", norm);
+    else if (kernel_signature_is(kernel, "layernorm_forward_v2", 1))
+        resource_table_add(rows, LN_WARP_PER_ROW_THREADS, "%s forward 2", norm);
+    else if (kernel_signature_is(kernel, "layernorm_forward_v3", 3))
         resource_table_add(rows, most_planned_threads(ln_row_plan, arguments[0], arguments[1]),
-                           "forward 3, %d %s per thread", arguments[1], vector);
-    else if (kernel_signature_is(kernel, "layernorm_backward_v1_dx", 0))
-        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "backward 1, dx");
-    else if (kernel_signature_is(kernel, "layernorm_backward_v1_params", 0))
-        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "backward 1, dgamma and dbeta");
-    else if (kernel_signature_is(kernel, "layernorm_backward_v2", 2))
+                           "%s forward 3, %d %s per thread", norm, arguments[1], vector);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v1_dx", 1))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s backward 1, dx", norm);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v1_params", 1))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s backward 1, %s", norm, params);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v2", 3))
         resource_table_add(rows, most_planned_threads(ln_backward_row_plan, arguments[0], arguments[1]),
-                           "backward 2, %d %s per thread", arguments[1], vector);
-    else if (kernel_signature_is(kernel, "layernorm_backward_v2_finalize", 0))
-        resource_table_add(rows, LN_FINALIZE_THREADS, "backward 2, finalize");
+                           "%s backward 2, %d %s per thread", norm, arguments[1], vector);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v2_finalize", 1))
+        resource_table_add(rows, LN_FINALIZE_THREADS, "%s backward 2, finalize", norm);
 }
 
 int gpu_resources_command(int argc, char **argv)

@@ -19,8 +19,9 @@ COMMON_BEGIN_C
 
 #ifdef HAVE_CUDA
 /* layernorm gpu-check [--kernel N] [--n N] [--d D] [--seed S] [--eps E]:
- * every version (or version N) on gpu_check_shapes and on a random n x d
- * problem; 0 when all match the double reference, 1 when one does not. */
+ * every version (or version N) of both norms on gpu_check_shapes and on a
+ * random n x d problem; 0 when all match the double reference, 1 when one
+ * does not. */
 CliCommandFunction gpu_check_command;
 
 /* layernorm gpu-bench [--quick] [--results FILE] [--commit C]: validate
@@ -28,7 +29,7 @@ CliCommandFunction gpu_check_command;
  * write the table, stamped, to FILE. */
 CliCommandFunction gpu_bench_command;
 
-/* layernorm gpu-apply --load DIR --save DIR [--eps E] [--kernel N]: what
+/* layernorm gpu-apply --load DIR --save DIR [--eps E] [--norm N]: what
  * `apply` does, on the GPU: the results of the highest versions (or
  * version N), checked against the double reference, to DIR. */
 CliCommandFunction gpu_apply_command;
@@ -50,9 +51,9 @@ typedef struct {
 extern const GpuCheckShape gpu_check_shapes[];
 extern const int gpu_check_shape_count;
 
-/* Run (forward, backward) on a random problem of this shape and compare
- * with the double reference; one line to out. True when it matched. */
-bool gpu_check_versions(const GpuCheckShape *shape, int forward, int backward, uint64_t seed, FILE *out);
+/* Run (forward, backward) of a norm on a random problem of this shape and
+ * compare with the double reference; one line to out. True when it matched. */
+bool gpu_check_versions(const GpuCheckShape *shape, NormKind norm, int forward, int backward, uint64_t seed, FILE *out);
 
 /* layernorm gpu-resources [--record FILE] [--markdown]: ptxas's registers, spills,
  * stack and shared memory of every kernel a launcher selects, with its

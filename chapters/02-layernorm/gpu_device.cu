@@ -8,13 +8,15 @@ struct DeviceProblem {
     float *x, *gamma, *beta, *dy, *y, *mean, *rstd, *dx, *dgamma, *dbeta, *scratch;
 };
 
-/* Enough scratch for any backward version. */
+/* Enough scratch for any backward version of either norm. */
 static size_t backward_scratch_floats(size_t n, size_t d)
 {
     size_t most = 0;
     for (int version = 1; version <= LAYERNORM_BACKWARD_GPU_VERSIONS; version++) {
-        size_t floats = layernorm_backward_gpu_scratch_floats(version, n, d);
-        most = floats > most ? floats : most;
+        size_t floats[2] = {layernorm_backward_gpu_scratch_floats(version, n, d),
+                            rmsnorm_backward_gpu_scratch_floats(version, n, d)};
+        for (int norm = 0; norm < 2; norm++)
+            most = floats[norm] > most ? floats[norm] : most;
     }
     return most;
 }
@@ -62,14 +64,18 @@ extern "C" void device_problem_upload(DeviceProblem *g, const LnProblem *p)
     upload(g->beta, p->beta, g->d);
 }
 
+/* RMSNorm's kernels leave mean and dbeta alone: p keeps its own. */
 extern "C" void device_problem_download(const DeviceProblem *g, LnProblem *p)
 {
+    bool layer = p->norm == NORM_LAYER;
     download(p->y, g->y, g->n * g->d);
-    download(p->mean, g->mean, g->n);
+    if (layer)
+        download(p->mean, g->mean, g->n);
     download(p->rstd, g->rstd, g->n);
     download(p->dx, g->dx, g->n * g->d);
     download(p->dgamma, g->dgamma, g->d);
-    download(p->dbeta, g->dbeta, g->d);
+    if (layer)
+        download(p->dbeta, g->dbeta, g->d);
 }
 
 __global__ static void fill_pattern(float *values, size_t count, float scale)
@@ -90,13 +96,17 @@ extern "C" void device_problem_fill_pattern(DeviceProblem *g)
     CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-extern "C" const char *device_problem_forward(DeviceProblem *g, int version, float eps)
+extern "C" const char *device_problem_forward(DeviceProblem *g, NormKind norm, int version, float eps)
 {
+    if (norm == NORM_RMS)
+        return rmsnorm_forward_gpu(version, g->y, g->rstd, g->x, g->gamma, g->n, g->d, eps);
     return layernorm_forward_gpu(version, g->y, g->mean, g->rstd, g->x, g->gamma, g->beta, g->n, g->d, eps);
 }
 
-extern "C" const char *device_problem_backward(DeviceProblem *g, int version)
+extern "C" const char *device_problem_backward(DeviceProblem *g, NormKind norm, int version)
 {
+    if (norm == NORM_RMS)
+        return rmsnorm_backward_gpu(version, g->dx, g->dgamma, g->scratch, g->dy, g->x, g->rstd, g->gamma, g->n, g->d);
     return layernorm_backward_gpu(version, g->dx, g->dgamma, g->dbeta, g->scratch, g->dy, g->x, g->mean, g->rstd,
                                   g->gamma, g->n, g->d);
 }

@@ -214,9 +214,9 @@ runs_on_gpu_or_says_why gpu-check --n 8 --d 8
 name='layernorm gpu-apply'
 gpu_rejects_saying "needs --load DIR and --save DIR" gpu-apply --load "$scratch/good"
 gpu_rejects_saying "unknown option '--version' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --version 1
-# The CUDA kernels are layer norm's: gpu-apply has no --norm.
-gpu_rejects_saying "unknown option '--norm' (see --help)" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --norm rms
+gpu_rejects_saying "--norm expects one of layer, rms, got 'batch'" gpu-apply --load "$scratch/good" --save "$scratch/gpu" --norm batch
 runs_on_gpu_or_says_why gpu-apply --load "$scratch/good" --save "$scratch/gpu"
+runs_on_gpu_or_says_why gpu-apply --load "$scratch/good" --save "$scratch/gpu-rms" --norm rms
 name='layernorm gpu-bench'
 gpu_rejects_saying "unknown option '--n' (see --help)" gpu-bench --n 8
 gpu_rejects_saying "unknown option '--version' (see --help)" gpu-bench --version 1

@@ -14,6 +14,7 @@
 #include "common/alloc.h"
 #include "common/rng.h"
 #include "common/testing.h"
+#include "tests/02-layernorm/nonfinite_goal.h"
 #include "tests/02-layernorm/offset_goal.h"
 #include "tests/02-layernorm/overflow_goal.h"
 
@@ -98,43 +99,6 @@ static void test_alignment_and_scratch_do_not_matter(void)
     ln_problem_free(&p);
 }
 
-/* A row holding a NaN or an inf: that row's y, dx, mean (layer norm) and
- * rstd are NaN, as PyTorch gives them, and every other row is the same bits
- * as without it (the non-finite policy, README). dgamma and dbeta sum over
- * all rows and are NaN; they are not compared. RMSNorm with an inf is left
- * out: its sum of squares is inf, rstd 0, as PyTorch's. */
-static bool all_nan(const float *x, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isnan(x[i]))
-            return false;
-    return true;
-}
-
-static void test_nonfinite_row_stays_in_its_row(NormKind norm, float bad)
-{
-    size_t n = 5, d = 300, row = 2;
-    LnProblem clean = random_problem(norm, n, d, 7, 0.0, 1.0), dirty = random_problem(norm, n, d, 7, 0.0, 1.0);
-    dirty.x[row * d + 17] = bad;
-    ln_problem_run_cpu(&clean);
-    ln_problem_run_cpu(&dirty);
-    bool row_nan = all_nan(dirty.y + row * d, d) && all_nan(dirty.dx + row * d, d) && isnan(dirty.rstd[row]) &&
-                   (norm == NORM_RMS || isnan(dirty.mean[row]));
-    EXPECT(row_nan, "%s norm, x holding %g: the row's y, dx, mean and rstd are NaN (rstd %.9g)", norm_kind_name(norm),
-           bad, dirty.rstd[row]);
-    bool others_same = true;
-    for (size_t r = 0; r < n; r++) {
-        if (r == row)
-            continue;
-        others_same = others_same && same_bits(dirty.y + r * d, clean.y + r * d, d) &&
-                      same_bits(dirty.dx + r * d, clean.dx + r * d, d) && dirty.rstd[r] == clean.rstd[r] &&
-                      dirty.mean[r] == clean.mean[r];
-    }
-    EXPECT(others_same, "%s norm, x holding %g: every other row the same bits", norm_kind_name(norm), bad);
-    ln_problem_free(&clean);
-    ln_problem_free(&dirty);
-}
-
 /* The condition-aware bound still catches a defect at a large offset: y
  * recomputed for one row from a mean 8 ulps off (as a plain float sum's
  * mean is, chapter 1), where the kernel's is within one. */
@@ -211,10 +175,7 @@ int main(void)
         expect_huge_rows_normalise(run_cpu, NULL, norms[k], "CPU");
         expect_rescaling_is_exact(run_cpu, NULL, norms[k], "CPU");
     }
-    test_nonfinite_row_stays_in_its_row(NORM_LAYER, NAN);
-    test_nonfinite_row_stays_in_its_row(NORM_LAYER, INFINITY);
-    test_nonfinite_row_stays_in_its_row(NORM_LAYER, -INFINITY);
-    test_nonfinite_row_stays_in_its_row(NORM_RMS, NAN);
+    expect_nonfinite_rows_stay_in_their_rows(run_cpu, NULL, "CPU");
     test_bound_catches_a_worse_mean();
     expect_offset_costs_nothing(run_cpu, NULL, "CPU");
     test_alignment_and_scratch_do_not_matter();

@@ -1,6 +1,7 @@
-/* Every CUDA kernel version against the double reference on the shapes of
- * chapters/02-layernorm/gpu.c; backward 2 deterministic; a row too long
- * for the register-resident versions refused, not mangled. */
+/* Every CUDA kernel version, layer norm's and RMSNorm's, against the
+ * double reference on the shapes of chapters/02-layernorm/gpu.c; backward 2
+ * deterministic; a row too long for the register-resident versions
+ * refused, not mangled; the offset, overflow and non-finite goals. */
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +10,7 @@
 #include "common/cuda_util.h"
 #include "common/testing.h"
 #include "kernels/layernorm.h"
+#include "tests/02-layernorm/nonfinite_goal.h"
 #include "tests/02-layernorm/offset_goal.h"
 #include "tests/02-layernorm/overflow_goal.h"
 
@@ -23,29 +25,33 @@ static size_t rows_at_most(size_t n)
     return n < max_rows ? n : max_rows;
 }
 
-static void test_every_version_on_every_shape(void)
+static void test_every_version_on_every_shape(NormKind norm)
 {
     for (int s = 0; s < gpu_check_shape_count; s++) {
         GpuCheckShape shape = gpu_check_shapes[s];
         shape.n = rows_at_most(shape.n);
         for (int f = 1; f <= LAYERNORM_FORWARD_GPU_VERSIONS; f++)
             for (int b = 1; b <= LAYERNORM_BACKWARD_GPU_VERSIONS; b++)
-                EXPECT(gpu_check_versions(&shape, f, b, 17, stdout), "forward %d, backward %d, %zu x %zu (%s)", f, b,
-                       shape.n, shape.d, shape.why);
+                EXPECT(gpu_check_versions(&shape, norm, f, b, 17, stdout),
+                       "%s norm, forward %d, backward %d, %zu x %zu (%s)", norm_kind_name(norm), f, b, shape.n, shape.d,
+                       shape.why);
     }
 }
 
 /* No floating-point atomics: two runs give the same bits. */
-static void test_backward_is_deterministic(void)
+static void test_backward_is_deterministic(NormKind norm)
 {
     size_t n = rows_at_most(4097);
     LnProblem a = ln_problem_new(n, 768, 1e-5f), b = ln_problem_new(n, 768, 1e-5f);
+    a.norm = b.norm = norm;
     ln_problem_fill_random(&a, 18, 0.0, 1.0);
     ln_problem_fill_random(&b, 18, 0.0, 1.0);
-    EXPECT(gpu_run_problem(&a, 3, 2, 0) == NULL && gpu_run_problem(&b, 3, 2, 0) == NULL, "both runs launched");
+    EXPECT(gpu_run_problem(&a, 3, 2, 0) == NULL && gpu_run_problem(&b, 3, 2, 0) == NULL, "%s norm: both runs launched",
+           norm_kind_name(norm));
     EXPECT(memcmp(a.dgamma, b.dgamma, a.d * sizeof(float)) == 0 && memcmp(a.dbeta, b.dbeta, a.d * sizeof(float)) == 0,
-           "dgamma and dbeta identical across runs");
-    EXPECT(memcmp(a.dx, b.dx, a.n * a.d * sizeof(float)) == 0, "dx identical across runs");
+           "%s norm: dgamma and dbeta identical across runs", norm_kind_name(norm));
+    EXPECT(memcmp(a.dx, b.dx, a.n * a.d * sizeof(float)) == 0, "%s norm: dx identical across runs",
+           norm_kind_name(norm));
     ln_problem_free(&a);
     ln_problem_free(&b);
 }
@@ -84,37 +90,56 @@ static void test_offset_costs_nothing(void)
     check_version_pairs(pairs, sizeof pairs / sizeof pairs[0], expect_offset_costs_nothing);
 }
 
-static void expect_layer_norm_overflow_costs_nothing(LnRunKernels run, void *context, const char *label)
+static void expect_overflow_costs_nothing(LnRunKernels run, void *context, const char *label)
 {
-    expect_huge_rows_normalise(run, context, NORM_LAYER, label);
-    expect_rescaling_is_exact(run, context, NORM_LAYER, label);
+    const NormKind norms[] = {NORM_LAYER, NORM_RMS};
+    for (int k = 0; k < 2; k++) {
+        expect_huge_rows_normalise(run, context, norms[k], label);
+        expect_rescaling_is_exact(run, context, norms[k], label);
+    }
 }
 
-/* Every forward version (each rescales its own way: float sums in
- * registers, double sums, double Welford states), with both backward ones. */
+/* Every forward version, with both backward ones. */
+static const VersionPair every_forward_and_backward[] = {
+    {1, 2},
+    {2, 1},
+    {3, 2},
+};
+
+/* Each forward version rescales its own way: float sums in registers,
+ * double sums, double Welford states (RMSNorm: double sums). */
 static void test_overflow_costs_nothing(void)
 {
-    const VersionPair pairs[] = {
-        {1, 2},
-        {2, 1},
-        {3, 2},
-    };
-    check_version_pairs(pairs, sizeof pairs / sizeof pairs[0], expect_layer_norm_overflow_costs_nothing);
+    check_version_pairs(every_forward_and_backward,
+                        sizeof every_forward_and_backward / sizeof every_forward_and_backward[0],
+                        expect_overflow_costs_nothing);
 }
 
-static void test_rows_too_long_are_refused(void)
+/* Each version forms its own row sums, where a NaN must stay. */
+static void test_nonfinite_rows_stay_in_their_rows(void)
+{
+    check_version_pairs(every_forward_and_backward,
+                        sizeof every_forward_and_backward / sizeof every_forward_and_backward[0],
+                        expect_nonfinite_rows_stay_in_their_rows);
+}
+
+static void test_rows_too_long_are_refused(NormKind norm)
 {
     /* 8193 single floats (misaligned) need more than 1024 threads x 8. */
+    const char *name = norm_kind_name(norm);
     LnProblem p = ln_problem_new(2, 8193, 1e-5f);
+    p.norm = norm;
     ln_problem_fill_random(&p, 19, 0.0, 1.0);
     const char *forward = gpu_run_problem(&p, 3, 1, 0);
     const char *backward = gpu_run_problem(&p, 1, 2, 0);
-    EXPECT(forward != NULL && strstr(forward, "registers") != NULL, "forward 3 refuses d = 8193: %s", forward);
-    EXPECT(backward != NULL && strstr(backward, "registers") != NULL, "backward 2 refuses d = 8193: %s", backward);
+    EXPECT(forward != NULL && strstr(forward, "registers") != NULL, "%s norm: forward 3 refuses d = 8193: %s", name,
+           forward != NULL ? forward : "it ran");
+    EXPECT(backward != NULL && strstr(backward, "registers") != NULL, "%s norm: backward 2 refuses d = 8193: %s", name,
+           backward != NULL ? backward : "it ran");
     const char *missing = gpu_run_problem(&p, LAYERNORM_FORWARD_GPU_VERSIONS + 1, 1, 0);
     EXPECT(missing != NULL && strstr(missing, "no version 4: there are 1 .. 3") != NULL,
-           "a version after the last is refused: %s", missing);
-    EXPECT(gpu_run_problem(&p, 2, 1, 0) == NULL, "forward 2 and backward 1 take it");
+           "%s norm: a version after the last is refused: %s", name, missing != NULL ? missing : "it ran");
+    EXPECT(gpu_run_problem(&p, 2, 1, 0) == NULL, "%s norm: forward 2 and backward 1 take it", name);
     ln_problem_free(&p);
 }
 
@@ -131,10 +156,14 @@ int main(int argc, char **argv)
     char device[256];
     cuda_device_describe(device, sizeof device);
     printf("%s\n", device);
-    test_every_version_on_every_shape();
-    test_backward_is_deterministic();
-    test_rows_too_long_are_refused();
+    const NormKind norms[] = {NORM_LAYER, NORM_RMS};
+    for (int k = 0; k < 2; k++) {
+        test_every_version_on_every_shape(norms[k]);
+        test_backward_is_deterministic(norms[k]);
+        test_rows_too_long_are_refused(norms[k]);
+    }
     test_offset_costs_nothing();
     test_overflow_costs_nothing();
+    test_nonfinite_rows_stay_in_their_rows();
     return test_finish();
 }

@@ -28,13 +28,16 @@ typedef struct {
 } Claim;
 
 static const Claim CLAIMS[] = {
-    {"layernorm.sass",    "layernorm_forward_v3",  4,  EVERY_LOAD_WIDE, "chapter 2, forward 3: float4 per thread"  },
-    {"layernorm.sass",    "layernorm_forward_v3",  1,  NO_LOAD_WIDE,    "chapter 2, forward 3: 1 float per thread" },
-    {"layernorm.sass",    "layernorm_backward_v2", 4,  SOME_LOADS_WIDE, "chapter 2, backward 2: float4 per thread" },
-    {"layernorm.sass",    "layernorm_backward_v2", 1,  NO_LOAD_WIDE,    "chapter 2, backward 2: 1 float per thread"},
-    {"softmax_topk.sass", "block_rows_kernel",     1,  EVERY_LOAD_WIDE, "chapter 3, version 3: logits as float4"   },
-    {"softmax_topk.sass", "slice_partials_kernel", -1, EVERY_LOAD_WIDE, "chapter 3, version 4: logits as float4"   },
-    {"softmax_topk.sass", "warp_per_row_kernel",   -1, NO_LOAD_WIDE,    "chapter 3, version 2: single floats"      },
+    {"layernorm.sass",    "layernorm_forward_v3",  4,  EVERY_LOAD_WIDE,
+     "chapter 2, forward 3, both norms: float4 per thread"                                                                    },
+    {"layernorm.sass",    "layernorm_forward_v3",  1,  NO_LOAD_WIDE,    "chapter 2, forward 3, both norms: 1 float per thread"},
+    {"layernorm.sass",    "layernorm_backward_v2", 4,  SOME_LOADS_WIDE,
+     "chapter 2, backward 2, both norms: float4 per thread"                                                                   },
+    {"layernorm.sass",    "layernorm_backward_v2", 1,  NO_LOAD_WIDE,
+     "chapter 2, backward 2, both norms: 1 float per thread"                                                                  },
+    {"softmax_topk.sass", "block_rows_kernel",     1,  EVERY_LOAD_WIDE, "chapter 3, version 3: logits as float4"              },
+    {"softmax_topk.sass", "slice_partials_kernel", -1, EVERY_LOAD_WIDE, "chapter 3, version 4: logits as float4"              },
+    {"softmax_topk.sass", "warp_per_row_kernel",   -1, NO_LOAD_WIDE,    "chapter 3, version 2: single floats"                 },
 };
 
 static bool claim_holds(WideLoads claim, const SassSteadyState *s)

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "chapters/02-layernorm/rmsnorm.h"
 #include "common/alloc.h"
 #include "common/rng.h"
 
@@ -170,20 +171,13 @@ static void matmul(const float *x, const float *w, float *y, int rows, int in, i
     }
 }
 
-static void rmsnorm(const float *x, const float *gain, float *y, int dim)
+/* RMSNorm is chapter 2's: the same function that chapter derives, checks
+ * against its double reference and measures (rmsnorm_forward_f32). The
+ * decoder needs y only; rstd, what a backward pass would keep, goes to
+ * scratch. */
+static void rmsnorm_rows(const float *x, const float *gain, float *y, float *rstd, int rows, int dim)
 {
-    double sum_squares = 0.0;
-    for (int i = 0; i < dim; i++)
-        sum_squares += (double)x[i] * x[i];
-    float inverse_rms = (float)(1.0 / sqrt(sum_squares / dim + NORM_EPSILON));
-    for (int i = 0; i < dim; i++)
-        y[i] = x[i] * inverse_rms * gain[i];
-}
-
-static void rmsnorm_rows(const float *x, const float *gain, float *y, int rows, int dim)
-{
-    for (int r = 0; r < rows; r++)
-        rmsnorm(x + (size_t)r * dim, gain, y + (size_t)r * dim, dim);
+    rmsnorm_forward_f32(y, rstd, x, gain, (size_t)rows, (size_t)dim, NORM_EPSILON);
 }
 
 /* Rotate each pair (v[2i], v[2i+1]) of every head by its position's angle. */
@@ -268,7 +262,7 @@ static void store_and_attend_rows(KvCache *cache, const ModelConfig *c, int laye
 // ANCHOR_END: store_then_attend_row_by_row
 
 typedef struct {
-    float *x, *xn, *q, *k, *v, *attn, *proj, *gate, *up;
+    float *x, *xn, *rstd, *q, *k, *v, *attn, *proj, *gate, *up;
 } Activations;
 
 static Activations activations_alloc(const ModelConfig *c, int rows)
@@ -277,6 +271,7 @@ static Activations activations_alloc(const ModelConfig *c, int rows)
     return (Activations){
         .x = ALLOC_ARRAY(float, r * c->dim),
         .xn = ALLOC_ARRAY(float, r * c->dim),
+        .rstd = ALLOC_ARRAY(float, r),
         .q = ALLOC_ARRAY(float, r * c->n_heads * c->head_dim),
         .k = ALLOC_ARRAY(float, r * c->n_kv_heads * c->head_dim),
         .v = ALLOC_ARRAY(float, r * c->n_kv_heads * c->head_dim),
@@ -289,7 +284,7 @@ static Activations activations_alloc(const ModelConfig *c, int rows)
 
 static void activations_free(Activations *a)
 {
-    float *arrays[] = {a->x, a->xn, a->q, a->k, a->v, a->attn, a->proj, a->gate, a->up};
+    float *arrays[] = {a->x, a->xn, a->rstd, a->q, a->k, a->v, a->attn, a->proj, a->gate, a->up};
     for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
         array_free(arrays[i]);
 }
@@ -301,7 +296,7 @@ static void transformer_block(const Model *m, KvCache *cache, int layer, const R
     const LayerWeights *w = &m->layers[layer];
     int rows = map->rows, q_width = c->n_heads * c->head_dim, kv_width = c->n_kv_heads * c->head_dim;
 
-    rmsnorm_rows(a->x, w->attn_norm, a->xn, rows, c->dim);
+    rmsnorm_rows(a->x, w->attn_norm, a->xn, a->rstd, rows, c->dim);
     matmul(a->xn, w->wq, a->q, rows, c->dim, q_width);
     matmul(a->xn, w->wk, a->k, rows, c->dim, kv_width);
     matmul(a->xn, w->wv, a->v, rows, c->dim, kv_width);
@@ -311,7 +306,7 @@ static void transformer_block(const Model *m, KvCache *cache, int layer, const R
     matmul(a->attn, w->wo, a->proj, rows, q_width, c->dim);
     add_rows(a->x, a->proj, (size_t)rows * c->dim);
 
-    rmsnorm_rows(a->x, w->mlp_norm, a->xn, rows, c->dim);
+    rmsnorm_rows(a->x, w->mlp_norm, a->xn, a->rstd, rows, c->dim);
     matmul(a->xn, w->w_gate, a->gate, rows, c->dim, c->hidden_dim);
     matmul(a->xn, w->w_up, a->up, rows, c->dim, c->hidden_dim);
     for (size_t i = 0; i < (size_t)rows * c->hidden_dim; i++)
@@ -337,7 +332,7 @@ void model_forward(const Model *m, KvCache *cache, const SeqChunk *chunks, int n
     r = 0;
     for (int ch = 0; ch < n_chunks; ch++) {
         r += chunks[ch].count;
-        rmsnorm(a.x + (size_t)(r - 1) * c->dim, m->final_norm, a.xn, c->dim);
+        rmsnorm_rows(a.x + (size_t)(r - 1) * c->dim, m->final_norm, a.xn, a.rstd, 1, c->dim);
         matmul(a.xn, m->w_logits, logits + (size_t)ch * c->vocab_size, 1, c->dim, c->vocab_size);
     }
     activations_free(&a);

@@ -1,5 +1,7 @@
 #include "common/instruction_budget.h"
 
+#include <stdbool.h>
+
 const GpuModel H100_SXM = {
     .name = "H100 SXM",
     /* NVIDIA H100 Tensor Core GPU Architecture whitepaper: 132 SMs in the SXM
@@ -19,6 +21,22 @@ const GpuModel H100_SXM = {
     .memory_latency_s = 600e-9,
 };
 
+/* The prediction: the lowest of what issue allows (when the pass moves
+ * bytes), what the bytes in flight allow, and 100%; and which it was. */
+static void choose_limit(InstructionBudget *b, bool moves_bytes)
+{
+    b->predicted_fraction = 1.0;
+    b->limiter = LIMITED_BY_MEMORY;
+    if (moves_bytes && b->issue_fraction < b->predicted_fraction) {
+        b->predicted_fraction = b->issue_fraction;
+        b->limiter = LIMITED_BY_INSTRUCTIONS;
+    }
+    if (b->in_flight_fraction < b->predicted_fraction) {
+        b->predicted_fraction = b->in_flight_fraction;
+        b->limiter = LIMITED_BY_BYTES_IN_FLIGHT;
+    }
+}
+
 InstructionBudget instruction_budget(const GpuModel *gpu, const SassSteadyState *steady, int warps_per_sm)
 {
     InstructionBudget b = {0};
@@ -33,16 +51,18 @@ InstructionBudget instruction_budget(const GpuModel *gpu, const SassSteadyState 
     double bytes_per_wait = steady->memory_waits > 0 ? (double)steady->global_load_bytes / steady->memory_waits : 0.0;
     b.bytes_in_flight_per_sm = (double)warps_per_sm * 32 * bytes_per_wait;
     b.in_flight_fraction = steady->global_load_bytes > 0 ? b.bytes_in_flight_per_sm / b.needed_in_flight_per_sm : 1.0;
-    b.predicted_fraction = 1.0;
-    b.limiter = LIMITED_BY_MEMORY;
-    if (bytes_per_thread > 0 && b.issue_fraction < b.predicted_fraction) {
-        b.predicted_fraction = b.issue_fraction;
-        b.limiter = LIMITED_BY_INSTRUCTIONS;
-    }
-    if (b.in_flight_fraction < b.predicted_fraction) {
-        b.predicted_fraction = b.in_flight_fraction;
-        b.limiter = LIMITED_BY_BYTES_IN_FLIGHT;
-    }
+    choose_limit(&b, bytes_per_thread > 0);
+    return b;
+}
+
+InstructionBudget instruction_budget_shared_reads(InstructionBudget b, int readers)
+{
+    bool moves_bytes = b.instructions_per_16_bytes > 0;
+    b.instructions_per_16_bytes *= readers;
+    b.issue_fraction /= readers;
+    b.bytes_in_flight_per_sm /= readers;
+    b.in_flight_fraction /= readers;
+    choose_limit(&b, moves_bytes);
     return b;
 }
 

@@ -59,6 +59,14 @@ typedef struct {
 InstructionBudget instruction_budget(const GpuModel *gpu, const SassSteadyState *steady, int warps_per_sm);
 
 /* "memory", "instructions" or "bytes in flight". */
+/* The same kernel when every byte it loads is also loaded by readers - 1
+ * other thread blocks (the query heads of a GQA group, each its own block,
+ * reading their kv head's keys): memory delivers a byte once and L2 the
+ * other times, so per byte from memory the GPU issues `readers` passes'
+ * instructions and holds 1/readers of the bytes in flight that the pass
+ * shows. Both fractions fall by the factor; the prediction follows. */
+InstructionBudget instruction_budget_shared_reads(InstructionBudget budget, int readers);
+
 const char *budget_limiter_name(BudgetLimiter limiter);
 
 COMMON_END_C

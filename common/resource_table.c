@@ -81,6 +81,7 @@ typedef struct {
     char label[128];
     int threads_per_block;
     long dynamic_shared_bytes;
+    int readers; /* thread blocks that load each byte this one loads */
     const KernelResources *kernel;
 } ResourceRow;
 
@@ -90,8 +91,8 @@ struct ResourceTableRows {
     const KernelResources *current; /* the kernel the rule is looking at */
 };
 
-static void add_row(ResourceTableRows *rows, int threads_per_block, long dynamic_shared_bytes, const char *label_fmt,
-                    va_list args)
+static void add_row(ResourceTableRows *rows, int threads_per_block, long dynamic_shared_bytes, int readers,
+                    const char *label_fmt, va_list args)
 {
     if (rows->count == rows->capacity) {
         int grown = rows->capacity == 0 ? 16 : 2 * rows->capacity;
@@ -102,6 +103,7 @@ static void add_row(ResourceTableRows *rows, int threads_per_block, long dynamic
     vsnprintf(row->label, sizeof row->label, label_fmt, args);
     row->threads_per_block = threads_per_block;
     row->dynamic_shared_bytes = dynamic_shared_bytes;
+    row->readers = readers;
     row->kernel = rows->current;
 }
 
@@ -109,7 +111,16 @@ void resource_table_add(ResourceTableRows *rows, int threads_per_block, const ch
 {
     va_list args;
     va_start(args, label_fmt);
-    add_row(rows, threads_per_block, 0, label_fmt, args);
+    add_row(rows, threads_per_block, 0, 1, label_fmt, args);
+    va_end(args);
+}
+
+void resource_table_add_shared_reads(ResourceTableRows *rows, int threads_per_block, int readers, const char *label_fmt,
+                                     ...)
+{
+    va_list args;
+    va_start(args, label_fmt);
+    add_row(rows, threads_per_block, 0, readers, label_fmt, args);
     va_end(args);
 }
 
@@ -118,7 +129,7 @@ void resource_table_add_with_shared(ResourceTableRows *rows, int threads_per_blo
 {
     va_list args;
     va_start(args, label_fmt);
-    add_row(rows, threads_per_block, dynamic_shared_bytes, label_fmt, args);
+    add_row(rows, threads_per_block, dynamic_shared_bytes, 1, label_fmt, args);
     va_end(args);
 }
 
@@ -267,7 +278,7 @@ static void add_budget_cells(Table *table, const ResourceRow *row, const SassKer
     }
     const SassSteadyState *s = &code->steady;
     Occupancy o = row_occupancy(row);
-    InstructionBudget b = instruction_budget(gpu, s, o.warps_per_sm);
+    InstructionBudget b = instruction_budget_shared_reads(instruction_budget(gpu, s, o.warps_per_sm), row->readers);
     table_cell(table, "%s", s->is_loop ? "loop" : "whole kernel");
     table_cell(table, "%d / %d", s->instructions, s->instructions_on_all_paths);
     table_cell(table, "%ld + %ld", s->global_load_bytes, s->global_store_bytes);

@@ -61,6 +61,12 @@ void resource_table_add(ResourceTableRows *rows, int threads_per_block, const ch
 void resource_table_add_with_shared(ResourceTableRows *rows, int threads_per_block, long dynamic_shared_bytes,
                                     const char *label_fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* The same, for a launch whose every loaded byte `readers` thread blocks
+ * load (each query head of a GQA group reading its kv head's keys): the
+ * budget table counts instructions and bytes in flight per byte that
+ * memory delivers (instruction_budget_shared_reads). */
+void resource_table_add_shared_reads(ResourceTableRows *rows, int threads_per_block, int readers, const char *label_fmt,
+                                     ...) __attribute__((format(printf, 4, 5)));
 /* Print the table of the kernels of `record`, rows in the natural order of
  * their labels ("head_dim 64" before "head_dim 128"), then one line naming
  * the kernels of the record that `rule` gave no row. */

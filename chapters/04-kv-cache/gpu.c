@@ -144,6 +144,8 @@ int gpu_check_command(int argc, char **argv)
 
 /* The attention of a Llama-3-8B layer: 32 query heads, 8 kv heads of 128. */
 enum { BENCH_HEADS = 32, BENCH_KV_HEADS = 8, BENCH_HEAD_DIM = 128, BENCH_BLOCK = 16, TIMED_RUNS = 20 };
+/* Query heads per kv head in that shape. */
+enum { BENCH_GROUP = BENCH_HEADS / BENCH_KV_HEADS };
 
 typedef struct {
     bool ok;          /* the output matched the reference, so it was timed */
@@ -334,12 +336,14 @@ static void paged_attention_launches(const KernelSignature *kernel, ResourceTabl
 {
     int threads = paged_attention_gpu_threads_per_block();
     const int *arguments = kernel->arguments;
+    /* Versions 1 and 2 give each query head a block: in the benchmark's
+     * shape, BENCH_GROUP blocks load each byte of a kv head's cache. */
     if (kernel_signature_is(kernel, "whole_context_kernel", 2))
-        resource_table_add(rows, threads, "version 1, %s, head_dim %d", kv_format_name((KvFormat)arguments[0]),
-                           arguments[1]);
+        resource_table_add_shared_reads(rows, threads, BENCH_GROUP, "version 1, %s, head_dim %d, %d reads of each byte",
+                                        kv_format_name((KvFormat)arguments[0]), arguments[1], BENCH_GROUP);
     else if (kernel_signature_is(kernel, "partition_kernel", 2))
-        resource_table_add(rows, threads, "version 2, %s, head_dim %d", kv_format_name((KvFormat)arguments[0]),
-                           arguments[1]);
+        resource_table_add_shared_reads(rows, threads, BENCH_GROUP, "version 2, %s, head_dim %d, %d reads of each byte",
+                                        kv_format_name((KvFormat)arguments[0]), arguments[1], BENCH_GROUP);
     else if (kernel_signature_is(kernel, "group_partition_kernel", 2))
         resource_table_add(rows, threads, "version 3, %s, head_dim %d", kv_format_name((KvFormat)arguments[0]),
                            arguments[1]);

@@ -199,6 +199,21 @@ static void test_budget(void)
                slow.issue_fraction < 0.1,
            "3200 instructions per 32 bytes: %s, %g", budget_limiter_name(slow.limiter), slow.issue_fraction);
 
+    /* Each byte also read by 3 other blocks (from L2): per byte from memory,
+     * 4 times the instructions and a quarter of the bytes in flight. */
+    InstructionBudget shared = instruction_budget_shared_reads(b, 4);
+    EXPECT(shared.instructions_per_16_bytes == 64.0 && fabs(shared.issue_fraction - b.issue_fraction / 4) < 1e-15 &&
+               shared.bytes_in_flight_per_sm == b.bytes_in_flight_per_sm / 4,
+           "shared by 4: %g instructions per 16 bytes, issue %g, in flight %g", shared.instructions_per_16_bytes,
+           shared.issue_fraction, shared.bytes_in_flight_per_sm);
+    EXPECT(shared.predicted_fraction == fmin(1.0, fmin(shared.issue_fraction, shared.in_flight_fraction)) &&
+               shared.predicted_fraction < b.predicted_fraction,
+           "shared by 4: predicted %g (alone %g), limited by %s", shared.predicted_fraction, b.predicted_fraction,
+           budget_limiter_name(shared.limiter));
+    InstructionBudget alone = instruction_budget_shared_reads(b, 1);
+    EXPECT(alone.predicted_fraction == b.predicted_fraction && alone.limiter == b.limiter,
+           "read by one block: unchanged");
+
     SassSteadyState stores_only = {.instructions = 8, .global_store_bytes = 16};
     InstructionBudget st = instruction_budget(&H100_SXM, &stores_only, 1);
     EXPECT(st.in_flight_fraction == 1.0, "stores do not wait: in flight allows %g", st.in_flight_fraction);

@@ -396,6 +396,7 @@ static int header_to_array(const char *path, const Header *header, NpyArray *out
     if (dtype_from_descr(path, header->descr, &out->dtype, err, err_size) != 0) {
         return -1;
     }
+    out->file_dtype = out->dtype;
     if (header->fortran_order) {
         return npy_error(err, err_size, path,
                          "Fortran-order (column-major) arrays are not supported; save np.ascontiguousarray(a)");

@@ -23,7 +23,8 @@ typedef struct {
     NpyDtype dtype;
     int ndim;
     size_t shape[NPY_MAX_DIMS];
-    void *data; /* array_alloc'ed; release with npy_free */
+    void *data;          /* array_alloc'ed; release with npy_free */
+    NpyDtype file_dtype; /* the dtype in the file: npy_load_as_float32 widens 16-bit ones to float32 */
 } NpyArray;
 
 size_t npy_dtype_size(NpyDtype dtype);

@@ -5,6 +5,12 @@
  * is only a shift: every bf16, subnormals, infinities and NaN (payload and
  * sign kept) included, is the float whose low 16 bits are zero. The range
  * is float's; the precision is 8 significant bits (u = 2^-8).
+ *
+ * Narrowing drops the low 16 bits, rounding to nearest with ties to even:
+ * add just under half of the dropped unit, plus one if the kept part is
+ * odd; a carry into the exponent is correct, and one out of the largest
+ * finite value gives infinity, as it should. NaN stays a quiet NaN (the
+ * addition could carry a NaN with a small payload into infinity).
  * tests/common/test_npy_as_float32.c checks every one of the 65536 against
  * the value its bit fields define. */
 #ifndef KERNELS_BF16_H
@@ -18,6 +24,14 @@
 HOST_DEVICE static inline float bf16_to_float(uint16_t b)
 {
     return float_from_bits((uint32_t)b << 16);
+}
+
+HOST_DEVICE static inline uint16_t bf16_from_float(float x)
+{
+    uint32_t bits = float_bits(x);
+    if ((bits & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)(bits >> 16 | 0x0040u);
+    return (uint16_t)((bits + 0x7fffu + (bits >> 16 & 1u)) >> 16);
 }
 
 #endif

@@ -10,9 +10,11 @@
 #include "chapters/02-layernorm/gradcheck.h"
 #include "chapters/02-layernorm/rmsnorm.h"
 #include "chapters/02-layernorm/stability.h"
+#include "chapters/02-layernorm/storage_accuracy.h"
 #include "common/alloc.h"
 #include "common/check.h"
 #include "common/cli.h"
+#include "common/npy.h"
 #include "common/table.h"
 
 static const char markdown_help[] = "print tables as Markdown";
@@ -53,9 +55,16 @@ static bool check_results(const LnProblem *p, const char *label)
     return ln_comparison_print(stdout, label, &comparison);
 }
 
-static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(LnProblem *p))
+/* compute(p) in float32, then y and dx rounded to p's storage type. */
+static void compute_stored(LnProblem *p, void (*compute)(LnProblem *p))
 {
     compute(p);
+    ln_problem_narrow_results(p);
+}
+
+static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(LnProblem *p))
+{
+    compute_stored(p, compute);
     return check_results(p, label);
 }
 
@@ -85,8 +94,8 @@ LnProblem random_problem_new(const RandomProblemArgs *args, NormKind norm)
 int run_command(int argc, char **argv)
 {
     RandomProblemArgs args;
-    const char *save_inputs = NULL;
-    CliOption options[RANDOM_PROBLEM_OPTIONS + 1];
+    const char *save_inputs = NULL, *storage_name = "float32";
+    CliOption options[RANDOM_PROBLEM_OPTIONS + 2];
     random_problem_options(options, &args);
     options[RANDOM_PROBLEM_OPTIONS] = (CliOption){"--save-inputs",
                                                   CLI_STRING,
@@ -94,13 +103,18 @@ int run_command(int argc, char **argv)
                                                   0,
                                                   0,
                                                   "also write x, gamma, beta, dy here, as `apply --load` reads them"};
+    options[RANDOM_PROBLEM_OPTIONS + 1] =
+        (CliOption){"--storage", CLI_STRING, &storage_name, 0, 0, "x, dy, y and dx in float32 (default), fp16 or bf16"};
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     ln_problem_check_size(args.n, args.d);
     LnProblem p = random_problem_new(&args, NORM_LAYER);
+    if (!ln_storage_parse(storage_name, &p.storage))
+        cli_fail("--storage expects one of %s, got '%s'", ln_storage_names, storage_name);
+    ln_problem_narrow_inputs(&p);
     if (save_inputs != NULL)
         ln_problem_save_inputs(&p, save_inputs);
-    printf("%zu x %zu, random inputs (seed %ld, offset %g, scale %g), eps %g\n", p.n, p.d, args.seed, args.offset,
-           args.scale, args.eps);
+    printf("%zu x %zu, random %s inputs (seed %ld, offset %g, scale %g), eps %g\n", p.n, p.d,
+           ln_storage_name(p.storage), args.seed, args.offset, args.scale, args.eps);
     bool ok = compute_and_check(&p, "cpu float vs double reference:", ln_problem_run_cpu);
     ln_problem_free(&p);
     return ok ? 0 : 1;
@@ -110,19 +124,23 @@ int run_command(int argc, char **argv)
 ApplyArgs apply_parse(int argc, char **argv)
 {
     ApplyArgs args = {.load = NULL, .save = NULL, .eps = 1e-5, .norm = NORM_LAYER};
-    const char *norm = NULL;
+    const char *norm = NULL, *dtype = "auto";
     const CliOption options[] = {
-        {"--load", CLI_STRING, &args.load, 0,   0,
-         "required: read x, gamma, dy and (layer norm) beta (.npy, float32) here"                               },
-        {"--save", CLI_STRING, &args.save, 0,   0,
-         "required: write y, rstd, dx, dgamma and (layer norm) mean, dbeta here"                                },
-        {"--eps",  CLI_DOUBLE, &args.eps,  0.0, 1.0, "epsilon added to the variance"                            },
-        {"--norm", CLI_STRING, &norm,      0,   0,   "the norm: layer (default) or rms (no beta, mean or dbeta)"},
+        {"--load",  CLI_STRING, &args.load, 0,   0,
+         "required: read x, dy (float32, fp16 or bf16), gamma and (layer norm) beta (float32) here (.npy)"       },
+        {"--save",  CLI_STRING, &args.save, 0,   0,
+         "required: write y, dx (in x's storage type), rstd, dgamma and (layer norm) mean, dbeta (float32) here" },
+        {"--eps",   CLI_DOUBLE, &args.eps,  0.0, 1.0, "epsilon added to the variance"                            },
+        {"--norm",  CLI_STRING, &norm,      0,   0,   "the norm: layer (default) or rms (no beta, mean or dbeta)"},
+        {"--dtype", CLI_STRING, &dtype,     0,   0,
+         "x and dy: auto, the files' float32 or float16; bf16: bfloat16 bits in int16 or uint16, as "
+         "t.view(torch.int16).numpy() saves them"                                                                },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (args.load == NULL || args.save == NULL)
         cli_fail("needs --load DIR and --save DIR");
     args.norm = norm_option(norm);
+    args.encoding = npy_float_encoding_option("--dtype", dtype);
     return args;
 }
 
@@ -145,6 +163,7 @@ static LnProblem unflagged_rows(const LnProblem *p, const bool *flagged)
 {
     LnProblem kept = ln_problem_new(p->n - count_flagged(flagged, p->n), p->d, p->eps);
     kept.norm = p->norm;
+    kept.storage = p->storage;
     size_t row_bytes = p->d * sizeof(float), k = 0;
     for (size_t row = 0; row < p->n; row++) {
         if (!flagged[row]) {
@@ -165,7 +184,7 @@ static LnProblem unflagged_rows(const LnProblem *p, const bool *flagged)
  * in a note on stderr; p keeps every row's results. */
 static bool compute_and_check_finite_rows(LnProblem *p, const char *label, void (*compute)(LnProblem *p))
 {
-    compute(p);
+    compute_stored(p, compute);
     bool *flagged = flag_nonfinite_rows(p);
     size_t count = count_flagged(flagged, p->n);
     bool ok = true; /* every row flagged: nothing to check */
@@ -183,8 +202,8 @@ static bool compute_and_check_finite_rows(LnProblem *p, const char *label, void 
 
 int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p))
 {
-    LnProblem p = ln_problem_load(args->load, args->norm, (float)args->eps);
-    printf("%zu x %zu from %s, eps %g\n", p.n, p.d, args->load, args->eps);
+    LnProblem p = ln_problem_load(args->load, args->norm, (float)args->eps, args->encoding);
+    printf("%zu x %zu %s from %s, eps %g\n", p.n, p.d, ln_storage_name(p.storage), args->load, args->eps);
     /* No rows (PyTorch accepts them): nothing to compute, and the zeroed
      * results of ln_problem_new are the answer, empty arrays and, summed
      * over no rows, dgamma = dbeta = 0. The kernels are not asked. */
@@ -273,6 +292,12 @@ int complexity_command(int argc, char **argv)
 int cache_memory_command(int argc, char **argv)
 {
     cache_memory_print(stdout, parse_markdown_only(argc, argv));
+    return 0;
+}
+
+int storage_command(int argc, char **argv)
+{
+    storage_accuracy_print(stdout, parse_markdown_only(argc, argv));
     return 0;
 }
 

@@ -11,6 +11,7 @@ static const CliCommand COMMANDS[] = {
     {"edge-cases",    edge_cases_command,    "run the edge cases and print what each checked"                           },
     {"complexity",    complexity_command,    "print bytes and FLOPs per element, unfused vs fused"                      },
     {"cache-memory",  cache_memory_command,  "print what caching xhat costs in real models"                             },
+    {"storage",       storage_command,       "y and dx stored in fp16 and bf16: how many are correctly rounded"         },
     {"failure",       failure_command,       "show a numerical failure mode"                                            },
     {"bench",         bench_command,         "measure the CPU kernels' throughput against memcpy"                       },
     {"gpu-check",     gpu_check_command,     "validate every CUDA kernel version against the double reference"          },

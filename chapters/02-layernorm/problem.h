@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "chapters/02-layernorm/rmsnorm.h"
+#include "chapters/02-layernorm/storage.h"
 #include "common/check.h"
 #include "common/hostdevice.h"
 
@@ -20,6 +21,7 @@ typedef struct {
     size_t n, d;
     float eps;
     NormKind norm;                /* NORM_LAYER unless set; RMSNorm leaves beta, mean and dbeta alone */
+    LnStorage storage;            /* of x, dy, y and dx: float32 unless set; the rest is always float32 */
     float *x, *gamma, *beta, *dy; /* inputs: x and dy are n x d, gamma and beta d */
     float *y, *mean, *rstd;       /* forward: y, and the cache (one mean and rstd per row) */
     float *dx, *dgamma, *dbeta;   /* backward */
@@ -34,24 +36,37 @@ LnProblem ln_problem_new(size_t n, size_t d, float eps);
 /* x ~ N(x_mean, x_std^2), gamma ~ N(1, 0.1^2), beta ~ N(0, 0.1^2) (layer
  * norm only), dy ~ N(0, 1), from `seed`. */
 void ln_problem_fill_random(LnProblem *p, uint64_t seed, double x_mean, double x_std);
-/* Read DIR/x.npy (n x d float32, n >= 0, d >= 1), DIR/gamma.npy (d), DIR/dy.npy (n x d)
- * and, for layer norm, DIR/beta.npy (d); a missing file, another dtype or
- * a shape that does not fit is one line on stderr and exit 2. */
-LnProblem ln_problem_load(const char *dir, NormKind norm, float eps);
+/* Read DIR/x.npy (n x d, n >= 0, d >= 1), DIR/dy.npy (n x d), DIR/gamma.npy
+ * (d) and, for layer norm, DIR/beta.npy (d). x and dy are float32 or fp16
+ * ('<f2'), or with NPY_BF16_BITS bf16 bits ('<u2', '<i2'), both of one
+ * storage type, which p->storage records; gamma and beta are float32. A
+ * missing file, another dtype or a shape that does not fit is one line on
+ * stderr and exit 2. */
+LnProblem ln_problem_load(const char *dir, NormKind norm, float eps, NpyFloatEncoding encoding);
+/* Round x and dy (inputs), or y and dx (results), to p->storage. */
+void ln_problem_narrow_inputs(LnProblem *p);
+void ln_problem_narrow_results(LnProblem *p);
 /* The results of p->norm, as a list for messages: "y, rstd, dx, dgamma"
  * for RMSNorm, with mean and dbeta too for layer norm. */
 const char *ln_problem_result_names(NormKind norm);
-/* Write those results to DIR (NAME.npy each), creating DIR if it does not
- * exist (but not its parents); a failed write is one line on stderr and
- * exit 1. */
+/* Write those results to DIR (NAME.npy each), y and dx in p->storage (bf16
+ * as int16 bits), the rest float32, creating DIR if it does not exist (but
+ * not its parents); a failed write is one line on stderr and exit 1. */
 void ln_problem_save_results(const LnProblem *p, const char *dir);
 /* The same for the inputs, x, gamma, beta (layer norm) and dy: what `apply
  * --load` reads, for another program to run on the same numbers. */
 void ln_problem_save_inputs(const LnProblem *p, const char *dir);
+/* FNV-1a (64 bits) of x's float32 bytes: the scripts that record PyTorch's
+ * results on the same inputs compute it too, so a record made on other
+ * inputs is known to be stale. */
+uint64_t ln_problem_x_checksum(const LnProblem *p);
 void ln_problem_free(LnProblem *p);
 
-/* The CPU float kernels of p->norm: forward, then backward from the cache. */
+/* The CPU float kernels of p->norm: forward, then backward from the cache
+ * (results in float32: ln_problem_narrow_results rounds them to storage). */
 void ln_problem_run_cpu(LnProblem *p);
+/* The backward pass alone, from the mean and rstd in p. */
+void ln_problem_backward_cpu(LnProblem *p);
 
 typedef struct {
     size_t n, d;

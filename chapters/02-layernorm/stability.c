@@ -171,15 +171,6 @@ static TorchRecord torch_record_read(const char *path)
     return record;
 }
 
-static uint64_t fnv1a64(const void *bytes, size_t size)
-{
-    const unsigned char *b = bytes;
-    uint64_t h = 0xcbf29ce484222325u;
-    for (size_t i = 0; i < size; i++)
-        h = (h ^ b[i]) * 0x100000001b3u;
-    return h;
-}
-
 /* One error of PyTorch's on the problem p (at `offset`, or scale), selected by
  * `field` (offsetof in LnMaxErrors): "-" where it was not run, "stale"
  * where it ran on other rows. */
@@ -189,7 +180,7 @@ static void torch_cell(Table *table, const TorchRecord *record, const LnProblem 
         const TorchErrors *e = &record->rows[i];
         if (e->offset != offset)
             continue;
-        if (e->x_checksum != fnv1a64(p->x, p->n * p->d * sizeof *p->x))
+        if (e->x_checksum != ln_problem_x_checksum(p))
             table_cell(table, "stale");
         else
             table_cell(table, "%.3g", *(const double *)((const char *)&e->errors + field));

@@ -114,7 +114,7 @@ static void test_roundtrip(NormKind norm, const char *dir)
     save_inputs(dir, &saved);
     ln_problem_save_results(&saved, results);
 
-    LnProblem loaded = ln_problem_load(dir, norm, 1e-5f);
+    LnProblem loaded = ln_problem_load(dir, norm, 1e-5f, NPY_IEEE_FLOATS);
     EXPECT(loaded.n == saved.n && loaded.d == saved.d && loaded.norm == norm, "%s norm: shape %zu x %zu read back",
            norm_kind_name(norm), loaded.n, loaded.d);
     size_t nd = saved.n * saved.d;

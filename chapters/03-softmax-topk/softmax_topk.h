@@ -57,13 +57,18 @@ void softmax_topk_reference(const float *logits, size_t vocab, int k, double *pr
  * as the fused version reads it: the running maximum, and the sum of
  * exp(x - max) kept in LANES partial sums, one per vector lane (64: four
  * AVX-512 or eight AVX2 registers, enough independent additions to hide
- * their latency). Each lane also keeps the largest logit it has seen. */
+ * their latency). Each lane also keeps the largest logit it has seen, apart
+ * for FLOOR_GROUPS groups of chunks (chunk c in group c % FLOOR_GROUPS):
+ * LANES * FLOOR_GROUPS different logits of the row, from which
+ * lane_sums_topk_floor bounds the k-th best. */
 #define LANES 64
+#define FLOOR_GROUPS 4
 
 typedef struct {
     float max;
     float sums[LANES];
-    float maxima[LANES];
+    float maxima[FLOOR_GROUPS][LANES];
+    size_t chunks; /* chunks added so far */
 } LaneSums;
 
 /* The state of no logits: max -inf, sums 0, lane maxima -inf. */
@@ -78,9 +83,14 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n);
 /* The (max, sum) state of everything added, the lanes summed in a tree. */
 SoftmaxState lane_sums_state(const LaneSums *row);
 
-/* The k-th largest of the lane maxima (-inf when k > LANES): k different
+/* A floor under the k-th best logit: the k-th largest of the lane maxima
+ * of the first lane_sums_floor_groups(k) groups, each of those merged with
+ * the groups that follow it by that many (-inf when k > LANES). k different
  * logits are at least this large, so no logit below it is among the k best
  * of the row. NaN, which the maxima ignore, must be dealt with apart. */
 float lane_sums_topk_floor(const LaneSums *row, int k);
+
+/* How many groups of lane maxima lane_sums_topk_floor counts for k. */
+int lane_sums_floor_groups(int k);
 
 #endif

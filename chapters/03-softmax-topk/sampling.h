@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chapters/03-softmax-topk/softmax_topk.h"
+
 typedef struct {
     double temperature; /* > 0 and finite: the logits are divided by it */
     int top_k;          /* 1 <= top_k <= vocab; top_k = vocab keeps every logit */
@@ -45,12 +47,13 @@ int sample_gumbel_max(const float *probs, int count, uint64_t seed, uint64_t row
 
 typedef enum { DRAW_INVERSE_CDF = 1, DRAW_GUMBEL_MAX = 2 } DrawMethod;
 
-/* Rows of logits [rows, vocab] -> tokens [rows, samples] (-1 for a row
+/* Rows of logits [rows, vocab], stored in any type (softmax_topk.h: the
+ * fused pass reads 16-bit logits as they are) -> tokens [rows, samples] (-1 for a row
  * without survivors), and the survivors' probs and indices [rows, top_k]
  * (the places cut: probability 0, index -1). Draw d of row r uses the
  * uniform philox_uniform(seed, r, d, 0) (inverse CDF), so the tokens do not
  * depend on the number of threads. */
-void sample_rows(const float *logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
+void sample_rows(StoredLogits logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
                  uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices);
 
 /* One token from one row of logits [vocab], drawn as sample_rows draws

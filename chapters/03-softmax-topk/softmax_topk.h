@@ -40,6 +40,32 @@ typedef struct {
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k);
 void row_scratch_free(RowScratch *scratch);
 
+/* How logits are stored: float32, or 16 bits (IEEE half, or bfloat16),
+ * which servers often hold. The fused version reads 16-bit logits as they
+ * are, half the bytes of float32, and widens them a chunk at a time (the
+ * widening is exact, so the results are those of the widened logits). */
+typedef enum { LOGITS_FLOAT32, LOGITS_FLOAT16, LOGITS_BFLOAT16 } LogitsType;
+
+typedef struct {
+    const void *data; /* [rows, vocab], row-major */
+    LogitsType type;
+} StoredLogits;
+
+/* A view of float32 logits. */
+StoredLogits float32_logits(const float *logits);
+
+/* Bytes per logit: 4 or 2. */
+size_t logits_type_size(LogitsType type);
+
+/* The n logits from `first` on, as floats, into out (exact). */
+void widen_logits(StoredLogits logits, size_t first, size_t n, float *out);
+
+/* The fused version on stored logits of any type: logits [rows, vocab] ->
+ * probs and indices [rows, k], as softmax_topk_rows(CPU_FUSED, ...) on the
+ * widened logits, to the bit. */
+void softmax_topk_stored_rows(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
+                              int64_t *indices);
+
 /* One row of `vocab` logits -> k probabilities and indices (1 <= k <= vocab). */
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
                       int64_t *indices);

@@ -2,8 +2,10 @@
  * their launcher is kernels/softmax_topk_launch.cu). The arithmetic and the
  * order of logits come from kernels/softmax_topk.h, the same functions the
  * CPU code and its tests use. */
+#include "common/rng.h"
 #include "kernels/softmax_topk.h"
 #include "kernels/softmax_topk_kernels.cuh"
+#include "kernels/softmax_topk_sample.h"
 
 namespace softmax_topk_kernels
 {
@@ -941,6 +943,42 @@ __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int
     }
 }
 // ANCHOR_END: find_the_argmax_for_k_equal_1
+
+// ANCHOR: sample_from_the_candidates_on_the_gpu
+/* After the top K of any version: the CPU sampler's steps
+ * (kernels/softmax_topk_sample.h) on each row's K candidates, whose logits
+ * are read again by index (K of them, next to the V of the top-K pass),
+ * then `samples` draws by inverse CDF, draw d of row r with the uniform
+ * philox_uniform(seed, r, d, 0), as sample_rows draws it on the CPU: the
+ * same candidates give the same tokens. The work of a row is a few passes
+ * over K numbers, so one thread takes a row. Its candidates' logits are
+ * gathered into `candidate_logits` [rows, k], device memory that stays in
+ * the cache: an array of up to kSampleMaxK floats per thread would be a
+ * 1 KiB stack frame. probs and indices become the survivors'. */
+__global__ void sample_candidates_kernel(const float *logits, int rows, int vocab, SamplingParams params, uint64_t seed,
+                                         int samples, float *candidate_logits, float *probs, int64_t *indices,
+                                         int64_t *tokens)
+{
+    const int k = params.top_k;
+    for (int row = blockIdx.x * blockDim.x + threadIdx.x; row < rows; row += gridDim.x * blockDim.x) {
+        const float *row_logits = logits + static_cast<size_t>(row) * vocab;
+        float *row_candidates = candidate_logits + static_cast<size_t>(row) * k;
+        float *row_probs = probs + static_cast<size_t>(row) * k;
+        int64_t *row_indices = indices + static_cast<size_t>(row) * k;
+        for (int j = 0; j < k; j++) {
+            row_candidates[j] = row_logits[row_indices[j]];
+        }
+        int count = sampling_survivors(row_candidates, params, row_probs);
+        for (int j = count; j < k; j++) {
+            row_indices[j] = -1;
+        }
+        for (int d = 0; d < samples; d++) {
+            int place = sample_inverse_cdf(row_probs, count, philox_uniform(seed, row, d, 0));
+            tokens[static_cast<size_t>(row) * samples + d] = place < 0 ? -1 : row_indices[place];
+        }
+    }
+}
+// ANCHOR_END: sample_from_the_candidates_on_the_gpu
 
 /* The instances the launcher uses: a register list for every K up to
  * kRegisterMaxK (version 2), selection alone (version 1) or with the

@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "common/hostdevice.h"
+#include "kernels/softmax_topk_sample.h"
 
 COMMON_BEGIN_C
 
@@ -94,6 +95,18 @@ void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *in
 /* All in one: copy in, launch, copy out into host memory. */
 const char *softmax_topk_gpu(int version, const float *logits, size_t rows, size_t vocab, int k,
                              const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices);
+
+/* Sampling on the GPU: the top K by `version`, then, on the device, the
+ * steps and the draws of the CPU's sample_rows (inverse CDF) over each
+ * row's K candidates: tokens [rows, samples] (-1 for a row without
+ * survivors), and the survivors' probs and indices [rows, K] (cut places:
+ * 0 and -1). The same logits, parameters and seed give sample_rows' tokens.
+ * Refuses K above SOFTMAX_TOPK_GPU_SAMPLE_MAX_K or the version's limit,
+ * parameters out of range (sampling.h), and samples < 1. */
+#define SOFTMAX_TOPK_GPU_SAMPLE_MAX_K 256
+const char *softmax_topk_gpu_sample(int version, const float *logits, size_t rows, size_t vocab, SamplingParams params,
+                                    uint64_t seed, int samples, const SoftmaxTopkGpuConfig *config, int64_t *tokens,
+                                    float *probs, int64_t *indices);
 
 COMMON_END_C
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/softmax_topk.h"
+#include "kernels/softmax_topk_sample.h"
 
 namespace softmax_topk_kernels
 {
@@ -51,6 +52,12 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
 /* Version 6, k = 1. */
 __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, float *probs,
                                    int64_t *indices);
+
+/* Sampling after the top K, k <= kSampleMaxK: one thread per row. */
+constexpr int kSampleMaxK = 256;
+__global__ void sample_candidates_kernel(const float *logits, int rows, int vocab, SamplingParams params, uint64_t seed,
+                                         int samples, float *candidate_logits, float *probs, int64_t *indices,
+                                         int64_t *tokens);
 
 /* Version 5, k <= kRadixMaxK. */
 __global__ void radix_select_kernel(const float *logits, int rows, int vocab, int k, float *probs, int64_t *indices);

@@ -354,6 +354,57 @@ void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *in
     CUDA_CHECK(cudaMemcpy(indices, run->indices, outputs * sizeof(int64_t), cudaMemcpyDeviceToHost));
 }
 
+static_assert(SOFTMAX_TOPK_GPU_SAMPLE_MAX_K == kSampleMaxK, "the C header's limit is the kernel's");
+
+static const char *check_sampling(SamplingParams params, int samples)
+{
+    if (params.top_k > kSampleMaxK) {
+        return gpu_refusal("sampling takes K <= %d, got K = %d", kSampleMaxK, params.top_k);
+    }
+    if (!(params.temperature > 0.0) || !(params.top_p > 0.0 && params.top_p <= 1.0) ||
+        !(params.min_p >= 0.0 && params.min_p <= 1.0)) {
+        return gpu_refusal("temperature %g must be > 0, top-p %g in (0, 1], min-p %g in [0, 1]", params.temperature,
+                           params.top_p, params.min_p);
+    }
+    if (samples < 1) {
+        return gpu_refusal("samples %d must be >= 1", samples);
+    }
+    return nullptr;
+}
+
+// ANCHOR: sample_after_the_top_k_on_the_gpu
+const char *softmax_topk_gpu_sample(int version, const float *logits, size_t rows, size_t vocab, SamplingParams params,
+                                    uint64_t seed, int samples, const SoftmaxTopkGpuConfig *config, int64_t *tokens,
+                                    float *probs, int64_t *indices)
+{
+    const char *why = check_sampling(params, samples);
+    SoftmaxTopkGpuRun *run = nullptr;
+    if (why == nullptr) {
+        why = softmax_topk_gpu_run_new(&run, version, logits, rows, vocab, params.top_k, config);
+    }
+    if (why != nullptr) {
+        return why;
+    }
+    int64_t *device_tokens = nullptr;
+    float *candidate_logits = nullptr;
+    size_t token_count = rows * static_cast<size_t>(samples), outputs = rows * static_cast<size_t>(params.top_k);
+    CUDA_CHECK(cudaMalloc(&device_tokens, token_count * sizeof(int64_t)));
+    CUDA_CHECK(cudaMalloc(&candidate_logits, outputs * sizeof(float)));
+    launch(run);
+    int grid = grid_for((run->rows + kBlockThreads - 1) / kBlockThreads, run->max_blocks);
+    sample_candidates_kernel<<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, params, seed, samples,
+                                                      candidate_logits, run->probs, run->indices, device_tokens);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(tokens, device_tokens, token_count * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(probs, run->probs, outputs * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(indices, run->indices, outputs * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(device_tokens));
+    CUDA_CHECK(cudaFree(candidate_logits));
+    softmax_topk_gpu_run_free(run);
+    return nullptr;
+}
+// ANCHOR_END: sample_after_the_top_k_on_the_gpu
+
 const char *softmax_topk_gpu(int version, const float *logits, size_t rows, size_t vocab, int k,
                              const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices)
 {

@@ -8,6 +8,8 @@
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/rng.h"
+#include "kernels/float_bits.h"
+#include "kernels/fp16.h"
 
 /* Naive and online run far below the memory bandwidth (they are bound by
  * arithmetic), so they are timed on the first SLOW_ROWS rows only: whether
@@ -63,7 +65,7 @@ static void bench_data_free(BenchData *data)
 
 typedef struct {
     CpuVersion version;
-    const float *logits;
+    StoredLogits logits; /* float32, but for the fused version */
     size_t rows, vocab;
     int k, threads;
     float *probs;
@@ -73,17 +75,22 @@ typedef struct {
 static void run_case(void *ctx)
 {
     BenchCase *c = ctx;
-    softmax_topk_rows(c->version, c->logits, c->rows, c->vocab, c->k, c->threads, c->probs, c->indices);
+    if (c->version == CPU_FUSED) {
+        softmax_topk_stored_rows(c->logits, c->rows, c->vocab, c->k, c->threads, c->probs, c->indices);
+    } else {
+        softmax_topk_rows(c->version, c->logits.data, c->rows, c->vocab, c->k, c->threads, c->probs, c->indices);
+    }
 }
 
-/* Seconds per row of `version` on the benchmark data: the median, slowest
- * and fastest of the timed runs. */
-static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vocab, int k, int threads)
+/* Seconds per row of `version` on `count` logits: the median, slowest and
+ * fastest of the timed runs. */
+static BenchStats stored_row_stats(StoredLogits logits, size_t count, CpuVersion version, size_t vocab, int k,
+                                   int threads)
 {
     bool slow = version != CPU_FUSED;
-    size_t rows = slow ? SLOW_ROWS : data->count / vocab;
+    size_t rows = slow ? SLOW_ROWS : count / vocab;
     BenchCase c = {version,
-                   data->logits,
+                   logits,
                    rows,
                    vocab,
                    k,
@@ -99,6 +106,12 @@ static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vo
     return stats;
 }
 
+/* The same on the benchmark data, float32. */
+static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vocab, int k, int threads)
+{
+    return stored_row_stats(float32_logits(data->logits), data->count, version, vocab, k, threads);
+}
+
 typedef struct {
     const float *logits;
     size_t rows, vocab;
@@ -111,8 +124,8 @@ typedef struct {
 static void run_sampling_case(void *ctx)
 {
     SamplingCase *c = ctx;
-    sample_rows(c->logits, c->rows, c->vocab, c->params, DRAW_INVERSE_CDF, 1, 1, c->threads, c->tokens, c->probs,
-                c->indices);
+    sample_rows(float32_logits(c->logits), c->rows, c->vocab, c->params, DRAW_INVERSE_CDF, 1, 1, c->threads, c->tokens,
+                c->probs, c->indices);
 }
 
 /* Seconds per row of sample_rows (the fused pass, then top-p 0.9 and one
@@ -180,6 +193,64 @@ static void print_sampling_overhead(const BenchData *data, int threads, TableFor
 }
 // ANCHOR_END: benchmark_the_sampling_step
 
+/* The benchmark's logits in 16 bits of `type`: fp16 rounded to nearest
+ * even, bf16 the top half of the float. */
+static void round_to_16_bits(const BenchData *data, LogitsType type, uint16_t *bits)
+{
+#pragma omp parallel for num_threads(data->threads) schedule(static)
+    for (size_t i = 0; i < data->count; i++) {
+        bits[i] =
+            type == LOGITS_FLOAT16 ? half_from_float(data->logits[i]) : (uint16_t)(float_bits(data->logits[i]) >> 16);
+    }
+}
+
+// ANCHOR: benchmark_16_bit_logits
+/* The fused version on the same logits stored as float32, fp16 and bf16,
+ * on all threads: logits per second, and the bytes actually read per
+ * second, against the read bandwidth. 16-bit rows are half the bytes, so
+ * where memory is the limit they go up to twice as many logits per second;
+ * where the arithmetic is, no faster. */
+static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_count, int threads, TableFormat format)
+{
+    const size_t vocab = 128256;
+    const LogitsType types[] = {LOGITS_FLOAT32, LOGITS_FLOAT16, LOGITS_BFLOAT16};
+    const char *type_names[] = {"float32", "fp16", "bf16"};
+    uint16_t *bits = array_alloc_uninitialized(data->count, sizeof(uint16_t));
+    const char *headers[] = {"logits",
+                             "V",
+                             "K",
+                             "threads",
+                             "G logits/s",
+                             "GB/s read",
+                             "read bandwidth",
+                             "GB/s read / read bandwidth (slowest–fastest)"};
+    Table *table = table_new(8, headers, "lrrrrrrr");
+    for (int t = 0; t < 3; t++) {
+        StoredLogits logits = float32_logits(data->logits);
+        if (types[t] != LOGITS_FLOAT32) {
+            round_to_16_bits(data, types[t], bits);
+            logits = (StoredLogits){bits, types[t]};
+        }
+        double row_bytes = (double)(vocab * logits_type_size(types[t]));
+        for (size_t c = 0; c < k_count; c++) {
+            BenchStats stats = stored_row_stats(logits, data->count, CPU_FUSED, vocab, ks[c], threads);
+            table_cell(table, "%s", type_names[t]);
+            table_cell(table, "%zu", vocab);
+            table_cell(table, "%d", ks[c]);
+            table_cell(table, "%d", threads);
+            table_cell(table, "%.3f", (double)vocab / stats.median * 1e-9);
+            table_cell(table, "%.1f", row_bytes / stats.median * 1e-9);
+            table_cell(table, "%.1f GB/s", data->read_gbs_all);
+            bench_share_cell(table, row_bytes, stats, data->read_gbs_all);
+        }
+    }
+    printf("\nThe fused version on 16-bit logits:\n\n");
+    table_print(table, stdout, format);
+    table_free(table);
+    array_free(bits);
+}
+// ANCHOR_END: benchmark_16_bit_logits
+
 static void print_bench_header(const BenchData *data)
 {
     printf("logits: %.0f MiB (the last-level cache holds %.0f MiB); fused timed on all rows, naive and online "
@@ -236,6 +307,8 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
     table_print(table, stdout, format);
     table_free(table);
     print_sampling_overhead(&data, threads, format);
+    measure_read_bandwidth(&data);
+    print_16_bit_bench(&data, ks, k_count, threads, format);
     bench_data_free(&data);
 }
 // ANCHOR_END: benchmark_the_grid

@@ -24,30 +24,66 @@ static Logits random_logits(long rows, long vocab, long seed)
     Rng rng;
     rng_seed(&rng, (uint64_t)seed);
     rng_fill_normal_f32(&rng, x.logits, x.rows * x.vocab, 0.0, 3.0);
+    x.stored = float32_logits(x.logits);
     return x;
+}
+
+/* The type in which the fused version reads a file's logits as they are:
+ * float32, fp16, or bf16 bits when the user says so; false for anything
+ * else. */
+static bool readable_as_stored(NpyDtype dtype, NpyFloatEncoding encoding, LogitsType *type)
+{
+    if (encoding == NPY_BF16_BITS) {
+        *type = LOGITS_BFLOAT16;
+        return dtype == NPY_INT16 || dtype == NPY_UINT16;
+    }
+    *type = dtype == NPY_FLOAT16 ? LOGITS_FLOAT16 : LOGITS_FLOAT32;
+    return dtype == NPY_FLOAT16 || dtype == NPY_FLOAT32;
 }
 
 Logits load_logits(const char *path, const char *dtype)
 {
     const size_t any_shape[2] = {0, 0};
     NpyFloatEncoding encoding = npy_float_encoding_option("--dtype", dtype);
-    Logits x = {.file = npy_load_as_float32_or_exit(path, encoding, 2, any_shape)};
+    Logits x = {0};
+    char err[1024];
+    if (npy_load(path, &x.file, err, sizeof err) != 0) {
+        cli_fail("%s", err);
+    }
+    LogitsType type;
+    if (x.file.ndim != 2 || !readable_as_stored(x.file.dtype, encoding, &type)) {
+        /* Not logits this program reads as they are: npy_load_as_float32
+         * refuses them, with the reason in one line. */
+        npy_free(&x.file);
+        x.file = npy_load_as_float32_or_exit(path, encoding, 2, any_shape);
+        type = LOGITS_FLOAT32;
+    }
     x.rows = x.file.shape[0];
     x.vocab = x.file.shape[1];
     if (x.rows == 0 || x.vocab == 0 || x.vocab > SOFTMAX_TOPK_MAX_VOCAB) {
         cli_fail("%s: shape [%zu, %zu]: need at least one row and 1 <= V <= %zu", path, x.rows, x.vocab,
                  SOFTMAX_TOPK_MAX_VOCAB);
     }
-    x.logits = x.file.data;
+    x.stored = (StoredLogits){x.file.data, type};
+    x.logits = type == LOGITS_FLOAT32 ? x.file.data : NULL;
     return x;
+}
+
+void widen_logits_file(Logits *x)
+{
+    if (x->logits == NULL) {
+        x->logits = ALLOC_ARRAY(float, x->rows * x->vocab);
+        widen_logits(x->stored, 0, x->rows * x->vocab, x->logits);
+    }
 }
 
 void free_logits(Logits *x)
 {
+    if (x->logits != x->file.data) {
+        array_free(x->logits);
+    }
     if (x->file.data != NULL) {
         npy_free(&x->file);
-    } else {
-        array_free(x->logits);
     }
 }
 
@@ -114,7 +150,13 @@ static void require_device(const TopkDevice *device)
 void note_nonfinite_logits(const Logits *x, int k, const float *probs)
 {
     bool *flagged = ALLOC_ARRAY(bool, x->rows);
-    mark_nonfinite_rows(x->logits, x->rows, x->vocab, flagged);
+    /* A row at a time, widened: 16-bit logits are not widened whole. */
+    float *row = ALLOC_ARRAY(float, x->vocab);
+    for (size_t r = 0; r < x->rows; r++) {
+        widen_logits(x->stored, r * x->vocab, x->vocab, row);
+        mark_nonfinite_rows(row, 1, x->vocab, flagged + r);
+    }
+    array_free(row);
     mark_nonfinite_rows(probs, x->rows, (size_t)k, flagged);
     note_nonfinite_rows(count_flagged(flagged, x->rows), x->rows, "the logits or the probabilities");
     array_free(flagged);
@@ -134,12 +176,17 @@ void require_positive_temperature(double temperature)
     }
 }
 
-/* Temperature: x / T, in double, rounded to float (exact for T = 1). */
+/* Temperature: x / T, in double, rounded to float (exact for T = 1, which
+ * leaves 16-bit logits to be read as they are). */
 static void divide_logits(Logits *x, double temperature)
 {
+    if (temperature == 1.0) {
+        return;
+    }
     for (size_t i = 0; i < x->rows * x->vocab; i++) {
         x->logits[i] = (float)((double)x->logits[i] / temperature);
     }
+    x->stored = float32_logits(x->logits);
 }
 
 /* Compute, print a few rows, check against the double reference (on up to
@@ -150,7 +197,7 @@ static int compute_and_check(const TopkDevice *device, const TopkOptions *o, con
     int k = (int)o->k;
     float *probs = ALLOC_ARRAY(float, x->rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, x->rows * (size_t)k);
-    double rtol = device->compute(o->version, o->threads, x->logits, x->rows, x->vocab, k, probs, indices);
+    double rtol = device->compute(o->version, o->threads, x, k, probs, indices);
     print_rows(x->rows, k, probs, indices);
     note_nonfinite_logits(x, k, probs);
     size_t row_step = x->rows > 64 ? x->rows / 64 : 1;
@@ -214,6 +261,7 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     require_positive_temperature(temperature);
     require_device(device);
     Logits x = load_logits(load, dtype);
+    widen_logits_file(&x); /* for the reference, and the versions that read float32 */
     divide_logits(&x, temperature);
     NpyOutputDir out = npy_output_dir_open(save);
     int status = compute_and_check(device, &topk, &x, &out);
@@ -221,11 +269,16 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     return status;
 }
 
-static double cpu_compute(long version, long threads, const float *logits, size_t rows, size_t vocab, int k,
-                          float *probs, int64_t *indices)
+/* The fused version reads the logits as stored; the others, float32. */
+static double cpu_compute(long version, long threads, const Logits *x, int k, float *probs, int64_t *indices)
 {
     CpuVersion cpu_version = (CpuVersion)version;
-    softmax_topk_rows(cpu_version, logits, rows, vocab, k, (int)threads, probs, indices);
+    size_t rows = x->rows, vocab = x->vocab;
+    if (cpu_version == CPU_FUSED) {
+        softmax_topk_stored_rows(x->stored, rows, vocab, k, (int)threads, probs, indices);
+    } else {
+        softmax_topk_rows(cpu_version, x->logits, rows, vocab, k, (int)threads, probs, indices);
+    }
     printf("CPU version %d (%s), %zu rows, V = %zu, K = %d\n", cpu_version, cpu_version_name(cpu_version), rows, vocab,
            k);
     return cpu_version == CPU_FUSED ? TOPK_RTOL_TREE_SUM : topk_rtol_sequential_sum(vocab);

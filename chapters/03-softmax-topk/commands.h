@@ -7,24 +7,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/cli.h"
 #include "common/npy.h"
 
 CliCommandFunction run_command, apply_command, sample_command, hard_inputs_command, traffic_command, accuracy_command,
     bench_command, merge_demo_command, admissions_data_command;
 
-/* Rows of float32 logits, loaded from a .npy file or made at random. */
+/* Rows of logits, loaded from a .npy file or made at random: as stored,
+ * which the fused version reads, and as float32, which everything else
+ * reads (the same numbers: widening is exact). */
 typedef struct {
-    float *logits;
+    StoredLogits stored;
+    float *logits; /* NULL until widen_logits_file, for a file of 16-bit logits */
     size_t rows, vocab;
     NpyArray file; /* when loaded */
 } Logits;
 
-/* Logits [rows, V] from a .npy file, read as float32 from float32, fp16
- * or, with dtype "bf16", bfloat16 bits (npy_load_as_float32); at least one
- * row and 1 <= V <= SOFTMAX_TOPK_MAX_VOCAB, or one line and exit 2. dtype
- * is the text of the --dtype option: "auto" or "bf16". */
+/* Logits [rows, V] from a .npy file of float32, fp16 or, with dtype "bf16",
+ * bfloat16 bits, kept as they are stored; a float32 file is also x.logits.
+ * At least one row and 1 <= V <= SOFTMAX_TOPK_MAX_VOCAB, or one line and
+ * exit 2 (as are the dtypes npy_load_as_float32 refuses). dtype is the text
+ * of the --dtype option: "auto" or "bf16". */
 Logits load_logits(const char *path, const char *dtype);
+
+/* Set x->logits, widening 16-bit logits into a float32 copy. */
+void widen_logits_file(Logits *x);
 
 /* The --help lines of --load and --dtype, the same in apply and sample. */
 #define LOGITS_FILE_HELP "the logits: a .npy file [rows, V] of float32 or float16, or of bfloat16 bits (--dtype bf16)"
@@ -52,9 +60,9 @@ typedef struct {
     bool takes_threads;
     void (*require)(void); /* NULL, or what must hold before any work (a CUDA device) */
     /* logits [rows, vocab] -> probs, indices [rows, k]; prints one line
-     * naming what ran, and returns the relative tolerance its sums need. */
-    double (*compute)(long version, long threads, const float *logits, size_t rows, size_t vocab, int k, float *probs,
-                      int64_t *indices);
+     * naming what ran, and returns the relative tolerance its sums need.
+     * x->logits is set; x->stored may be 16-bit. */
+    double (*compute)(long version, long threads, const Logits *x, int k, float *probs, int64_t *indices);
 } TopkDevice;
 
 /* `run`: the top K of random logits, a few rows printed, all checked

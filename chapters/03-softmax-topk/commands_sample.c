@@ -157,7 +157,7 @@ int sample_command(int argc, char **argv)
     int64_t *tokens = ALLOC_ARRAY(int64_t, x.rows * (size_t)samples);
     float *probs = ALLOC_ARRAY(float, x.rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, x.rows * (size_t)k);
-    sample_rows(x.logits, x.rows, x.vocab, params, o.method, (uint64_t)o.seed, samples, (int)o.threads, tokens, probs,
+    sample_rows(x.stored, x.rows, x.vocab, params, o.method, (uint64_t)o.seed, samples, (int)o.threads, tokens, probs,
                 indices);
     printf("%zu rows, V = %zu, K = %d, top-p %g, min-p %g, temperature %g, seed %ld, %d draws per row by %s\n", x.rows,
            x.vocab, k, o.top_p, o.min_p, o.temperature, o.seed, samples, o.method_text);

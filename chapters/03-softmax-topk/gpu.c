@@ -17,12 +17,12 @@
 #include "common/table.h"
 #include "kernels/softmax_topk_gpu.h"
 
-static double gpu_compute(long version, long threads, const float *logits, size_t rows, size_t vocab, int k,
-                          float *probs, int64_t *indices)
+static double gpu_compute(long version, long threads, const Logits *x, int k, float *probs, int64_t *indices)
 {
     (void)threads;
     SoftmaxTopkGpuConfig config = {0, 0};
-    const char *why = softmax_topk_gpu((int)version, logits, rows, vocab, k, &config, probs, indices);
+    size_t rows = x->rows, vocab = x->vocab;
+    const char *why = softmax_topk_gpu((int)version, x->logits, rows, vocab, k, &config, probs, indices);
     if (why != NULL) {
         cli_fail("--version %ld: %s", version, why);
     }

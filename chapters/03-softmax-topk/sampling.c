@@ -12,91 +12,6 @@ SamplingParams sampling_params_top_k(int top_k)
     return params;
 }
 
-/* exp((x - best) / T) in double, with the softmax's limits: an x equal to
- * a +inf best weighs 1, everything else next to it 0. */
-static double tempered_weight(float x, float best, double temperature)
-{
-    if (x == best) {
-        return 1.0;
-    }
-    return exp(((double)x - (double)best) / temperature);
-}
-
-static void fill_probs(float *probs, int from, int to, float value)
-{
-    for (int j = from; j < to; j++) {
-        probs[j] = value;
-    }
-}
-
-// ANCHOR: cut_the_top_k_by_top_p_and_min_p
-/* Top-p: the shortest prefix of the K holding at least p of their mass.
- * The prefix is in rank order, so of candidates tied at its end the lower
- * index gets in first. p = 1 cuts nothing, even a tail of weight 0. */
-static int top_p_count(const float *logits, SamplingParams params, double total)
-{
-    if (params.top_p >= 1.0) {
-        return params.top_k;
-    }
-    int count = 0;
-    for (double mass = 0.0; count < params.top_k && mass < params.top_p * total; count++) {
-        mass += tempered_weight(logits[count], logits[0], params.temperature);
-    }
-    return count;
-}
-
-int sampling_survivors(const float *candidate_logits, SamplingParams params, float *probs)
-{
-    const float *x = candidate_logits;
-    int k = params.top_k;
-    if (isnan(x[0]) || x[0] == -INFINITY) {
-        fill_probs(probs, 0, k, NAN); /* a NaN row, or 0/0: nothing to draw */
-        return 0;
-    }
-    /* Temperature, then the top K: weights relative to the best
-     * candidate's, which is 1, the largest. */
-    double total = 0.0;
-    for (int j = 0; j < k; j++) {
-        total += tempered_weight(x[j], x[0], params.temperature);
-    }
-    int count = top_p_count(x, params, total);
-    /* Min-p: weights of at least min_p times the largest; they fall along
-     * the ranks, so the survivors stay a prefix. */
-    while (count > 1 && tempered_weight(x[count - 1], x[0], params.temperature) < params.min_p) {
-        count--;
-    }
-    /* Renormalise what survives. */
-    double kept = 0.0;
-    for (int j = 0; j < count; j++) {
-        kept += tempered_weight(x[j], x[0], params.temperature);
-    }
-    for (int j = 0; j < count; j++) {
-        probs[j] = (float)(tempered_weight(x[j], x[0], params.temperature) / kept);
-    }
-    fill_probs(probs, count, k, 0.0f);
-    return count;
-}
-// ANCHOR_END: cut_the_top_k_by_top_p_and_min_p
-
-// ANCHOR: draw_by_inverse_cdf
-int sample_inverse_cdf(const float *probs, int count, double u)
-{
-    double cumulative = 0.0;
-    int last_possible = -1;
-    for (int j = 0; j < count; j++) {
-        cumulative += probs[j];
-        if (u < cumulative) {
-            return j;
-        }
-        last_possible = probs[j] > 0.0f ? j : last_possible;
-    }
-    /* The rounded probabilities may sum to a little less than 1, and u
-     * fall above their sum: that sliver belongs to the last candidate that
-     * can be drawn at all. */
-    return last_possible;
-}
-// ANCHOR_END: draw_by_inverse_cdf
-
 // ANCHOR: draw_by_gumbel_max
 int sample_gumbel_max(const float *probs, int count, uint64_t seed, uint64_t row, uint32_t draw)
 {
@@ -122,40 +37,41 @@ static int draw_place(DrawMethod method, const float *probs, int count, uint64_t
     return sample_inverse_cdf(probs, count, philox_uniform(seed, row, draw, 0));
 }
 
-/* Draws first_draw .. first_draw + samples - 1 of one row whose top K
- * indices (rank order) are in indices: probs and indices become the
- * survivors'. */
-static void sample_row(const float *logits, SamplingParams params, DrawMethod method, uint64_t seed, uint64_t row,
+/* Draws first_draw .. first_draw + samples - 1 of one row, stored in
+ * `row`, whose top K indices (rank order) are in indices: probs and
+ * indices become the survivors'. */
+static void sample_row(StoredLogits row, SamplingParams params, DrawMethod method, uint64_t seed, uint64_t row_number,
                        uint32_t first_draw, int samples, float *candidate_logits, int64_t *tokens, float *probs,
                        int64_t *indices)
 {
     int k = params.top_k;
     for (int j = 0; j < k; j++) {
-        candidate_logits[j] = logits[indices[j]];
+        widen_logits(row, (size_t)indices[j], 1, &candidate_logits[j]);
     }
     int count = sampling_survivors(candidate_logits, params, probs);
     for (int j = count; j < k; j++) {
         indices[j] = -1;
     }
     for (int d = 0; d < samples; d++) {
-        int place = draw_place(method, probs, count, seed, row, first_draw + (uint32_t)d);
+        int place = draw_place(method, probs, count, seed, row_number, first_draw + (uint32_t)d);
         tokens[d] = place < 0 ? -1 : indices[place];
     }
 }
 
-void sample_rows(const float *logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
+void sample_rows(StoredLogits logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
                  uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices)
 {
-    size_t k = (size_t)params.top_k;
+    size_t k = (size_t)params.top_k, row_bytes = vocab * logits_type_size(logits.type);
     /* The one read of the logits: the top K of each row, at temperature 1,
      * whose order is that of every temperature. */
-    softmax_topk_rows(CPU_FUSED, logits, rows, vocab, params.top_k, threads, probs, indices);
+    softmax_topk_stored_rows(logits, rows, vocab, params.top_k, threads, probs, indices);
 #pragma omp parallel num_threads(threads)
     {
         float *candidate_logits = ALLOC_ARRAY(float, k);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
-            sample_row(logits + row * vocab, params, method, seed, row, 0, samples, candidate_logits,
+            StoredLogits this_row = {(const char *)logits.data + row * row_bytes, logits.type};
+            sample_row(this_row, params, method, seed, row, 0, samples, candidate_logits,
                        tokens + row * (size_t)samples, probs + row * k, indices + row * k);
         }
         array_free(candidate_logits);
@@ -170,7 +86,7 @@ int64_t sample_one_token(const float *logits, size_t vocab, SamplingParams param
     int64_t *indices = ALLOC_ARRAY(int64_t, k), token;
     RowScratch scratch = row_scratch_new(CPU_FUSED, vocab, params.top_k);
     softmax_topk_row(CPU_FUSED, logits, vocab, params.top_k, &scratch, probs, indices);
-    sample_row(logits, params, method, seed, row, draw, 1, candidate_logits, &token, probs, indices);
+    sample_row(float32_logits(logits), params, method, seed, row, draw, 1, candidate_logits, &token, probs, indices);
     row_scratch_free(&scratch);
     array_free(probs);
     array_free(candidate_logits);

@@ -16,27 +16,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct {
-    double temperature; /* > 0 and finite: the logits are divided by it */
-    int top_k;          /* 1 <= top_k <= vocab; top_k = vocab keeps every logit */
-    double top_p;       /* in (0, 1]; 1 cuts nothing */
-    double min_p;       /* in [0, 1]; 0 cuts nothing */
-} SamplingParams;
+#include "chapters/03-softmax-topk/softmax_topk.h"
+#include "kernels/softmax_topk_sample.h"
+
+/* SamplingParams, sampling_survivors and sample_inverse_cdf: the steps,
+ * shared with the GPU (kernels/softmax_topk_sample.h). */
 
 /* Temperature 1, top-p 1, min-p 0: the top K, renormalised. */
 SamplingParams sampling_params_top_k(int top_k);
-
-/* The survivors among the K candidates whose logits are given in rank
- * order (best first, equal logits lower index first, NaN first, as
- * softmax_topk_row returns their indices): their count, a prefix of the K,
- * and in probs[0 .. K-1] their probabilities, renormalised to sum 1, then
- * 0 for the candidates cut. Count 0: the row has a NaN or only -inf, and
- * the probabilities are NaN. */
-int sampling_survivors(const float *candidate_logits, SamplingParams params, float *probs);
-
-/* The place in probs[0 .. count-1] that the uniform u in [0, 1) picks: the
- * first whose cumulative probability exceeds u. -1 when count is 0. */
-int sample_inverse_cdf(const float *probs, int count, double u);
 
 /* The place that Gumbel-max picks: the largest log(p) + Gumbel noise, the
  * noise of place j from philox_uniform(seed, row, draw, 1 + j). -1 when
@@ -45,12 +32,13 @@ int sample_gumbel_max(const float *probs, int count, uint64_t seed, uint64_t row
 
 typedef enum { DRAW_INVERSE_CDF = 1, DRAW_GUMBEL_MAX = 2 } DrawMethod;
 
-/* Rows of logits [rows, vocab] -> tokens [rows, samples] (-1 for a row
+/* Rows of logits [rows, vocab], stored in any type (softmax_topk.h: the
+ * fused pass reads 16-bit logits as they are) -> tokens [rows, samples] (-1 for a row
  * without survivors), and the survivors' probs and indices [rows, top_k]
  * (the places cut: probability 0, index -1). Draw d of row r uses the
  * uniform philox_uniform(seed, r, d, 0) (inverse CDF), so the tokens do not
  * depend on the number of threads. */
-void sample_rows(const float *logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
+void sample_rows(StoredLogits logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
                  uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices);
 
 /* One token from one row of logits [vocab], drawn as sample_rows draws

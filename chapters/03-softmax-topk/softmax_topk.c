@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "kernels/bf16.h"
+#include "kernels/float_bits.h"
 
 const char *cpu_version_name(CpuVersion version)
 {
@@ -14,6 +16,70 @@ const char *cpu_version_name(CpuVersion version)
         return "?";
     return names[version];
 }
+
+StoredLogits float32_logits(const float *logits)
+{
+    return (StoredLogits){logits, LOGITS_FLOAT32};
+}
+
+size_t logits_type_size(LogitsType type)
+{
+    return type == LOGITS_FLOAT32 ? sizeof(float) : sizeof(uint16_t);
+}
+
+// ANCHOR: widen_16_bit_logits
+/* An IEEE half's bits as a float, without a branch, so that a loop of them
+ * becomes vector instructions (kernels/fp16.h's half_to_float branches on
+ * the kind of number, and stays scalar). Moved up 13 bits, the exponent
+ * and mantissa of a finite half read as a float 2^-112 times the half (a
+ * subnormal half becomes a subnormal float), and one multiplication, exact,
+ * puts it right. Infinities and NaN, exponent 31, come out of it with the
+ * float exponent 143 and the payload in place; or-ing in the exponent 255
+ * makes them infinities and NaN again, as half_to_float does. */
+static inline float half_bits_to_float(uint16_t h)
+{
+    uint32_t magnitude = h & 0x7fffu, sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t scaled = float_bits(float_from_bits(magnitude << 13) * 0x1p112f);
+    uint32_t infinite = magnitude >= 0x7c00u ? 0x7f800000u : 0u;
+    return float_from_bits(sign | scaled | infinite);
+}
+
+/* Logit i of a chunk stored as `type`, as a float. always_inline: called
+ * with a constant type, the switch disappears. */
+static inline __attribute__((always_inline)) float logit_at(const void *chunk, LogitsType type, int i)
+{
+    switch (type) {
+    case LOGITS_FLOAT16:
+        return half_bits_to_float(((const uint16_t *)chunk)[i]);
+    case LOGITS_BFLOAT16:
+        return bf16_to_float(((const uint16_t *)chunk)[i]);
+    case LOGITS_FLOAT32:
+    default:
+        return ((const float *)chunk)[i];
+    }
+}
+
+void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
+{
+    const uint16_t *bits = (const uint16_t *)logits.data + first;
+    switch (logits.type) {
+    case LOGITS_FLOAT16:
+        for (size_t i = 0; i < n; i++) {
+            out[i] = half_bits_to_float(bits[i]);
+        }
+        return;
+    case LOGITS_BFLOAT16:
+        for (size_t i = 0; i < n; i++) {
+            out[i] = bf16_to_float(bits[i]);
+        }
+        return;
+    case LOGITS_FLOAT32:
+    default:
+        memcpy(out, (const float *)logits.data + first, n * sizeof(float));
+        return;
+    }
+}
+// ANCHOR_END: widen_16_bit_logits
 
 /* 256 logits: 1 KiB, still in L1 when the chunk is summed again for a new
  * maximum, and long enough that the work per chunk, across the lanes,
@@ -41,14 +107,15 @@ void row_scratch_free(RowScratch *scratch)
 }
 
 // ANCHOR: offer_each_logit
-/* Offer logits begin .. end-1 in order. Once the collector is full, an
- * entry gets in only with a logit above the threshold's (an equal one comes
- * later, so ranks after), or as a NaN: !(x <= t) is that test. */
-static void offer_all(TopkCollector *top, const float *logits, size_t begin, size_t end)
+/* Offer n logits in order: values[i] is logit first + i of the row. Once
+ * the collector is full, an entry gets in only with a logit above the
+ * threshold's (an equal one comes later, so ranks after), or as a NaN:
+ * !(x <= t) is that test. */
+static void offer_all(TopkCollector *top, const float *values, size_t first, size_t n)
 {
-    for (size_t i = begin; i < end; i++) {
-        if (!(logits[i] <= top->threshold.value) || topk_is_sentinel(top->threshold)) {
-            topk_collector_offer(top, topk_entry(logits[i], (int32_t)i));
+    for (size_t i = 0; i < n; i++) {
+        if (!(values[i] <= top->threshold.value) || topk_is_sentinel(top->threshold)) {
+            topk_collector_offer(top, topk_entry(values[i], (int32_t)(first + i)));
         }
     }
 }
@@ -71,22 +138,23 @@ static uint32_t reaching_threshold_mask(const float *block, float threshold)
     return mask;
 }
 
-/* Offer the logits begin .. end-1 of a chunk that may hold a candidate:
+/* Offer the n logits values[0 .. n-1], logits first .. first + n - 1 of
+ * the row, of a chunk that may hold a candidate:
  * only those whose bit is set, lowest bit first, so in order. Most logits
  * of such a chunk are still no candidates, and a loop that branched on each
  * one would mispredict at every candidate. The mask is taken with the
  * threshold at the start of its block; the threshold only rises, and an
  * equal logit may rank after it, so the offer compares again. */
-static void offer_reaching_threshold(TopkCollector *top, const float *logits, size_t begin, size_t end)
+static void offer_reaching_threshold(TopkCollector *top, const float *values, size_t first, size_t n)
 {
-    size_t i = begin;
-    for (; i + OFFER_BLOCK <= end; i += OFFER_BLOCK) {
-        for (uint32_t mask = reaching_threshold_mask(logits + i, top->threshold.value); mask != 0; mask &= mask - 1) {
+    size_t i = 0;
+    for (; i + OFFER_BLOCK <= n; i += OFFER_BLOCK) {
+        for (uint32_t mask = reaching_threshold_mask(values + i, top->threshold.value); mask != 0; mask &= mask - 1) {
             size_t above = i + (size_t)__builtin_ctz(mask);
-            topk_collector_offer(top, topk_entry(logits[above], (int32_t)above));
+            topk_collector_offer(top, topk_entry(values[above], (int32_t)(first + above)));
         }
     }
-    offer_all(top, logits, i, end);
+    offer_all(top, values + i, first + i, n - i);
 }
 // ANCHOR_END: offer_only_logits_that_reach_threshold
 
@@ -124,8 +192,10 @@ static const TopkEntry *online_row(const float *logits, size_t vocab, TopkCollec
 LaneSums lane_sums_empty(void)
 {
     LaneSums empty = {.max = -INFINITY};
-    for (int lane = 0; lane < LANES; lane++) {
-        empty.maxima[lane] = -INFINITY;
+    for (int group = 0; group < FLOOR_GROUPS; group++) {
+        for (int lane = 0; lane < LANES; lane++) {
+            empty.maxima[group][lane] = -INFINITY;
+        }
     }
     return empty;
 }
@@ -141,7 +211,8 @@ LaneSums lane_sums_empty(void)
  * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
  * exp(-inf) = 0, as it should. (inline: as a function of its own, called
  * twice, it would keep the 64 sums in memory instead of registers.) */
-static inline float add_weights_below(float sums[LANES], float maxima[LANES], const float *chunk, int n, float max)
+static inline __attribute__((always_inline)) float
+add_weights_below(float sums[LANES], float maxima[LANES], const void *chunk, LogitsType type, int n, float max)
 {
     float reference = max == -INFINITY ? 0.0f : max;
     for (int lane = 0; lane < LANES; lane++) {
@@ -149,7 +220,7 @@ static inline float add_weights_below(float sums[LANES], float maxima[LANES], co
     }
     for (int i = 0; i < n; i += LANES) {
         for (int lane = 0; lane < LANES; lane++) {
-            float x = chunk[i + lane];
+            float x = logit_at(chunk, type, i + lane);
             maxima[lane] = x > maxima[lane] ? x : maxima[lane];
             sums[lane] += softmax_exp(x - reference);
         }
@@ -179,22 +250,48 @@ static void raise_max(LaneSums *row, float max)
  * rescaled and the chunk, still in L1, is summed again from its maximum.
  * The chunk gets its own sums first, so that no sum runs over more than a
  * few hundred terms one after another. */
-float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
+static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, const void *chunk, LogitsType type, int n)
 {
     float sums[LANES] = {0}, maxima[LANES];
-    float max = add_weights_below(sums, maxima, chunk, n, row->max);
+    float max = add_weights_below(sums, maxima, chunk, type, n, row->max);
     if (max > row->max) {
         raise_max(row, max);
         memset(sums, 0, sizeof sums);
-        add_weights_below(sums, maxima, chunk, n, max);
+        add_weights_below(sums, maxima, chunk, type, n, max);
     }
+    float *group_maxima = row->maxima[row->chunks++ % FLOOR_GROUPS];
     for (int lane = 0; lane < LANES; lane++) {
         row->sums[lane] += sums[lane];
-        row->maxima[lane] = maxima[lane] > row->maxima[lane] ? maxima[lane] : row->maxima[lane];
+        group_maxima[lane] = maxima[lane] > group_maxima[lane] ? maxima[lane] : group_maxima[lane];
     }
     return max;
 }
+
+float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
+{
+    return add_chunk(row, chunk, LOGITS_FLOAT32, n);
+}
 // ANCHOR_END: add_chunk_to_lane_sums
+
+// ANCHOR: add_a_stored_chunk
+/* The chunk of n logits from `begin` on, as stored: the same code for each
+ * type, which add_chunk's inlining turns into three loops, each with the
+ * type's widening inside it, in registers. A 16-bit row moves half the
+ * bytes from memory, and is never written out as floats. */
+static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, int n)
+{
+    const uint16_t *bits = (const uint16_t *)logits.data + begin;
+    switch (logits.type) {
+    case LOGITS_FLOAT16:
+        return add_chunk(row, bits, LOGITS_FLOAT16, n);
+    case LOGITS_BFLOAT16:
+        return add_chunk(row, bits, LOGITS_BFLOAT16, n);
+    case LOGITS_FLOAT32:
+    default:
+        return add_chunk(row, (const float *)logits.data + begin, LOGITS_FLOAT32, n);
+    }
+}
+// ANCHOR_END: add_a_stored_chunk
 
 /* Halve the lanes until one is left: a tree of sums of similar size. */
 SoftmaxState lane_sums_state(const LaneSums *row)
@@ -210,11 +307,38 @@ SoftmaxState lane_sums_state(const LaneSums *row)
 }
 
 // ANCHOR: bound_the_kth_best_from_below
-/* The lane maxima are LANES different logits of the row, so their k-th
- * largest is at most the row's k-th largest. It is the smallest lane
- * maximum with fewer than k others above it. Counting the others above
- * every lane at once, one other lane at a time, takes LANES vector
- * comparisons and no branch. */
+/* n maxima of groups of V/n logits each: in a row in random order, the
+ * k-th largest of them leaves about -n ln(1 - k/n) logits at or above it
+ * (a group's maximum lies above a level with probability 1 - (1 - q)^(V/n)
+ * when each logit does with q). So n = 64 lane maxima leave 8.5 for k = 8,
+ * but 44 for k = 32 and hundreds for k = 64; n = 4k leaves 1.15 k at every
+ * k. The groups are counted up to that, at most FLOOR_GROUPS. */
+int lane_sums_floor_groups(int k)
+{
+    int groups = (4 * k + LANES - 1) / LANES;
+    return groups < 1 ? 1 : groups > FLOOR_GROUPS ? FLOOR_GROUPS : groups;
+}
+
+/* The maxima of `groups` groups, each the lane maxima of the groups of
+ * chunks g, g + groups, ...: still different logits of the row. */
+static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOOR_GROUPS * LANES])
+{
+    for (int i = 0; i < groups * LANES; i++) {
+        maxima[i] = -INFINITY;
+    }
+    for (int group = 0; group < FLOOR_GROUPS; group++) {
+        float *merged = maxima + (group % groups) * LANES;
+        for (int lane = 0; lane < LANES; lane++) {
+            merged[lane] = row->maxima[group][lane] > merged[lane] ? row->maxima[group][lane] : merged[lane];
+        }
+    }
+    return groups * LANES;
+}
+
+/* The maxima are different logits of the row, so their k-th largest is at
+ * most the row's k-th largest. It is the smallest maximum with fewer than k
+ * others above it. Counting the others above every maximum at once, one
+ * other at a time, takes n vector comparisons per vector and no branch. */
 float lane_sums_topk_floor(const LaneSums *row, int k)
 {
     if (k > LANES) {
@@ -223,16 +347,18 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
     if (k == 1) {
         return row->max; /* the largest lane maximum, without counting */
     }
-    int above[LANES] = {0};
-    for (int other = 0; other < LANES; other++) {
-        for (int lane = 0; lane < LANES; lane++) {
-            above[lane] += row->maxima[other] > row->maxima[lane];
+    float maxima[FLOOR_GROUPS * LANES];
+    int n = merge_group_maxima(row, lane_sums_floor_groups(k), maxima);
+    int above[FLOOR_GROUPS * LANES] = {0};
+    for (int other = 0; other < n; other++) {
+        for (int i = 0; i < n; i++) {
+            above[i] += maxima[other] > maxima[i];
         }
     }
     float floor = INFINITY;
 #pragma omp simd reduction(min : floor)
-    for (int lane = 0; lane < LANES; lane++) {
-        floor = above[lane] < k && row->maxima[lane] < floor ? row->maxima[lane] : floor;
+    for (int i = 0; i < n; i++) {
+        floor = above[i] < k && maxima[i] < floor ? maxima[i] : floor;
     }
     return floor;
 }
@@ -249,18 +375,31 @@ static bool chunk_may_hold_candidates(float max, size_t first, TopkEntry thresho
     return topk_ranks_before(topk_entry(max, (int32_t)first), threshold);
 }
 
-static void offer_chunk(TopkCollector *top, const float *logits, size_t whole_lanes, size_t chunk, float max)
+/* Logits begin .. begin + n - 1 of the row as floats: float32 logits where
+ * they lie, 16-bit ones widened into `buffer` (FUSED_CHUNK floats, 1 KiB,
+ * which stays in L1: the traffic from memory is the 16-bit row's). */
+static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n, float *buffer)
+{
+    if (row.type == LOGITS_FLOAT32) {
+        return (const float *)row.data + begin;
+    }
+    widen_logits(row, begin, n, buffer);
+    return buffer;
+}
+
+static void offer_chunk(TopkCollector *top, StoredLogits row, size_t whole_lanes, size_t chunk, float max)
 {
     size_t begin = chunk * FUSED_CHUNK;
     if (chunk_may_hold_candidates(max, begin, top->threshold)) {
-        size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
-        offer_reaching_threshold(top, logits, begin, end);
+        size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
+        float widened[FUSED_CHUNK];
+        offer_reaching_threshold(top, chunk_floats(row, begin, n, widened), begin, n);
     }
 }
 
 /* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
  * with one mask. */
-static void offer_chunks_that_may_hold_candidates(TopkCollector *top, const float *logits, const float *chunk_maxima,
+static void offer_chunks_that_may_hold_candidates(TopkCollector *top, StoredLogits row, const float *chunk_maxima,
                                                   size_t whole_lanes)
 {
     size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
@@ -268,11 +407,11 @@ static void offer_chunks_that_may_hold_candidates(TopkCollector *top, const floa
         for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, top->threshold.value); mask != 0;
              mask &= mask - 1) {
             size_t chunk = c + (size_t)__builtin_ctz(mask);
-            offer_chunk(top, logits, whole_lanes, chunk, chunk_maxima[chunk]);
+            offer_chunk(top, row, whole_lanes, chunk, chunk_maxima[chunk]);
         }
     }
     for (; c < chunks; c++) {
-        offer_chunk(top, logits, whole_lanes, c, chunk_maxima[c]);
+        offer_chunk(top, row, whole_lanes, c, chunk_maxima[c]);
     }
 }
 // ANCHOR_END: skip_chunks_without_candidates
@@ -282,61 +421,80 @@ static void offer_chunks_that_may_hold_candidates(TopkCollector *top, const floa
  * with arithmetic, and stops at every 4 KiB page. So the loop asks for the
  * lines itself, at two distances: 16 chunks ahead into L2, which starts the
  * slow trip to memory early, and 4 chunks ahead into L1, just in time.
- * `readable` is how many logits from `chunk` on may be read: the rest of
+ * `readable` is how many bytes from `chunk` on may be read: the rest of
  * the row and the rows after it, so that the next row is on its way while
- * this one ends. (A prefetch never faults, but its address must stay inside
- * the array to be valid C.) always_inline: to gcc, a function that only
- * prefetches has no effect, and it deletes the calls. */
-enum { CACHE_LINE_FLOATS = 16, NEAR_AHEAD = 4 * FUSED_CHUNK, FAR_AHEAD = 16 * FUSED_CHUNK };
+ * this one ends; a chunk is `size` bytes (FUSED_CHUNK logits of 4 or 2).
+ * (A prefetch never faults, but its address must stay inside the array to
+ * be valid C.) always_inline: to gcc, a function that only prefetches has
+ * no effect, and it deletes the calls. */
+enum { CACHE_LINE = 64, NEAR_AHEAD_CHUNKS = 4, FAR_AHEAD_CHUNKS = 16 };
 
-static inline __attribute__((always_inline)) void prefetch_ahead(const float *chunk, size_t readable)
+static inline __attribute__((always_inline)) void prefetch_ahead(const char *chunk, size_t readable, size_t size)
 {
-    if (readable >= NEAR_AHEAD + FUSED_CHUNK) {
-        for (int i = NEAR_AHEAD; i < NEAR_AHEAD + FUSED_CHUNK; i += CACHE_LINE_FLOATS) {
+    size_t near = NEAR_AHEAD_CHUNKS * size, far = FAR_AHEAD_CHUNKS * size;
+    if (readable >= near + size) {
+        for (size_t i = near; i < near + size; i += CACHE_LINE) {
             __builtin_prefetch(chunk + i, 0, 3);
         }
     }
-    if (readable >= FAR_AHEAD + FUSED_CHUNK) {
-        for (int i = FAR_AHEAD; i < FAR_AHEAD + FUSED_CHUNK; i += CACHE_LINE_FLOATS) {
+    if (readable >= far + size) {
+        for (size_t i = far; i < far + size; i += CACHE_LINE) {
             __builtin_prefetch(chunk + i, 0, 1);
         }
     }
 }
 // ANCHOR_END: prefetch_at_two_distances
 
+/* A row with a NaN or +inf: the online version, which handles every
+ * special value one logit at a time, on the row as floats (16-bit rows are
+ * widened whole: such rows are rare, and the allocation no concern). */
+static const TopkEntry *online_stored_row(StoredLogits row, size_t vocab, TopkCollector *top, SoftmaxState *state)
+{
+    if (row.type == LOGITS_FLOAT32) {
+        return online_row(row.data, vocab, top, state);
+    }
+    float *widened = ALLOC_ARRAY(float, vocab);
+    widen_logits(row, 0, vocab, widened);
+    const TopkEntry *best = online_row(widened, vocab, top, state);
+    array_free(widened);
+    return best;
+}
+
 // ANCHOR: fuse_softmax_and_topk_in_one_pass
-static const TopkEntry *fused_row(const float *logits, size_t vocab, size_t readable, TopkCollector *top,
+static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readable, TopkCollector *top,
                                   SoftmaxState *state, float *chunk_maxima)
 {
-    LaneSums row = lane_sums_empty();
-    size_t whole_lanes = vocab - vocab % LANES;
+    LaneSums sums = lane_sums_empty();
+    size_t whole_lanes = vocab - vocab % LANES, size = logits_type_size(row.type);
     for (size_t begin = 0; begin < whole_lanes; begin += FUSED_CHUNK) {
-        size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
-        prefetch_ahead(logits + begin, readable - begin);
-        chunk_maxima[begin / FUSED_CHUNK] = lane_sums_add_chunk(&row, logits + begin, (int)(end - begin));
+        size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
+        prefetch_ahead((const char *)row.data + begin * size, readable - begin * size, FUSED_CHUNK * size);
+        chunk_maxima[begin / FUSED_CHUNK] = add_stored_chunk(&sums, row, begin, (int)n);
     }
-    *state = lane_sums_state(&row);
+    *state = lane_sums_state(&sums);
     /* The last vocab % LANES logits, one by one. */
-    for (size_t i = whole_lanes; i < vocab; i++) {
-        *state = softmax_state_push(*state, logits[i]);
+    float tail[LANES];
+    widen_logits(row, whole_lanes, vocab - whole_lanes, tail);
+    for (size_t i = 0; i < vocab - whole_lanes; i++) {
+        *state = softmax_state_push(*state, tail[i]);
     }
     if (isnan(state->sum)) {
-        /* A NaN or +inf in the row (see lane_sums_add_chunk): the online
-         * version handles every special value, one logit at a time. */
-        return online_row(logits, vocab, top, state);
+        /* A NaN or +inf in the row (see lane_sums_add_chunk). */
+        return online_stored_row(row, vocab, top, state);
     }
     /* The row is in L2 now; the top K is taken from the few chunks that
      * can hold one of it. */
-    topk_collector_raise_floor(top, lane_sums_topk_floor(&row, top->k));
-    offer_chunks_that_may_hold_candidates(top, logits, chunk_maxima, whole_lanes);
-    offer_all(top, logits, whole_lanes, vocab);
+    topk_collector_raise_floor(top, lane_sums_topk_floor(&sums, top->k));
+    offer_chunks_that_may_hold_candidates(top, row, chunk_maxima, whole_lanes);
+    offer_all(top, tail, whole_lanes, vocab - whole_lanes);
     return topk_collector_finish(top);
 }
 // ANCHOR_END: fuse_softmax_and_topk_in_one_pass
 
-/* `readable`: logits that may be read from the start of the row on (at
- * least vocab), for the fused version's prefetching. */
-static void row_with_lookahead(CpuVersion version, const float *logits, size_t vocab, size_t readable, int k,
+/* `readable`: bytes that may be read from the start of the row on (at
+ * least the row's), for the fused version's prefetching. The naive and
+ * online versions take float32 rows only. */
+static void row_with_lookahead(CpuVersion version, StoredLogits row, size_t vocab, size_t readable, int k,
                                RowScratch *scratch, float *probs, int64_t *indices)
 {
     TopkCollector top;
@@ -345,18 +503,18 @@ static void row_with_lookahead(CpuVersion version, const float *logits, size_t v
     const TopkEntry *best;
     switch (version) {
     case CPU_NAIVE:
-        best = naive_row(logits, vocab, &top, scratch->probabilities);
+        best = naive_row(row.data, vocab, &top, scratch->probabilities);
         for (int j = 0; j < k; j++) {
             probs[j] = scratch->probabilities[best[j].index];
             indices[j] = best[j].index;
         }
         return;
     case CPU_ONLINE:
-        best = online_row(logits, vocab, &top, &state);
+        best = online_row(row.data, vocab, &top, &state);
         break;
     case CPU_FUSED:
     default:
-        best = fused_row(logits, vocab, readable, &top, &state, scratch->chunk_maxima);
+        best = fused_row(row, vocab, readable, &top, &state, scratch->chunk_maxima);
         break;
     }
     // ANCHOR: normalise_only_the_winners
@@ -370,23 +528,37 @@ static void row_with_lookahead(CpuVersion version, const float *logits, size_t v
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
                       int64_t *indices)
 {
-    row_with_lookahead(version, logits, vocab, vocab, k, scratch, probs, indices);
+    row_with_lookahead(version, float32_logits(logits), vocab, vocab * sizeof(float), k, scratch, probs, indices);
 }
 
-void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,
-                       float *probs, int64_t *indices)
+static void rows_with_lookahead(CpuVersion version, StoredLogits logits, size_t rows, size_t vocab, int k, int threads,
+                                float *probs, int64_t *indices)
 {
+    size_t row_bytes = vocab * logits_type_size(logits.type);
 #pragma omp parallel num_threads(threads)
     {
         RowScratch scratch = row_scratch_new(version, vocab, k);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
             /* The rows after this one follow it in memory. */
-            row_with_lookahead(version, logits + row * vocab, vocab, (rows - row) * vocab, k, &scratch,
-                               probs + row * (size_t)k, indices + row * (size_t)k);
+            StoredLogits this_row = {(const char *)logits.data + row * row_bytes, logits.type};
+            row_with_lookahead(version, this_row, vocab, (rows - row) * row_bytes, k, &scratch, probs + row * (size_t)k,
+                               indices + row * (size_t)k);
         }
         row_scratch_free(&scratch);
     }
+}
+
+void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,
+                       float *probs, int64_t *indices)
+{
+    rows_with_lookahead(version, float32_logits(logits), rows, vocab, k, threads, probs, indices);
+}
+
+void softmax_topk_stored_rows(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
+                              int64_t *indices)
+{
+    rows_with_lookahead(CPU_FUSED, logits, rows, vocab, k, threads, probs, indices);
 }
 
 static int compare_ranks(const void *a, const void *b)

@@ -40,6 +40,32 @@ typedef struct {
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k);
 void row_scratch_free(RowScratch *scratch);
 
+/* How logits are stored: float32, or 16 bits (IEEE half, or bfloat16),
+ * which servers often hold. The fused version reads 16-bit logits as they
+ * are, half the bytes of float32, and widens them a chunk at a time (the
+ * widening is exact, so the results are those of the widened logits). */
+typedef enum { LOGITS_FLOAT32, LOGITS_FLOAT16, LOGITS_BFLOAT16 } LogitsType;
+
+typedef struct {
+    const void *data; /* [rows, vocab], row-major */
+    LogitsType type;
+} StoredLogits;
+
+/* A view of float32 logits. */
+StoredLogits float32_logits(const float *logits);
+
+/* Bytes per logit: 4 or 2. */
+size_t logits_type_size(LogitsType type);
+
+/* The n logits from `first` on, as floats, into out (exact). */
+void widen_logits(StoredLogits logits, size_t first, size_t n, float *out);
+
+/* The fused version on stored logits of any type: logits [rows, vocab] ->
+ * probs and indices [rows, k], as softmax_topk_rows(CPU_FUSED, ...) on the
+ * widened logits, to the bit. */
+void softmax_topk_stored_rows(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
+                              int64_t *indices);
+
 /* One row of `vocab` logits -> k probabilities and indices (1 <= k <= vocab). */
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
                       int64_t *indices);
@@ -57,13 +83,18 @@ void softmax_topk_reference(const float *logits, size_t vocab, int k, double *pr
  * as the fused version reads it: the running maximum, and the sum of
  * exp(x - max) kept in LANES partial sums, one per vector lane (64: four
  * AVX-512 or eight AVX2 registers, enough independent additions to hide
- * their latency). Each lane also keeps the largest logit it has seen. */
+ * their latency). Each lane also keeps the largest logit it has seen, apart
+ * for FLOOR_GROUPS groups of chunks (chunk c in group c % FLOOR_GROUPS):
+ * LANES * FLOOR_GROUPS different logits of the row, from which
+ * lane_sums_topk_floor bounds the k-th best. */
 #define LANES 64
+#define FLOOR_GROUPS 4
 
 typedef struct {
     float max;
     float sums[LANES];
-    float maxima[LANES];
+    float maxima[FLOOR_GROUPS][LANES];
+    size_t chunks; /* chunks added so far */
 } LaneSums;
 
 /* The state of no logits: max -inf, sums 0, lane maxima -inf. */
@@ -78,9 +109,14 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n);
 /* The (max, sum) state of everything added, the lanes summed in a tree. */
 SoftmaxState lane_sums_state(const LaneSums *row);
 
-/* The k-th largest of the lane maxima (-inf when k > LANES): k different
+/* A floor under the k-th best logit: the k-th largest of the lane maxima
+ * of the first lane_sums_floor_groups(k) groups, each of those merged with
+ * the groups that follow it by that many (-inf when k > LANES). k different
  * logits are at least this large, so no logit below it is among the k best
  * of the row. NaN, which the maxima ignore, must be dealt with apart. */
 float lane_sums_topk_floor(const LaneSums *row, int k);
+
+/* How many groups of lane maxima lane_sums_topk_floor counts for k. */
+int lane_sums_floor_groups(int k);
 
 #endif

@@ -128,13 +128,15 @@ void topk_collector_admit(TopkCollector *collector, TopkEntry entry)
 // ANCHOR_END: keep_k_best_candidates
 
 // ANCHOR: sort_few_candidates_by_counting
-/* A few dozen entries are sorted fastest by counting: an entry's place is
+/* The candidates of a collector with a floor, a few more than K and fewer
+ * than the buffer's 2K (a full buffer selects), so at most 127 for K up to
+ * 64, are sorted fastest by counting: an entry's place is
  * the number of entries that rank before it (unique, since the order is
  * strict). That is count^2 comparisons, but with no branch, 16 to a vector
  * instruction; a quicksort makes about 1.4 count log2(count), and the
  * processor guesses every other one wrong. The entries are numbers (see
  * topk_collector_raise_floor), so the comparison needs no branch for NaN. */
-enum { COUNTING_SORT_MAX = 64 };
+enum { COUNTING_SORT_MAX = 128 };
 
 static void sort_numbers_by_counting(TopkEntry *entries, int count)
 {

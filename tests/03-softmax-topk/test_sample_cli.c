@@ -177,7 +177,7 @@ static bool same_tokens_as_library(const float *logits, DrawMethod method, const
 {
     int64_t *tokens = ALLOC_ARRAY(int64_t, ROWS * SAMPLES), indices[ROWS * K];
     float probs[ROWS * K];
-    sample_rows(logits, ROWS, VOCAB, PARAMS, method, 5, SAMPLES, 2, tokens, probs, indices);
+    sample_rows(float32_logits(logits), ROWS, VOCAB, PARAMS, method, 5, SAMPLES, 2, tokens, probs, indices);
     bool same = memcmp(tokens, s->tokens.data, sizeof(int64_t) * ROWS * SAMPLES) == 0;
     array_free(tokens);
     return same;

@@ -24,7 +24,7 @@
 static int sample_one_row(const float *logits, size_t vocab, SamplingParams params, float *probs, int64_t *indices,
                           int64_t *token)
 {
-    sample_rows(logits, 1, vocab, params, DRAW_INVERSE_CDF, 1, 1, 1, token, probs, indices);
+    sample_rows(float32_logits(logits), 1, vocab, params, DRAW_INVERSE_CDF, 1, 1, 1, token, probs, indices);
     int count = 0;
     while (count < params.top_k && indices[count] >= 0) {
         count++;
@@ -166,8 +166,10 @@ static void test_thread_count_does_not_matter(void)
                                *three = ALLOC_ARRAY(int64_t, ROWS * SAMPLES);
     SamplingParams params = {1.0, K, 0.9, 0.0};
     for (int method = DRAW_INVERSE_CDF; method <= DRAW_GUMBEL_MAX; method++) {
-        sample_rows(logits, ROWS, VOCAB, params, (DrawMethod)method, 77, SAMPLES, 1, one, probs, indices);
-        sample_rows(logits, ROWS, VOCAB, params, (DrawMethod)method, 77, SAMPLES, 3, three, probs, indices);
+        sample_rows(float32_logits(logits), ROWS, VOCAB, params, (DrawMethod)method, 77, SAMPLES, 1, one, probs,
+                    indices);
+        sample_rows(float32_logits(logits), ROWS, VOCAB, params, (DrawMethod)method, 77, SAMPLES, 3, three, probs,
+                    indices);
         EXPECT(memcmp(one, three, sizeof(int64_t) * ROWS * SAMPLES) == 0, "method %d: tokens depend on the threads",
                method);
     }
@@ -185,7 +187,8 @@ static void test_one_token_is_the_rows_draw(void)
     int64_t indices[ROWS * K], tokens[ROWS * SAMPLES];
     SamplingParams params = {1.3, K, 0.95, 0.01};
     for (int method = DRAW_INVERSE_CDF; method <= DRAW_GUMBEL_MAX; method++) {
-        sample_rows(logits, ROWS, VOCAB, params, (DrawMethod)method, 41, SAMPLES, 2, tokens, probs, indices);
+        sample_rows(float32_logits(logits), ROWS, VOCAB, params, (DrawMethod)method, 41, SAMPLES, 2, tokens, probs,
+                    indices);
         int wrong = 0;
         for (int r = 0; r < ROWS; r++) {
             for (int d = 0; d < SAMPLES; d++) {
@@ -297,7 +300,7 @@ static ChiSquare fit_of_draws(const FitCase *c, DrawMethod method, const float *
     float *probs = ALLOC_ARRAY(float, (size_t)k);
     double *expected = ALLOC_ARRAY(double, (size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k), *ref_indices = ALLOC_ARRAY(int64_t, (size_t)k);
-    sample_rows(logits, 1, FIT_VOCAB, c->params, method, 2024, DRAWS, 1, tokens, probs, indices);
+    sample_rows(float32_logits(logits), 1, FIT_VOCAB, c->params, method, 2024, DRAWS, 1, tokens, probs, indices);
     int count = reference_survivors(logits, FIT_VOCAB, c->params, expected, ref_indices);
     ChiSquare fit = fit_of_tokens(tokens, ref_indices, expected, count);
     array_free(probs);

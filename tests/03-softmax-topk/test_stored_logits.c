@@ -1,0 +1,140 @@
+/* The fused version and the sampler on logits stored in 16 bits (fp16 and
+ * bf16), read as they are: the same results, to the bit, as on the same
+ * logits widened to float32 first (widening is exact, so there is nothing
+ * to tolerate), for irregular V, every K structure, the special values,
+ * and several threads; and the branch-free widening of halves agrees with
+ * kernels/fp16.h on every one of the 65536. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "chapters/03-softmax-topk/sampling.h"
+#include "chapters/03-softmax-topk/softmax_topk.h"
+#include "common/alloc.h"
+#include "common/rng.h"
+#include "common/testing.h"
+#include "kernels/bf16.h"
+#include "kernels/float_bits.h"
+#include "kernels/fp16.h"
+
+/* Every 16-bit pattern widened at once (the vector loop), against the
+ * scalar conversions of kernels/: the same float bits, NaN payloads and
+ * signs included. */
+static void test_widen_every_pattern(void)
+{
+    enum { PATTERNS = 1 << 16 };
+    uint16_t *bits = ALLOC_ARRAY(uint16_t, PATTERNS);
+    float *widened = ALLOC_ARRAY(float, PATTERNS);
+    for (int i = 0; i < PATTERNS; i++) {
+        bits[i] = (uint16_t)i;
+    }
+    const LogitsType types[] = {LOGITS_FLOAT16, LOGITS_BFLOAT16};
+    for (int t = 0; t < 2; t++) {
+        widen_logits((StoredLogits){bits, types[t]}, 0, PATTERNS, widened);
+        int wrong = 0, first = -1;
+        for (int i = 0; i < PATTERNS; i++) {
+            float expected = types[t] == LOGITS_FLOAT16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
+            if (float_bits(widened[i]) != float_bits(expected)) {
+                first = wrong++ == 0 ? i : first;
+            }
+        }
+        EXPECT(wrong == 0, "type %d: %d of 65536 patterns widened wrong, the first 0x%04x", (int)types[t], wrong,
+               first);
+    }
+    array_free(bits);
+    array_free(widened);
+}
+
+enum { ROWS = 7 };
+
+/* Random logits, then the special rows: a NaN, a +inf, only -inf, and a row
+ * of few distinct values (ties everywhere, and, in fp16, subnormals). */
+static void fill_logits(float *x, size_t vocab, uint64_t seed)
+{
+    Rng rng;
+    rng_seed(&rng, seed);
+    rng_fill_normal_f32(&rng, x, ROWS * vocab, 0.0, 3.0);
+    x[1 * vocab + vocab / 2] = NAN;
+    x[2 * vocab + vocab / 3] = INFINITY;
+    for (size_t i = 0; i < vocab; i++) {
+        x[3 * vocab + i] = -INFINITY;
+        x[4 * vocab + i] = (float)(i % 5) * 1e-6f - 3.0f;
+    }
+}
+
+/* The logits stored in 16 bits of `type`, and the floats they stand for. */
+static void store_in_16_bits(const float *x, size_t count, LogitsType type, uint16_t *stored, float *widened)
+{
+    for (size_t i = 0; i < count; i++) {
+        stored[i] = type == LOGITS_FLOAT16 ? half_from_float(x[i]) : (uint16_t)(float_bits(x[i]) >> 16);
+        widened[i] = type == LOGITS_FLOAT16 ? half_to_float(stored[i]) : bf16_to_float(stored[i]);
+    }
+}
+
+static bool same_bytes(const void *a, const void *b, size_t bytes)
+{
+    return memcmp(a, b, bytes) == 0;
+}
+
+static void check_type(LogitsType type, size_t vocab, int k, int threads)
+{
+    size_t count = ROWS * vocab, out = ROWS * (size_t)k;
+    float *x = ALLOC_ARRAY(float, count), *widened = ALLOC_ARRAY(float, count);
+    uint16_t *stored = ALLOC_ARRAY(uint16_t, count);
+    float *probs16 = ALLOC_ARRAY(float, out), *probs32 = ALLOC_ARRAY(float, out);
+    int64_t *indices16 = ALLOC_ARRAY(int64_t, out), *indices32 = ALLOC_ARRAY(int64_t, out);
+    fill_logits(x, vocab, vocab + (size_t)k);
+    store_in_16_bits(x, count, type, stored, widened);
+    StoredLogits as_stored = {stored, type};
+    softmax_topk_stored_rows(as_stored, ROWS, vocab, k, threads, probs16, indices16);
+    softmax_topk_rows(CPU_FUSED, widened, ROWS, vocab, k, threads, probs32, indices32);
+    EXPECT(same_bytes(probs16, probs32, out * sizeof(float)) && same_bytes(indices16, indices32, out * sizeof(int64_t)),
+           "type %d, V = %zu, K = %d, %d threads: the top K of the 16-bit logits differs from the widened ones'",
+           (int)type, vocab, k, threads);
+    /* The sampler: the same candidates, so the same survivors and tokens. */
+    enum { SAMPLES = 16 };
+    int64_t tokens16[ROWS * SAMPLES], tokens32[ROWS * SAMPLES];
+    SamplingParams params = sampling_params_top_k(k);
+    params.top_p = 0.8;
+    params.temperature = 0.7;
+    sample_rows(as_stored, ROWS, vocab, params, DRAW_INVERSE_CDF, 3, SAMPLES, threads, tokens16, probs16, indices16);
+    sample_rows(float32_logits(widened), ROWS, vocab, params, DRAW_INVERSE_CDF, 3, SAMPLES, threads, tokens32, probs32,
+                indices32);
+    EXPECT(same_bytes(tokens16, tokens32, sizeof tokens16) && same_bytes(probs16, probs32, out * sizeof(float)) &&
+               same_bytes(indices16, indices32, out * sizeof(int64_t)),
+           "type %d, V = %zu, K = %d: the sampler on the 16-bit logits differs from the widened ones'", (int)type,
+           vocab, k);
+    array_free(x);
+    array_free(widened);
+    array_free(stored);
+    array_free(probs16);
+    array_free(probs32);
+    array_free(indices16);
+    array_free(indices32);
+}
+
+/* V: one logit, less than a lane block, one block, a chunk and a tail,
+ * many chunks and a tail. K: the sorted list, the floor with one group and
+ * with four, and no floor (K > 64). */
+static void test_fused_reads_16_bits(void)
+{
+    const size_t vocabs[] = {1, 63, 64, 1001, 50257};
+    const int ks[] = {1, 8, 64, 100};
+    const LogitsType types[] = {LOGITS_FLOAT16, LOGITS_BFLOAT16};
+    for (int t = 0; t < 2; t++) {
+        for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+            for (size_t c = 0; c < sizeof ks / sizeof ks[0]; c++) {
+                if ((size_t)ks[c] <= vocabs[v]) {
+                    check_type(types[t], vocabs[v], ks[c], 1 + (int)(c % 3));
+                }
+            }
+        }
+    }
+}
+
+int main(void)
+{
+    test_widen_every_pattern();
+    test_fused_reads_16_bits();
+    return test_finish();
+}

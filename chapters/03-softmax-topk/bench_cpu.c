@@ -82,6 +82,15 @@ static void run_case(void *ctx)
     }
 }
 
+/* Seconds per run as seconds per row. */
+static BenchStats seconds_per_row(BenchStats stats, size_t rows)
+{
+    stats.median /= (double)rows;
+    stats.min /= (double)rows;
+    stats.max /= (double)rows;
+    return stats;
+}
+
 /* Seconds per row of `version` on `count` logits: the median, slowest and
  * fastest of the timed runs. */
 static BenchStats stored_row_stats(StoredLogits logits, size_t count, CpuVersion version, size_t vocab, int k,
@@ -100,10 +109,7 @@ static BenchStats stored_row_stats(StoredLogits logits, size_t count, CpuVersion
     BenchStats stats = bench_run(run_case, &c, 1, slow ? SLOW_TIMED_RUNS : FUSED_TIMED_RUNS);
     array_free(c.probs);
     array_free(c.indices);
-    stats.median /= (double)rows;
-    stats.min /= (double)rows;
-    stats.max /= (double)rows;
-    return stats;
+    return seconds_per_row(stats, rows);
 }
 
 /* The same on the benchmark data, float32. */
@@ -147,10 +153,7 @@ static BenchStats sampling_row_stats(const BenchData *data, size_t vocab, int k,
     array_free(c.tokens);
     array_free(c.indices);
     array_free(c.probs);
-    stats.median /= (double)rows;
-    stats.min /= (double)rows;
-    stats.max /= (double)rows;
-    return stats;
+    return seconds_per_row(stats, rows);
 }
 
 /* "4.1% (-2.0–9.3%)": what `with` takes beyond `without`, as a share of

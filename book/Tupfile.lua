@@ -28,10 +28,20 @@ end
 -- numbers and links that filters/book.lua makes.
 local BOOK = 'pandoc --fail-if-warnings --metadata-file=metadata.yaml'
              .. ' -M chapters="' .. table.concat(CHAPTERS, ' ') .. '"'
-             .. ' --lua-filter=filters/book.lua --mathml --syntax-definition=cuda.xml'
-local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/chapter.lua', 'cuda.xml' }
+             .. ' --lua-filter=filters/book.lua --lua-filter=filters/math.lua --mathml'
+             .. ' --syntax-definition=cuda.xml'
+local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/math.lua', 'filters/chapter.lua', 'cuda.xml' }
 local HTML = BOOK .. ' --to=html5 --template=template.html --css=style.css --self-contained'
-local HTML_FILES = concat(BOOK_FILES, { 'template.html', 'pager.html', 'style.css' })
+local HTML_FILES = concat(BOOK_FILES, { 'template.html', 'pager.html', 'style.css', 'build/math.woff2' })
+
+-- The math font every page carries (style.css): Debian's TeX Gyre Pagella
+-- Math, compressed to WOFF2, which halves it. woff2_compress writes its
+-- output next to its input, so the font is copied into build/ first.
+local MATH_FONT = '/usr/share/texmf/fonts/opentype/public/tex-gyre-math/texgyrepagella-math.otf'
+tup.definerule{
+  command = '^ WOFF2 %o^ cp ' .. MATH_FONT .. ' build/math.otf && woff2_compress build/math.otf > /dev/null',
+  outputs = { 'build/math.otf', 'build/math.woff2' },
+}
 
 local filtered, figures = {}, {}
 for _, name in ipairs(CHAPTERS) do

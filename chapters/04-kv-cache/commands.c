@@ -7,6 +7,7 @@
 #include "chapters/04-kv-cache/accuracy.h"
 #include "chapters/04-kv-cache/attend_npy.h"
 #include "chapters/04-kv-cache/attention_bench.h"
+#include "chapters/04-kv-cache/block_diagram.h"
 #include "chapters/04-kv-cache/cost.h"
 #include "chapters/04-kv-cache/demos.h"
 #include "chapters/04-kv-cache/memory.h"
@@ -303,6 +304,29 @@ int waste_data_command(int argc, char **argv)
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     waste_figure_data((int)requests, WASTE_MAX_LEN, WASTE_SEED, stdout);
+    return 0;
+}
+
+int block_diagram_command(int argc, char **argv)
+{
+    long blocks = 8, block_size = 4, prompt = 10, seed = 3;
+    const char *after = "fork";
+    const CliOption options[] = {
+        {"--after",      CLI_STRING, &after,      0, 0,        "fork (every block shared) or writes (each wrote one token)"},
+        {"--blocks",     CLI_INT,    &blocks,     2, 64,       "physical blocks in the pool"                               },
+        {"--block-size", CLI_INT,    &block_size, 2, 64,       "positions per block"                                       },
+        {"--prompt",     CLI_INT,    &prompt,     1, 4096,     "positions of the prompt both sequences share"              },
+        {"--seed",       CLI_INT,    &seed,       0, 1L << 30, "seed of the free list's order"                             },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    BlockDiagramStage stage = BLOCK_DIAGRAM_AFTER_FORK;
+    if (strcmp(after, "writes") == 0)
+        stage = BLOCK_DIAGRAM_AFTER_WRITES;
+    else if (strcmp(after, "fork") != 0)
+        cli_fail("--after must be fork or writes, got '%s'", after);
+    if (!block_diagram_copy_on_write(stdout, stage, (int)blocks, (int)block_size, (int)prompt, (uint64_t)seed))
+        cli_fail("the prompt's last block must be partly full (--prompt not a multiple of --block-size), "
+                 "with a free block left for its copy (--blocks)");
     return 0;
 }
 

@@ -15,6 +15,7 @@ static const CliCommand COMMANDS[] = {
     {"bench",         bench_command,         "decode-attention throughput, paged against contiguous"                            },
     {"bench-formats", bench_formats_command, "decode-attention time in each cache format"                                       },
     {"attend",        attend_command,        "attention over .npy inputs, in both layouts and through INT8 and INT4"            },
+    {"block-diagram", block_diagram_command, "the copy-on-write figure: block tables of a fork, as Graphviz DOT"                },
     {"cow-demo",      cow_demo_command,      "forked sequences writing a shared block, with and without copy-on-write"          },
     {"prefix-demo",   prefix_demo_command,   "prefix caching on requests with shared system prompts"                            },
     {"preempt-demo",  preempt_demo_command,  "too few blocks: preemption and refusal"                                           },

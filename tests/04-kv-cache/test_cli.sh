@@ -6,7 +6,7 @@ set -u
 . ../cli-checks.sh
 cli_program ../../chapters/04-kv-cache/kv_cache
 
-commands="generate verify cost waste waste-data bench bench-formats attend cow-demo prefix-demo preempt-demo
+commands="generate verify cost waste waste-data bench bench-formats attend block-diagram cow-demo prefix-demo preempt-demo
 accuracy memory gpu-check gpu-bench gpu-results"
 
 accepts --help
@@ -111,7 +111,21 @@ if ! grep -q "No results recorded yet" "$out"; then
     fail "kv_cache gpu-results on a missing file should say there are none"
 fi
 
-for command in memory waste-data gpu-results; do
+name="kv_cache block-diagram"
+rejects_mentioning "--after" block-diagram --after both
+rejects_mentioning "partly full" block-diagram --prompt 8 --block-size 4
+rejects_mentioning "--blocks" block-diagram --prompt 30 --block-size 4 --blocks 8
+# The figures are the block manager's state: after the fork no copy, after
+# both continuations wrote exactly one, and A (which wrote first) no longer
+# shares its last block while B does not need to.
+accepts block-diagram --after fork
+[ "$(grep -c 'copy' "$out")" = 0 ] || fail "kv_cache block-diagram --after fork should draw no copy"
+grep -q '2 users' "$out" || fail "kv_cache block-diagram --after fork should show blocks with two users"
+accepts block-diagram --after writes
+[ "$(grep -c 'label="copy"' "$out")" = 1 ] || fail "kv_cache block-diagram --after writes should draw one copy"
+[ "$(grep -c '1 user<' "$out")" = 2 ] || fail "kv_cache block-diagram --after writes should show the old last block and its copy with one user each"
+
+for command in memory waste-data gpu-results block-diagram; do
     name="kv_cache $command"
     fails_writing "$command"
 done

@@ -31,6 +31,23 @@ static double gpu_compute(long version, long threads, const Logits *x, int k, fl
     return topk_rtol_gpu(vocab);
 }
 
+/* The GPU draws by inverse CDF (method is always that: gpu-sample has no
+ * --method) from float32 logits: 16-bit ones are widened, exactly. */
+static void gpu_draw(long version, long threads, Logits *x, SamplingParams params, DrawMethod method, uint64_t seed,
+                     int samples, int64_t *tokens, float *probs, int64_t *indices)
+{
+    (void)threads;
+    (void)method;
+    widen_logits_file(x);
+    SoftmaxTopkGpuConfig config = {0, 0};
+    const char *why = softmax_topk_gpu_sample((int)version, x->logits, x->rows, x->vocab, params, seed, samples,
+                                              &config, tokens, probs, indices);
+    if (why != NULL) {
+        cli_fail("--version %ld: %s", version, why);
+    }
+    printf("GPU version %ld (%s)\n", version, softmax_topk_gpu_version_name((int)version));
+}
+
 static const TopkDevice GPU = {
     .version_help = "GPU version 1 .. 6 (kernels/softmax_topk_gpu.h)",
     .default_version = 3,
@@ -38,6 +55,7 @@ static const TopkDevice GPU = {
     .takes_threads = false,
     .require = cuda_require_device,
     .compute = gpu_compute,
+    .draw = gpu_draw,
 };
 
 int gpu_run_command(int argc, char **argv)
@@ -48,6 +66,11 @@ int gpu_run_command(int argc, char **argv)
 int gpu_apply_command(int argc, char **argv)
 {
     return topk_apply_command(argc, argv, &GPU);
+}
+
+int gpu_sample_command(int argc, char **argv)
+{
+    return topk_sample_command(argc, argv, &GPU);
 }
 
 typedef struct {

@@ -17,9 +17,9 @@
 #include "tests/03-softmax-topk/run_program.h"
 #include "tests/scratch_directory.h"
 
-static const char *const COMMANDS[] = {"run",       "apply",     "sample",     "hard-inputs",     "traffic",
-                                       "accuracy",  "bench",     "merge-demo", "admissions-data", "gpu-run",
-                                       "gpu-apply", "gpu-check", "gpu-bench",  "gpu-results"};
+static const char *const COMMANDS[] = {"run",       "apply",      "sample",     "hard-inputs",     "traffic",
+                                       "accuracy",  "bench",      "merge-demo", "admissions-data", "gpu-run",
+                                       "gpu-apply", "gpu-sample", "gpu-check",  "gpu-bench",       "gpu-results"};
 
 /* The subcommands that need CUDA: a build without it refuses them, --help
  * included. */
@@ -100,6 +100,9 @@ static void test_commands(void)
     expect_gpu_refusal(run("gpu-bench", "--markdown", NULL), "gpu-bench", "unknown option '--markdown'");
     expect_gpu_refusal(run("gpu-run", "--threads", "2", NULL), "gpu-run", "unknown option '--threads'");
     expect_gpu_refusal(run("gpu-check", "--quick", NULL), "gpu-check", "unknown option '--quick'");
+    /* The GPU draws by the inverse CDF on its own threads. */
+    expect_gpu_refusal(run("gpu-sample", "--threads", "2", NULL), "gpu-sample", "unknown option '--threads'");
+    expect_gpu_refusal(run("gpu-sample", "--method", "gumbel", NULL), "gpu-sample", "unknown option '--method'");
 }
 
 static void test_bad_input(void)

@@ -58,6 +58,7 @@ void note_nonfinite_logits(const Logits *x, int k, const float *probs);
 typedef struct {
     const char *version_help; /* the --version line of --help */
     long default_version, version_count;
+    long default_sample_version; /* a GPU's sample: the version that draws in its top-K kernel */
     bool takes_threads;
     void (*require)(void); /* NULL, or what must hold before any work (a CUDA device) */
     /* logits [rows, vocab] -> probs, indices [rows, k]; prints one line

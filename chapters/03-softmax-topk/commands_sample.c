@@ -103,7 +103,7 @@ static SampleOptions parse_sample_options(int argc, char **argv, const TopkDevic
                        .method_text = "inverse-cdf",
                        .k = 8,
                        .threads = bench_max_threads(),
-                       .version = device->default_version,
+                       .version = device->default_sample_version,
                        .temperature = 1.0,
                        .top_p = 1.0,
                        .min_p = 0.0};

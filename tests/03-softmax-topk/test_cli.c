@@ -116,7 +116,7 @@ static void test_bad_input(void)
     expect_refusal(run("run", "--vocab", NULL), "run", "--vocab expects a value", NULL);
     expect_refusal(run("run", "--version", "4", NULL), "run", "--version expects an integer in [1, 3]", NULL);
     expect_gpu_refusal(run("gpu-run", "--version", "2", "-k", "33", NULL), "gpu-run", "supports K <= 32");
-    expect_gpu_refusal(run("gpu-run", "--version", "6", NULL), "gpu-run", "--version expects an integer in [1, 5]");
+    expect_gpu_refusal(run("gpu-run", "--version", "8", NULL), "gpu-run", "--version expects an integer in [1, 7]");
     expect_gpu_refusal(run("gpu-run", "--version", "5", "--vocab", "2000", "-k", "1025", NULL), "gpu-run",
                        "supports K <= 1024");
 

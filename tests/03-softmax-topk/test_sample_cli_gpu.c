@@ -133,7 +133,8 @@ static void check_case(SampleCase c, int case_number)
 {
     char cpu_dir[64], gpu_dir[64];
     snprintf(cpu_dir, sizeof cpu_dir, "cpu%d", case_number);
-    const char *logits = scratch_path("logits.npy");
+    char logits[4200]; /* scratch_path's buffers are taken in turn: keep a copy */
+    snprintf(logits, sizeof logits, "%s", scratch_path("logits.npy"));
     char cpu_save[4200];
     snprintf(cpu_save, sizeof cpu_save, "%s", scratch_path(cpu_dir));
     const char *sample[] = {"sample",      "--load", logits,   "-k",        c.k,         "--top-p", c.top_p,

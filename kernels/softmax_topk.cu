@@ -1,4 +1,4 @@
-/* Softmax + top-K kernels, versions 1 to 5 (see kernels/softmax_topk_gpu.h;
+/* Softmax + top-K kernels, versions 1 to 7 (see kernels/softmax_topk_gpu.h;
  * their launcher is kernels/softmax_topk_launch.cu). The arithmetic and the
  * order of logits come from kernels/softmax_topk.h, the same functions the
  * CPU code and its tests use. */
@@ -777,12 +777,14 @@ __device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates)
  * step. The quick vote lets through a logit equal to the threshold's: the
  * threshold may come from another warp, whose entry can have a larger index
  * than this one, which then ranks before it. It needs no test for the
- * sentinel: against its -inf, !(x < t) holds for every logit and NaN. */
+ * sentinel: against its -inf, !(x < t) holds for every logit and NaN.
+ * kSoftmax = false only selects (version 7: the draws need no sum over V). */
+template <bool kSoftmax>
 __device__ void warp_scan_shared_threshold(const float *row, int begin, int end, int member, int members,
                                            RowCandidates &candidates, SoftmaxState &state)
 {
     auto visit_vector = [&](float4 q, int first, bool valid) {
-        if (valid) {
+        if (kSoftmax && valid) {
             state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
         }
         float t = row_threshold_value(candidates);
@@ -798,7 +800,7 @@ __device__ void warp_scan_shared_threshold(const float *row, int begin, int end,
         }
     };
     auto visit_scalar = [&](float value, int index, bool valid) {
-        if (valid) {
+        if (kSoftmax && valid) {
             state = softmax_state_push(state, value);
         }
         warp_read_row_threshold(candidates);
@@ -824,12 +826,45 @@ __device__ RowGroupLayout row_group_layout(int rows, int warps_per_row)
     return layout;
 }
 
+// ANCHOR: draw_in_the_block_that_found_the_top_k
+/* Version 7's epilogue, by the warp that holds the row's top k, sorted, in
+ * `best` (shared memory): the sampler's steps on their logits, which are
+ * right there, copied into `scratch` (2k floats of shared memory, free
+ * once the merge is done), then the draws, lanes taking them in turn, with
+ * the uniforms of sample_rows on the CPU. Only the outputs go to global
+ * memory: the survivors' probs and indices [rows, k] and the tokens. */
+__device__ void warp_sample_row(int row, int k, const TopkEntry *best, float *scratch, const FusedSampling &sampling,
+                                float *probs, int64_t *indices)
+{
+    const int lane = lane_id();
+    float *candidate_logits = scratch, *survivor_probs = scratch + k;
+    for (int j = lane; j < k; j += kWarpSize) {
+        candidate_logits[j] = best[j].value;
+    }
+    __syncwarp();
+    int count = lane == 0 ? sampling_survivors(candidate_logits, sampling.params, survivor_probs) : 0;
+    count = __shfl_sync(kFullMask, count, 0);
+    __syncwarp();
+    for (int j = lane; j < k; j += kWarpSize) {
+        size_t out = static_cast<size_t>(row) * k + j;
+        probs[out] = survivor_probs[j];
+        indices[out] = j < count ? best[j].index : -1;
+    }
+    for (int d = lane; d < sampling.samples; d += kWarpSize) {
+        int place = sample_inverse_cdf(survivor_probs, count, philox_uniform(sampling.seed, row, d, 0));
+        sampling.tokens[static_cast<size_t>(row) * sampling.samples + d] = place < 0 ? -1 : best[place].index;
+    }
+}
+// ANCHOR_END: draw_in_the_block_that_found_the_top_k
+
 // ANCHOR: give_each_row_a_block_and_one_threshold
 /* Version 6, K >= 2: as version 3, a row's warps scan their shares and
  * merge in a tree, but they share the row's threshold, push float4s without
- * a branch, and merge their fresh candidates into their kept ones. */
+ * a branch, and merge their fresh candidates into their kept ones.
+ * Version 7 (kSample): no online state, and the draws at the end. */
+template <bool kSample>
 __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
-                                        int warps_per_row, float *probs, int64_t *indices)
+                                        int warps_per_row, FusedSampling sampling, float *probs, int64_t *indices)
 {
     extern __shared__ __align__(16) unsigned char shared[];
     unsigned long long *row_thresholds = reinterpret_cast<unsigned long long *>(shared);
@@ -852,8 +887,8 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
         __syncthreads();
         SoftmaxState state = softmax_state_empty();
         if (row < rows) {
-            warp_scan_shared_threshold(logits + static_cast<size_t>(row) * vocab, 0, vocab, layout.member,
-                                       warps_per_row, candidates, state);
+            warp_scan_shared_threshold<!kSample>(logits + static_cast<size_t>(row) * vocab, 0, vocab, layout.member,
+                                                 warps_per_row, candidates, state);
         }
         state = warp_merge_states(state);
         if (lane_id() == 0) {
@@ -861,8 +896,13 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
         }
         __syncthreads();
         block_merge_partials(buffers, stride, states, kBlockWarps, warps_per_row, k);
+        TopkEntry *best = buffers + warp * stride;
         if (layout.member == 0 && row < rows) {
-            warp_write_row<true>(row, k, states[warp], buffers + warp * stride, nullptr, probs, indices);
+            if (kSample) {
+                warp_sample_row(row, k, best, reinterpret_cast<float *>(best + kept_size), sampling, probs, indices);
+            } else {
+                warp_write_row<true>(row, k, states[warp], best, nullptr, probs, indices);
+            }
         }
         /* The next group reuses the thresholds, buffers and states. */
         __syncthreads();
@@ -896,17 +936,21 @@ __device__ TopkEntry lane_best_after(TopkEntry best, float4 q, int first, float 
     return best;
 }
 
-__global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, float *probs,
-                                   int64_t *indices)
+template <bool kSample>
+__global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, FusedSampling sampling,
+                                   float *probs, int64_t *indices)
 {
     __shared__ TopkEntry bests[kBlockWarps];
     __shared__ SoftmaxState states[kBlockWarps];
+    __shared__ float sample_scratch[2 * kBlockWarps];
     const int warp = warp_id();
     const RowGroupLayout layout = row_group_layout(rows, warps_per_row);
     for (int group = blockIdx.x; group < layout.groups; group += gridDim.x) {
         int row = group * layout.rows_per_block + warp / warps_per_row;
         SoftmaxState state = softmax_state_empty();
         TopkEntry best = topk_sentinel();
+        /* Version 7 needs no online state, but the quick test's NaN check
+         * reads its sum: it keeps it. */
         auto visit_vector = [&](float4 q, int first, bool valid) {
             if (valid) {
                 state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
@@ -930,13 +974,22 @@ __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int
             states[warp] = state;
         }
         __syncthreads();
-        if (layout.member == 0 && row < rows && lane_id() == 0) {
-            for (int w = warp + 1; w < warp + warps_per_row; w++) {
-                best = better_entry(best, bests[w]);
-                state = softmax_state_merge(state, states[w]);
+        if (layout.member == 0 && row < rows) {
+            if (lane_id() == 0) {
+                for (int w = warp + 1; w < warp + warps_per_row; w++) {
+                    best = better_entry(best, bests[w]);
+                    state = softmax_state_merge(state, states[w]);
+                }
+                bests[warp] = best;
+                if (!kSample) {
+                    probs[row] = softmax_probability(state, best.value);
+                    indices[row] = best.index;
+                }
             }
-            probs[row] = softmax_probability(state, best.value);
-            indices[row] = best.index;
+            if (kSample) {
+                __syncwarp();
+                warp_sample_row(row, 1, bests + warp, sample_scratch + 2 * warp, sampling, probs, indices);
+            }
         }
         /* The next group reuses bests and states. */
         __syncthreads();
@@ -995,5 +1048,12 @@ INSTANTIATE_WARP_PER_ROW(kRegisterMaxK);
                                                         float *, int64_t *)
 INSTANTIATE_BLOCK_ROWS(false);
 INSTANTIATE_BLOCK_ROWS(true);
+/* Version 6 (false) and 7 (true). */
+#define INSTANTIATE_SHARED_THRESHOLD(SAMPLE)                                                              \
+    template __global__ void shared_threshold_kernel<SAMPLE>(const float *, int, int, int, int, int, int, \
+                                                             FusedSampling, float *, int64_t *);          \
+    template __global__ void argmax_rows_kernel<SAMPLE>(const float *, int, int, int, FusedSampling, float *, int64_t *)
+INSTANTIATE_SHARED_THRESHOLD(false);
+INSTANTIATE_SHARED_THRESHOLD(true);
 
 } // namespace softmax_topk_kernels

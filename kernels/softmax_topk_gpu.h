@@ -1,4 +1,4 @@
-/* Softmax + top-K on a CUDA GPU: six numbered versions, naive to best.
+/* Softmax + top-K on a CUDA GPU: seven numbered versions, naive to best.
  *
  *   1  naive: one kernel makes three passes over each row (max, sum, then
  *      writes every probability to a [rows, V] array), a second kernel
@@ -17,7 +17,11 @@
  *   6  version 3 within the budget of its machine code: the row's warps share
  *      one threshold, each float4 updates the online state without a
  *      branch, fresh candidates are sorted alone and merged into the kept
- *      K, and K = 1 is an argmax with no buffer, K <= 256.
+ *      K, and K = 1 is an argmax with no buffer, K <= 256;
+ *   7  sampling fused into version 6: the block that found a row's top K
+ *      draws its tokens from the candidates in shared memory, with no
+ *      second launch and no sum over V (the draws need only the K); a
+ *      top K alone (no sampling set) is version 6's, K <= 256.
  *
  * All of them return, for each row, the K largest probabilities and their
  * indices in the order of kernels/softmax_topk.h (which holds the logic they
@@ -35,6 +39,7 @@
 #ifndef KERNELS_SOFTMAX_TOPK_GPU_H
 #define KERNELS_SOFTMAX_TOPK_GPU_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,7 +48,7 @@
 
 COMMON_BEGIN_C
 
-#define SOFTMAX_TOPK_GPU_VERSIONS 6
+#define SOFTMAX_TOPK_GPU_VERSIONS 7
 
 /* The largest K version `version` (1 .. SOFTMAX_TOPK_GPU_VERSIONS) takes. */
 int softmax_topk_gpu_max_k(int version);
@@ -59,6 +64,10 @@ size_t softmax_topk_gpu_scan_shared_bytes(int k);
 size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors);
 /* Version 6's at this K (0 for K = 1, the argmax). */
 size_t softmax_topk_gpu_shared_threshold_bytes(int k);
+
+/* Does the version draw in its top-K kernel (true), or after it, in a
+ * second kernel? */
+bool softmax_topk_gpu_fuses_sampling(int version);
 
 /* One line describing the version, e.g. "one warp per row, registers". */
 const char *softmax_topk_gpu_version_name(int version);
@@ -92,13 +101,22 @@ void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run);
 /* Launch once and copy the results to probs and indices [rows, k]. */
 void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices);
 
+/* From now on every launch of `run` also draws `samples` tokens per row
+ * from its K candidates, as softmax_topk_gpu_sample below (params.top_k is
+ * the run's K); refused as there, and then the run is unchanged. */
+const char *softmax_topk_gpu_run_sample(SoftmaxTopkGpuRun *run, SamplingParams params, uint64_t seed, int samples);
+
+/* After a launch of a sampling run: its tokens [rows, samples] and the
+ * survivors' probs and indices [rows, K]. */
+void softmax_topk_gpu_run_tokens(const SoftmaxTopkGpuRun *run, int64_t *tokens, float *probs, int64_t *indices);
+
 /* All in one: copy in, launch, copy out into host memory. */
 const char *softmax_topk_gpu(int version, const float *logits, size_t rows, size_t vocab, int k,
                              const SoftmaxTopkGpuConfig *config, float *probs, int64_t *indices);
 
-/* Sampling on the GPU: the top K by `version`, then, on the device, the
- * steps and the draws of the CPU's sample_rows (inverse CDF) over each
- * row's K candidates: tokens [rows, samples] (-1 for a row without
+/* Sampling on the GPU: the top K by `version`, then, on the device (in
+ * the same kernel for version 7), the steps and the draws of the CPU's
+ * sample_rows (inverse CDF) over each row's K candidates: tokens [rows, samples] (-1 for a row without
  * survivors), and the survivors' probs and indices [rows, K] (cut places:
  * 0 and -1). The same logits, parameters and seed give sample_rows' tokens.
  * Refuses K above SOFTMAX_TOPK_GPU_SAMPLE_MAX_K or the version's limit,

@@ -42,16 +42,29 @@ __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, 
 __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
                                       int k, int splits, float *probs, int64_t *indices);
 
-/* Version 6, k >= 2: candidates per warp in dynamic shared memory, after
- * one threshold key per warp slot (kBlockWarps of them): kept_size kept
- * (a power of two >= k) then fresh_size fresh (a power of two >= kept_size
- * and >= 2 kOffersPerStep), and an online state per warp. */
-__global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
-                                        int warps_per_row, float *probs, int64_t *indices);
+/* Version 7's draws, made by the block that found the row's top K:
+ * `samples` tokens per row into tokens [rows, samples], and probs and
+ * indices [rows, k] become the survivors' (softmax_topk_gpu_sample). */
+struct FusedSampling {
+    SamplingParams params;
+    uint64_t seed;
+    int samples;
+    int64_t *tokens;
+};
 
-/* Version 6, k = 1. */
-__global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, float *probs,
-                                   int64_t *indices);
+/* Versions 6 (kSample false: `sampling` unused) and 7, k >= 2: candidates
+ * per warp in dynamic shared memory, after one threshold key per warp slot
+ * (kBlockWarps of them): kept_size kept (a power of two >= k) then
+ * fresh_size fresh (a power of two >= kept_size and >= 2 kOffersPerStep),
+ * and an online state per warp. */
+template <bool kSample>
+__global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
+                                        int warps_per_row, FusedSampling sampling, float *probs, int64_t *indices);
+
+/* Versions 6 and 7, k = 1. */
+template <bool kSample>
+__global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, FusedSampling sampling,
+                                   float *probs, int64_t *indices);
 
 /* Sampling after the top K, k <= kSampleMaxK: one thread per row. */
 constexpr int kSampleMaxK = 256;

@@ -158,11 +158,22 @@ struct SoftmaxTopkGpuRun {
     float *probabilities;         /* version 1: [rows, vocab] */
     TopkEntry *partial_lists;     /* version 4: [rows, splits, k] */
     SoftmaxState *partial_states; /* version 4: [rows, splits] */
+    /* Set by softmax_topk_gpu_run_sample (tokens non-null): every launch
+     * also draws, version 7 in its top-K kernel, the others in
+     * sample_candidates_kernel, which gathers the candidates' logits into
+     * candidate_logits [rows, k]. */
+    FusedSampling sampling;
+    float *candidate_logits;
 };
 
 int softmax_topk_gpu_max_k(int version)
 {
     return version == 2 ? kRegisterMaxK : version == 5 ? kRadixMaxK : kMaxK;
+}
+
+bool softmax_topk_gpu_fuses_sampling(int version)
+{
+    return version == 7;
 }
 
 int softmax_topk_gpu_threads_per_block(void)
@@ -200,6 +211,8 @@ const char *softmax_topk_gpu_version_name(int version)
         return "block per row, radix select of the K-th key";
     case 6:
         return "block per row, one threshold per row, merges sized to the candidates";
+    case 7:
+        return "version 6 with the draws in the block that found the top K";
     default:
         return "?";
     }
@@ -275,6 +288,8 @@ void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run)
     CUDA_CHECK(cudaFree(run->probabilities));
     CUDA_CHECK(cudaFree(run->partial_lists));
     CUDA_CHECK(cudaFree(run->partial_states));
+    CUDA_CHECK(cudaFree(run->sampling.tokens));
+    CUDA_CHECK(cudaFree(run->candidate_logits));
     delete run;
 }
 
@@ -283,19 +298,34 @@ int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run)
     return run->splits;
 }
 
-/* K = 1 is an argmax; above, candidates with a shared threshold. */
-static void launch_version_6(const SoftmaxTopkGpuRun *run)
+/* K = 1 is an argmax; above, candidates with a shared threshold. With
+ * kSample (version 7 when it samples) the same block then draws. */
+template <bool kSample> static void launch_shared_threshold(const SoftmaxTopkGpuRun *run)
 {
     int warps = warps_per_row_for(run->vocab);
     int grid = grid_for(row_groups_for(run->rows, warps), run->max_blocks);
     if (run->k == 1) {
-        argmax_rows_kernel<<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, warps, run->probs,
-                                                    run->indices);
+        argmax_rows_kernel<kSample><<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, warps, run->sampling,
+                                                             run->probs, run->indices);
     } else {
-        shared_threshold_kernel<<<grid, kBlockThreads, shared_threshold_bytes(run->k)>>>(
+        shared_threshold_kernel<kSample><<<grid, kBlockThreads, shared_threshold_bytes(run->k)>>>(
             run->logits, run->rows, run->vocab, run->k, kept_size_for(run->k), fresh_size_for(run->k), warps,
-            run->probs, run->indices);
+            run->sampling, run->probs, run->indices);
     }
+}
+
+static bool samples(const SoftmaxTopkGpuRun *run)
+{
+    return run->sampling.tokens != nullptr;
+}
+
+/* After the top K of versions 1 .. 6: one thread per row draws. */
+static void launch_sampling(const SoftmaxTopkGpuRun *run)
+{
+    int grid = grid_for((run->rows + kBlockThreads - 1) / kBlockThreads, run->max_blocks);
+    sample_candidates_kernel<<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, run->sampling.params,
+                                                      run->sampling.seed, run->sampling.samples, run->candidate_logits,
+                                                      run->probs, run->indices, run->sampling.tokens);
 }
 
 static void launch(const SoftmaxTopkGpuRun *run)
@@ -335,10 +365,22 @@ static void launch(const SoftmaxTopkGpuRun *run)
                                                                                 run->indices);
         break;
     case 6:
-        launch_version_6(run);
+        launch_shared_threshold<false>(run);
+        break;
+    case 7:
+        if (samples(run)) {
+            launch_shared_threshold<true>(run);
+            CUDA_CHECK(cudaGetLastError());
+            return;
+        }
+        launch_shared_threshold<false>(run);
         break;
     }
     CUDA_CHECK(cudaGetLastError());
+    if (samples(run)) {
+        launch_sampling(run);
+        CUDA_CHECK(cudaGetLastError());
+    }
 }
 
 void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run)
@@ -372,6 +414,34 @@ static const char *check_sampling(SamplingParams params, int samples)
     return nullptr;
 }
 
+const char *softmax_topk_gpu_run_sample(SoftmaxTopkGpuRun *run, SamplingParams params, uint64_t seed, int samples)
+{
+    const char *why = check_sampling(params, samples);
+    if (why == nullptr && params.top_k != run->k) {
+        why = gpu_refusal("sampling with K = %d on a run of K = %d", params.top_k, run->k);
+    }
+    if (why != nullptr) {
+        return why;
+    }
+    size_t token_count = static_cast<size_t>(run->rows) * samples, outputs = static_cast<size_t>(run->rows) * run->k;
+    CUDA_CHECK(cudaFree(run->sampling.tokens));
+    run->sampling = FusedSampling{params, seed, samples, nullptr};
+    CUDA_CHECK(cudaMalloc(&run->sampling.tokens, token_count * sizeof(int64_t)));
+    if (run->candidate_logits == nullptr && !softmax_topk_gpu_fuses_sampling(run->version)) {
+        CUDA_CHECK(cudaMalloc(&run->candidate_logits, outputs * sizeof(float)));
+    }
+    return nullptr;
+}
+
+void softmax_topk_gpu_run_tokens(const SoftmaxTopkGpuRun *run, int64_t *tokens, float *probs, int64_t *indices)
+{
+    size_t token_count = static_cast<size_t>(run->rows) * run->sampling.samples;
+    size_t outputs = static_cast<size_t>(run->rows) * run->k;
+    CUDA_CHECK(cudaMemcpy(tokens, run->sampling.tokens, token_count * sizeof(int64_t), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(probs, run->probs, outputs * sizeof(float), cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaMemcpy(indices, run->indices, outputs * sizeof(int64_t), cudaMemcpyDeviceToHost));
+}
+
 // ANCHOR: sample_after_the_top_k_on_the_gpu
 const char *softmax_topk_gpu_sample(int version, const float *logits, size_t rows, size_t vocab, SamplingParams params,
                                     uint64_t seed, int samples, const SoftmaxTopkGpuConfig *config, int64_t *tokens,
@@ -382,26 +452,15 @@ const char *softmax_topk_gpu_sample(int version, const float *logits, size_t row
     if (why == nullptr) {
         why = softmax_topk_gpu_run_new(&run, version, logits, rows, vocab, params.top_k, config);
     }
-    if (why != nullptr) {
-        return why;
+    if (why == nullptr) {
+        why = softmax_topk_gpu_run_sample(run, params, seed, samples);
     }
-    int64_t *device_tokens = nullptr;
-    float *candidate_logits = nullptr;
-    size_t token_count = rows * static_cast<size_t>(samples), outputs = rows * static_cast<size_t>(params.top_k);
-    CUDA_CHECK(cudaMalloc(&device_tokens, token_count * sizeof(int64_t)));
-    CUDA_CHECK(cudaMalloc(&candidate_logits, outputs * sizeof(float)));
-    launch(run);
-    int grid = grid_for((run->rows + kBlockThreads - 1) / kBlockThreads, run->max_blocks);
-    sample_candidates_kernel<<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, params, seed, samples,
-                                                      candidate_logits, run->probs, run->indices, device_tokens);
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemcpy(tokens, device_tokens, token_count * sizeof(int64_t), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(probs, run->probs, outputs * sizeof(float), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaMemcpy(indices, run->indices, outputs * sizeof(int64_t), cudaMemcpyDeviceToHost));
-    CUDA_CHECK(cudaFree(device_tokens));
-    CUDA_CHECK(cudaFree(candidate_logits));
+    if (why == nullptr) {
+        launch(run);
+        softmax_topk_gpu_run_tokens(run, tokens, probs, indices);
+    }
     softmax_topk_gpu_run_free(run);
-    return nullptr;
+    return why;
 }
 // ANCHOR_END: sample_after_the_top_k_on_the_gpu
 

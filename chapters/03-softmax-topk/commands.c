@@ -9,6 +9,7 @@
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/merge_demo.h"
+#include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
 #include "common/bench.h"
@@ -284,6 +285,14 @@ static double cpu_compute(long version, long threads, const Logits *x, int k, fl
     return cpu_version == CPU_FUSED ? TOPK_RTOL_TREE_SUM : topk_rtol_sequential_sum(vocab);
 }
 
+/* The fused pass reads the logits as they are stored, 16-bit or not. */
+static void cpu_draw(long version, long threads, Logits *x, SamplingParams params, DrawMethod method, uint64_t seed,
+                     int samples, int64_t *tokens, float *probs, int64_t *indices)
+{
+    (void)version;
+    sample_rows(x->stored, x->rows, x->vocab, params, method, seed, samples, (int)threads, tokens, probs, indices);
+}
+
 static const TopkDevice CPU = {
     .version_help = "CPU version: 1 naive, 2 online, 3 fused",
     .default_version = CPU_FUSED,
@@ -291,6 +300,7 @@ static const TopkDevice CPU = {
     .takes_threads = true,
     .require = NULL,
     .compute = cpu_compute,
+    .draw = cpu_draw,
 };
 
 int run_command(int argc, char **argv)
@@ -301,6 +311,11 @@ int run_command(int argc, char **argv)
 int apply_command(int argc, char **argv)
 {
     return topk_apply_command(argc, argv, &CPU);
+}
+
+int sample_command(int argc, char **argv)
+{
+    return topk_sample_command(argc, argv, &CPU);
 }
 
 static TableFormat parse_table_options(int argc, char **argv)

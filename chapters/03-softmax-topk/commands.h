@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/cli.h"
 #include "common/npy.h"
@@ -57,12 +58,19 @@ void note_nonfinite_logits(const Logits *x, int k, const float *probs);
 typedef struct {
     const char *version_help; /* the --version line of --help */
     long default_version, version_count;
+    long default_sample_version; /* a GPU's sample: the version that draws in its top-K kernel */
     bool takes_threads;
     void (*require)(void); /* NULL, or what must hold before any work (a CUDA device) */
     /* logits [rows, vocab] -> probs, indices [rows, k]; prints one line
      * naming what ran, and returns the relative tolerance its sums need.
      * x->logits is set; x->stored may be 16-bit. */
     double (*compute)(long version, long threads, const Logits *x, int k, float *probs, int64_t *indices);
+    /* sample_rows' contract (sampling.h) after version's top K; may widen
+     * x's logits. The CPU's (takes_threads) always reads the fused pass and
+     * takes --method and --threads; a GPU's takes --version and draws by
+     * the inverse CDF. */
+    void (*draw)(long version, long threads, Logits *x, SamplingParams params, DrawMethod method, uint64_t seed,
+                 int samples, int64_t *tokens, float *probs, int64_t *indices);
 } TopkDevice;
 
 /* `run`: the top K of random logits, a few rows printed, all checked
@@ -74,5 +82,11 @@ int topk_random_command(int argc, char **argv, const TopkDevice *device);
  * unchanged), written to DIR/probs.npy (float32) and DIR/indices.npy
  * (int64), both [rows, K]. */
 int topk_apply_command(int argc, char **argv, const TopkDevice *device);
+
+/* `sample --load FILE [--dtype bf16] [-k K] [--top-p P] [--min-p M]
+ * [--temperature T] --seed S --samples N --save DIR`: tokens.npy,
+ * probs.npy and indices.npy, the same files for the same seed on every
+ * device. */
+int topk_sample_command(int argc, char **argv, const TopkDevice *device);
 
 #endif

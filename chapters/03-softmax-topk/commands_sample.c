@@ -1,6 +1,7 @@
-/* `sample`: from logits to tokens, with the chapter's sampler
- * (sampling.h): the fused top-K pass, then temperature, top-p and min-p
- * over the K candidates, then draws by the inverse CDF or Gumbel-max. */
+/* `sample` and `gpu-sample`: from logits to tokens, with the chapter's
+ * sampler (sampling.h): a top-K pass (the CPU's fused one, or a GPU
+ * version), then temperature, top-p and min-p over the K candidates, then
+ * draws by the inverse CDF (or, on the CPU, Gumbel-max). */
 #include <stdio.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@ typedef struct {
     const char *load, *save, *seed_text, *samples_text; /* required: no default */
     const char *dtype, *method_text;
     DrawMethod method;
-    long k, seed, samples, threads;
+    long k, seed, samples, threads, version;
     double temperature, top_p, min_p;
 } SampleOptions;
 
@@ -54,36 +55,61 @@ static void require_sample_options(SampleOptions *o)
     require_positive_temperature(o->temperature);
 }
 
-static SampleOptions parse_sample_options(int argc, char **argv)
+enum { SHARED_SAMPLE_OPTIONS = 9, SAMPLE_OPTIONS = SHARED_SAMPLE_OPTIONS + 2 };
+
+/* The options of every device, then --method and --threads on the CPU or
+ * --version on a GPU; returns how many. */
+static size_t sample_options(const TopkDevice *device, SampleOptions *o, CliOption *options)
+{
+    const CliOption shared[SHARED_SAMPLE_OPTIONS] = {
+        {"--load",        CLI_STRING, &o->load,         0, 0,       LOGITS_FILE_HELP                                    },
+        {"--dtype",       CLI_STRING, &o->dtype,        0, 0,       LOGITS_DTYPE_HELP                                   },
+        {"--save",        CLI_STRING, &o->save,         0, 0,
+         "write tokens.npy (int64 [rows, N]), and probs.npy (float32) and indices.npy (int64) [rows, K] of the "
+         "survivors, each row's padded with probability 0 and index -1; a row without survivors (a NaN, or only "
+         "-inf): tokens -1, probabilities NaN"                                                                          },
+        {"-k",            CLI_INT,    &o->k,            1, 1 << 30, "K: the candidates, before top-p and min-p"         },
+        {"--top-p",       CLI_DOUBLE, &o->top_p,        0, 1,
+         "P in (0, 1]: the shortest prefix of the K holding P of their probability; 1 "
+         "cuts nothing"                                                                                                 },
+        {"--min-p",       CLI_DOUBLE, &o->min_p,        0, 1,
+         "M in [0, 1]: cut the candidates less probable than M times the most probable; 0 cuts nothing"                 },
+        {"--temperature", CLI_DOUBLE, &o->temperature,  0, 1e300,   "T > 0: the logits are divided by T"                },
+        {"--seed",        CLI_STRING, &o->seed_text,    0, 0,       "S: the seed of the draws, an integer in [0, 10^18]"},
+        {"--samples",     CLI_STRING, &o->samples_text, 0, 0,       "N: draws per row, 1 to 2^24"                       },
+    };
+    size_t count = SHARED_SAMPLE_OPTIONS;
+    memcpy(options, shared, count * sizeof *options);
+    if (device->takes_threads) {
+        options[count++] =
+            (CliOption){"--method",
+                        CLI_STRING,
+                        &o->method_text,
+                        0,
+                        0,
+                        "inverse-cdf: one uniform per draw; gumbel: Gumbel-max, one uniform per candidate per draw"};
+        options[count++] =
+            (CliOption){"--threads", CLI_INT, &o->threads, 1, 1024, "CPU threads (the tokens do not depend on it)"};
+    } else {
+        options[count++] =
+            (CliOption){"--version", CLI_INT, &o->version, 1, (double)device->version_count, device->version_help};
+    }
+    return count;
+}
+
+static SampleOptions parse_sample_options(int argc, char **argv, const TopkDevice *device)
 {
     SampleOptions o = {.dtype = "auto",
                        .method_text = "inverse-cdf",
                        .k = 8,
                        .threads = bench_max_threads(),
+                       .version = device->default_sample_version,
                        .temperature = 1.0,
                        .top_p = 1.0,
                        .min_p = 0.0};
-    const CliOption options[] = {
-        {"--load",        CLI_STRING, &o.load,         0, 0,       LOGITS_FILE_HELP                                    },
-        {"--dtype",       CLI_STRING, &o.dtype,        0, 0,       LOGITS_DTYPE_HELP                                   },
-        {"--save",        CLI_STRING, &o.save,         0, 0,
-         "write tokens.npy (int64 [rows, N]), and probs.npy (float32) and indices.npy (int64) [rows, K] of the "
-         "survivors, each row's padded with probability 0 and index -1; a row without survivors (a NaN, or only "
-         "-inf): tokens -1, probabilities NaN"                                                                         },
-        {"-k",            CLI_INT,    &o.k,            1, 1 << 30, "K: the candidates, before top-p and min-p"         },
-        {"--top-p",       CLI_DOUBLE, &o.top_p,        0, 1,
-         "P in (0, 1]: the shortest prefix of the K holding P of their probability; 1 "
-         "cuts nothing"                                                                                                },
-        {"--min-p",       CLI_DOUBLE, &o.min_p,        0, 1,
-         "M in [0, 1]: cut the candidates less probable than M times the most probable; 0 cuts nothing"                },
-        {"--temperature", CLI_DOUBLE, &o.temperature,  0, 1e300,   "T > 0: the logits are divided by T"                },
-        {"--seed",        CLI_STRING, &o.seed_text,    0, 0,       "S: the seed of the draws, an integer in [0, 10^18]"},
-        {"--samples",     CLI_STRING, &o.samples_text, 0, 0,       "N: draws per row, 1 to 2^24"                       },
-        {"--method",      CLI_STRING, &o.method_text,  0, 0,
-         "inverse-cdf: one uniform per draw; gumbel: Gumbel-max, one uniform per candidate per draw"                   },
-        {"--threads",     CLI_INT,    &o.threads,      1, 1024,    "CPU threads (the tokens do not depend on it)"      },
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    CliOption options[SAMPLE_OPTIONS];
+    size_t count = sample_options(device, &o, options);
+    cli_parse(argc, argv, options, count, NULL);
     require_sample_options(&o);
     return o;
 }
@@ -146,9 +172,12 @@ static void save_samples(NpyOutputDir *out, size_t rows, int k, int samples, con
     printf("wrote %s/tokens.npy, %s/probs.npy and %s/indices.npy\n", out->dir, out->dir, out->dir);
 }
 
-int sample_command(int argc, char **argv)
+int topk_sample_command(int argc, char **argv, const TopkDevice *device)
 {
-    SampleOptions o = parse_sample_options(argc, argv);
+    SampleOptions o = parse_sample_options(argc, argv, device);
+    if (device->require != NULL) {
+        device->require();
+    }
     Logits x = load_logits(o.load, o.dtype);
     require_k_at_most_vocab(o.k, &x);
     NpyOutputDir out = npy_output_dir_open(o.save);
@@ -157,8 +186,7 @@ int sample_command(int argc, char **argv)
     int64_t *tokens = ALLOC_ARRAY(int64_t, x.rows * (size_t)samples);
     float *probs = ALLOC_ARRAY(float, x.rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, x.rows * (size_t)k);
-    sample_rows(x.stored, x.rows, x.vocab, params, o.method, (uint64_t)o.seed, samples, (int)o.threads, tokens, probs,
-                indices);
+    device->draw(o.version, o.threads, &x, params, o.method, (uint64_t)o.seed, samples, tokens, probs, indices);
     printf("%zu rows, V = %zu, K = %d, top-p %g, min-p %g, temperature %g, seed %ld, %d draws per row by %s\n", x.rows,
            x.vocab, k, o.top_p, o.min_p, o.temperature, o.seed, samples, o.method_text);
     print_sampled_rows(x.rows, k, samples, probs, indices, tokens);

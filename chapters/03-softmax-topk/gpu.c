@@ -3,11 +3,13 @@
 #include "chapters/03-softmax-topk/gpu.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #include "chapters/03-softmax-topk/bench_cpu.h"
 #include "chapters/03-softmax-topk/commands.h"
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
+#include "chapters/03-softmax-topk/sampling.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/cli.h"
@@ -31,13 +33,34 @@ static double gpu_compute(long version, long threads, const Logits *x, int k, fl
     return topk_rtol_gpu(vocab);
 }
 
+/* The GPU draws by inverse CDF (method is always that: gpu-sample has no
+ * --method) from float32 logits: 16-bit ones are widened, exactly. */
+static void gpu_draw(long version, long threads, Logits *x, SamplingParams params, DrawMethod method, uint64_t seed,
+                     int samples, int64_t *tokens, float *probs, int64_t *indices)
+{
+    (void)threads;
+    (void)method;
+    widen_logits_file(x);
+    SoftmaxTopkGpuConfig config = {0, 0};
+    const char *why = softmax_topk_gpu_sample((int)version, x->logits, x->rows, x->vocab, params, seed, samples,
+                                              &config, tokens, probs, indices);
+    if (why != NULL) {
+        cli_fail("--version %ld: %s", version, why);
+    }
+    printf("GPU version %ld (%s)\n", version, softmax_topk_gpu_version_name((int)version));
+}
+
 static const TopkDevice GPU = {
-    .version_help = "GPU version 1 .. 6 (kernels/softmax_topk_gpu.h)",
+    .version_help =
+        "GPU version 1 .. 7 (kernels/softmax_topk_gpu.h; gpu-sample: the top K it draws after, 7 drawing in "
+        "the same kernel)",
     .default_version = 3,
+    .default_sample_version = 7,
     .version_count = SOFTMAX_TOPK_GPU_VERSIONS,
     .takes_threads = false,
     .require = cuda_require_device,
     .compute = gpu_compute,
+    .draw = gpu_draw,
 };
 
 int gpu_run_command(int argc, char **argv)
@@ -48,6 +71,11 @@ int gpu_run_command(int argc, char **argv)
 int gpu_apply_command(int argc, char **argv)
 {
     return topk_apply_command(argc, argv, &GPU);
+}
+
+int gpu_sample_command(int argc, char **argv)
+{
+    return topk_sample_command(argc, argv, &GPU);
 }
 
 typedef struct {
@@ -264,7 +292,8 @@ static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs
             GpuCase c = {logits, rows, vocabs[v], ks[t]};
             BenchStats naive = {0};
             for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
-                if (ks[t] > softmax_topk_gpu_max_k(version)) {
+                /* A top K alone on version 7 is version 6's kernel. */
+                if (ks[t] > softmax_topk_gpu_max_k(version) || softmax_topk_gpu_fuses_sampling(version)) {
                     continue;
                 }
                 BenchStats stats;
@@ -298,7 +327,7 @@ static Table *decode_step_table(const float *logits, int *wrong)
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         GpuCase c = {logits, 1, 128256, ks[t]};
         for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
-            if (ks[t] > softmax_topk_gpu_max_k(version)) {
+            if (ks[t] > softmax_topk_gpu_max_k(version) || softmax_topk_gpu_fuses_sampling(version)) {
                 continue;
             }
             BenchStats stats;
@@ -307,6 +336,72 @@ static Table *decode_step_table(const float *logits, int *wrong)
             }
         }
     }
+    return table;
+}
+
+/* One draw per row, as a decode step draws, at V = 128256: version 6's
+ * top K then the sampling kernel, against version 7, which draws in its
+ * top-K kernel. Each version's tokens are first checked against
+ * sample_rows on the CPU. */
+enum { SAMPLING_VOCAB = 128256, SAMPLING_SEED = 1 };
+
+static bool validated_sampling_time(int version, const GpuCase *c, SamplingParams params, const int64_t *cpu_tokens,
+                                    BenchStats *stats)
+{
+    SoftmaxTopkGpuRun *run = gpu_run_new(version, c, (SoftmaxTopkGpuConfig){0, 0});
+    const char *why = softmax_topk_gpu_run_sample(run, params, SAMPLING_SEED, 1);
+    if (why != NULL) {
+        cli_fail_status(1, "version %d: %s", version, why);
+    }
+    int64_t *tokens = ALLOC_ARRAY(int64_t, c->rows), *indices = ALLOC_ARRAY(int64_t, c->rows * (size_t)c->k);
+    float *probs = ALLOC_ARRAY(float, c->rows *(size_t)c->k);
+    softmax_topk_gpu_run_launch(run);
+    softmax_topk_gpu_run_tokens(run, tokens, probs, indices);
+    bool ok = memcmp(tokens, cpu_tokens, c->rows * sizeof(int64_t)) == 0;
+    if (ok) {
+        *stats = cuda_bench_run(launch_once, run, 3, TIMED_LAUNCHES);
+    }
+    array_free(tokens);
+    array_free(indices);
+    array_free(probs);
+    softmax_topk_gpu_run_free(run);
+    return ok;
+}
+
+static Table *sampling_table(const float *logits, size_t rows, int *wrong)
+{
+    const int ks[] = {1, 8, 64}, versions[] = {6, 7};
+    const char *headers[] = {"K", "version", "ms (slowest–fastest)", "vs version 6 then the sampling kernel"};
+    Table *table = table_new(4, headers, "rrrr");
+    int64_t *cpu_tokens = ALLOC_ARRAY(int64_t, rows), *cpu_indices = ALLOC_ARRAY(int64_t, rows * 64);
+    float *cpu_probs = ALLOC_ARRAY(float, rows * 64);
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        GpuCase c = {logits, rows, SAMPLING_VOCAB, ks[t]};
+        SamplingParams params = {1.0, ks[t], 0.9, 0.0};
+        sample_rows(float32_logits(logits), rows, SAMPLING_VOCAB, params, DRAW_INVERSE_CDF, SAMPLING_SEED, 1,
+                    bench_max_threads(), cpu_tokens, cpu_probs, cpu_indices);
+        BenchStats after = {0};
+        for (int v = 0; v < 2; v++) {
+            BenchStats stats;
+            table_cell(table, "%d", ks[t]);
+            table_cell(table, "%d", versions[v]);
+            if (!validated_sampling_time(versions[v], &c, params, cpu_tokens, &stats)) {
+                ++*wrong;
+                results_wrong_cells(table, "tokens differ from sample_rows'", 2);
+                continue;
+            }
+            after = versions[v] == 6 ? stats : after;
+            table_cell(table, "%.3f (%.3f–%.3f)", stats.median * 1e3, stats.max * 1e3, stats.min * 1e3);
+            if (after.runs > 0) {
+                bench_speedup_cell(table, after, stats);
+            } else {
+                table_cell(table, "-");
+            }
+        }
+    }
+    array_free(cpu_tokens);
+    array_free(cpu_indices);
+    array_free(cpu_probs);
     return table;
 }
 
@@ -332,6 +427,10 @@ int gpu_bench_command(int argc, char **argv)
              "decode step's logits are, just written; median of %d such runs:",
              DECODE_STEP_LAUNCHES, TIMED_LAUNCHES);
     bench_report_add(report, decode_step_table(logits, &wrong), decode_step_title);
+    bench_report_add(report, sampling_table(logits, rows, &wrong),
+                     "Sampling, one draw per row at top-p 0.9, V = 128256: after the top K (version 6, then the "
+                     "sampling kernel) or in the top-K kernel (version 7); each version's tokens equal to sample_rows' "
+                     "on the CPU before timing:");
     array_free(logits);
     char device[256];
     cuda_device_describe(device, sizeof device);
@@ -369,11 +468,13 @@ static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRo
                                        "version 4, merge of the slices, one row, K = %d", TABLE_K);
     else if (kernel_signature_is(kernel, "radix_select_kernel", 0))
         resource_table_add(rows, threads, "version 5, radix select");
-    else if (kernel_signature_is(kernel, "shared_threshold_kernel", 0))
+    else if (kernel_signature_is(kernel, "shared_threshold_kernel", 1))
         resource_table_add_with_shared(rows, threads, (long)softmax_topk_gpu_shared_threshold_bytes(TABLE_K),
-                                       "version 6, one threshold per row, K = %d", TABLE_K);
-    else if (kernel_signature_is(kernel, "argmax_rows_kernel", 0))
-        resource_table_add(rows, threads, "version 6, argmax, K = 1");
+                                       "version %d, one threshold per row%s, K = %d", 6 + kernel->arguments[0],
+                                       kernel->arguments[0] ? ", draws fused" : "", TABLE_K);
+    else if (kernel_signature_is(kernel, "argmax_rows_kernel", 1))
+        resource_table_add(rows, threads, "version %d, argmax%s, K = 1", 6 + kernel->arguments[0],
+                           kernel->arguments[0] ? ", draws fused" : "");
 }
 
 int gpu_resources_command(int argc, char **argv)

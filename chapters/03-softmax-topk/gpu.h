@@ -22,9 +22,10 @@ CliCommandFunction gpu_check_command;
  * device, the CUDA version, the date and the commit. */
 CliCommandFunction gpu_bench_command;
 
-/* `softmax_topk gpu-run` and `gpu-apply`: run and apply (commands.h) on
- * GPU kernel --version. */
-CliCommandFunction gpu_run_command, gpu_apply_command;
+/* `softmax_topk gpu-run`, `gpu-apply` and `gpu-sample`: run, apply and
+ * sample (commands.h) on GPU kernel --version; gpu-sample draws by the
+ * inverse CDF, the same files as sample's for the same seed. */
+CliCommandFunction gpu_run_command, gpu_apply_command, gpu_sample_command;
 
 /* softmax_topk gpu-resources [--record FILE] [--markdown]: ptxas's registers, spills,
  * stack and shared memory of every kernel a launcher selects, with its
@@ -37,6 +38,7 @@ CliCommandFunction gpu_resources_command;
 #define gpu_bench_command cli_without_cuda
 #define gpu_run_command cli_without_cuda
 #define gpu_apply_command cli_without_cuda
+#define gpu_sample_command cli_without_cuda
 /* The resource table needs no GPU, but the record of a CUDA build: without
  * one it says there is none, exit 0. */
 #define gpu_resources_command resource_table_without_cuda_command

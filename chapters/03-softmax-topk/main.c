@@ -18,6 +18,7 @@ static const CliCommand COMMANDS[] = {
     {"admissions-data", admissions_data_command, "the data of the figure: logits admitted to the top K along a row"                     },
     {"gpu-run",         gpu_run_command,         "run, on a GPU kernel"                                                                 },
     {"gpu-apply",       gpu_apply_command,       "apply, on a GPU kernel"                                                               },
+    {"gpu-sample",      gpu_sample_command,      "sample, on a GPU kernel"                                                              },
     {"gpu-check",       gpu_check_command,       "every GPU kernel against the double reference"                                        },
     {"gpu-bench",       gpu_bench_command,       "validate, then time every GPU kernel; --results writes a stamped file"                },
     {"gpu-resources",   gpu_resources_command,   "registers, spills, occupancy of each kernel, from ptxas"                              },

@@ -17,9 +17,9 @@
 #include "tests/03-softmax-topk/run_program.h"
 #include "tests/scratch_directory.h"
 
-static const char *const COMMANDS[] = {"run",       "apply",     "sample",     "hard-inputs",     "traffic",
-                                       "accuracy",  "bench",     "merge-demo", "admissions-data", "gpu-run",
-                                       "gpu-apply", "gpu-check", "gpu-bench",  "gpu-results"};
+static const char *const COMMANDS[] = {"run",       "apply",      "sample",     "hard-inputs",     "traffic",
+                                       "accuracy",  "bench",      "merge-demo", "admissions-data", "gpu-run",
+                                       "gpu-apply", "gpu-sample", "gpu-check",  "gpu-bench",       "gpu-results"};
 
 /* The subcommands that need CUDA: a build without it refuses them, --help
  * included. */
@@ -100,6 +100,9 @@ static void test_commands(void)
     expect_gpu_refusal(run("gpu-bench", "--markdown", NULL), "gpu-bench", "unknown option '--markdown'");
     expect_gpu_refusal(run("gpu-run", "--threads", "2", NULL), "gpu-run", "unknown option '--threads'");
     expect_gpu_refusal(run("gpu-check", "--quick", NULL), "gpu-check", "unknown option '--quick'");
+    /* The GPU draws by the inverse CDF on its own threads. */
+    expect_gpu_refusal(run("gpu-sample", "--threads", "2", NULL), "gpu-sample", "unknown option '--threads'");
+    expect_gpu_refusal(run("gpu-sample", "--method", "gumbel", NULL), "gpu-sample", "unknown option '--method'");
 }
 
 static void test_bad_input(void)
@@ -113,7 +116,7 @@ static void test_bad_input(void)
     expect_refusal(run("run", "--vocab", NULL), "run", "--vocab expects a value", NULL);
     expect_refusal(run("run", "--version", "4", NULL), "run", "--version expects an integer in [1, 3]", NULL);
     expect_gpu_refusal(run("gpu-run", "--version", "2", "-k", "33", NULL), "gpu-run", "supports K <= 32");
-    expect_gpu_refusal(run("gpu-run", "--version", "6", NULL), "gpu-run", "--version expects an integer in [1, 5]");
+    expect_gpu_refusal(run("gpu-run", "--version", "8", NULL), "gpu-run", "--version expects an integer in [1, 7]");
     expect_gpu_refusal(run("gpu-run", "--version", "5", "--vocab", "2000", "-k", "1025", NULL), "gpu-run",
                        "supports K <= 1024");
 

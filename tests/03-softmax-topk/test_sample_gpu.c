@@ -1,7 +1,8 @@
 /* Sampling on the GPU (softmax_topk_gpu_sample) against the CPU's
  * sample_rows: after each top-K version that takes the K, the same
  * survivors, probabilities and tokens for the same logits, parameters and
- * seed, on rows with ties, a NaN, +inf and only -inf, with several rows per
+ * seed (version 7 drawing in its top-K kernel), on rows with ties, a NaN,
+ * +inf and only -inf, with several rows per
  * thread (a grid capped at one block), and the refusals. Needs a GPU;
  * skipped without (its emulated twin runs everywhere). */
 #include <math.h>

@@ -28,9 +28,11 @@ end
 -- numbers and links that filters/book.lua makes.
 local BOOK = 'pandoc --fail-if-warnings --metadata-file=metadata.yaml'
              .. ' -M chapters="' .. table.concat(CHAPTERS, ' ') .. '"'
-             .. ' --lua-filter=filters/book.lua --lua-filter=filters/math.lua --mathml'
+             .. ' --lua-filter=filters/book.lua --lua-filter=filters/math.lua --lua-filter=filters/answers.lua'
+             .. ' --mathml'
              .. ' --syntax-definition=cuda.xml'
-local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/math.lua', 'filters/chapter.lua', 'cuda.xml' }
+local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/math.lua', 'filters/answers.lua',
+                     'filters/chapter.lua', 'cuda.xml' }
 local HTML = BOOK .. ' --to=html5 --template=template.html --css=style.css --self-contained'
 local HTML_FILES = concat(BOOK_FILES, { 'template.html', 'pager.html', 'style.css', 'build/math.woff2' })
 

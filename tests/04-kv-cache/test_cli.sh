@@ -111,6 +111,14 @@ if ! grep -q "No results recorded yet" "$out"; then
     fail "kv_cache gpu-results on a missing file should say there are none"
 fi
 
+# The chapter's first exercise: greedy continuations of one prompt write the
+# same key and value into the shared slot, so writing it in place changes
+# nothing: no token in bold, every error 0.
+name="kv_cache cow-demo"
+accepts cow-demo --temperature 0
+grep -q '\*\*' "$out" && fail "kv_cache cow-demo --temperature 0 should show no differing token"
+[ "$(grep -c ' 0\.0e+00$' "$out")" = 6 ] || fail "kv_cache cow-demo --temperature 0 should show an error of 0 in all six rows"
+
 name="kv_cache block-diagram"
 rejects_mentioning "--after" block-diagram --after both
 rejects_mentioning "partly full" block-diagram --prompt 8 --block-size 4

@@ -3,7 +3,10 @@
  * kernels/layernorm_launch.cu). Every kernel is a template on the norm, its
  * last template argument RMS: RMSNorm is layer norm without the centring
  * and without beta, so each version takes the same loads and the same
- * reductions, with fewer sums. The arithmetic of a row is
+ * reductions, with fewer sums. The one before it, S, is the storage type of
+ * x, dy, y and dx: a value is widened to float where it is loaded and
+ * rounded where y or dx is stored, and everything between is float, as on
+ * the CPU. The arithmetic of a row is
  * kernels/layernorm_row.h, kernels/rmsnorm_row.h and the Welford merge
  * kernels/welford.h: the same code the CPU runs and the tests check. */
 #include "kernels/layernorm.h"
@@ -29,21 +32,22 @@ template <bool RMS> __device__ static float normalized(float x, LnRowStats stats
 /* The statistics of a row walked in memory, sums in double: layer norm's
  * mean and then deviations from it (two passes), RMSNorm's sum of squares
  * (one). */
-template <bool RMS> __device__ static LnRowStats row_stats_in_double(const float *xr, int d, float eps)
+template <LnStorage S, bool RMS> __device__ static LnRowStats row_stats_in_double(const Stored<S> *xr, int d, float eps)
 {
+    auto x = [&](int j) { return Storage<S>::widen(xr[j]); };
     if constexpr (RMS) {
         double sum_sq = 0.0;
         for (int j = 0; j < d; j++)
-            sum_sq += (double)xr[j] * xr[j];
+            sum_sq += (double)x(j) * x(j);
         LnRowStats stats = {0.0f, rms_rstd_from_double(sum_sq, (float)d, eps), 0.0f};
         return stats;
     } else {
         double sum = 0.0, sum_dev = 0.0, sum_dev_sq = 0.0;
         for (int j = 0; j < d; j++)
-            sum += xr[j];
+            sum += x(j);
         float first_mean = (float)(sum / d);
         for (int j = 0; j < d; j++) {
-            double dev = xr[j] - first_mean;
+            double dev = x(j) - first_mean;
             sum_dev += dev;
             sum_dev_sq += dev * dev;
         }
@@ -56,17 +60,18 @@ template <bool RMS> __device__ static LnRowStats row_stats_in_double(const float
  * a warp's loads do not coalesce. Sums in double, so that this baseline is
  * as accurate as the CPU and any difference in the comparison is the
  * faster kernels'. RMSNorm has no mean and no beta: both pointers NULL. */
-template <bool RMS>
-__global__ void layernorm_forward_v1(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+template <LnStorage S, bool RMS>
+__global__ void layernorm_forward_v1(Stored<S> *y, float *mean, float *rstd, const Stored<S> *x, const float *gamma,
                                      const float *beta, int n, int d, float eps)
 {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n)
         return;
-    const float *xr = x + (size_t)row * d;
-    LnRowStats stats = row_stats_in_double<RMS>(xr, d, eps);
+    const Stored<S> *xr = x + (size_t)row * d;
+    LnRowStats stats = row_stats_in_double<S, RMS>(xr, d, eps);
     for (int j = 0; j < d; j++)
-        y[(size_t)row * d + j] = normalized<RMS>(xr[j], stats, gamma[j], RMS ? 0.0f : beta[j]);
+        y[(size_t)row * d + j] =
+            Storage<S>::narrow(normalized<RMS>(Storage<S>::widen(xr[j]), stats, gamma[j], RMS ? 0.0f : beta[j]));
     if (!RMS)
         mean[row] = stats.mean;
     rstd[row] = stats.rstd;
@@ -93,13 +98,14 @@ __device__ static WelfordState warp_merge_all(WelfordState state)
 /* The statistics of the row a warp reads, every lane with the same bits:
  * layer norm's Welford states merged, RMSNorm's sums of squares added in
  * the same butterfly (a + b and b + a round alike). */
-template <bool RMS> __device__ static LnRowStats warp_row_stats(const float *xr, int d, float eps)
+template <LnStorage S, bool RMS> __device__ static LnRowStats warp_row_stats(const Stored<S> *xr, int d, float eps)
 {
     int lane = threadIdx.x % WARP_SIZE;
+    auto x = [&](int j) { return Storage<S>::widen(xr[j]); };
     if constexpr (RMS) {
         double sum_sq = 0.0;
         for (int j = lane; j < d; j += WARP_SIZE)
-            sum_sq += (double)xr[j] * xr[j];
+            sum_sq += (double)x(j) * x(j);
         for (int offset = WARP_SIZE / 2; offset > 0; offset /= 2)
             sum_sq += __shfl_xor_sync(FULL_MASK, sum_sq, offset);
         LnRowStats stats = {0.0f, rms_rstd_from_double(sum_sq, (float)d, eps), 0.0f};
@@ -107,7 +113,7 @@ template <bool RMS> __device__ static LnRowStats warp_row_stats(const float *xr,
     } else {
         WelfordState state = welford_empty();
         for (int j = lane; j < d; j += WARP_SIZE)
-            state = welford_push(state, xr[j]);
+            state = welford_push(state, x(j));
         state = warp_merge_all(state);
         return ln_stats_from_double(state.mean, welford_variance(state), eps);
     }
@@ -117,18 +123,19 @@ template <bool RMS> __device__ static LnRowStats warp_row_stats(const float *xr,
  * warp's loads coalesce. Each lane folds its elements into a Welford
  * state (chapter 1), the warp merges the states, and a second read of the
  * row (mostly from cache) writes y. */
-template <bool RMS>
-__global__ void layernorm_forward_v2(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+template <LnStorage S, bool RMS>
+__global__ void layernorm_forward_v2(Stored<S> *y, float *mean, float *rstd, const Stored<S> *x, const float *gamma,
                                      const float *beta, int n, int d, float eps)
 {
     int row = blockIdx.x * (blockDim.x / WARP_SIZE) + threadIdx.x / WARP_SIZE;
     int lane = threadIdx.x % WARP_SIZE;
     if (row >= n) /* the same for the whole warp: the shuffles below see all 32 lanes */
         return;
-    const float *xr = x + (size_t)row * d;
-    LnRowStats stats = warp_row_stats<RMS>(xr, d, eps);
+    const Stored<S> *xr = x + (size_t)row * d;
+    LnRowStats stats = warp_row_stats<S, RMS>(xr, d, eps);
     for (int j = lane; j < d; j += WARP_SIZE)
-        y[(size_t)row * d + j] = normalized<RMS>(xr[j], stats, gamma[j], RMS ? 0.0f : beta[j]);
+        y[(size_t)row * d + j] =
+            Storage<S>::narrow(normalized<RMS>(Storage<S>::widen(xr[j]), stats, gamma[j], RMS ? 0.0f : beta[j]));
     if (lane == 0) {
         if (!RMS)
             mean[row] = stats.mean;
@@ -183,35 +190,75 @@ template <int N, typename Op = Add> __device__ static void block_reduce(float (&
 }
 // ANCHOR_END: sum_across_a_block
 
-/* WIDTH consecutive floats as one access: a 16-byte float4 or one float.
- * x, dy, y and dx are touched once: their loads and stores use the `cs`
+// ANCHOR: load_16_bytes_of_any_storage
+/* WIDTH consecutive values of storage type S as one access: one value, or
+ * whole 16-byte vectors, each 4 floats (a float4) or 8 values of 16 bits
+ * (a uint4, taken apart in memory order: the GPU is little-endian, so the
+ * low half of a 32-bit word is the lower address), widened to float. x,
+ * dy, y and dx are touched once: their loads and stores use the `cs`
  * (cache-streaming) forms, which tell the GPU they need not stay in its
  * caches. gamma and beta, read by every row, go through the read-only
  * cache instead (STREAMING false). */
-template <int WIDTH, bool STREAMING = true> __device__ static void load(float (&out)[WIDTH], const float *p)
+template <LnStorage S> __device__ static void widen_halves(float *out, uint32_t word)
 {
-    if constexpr (WIDTH == 4) {
+    out[0] = Storage<S>::widen((uint16_t)(word & 0xffffu));
+    out[1] = Storage<S>::widen((uint16_t)(word >> 16));
+}
+
+template <LnStorage S> __device__ static uint32_t narrow_halves(const float *in)
+{
+    return (uint32_t)Storage<S>::narrow(in[0]) | (uint32_t)Storage<S>::narrow(in[1]) << 16;
+}
+
+template <LnStorage S, int WIDTH, bool STREAMING = true>
+__device__ static void load(float (&out)[WIDTH], const Stored<S> *p)
+{
+    static_assert(WIDTH == 1 || WIDTH * sizeof(Stored<S>) % 16 == 0, "one value or whole 16-byte vectors");
+    if constexpr (WIDTH == 1) {
+        out[0] = Storage<S>::widen(STREAMING ? __ldcs(p) : __ldg(p));
+    } else if constexpr (S == STORAGE_FLOAT32) {
         const float4 *p4 = reinterpret_cast<const float4 *>(p);
-        float4 v = STREAMING ? __ldcs(p4) : __ldg(p4);
-        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+#pragma unroll
+        for (int q = 0; q < WIDTH / 4; q++) {
+            float4 v = STREAMING ? __ldcs(p4 + q) : __ldg(p4 + q);
+            out[4 * q] = v.x, out[4 * q + 1] = v.y, out[4 * q + 2] = v.z, out[4 * q + 3] = v.w;
+        }
     } else {
-        out[0] = STREAMING ? __ldcs(p) : __ldg(p);
+        const uint4 *p4 = reinterpret_cast<const uint4 *>(p);
+#pragma unroll
+        for (int q = 0; q < WIDTH / 8; q++) {
+            uint4 v = STREAMING ? __ldcs(p4 + q) : __ldg(p4 + q);
+            widen_halves<S>(out + 8 * q, v.x), widen_halves<S>(out + 8 * q + 2, v.y);
+            widen_halves<S>(out + 8 * q + 4, v.z), widen_halves<S>(out + 8 * q + 6, v.w);
+        }
     }
 }
 
-template <int WIDTH> __device__ static void store_streaming(float *p, const float (&in)[WIDTH])
+/* gamma and beta: floats, read by every row. */
+template <int WIDTH> __device__ static void load_parameters(float (&out)[WIDTH], const float *p)
 {
-    if constexpr (WIDTH == 4)
-        __stcs(reinterpret_cast<float4 *>(p), make_float4(in[0], in[1], in[2], in[3]));
-    else
-        __stcs(p, in[0]);
+    load<STORAGE_FLOAT32, WIDTH, false>(out, p);
 }
 
-/* Blocks of more than 512 threads only hold 8 vectors per thread (the row
- * plan); telling the compiler the block size caps registers per thread so
+template <LnStorage S, int WIDTH> __device__ static void store_streaming(Stored<S> *p, const float (&in)[WIDTH])
+{
+    static_assert(WIDTH == 1 || WIDTH * sizeof(Stored<S>) == 16, "one value or one 16-byte vector");
+    if constexpr (WIDTH == 1) {
+        __stcs(p, Storage<S>::narrow(in[0]));
+    } else if constexpr (S == STORAGE_FLOAT32) {
+        __stcs(reinterpret_cast<float4 *>(p), make_float4(in[0], in[1], in[2], in[3]));
+    } else {
+        uint4 v = {narrow_halves<S>(in), narrow_halves<S>(in + 2), narrow_halves<S>(in + 4), narrow_halves<S>(in + 6)};
+        __stcs(reinterpret_cast<uint4 *>(p), v);
+    }
+}
+// ANCHOR_END: load_16_bytes_of_any_storage
+
+/* Blocks of more than 512 threads only hold the most vectors per thread
+ * (the row plan); telling the compiler the block size caps registers per thread so
  * that such a block can always launch. */
-#define ROW_KERNEL_BOUNDS(ITEMS) \
-    __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
+#define ROW_KERNEL_BOUNDS(WIDTH, ITEMS) \
+    __launch_bounds__((ITEMS) < LN_PLAN_MOST_ITEMS(WIDTH) ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
 
 // ANCHOR: keep_the_row_in_registers
 /* f(i, c, held) for every value v[i][c] of the row that this thread
@@ -297,9 +344,10 @@ __device__ static int rescale_row_if_it_overflowed(float (&v)[ITEMS][WIDTH], int
 
 /* Version 3: one block per row, the row read from memory once into
  * registers (thread t holds vectors t, t + blockDim.x, ... of the row). */
-template <int WIDTH, int ITEMS, bool RMS>
-__global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *mean, float *rstd, const float *x,
-                                                              const float *gamma, const float *beta, int d, float eps)
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
+__global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
+    layernorm_forward_v3(Stored<S> *y, float *mean, float *rstd, const Stored<S> *x, const float *gamma,
+                         const float *beta, int d, float eps)
 {
     size_t offset = (size_t)blockIdx.x * d;
     int vectors = d / WIDTH;
@@ -308,7 +356,7 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;
         if (k < vectors)
-            load(v[i], x + offset + (size_t)k * WIDTH);
+            load<S>(v[i], x + offset + (size_t)k * WIDTH);
     }
     LnRowStats stats = block_row_stats<WIDTH, ITEMS, RMS>(v, vectors, d, eps);
     int scaled_by = rescale_row_if_it_overflowed<WIDTH, ITEMS, RMS>(v, vectors, d, eps, stats);
@@ -318,13 +366,13 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
         if (k >= vectors)
             continue;
         float g[WIDTH], b[WIDTH] = {}, out[WIDTH];
-        load<WIDTH, false>(g, gamma + (size_t)k * WIDTH);
+        load_parameters(g, gamma + (size_t)k * WIDTH);
         if constexpr (!RMS)
-            load<WIDTH, false>(b, beta + (size_t)k * WIDTH);
+            load_parameters(b, beta + (size_t)k * WIDTH);
 #pragma unroll
         for (int c = 0; c < WIDTH; c++)
             out[c] = normalized<RMS>(v[i][c], stats, g[c], b[c]);
-        store_streaming(y + offset + (size_t)k * WIDTH, out);
+        store_streaming<S>(y + offset + (size_t)k * WIDTH, out);
     }
     if (threadIdx.x == 0) {
         LnRowStats saved = ln_unscaled_stats(stats, scaled_by);
@@ -345,42 +393,44 @@ __global__ void ROW_KERNEL_BOUNDS(ITEMS) layernorm_forward_v3(float *y, float *m
  *
  * RMSNorm's row needs one sum, sum(g * xhat) with xhat = x * rstd, and
  * no residual: nothing was centred (no scratch; mean and residual NULL). */
-template <bool RMS>
-__global__ void layernorm_backward_v1_dx(float *dx, float *residual, const float *dy, const float *x, const float *mean,
-                                         const float *rstd, const float *gamma, int n, int d)
+template <LnStorage S, bool RMS>
+__global__ void layernorm_backward_v1_dx(Stored<S> *dx, float *residual, const Stored<S> *dy, const Stored<S> *x,
+                                         const float *mean, const float *rstd, const float *gamma, int n, int d)
 {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= n)
         return;
     size_t offset = (size_t)row * d;
+    auto xv = [&](int j) { return Storage<S>::widen(x[offset + j]); };
+    auto g = [&](int j) { return gamma[j] * Storage<S>::widen(dy[offset + j]); };
     if constexpr (RMS) {
         float r = rstd[row];
         double sum_g_xhat = 0.0;
         for (int j = 0; j < d; j++)
-            sum_g_xhat += (double)(gamma[j] * dy[offset + j]) * (x[offset + j] * r);
+            sum_g_xhat += (double)g(j) * (xv(j) * r);
         float mean_g_xhat = (float)sum_g_xhat / (float)d;
         for (int j = 0; j < d; j++)
-            dx[offset + j] = rms_dx(gamma[j] * dy[offset + j], x[offset + j] * r, mean_g_xhat, r);
+            dx[offset + j] = Storage<S>::narrow(rms_dx(g(j), xv(j) * r, mean_g_xhat, r));
         return;
     }
     float m = mean[row], r = rstd[row];
     double sum_g = 0.0, sum_g_centered = 0.0, sum_centered = 0.0;
     for (int j = 0; j < d; j++) {
-        float g = gamma[j] * dy[offset + j], centered = x[offset + j] - m;
-        sum_g += g;
-        sum_g_centered += (double)g * centered;
+        float gj = g(j), centered = xv(j) - m;
+        sum_g += gj;
+        sum_g_centered += (double)gj * centered;
         sum_centered += centered;
     }
     LnBackwardMeans means = ln_backward_means((float)sum_g, (float)sum_g_centered, (float)sum_centered, (float)d, r);
     for (int j = 0; j < d; j++) {
-        float xhat = ln_normalize(x[offset + j], m, means.residual, r);
-        dx[offset + j] = ln_dx(gamma[j] * dy[offset + j], xhat, means.mean_g, means.mean_g_xhat, r);
+        float xhat = ln_normalize(xv(j), m, means.residual, r);
+        dx[offset + j] = Storage<S>::narrow(ln_dx(g(j), xhat, means.mean_g, means.mean_g_xhat, r));
     }
     residual[row] = means.residual;
 }
 
-template <bool RMS>
-__global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const float *dy, const float *x,
+template <LnStorage S, bool RMS>
+__global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const Stored<S> *dy, const Stored<S> *x,
                                              const float *mean, const float *residual, const float *rstd, int n, int d)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -388,7 +438,7 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
         return;
     double sum_dgamma = 0.0, sum_dbeta = 0.0;
     for (int row = 0; row < n; row++) {
-        float g = dy[(size_t)row * d + j], xv = x[(size_t)row * d + j];
+        float g = Storage<S>::widen(dy[(size_t)row * d + j]), xv = Storage<S>::widen(x[(size_t)row * d + j]);
         sum_dgamma += g * (RMS ? xv * rstd[row] : ln_normalize(xv, mean[row], residual[row], rstd[row]));
         sum_dbeta += g;
     }
@@ -401,13 +451,14 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
 // ANCHOR: fuse_the_backward_pass
 /* x, dy and g = gamma * dy of vector k of a row. STREAMING as for load:
  * false where the block reads the vector again. */
-template <int WIDTH, bool STREAMING>
-__device__ static void load_gradient_inputs(float (&xv)[WIDTH], float (&dyv)[WIDTH], float (&g)[WIDTH], const float *x,
-                                            const float *dy, const float *gamma, size_t offset, int k)
+template <LnStorage S, int WIDTH, bool STREAMING>
+__device__ static void load_gradient_inputs(float (&xv)[WIDTH], float (&dyv)[WIDTH], float (&g)[WIDTH],
+                                            const Stored<S> *x, const Stored<S> *dy, const float *gamma, size_t offset,
+                                            int k)
 {
-    load<WIDTH, STREAMING>(xv, x + offset + (size_t)k * WIDTH);
-    load<WIDTH, STREAMING>(dyv, dy + offset + (size_t)k * WIDTH);
-    load<WIDTH, false>(g, gamma + (size_t)k * WIDTH);
+    load<S, WIDTH, STREAMING>(xv, x + offset + (size_t)k * WIDTH);
+    load<S, WIDTH, STREAMING>(dyv, dy + offset + (size_t)k * WIDTH);
+    load_parameters(g, gamma + (size_t)k * WIDTH);
 #pragma unroll
     for (int c = 0; c < WIDTH; c++)
         g[c] *= dyv[c];
@@ -417,16 +468,18 @@ __device__ static void load_gradient_inputs(float (&xv)[WIDTH], float (&dyv)[WID
  * across rows and, between the two steps of a row, 3 x ITEMS x WIDTH of x,
  * dy and g: 160 floats for 8 float4, where a block of 640 threads leaves a
  * thread 96 registers (65,536 / 640, in multiples of 8). ptxas would spill
- * the rest to local memory, read and written on every row. So a plan of 8
- * vectors per thread keeps only dgamma and dbeta, and reads x, dy and
+ * the rest to local memory, read and written on every row. So a plan of
+ * the most vectors per thread (8 float4, or 4 vectors of 8 16-bit values,
+ * the same floats once widened) keeps only dgamma and dbeta, and reads x, dy and
  * gamma again for the second step: the block read them a moment before,
  * and they come from the caches, not from DRAM. */
-template <int ITEMS> constexpr bool keeps_row_between_steps = ITEMS < LN_PLAN_MAX_ITEMS;
+template <int WIDTH, int ITEMS> constexpr bool keeps_row_between_steps = ITEMS < LN_PLAN_MOST_ITEMS(WIDTH);
 
-/* Plans of fewer than 8 vectors run in blocks of up to 512 threads (128
- * registers each); plans of 8 in blocks of up to 640 (ln_backward_row_plan). */
-#define BACKWARD_KERNEL_BOUNDS(ITEMS) \
-    __launch_bounds__((ITEMS) < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_BACKWARD_PLAN_MAX_THREADS)
+/* Plans of fewer than the most vectors run in blocks of up to 512 threads
+ * (128 registers each); plans of the most in blocks of up to 640
+ * (ln_backward_row_plan). */
+#define BACKWARD_KERNEL_BOUNDS(WIDTH, ITEMS) \
+    __launch_bounds__((ITEMS) < LN_PLAN_MOST_ITEMS(WIDTH) ? LN_PLAN_PREFERRED_THREADS : LN_BACKWARD_PLAN_MAX_THREADS)
 
 // ANCHOR: sum_a_backward_row_of_either_norm
 /* The row sums of backward 2 for one element. Layer norm's are sum(g),
@@ -465,12 +518,12 @@ __device__ static LnBackwardMeans backward_means(const float (&sums)[backward_ro
  * registers, across all the block's rows; at the end the block writes its
  * partial sums, one row of `partials` per block, with plain stores
  * (RMSNorm: dgamma only, d floats per block). */
-template <int WIDTH, int ITEMS, bool RMS>
-__global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
-    layernorm_backward_v2(float *dx, float *partials, const float *dy, const float *x, const float *mean,
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
+__global__ void BACKWARD_KERNEL_BOUNDS(WIDTH, ITEMS)
+    layernorm_backward_v2(Stored<S> *dx, float *partials, const Stored<S> *dy, const Stored<S> *x, const float *mean,
                           const float *rstd, const float *gamma, int n, int d)
 {
-    constexpr bool KEEP = keeps_row_between_steps<ITEMS>;
+    constexpr bool KEEP = keeps_row_between_steps<WIDTH, ITEMS>;
     constexpr int KEPT = KEEP ? ITEMS : 1; /* vectors held between the steps */
     int vectors = d / WIDTH;
     float dgamma_acc[ITEMS][WIDTH] = {}, dbeta_acc[ITEMS][WIDTH] = {};
@@ -484,7 +537,7 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
             int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
             if (k >= vectors)
                 continue;
-            load_gradient_inputs<WIDTH, KEEP>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
+            load_gradient_inputs<S, WIDTH, KEEP>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
 #pragma unroll
             for (int c = 0; c < WIDTH; c++)
                 add_to_row_sums<RMS>(sums, xv[h][c], g[h][c], m, r);
@@ -497,7 +550,7 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
             if (k >= vectors)
                 continue;
             if constexpr (!KEEP)
-                load_gradient_inputs<WIDTH, true>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
+                load_gradient_inputs<S, WIDTH, true>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
             float out[WIDTH];
 #pragma unroll
             for (int c = 0; c < WIDTH; c++) {
@@ -507,7 +560,7 @@ __global__ void BACKWARD_KERNEL_BOUNDS(ITEMS)
                 dgamma_acc[i][c] += dyv[h][c] * xhat;
                 dbeta_acc[i][c] += dyv[h][c];
             }
-            store_streaming(dx + offset + (size_t)k * WIDTH, out);
+            store_streaming<S>(dx + offset + (size_t)k * WIDTH, out);
         }
     }
     float *dgamma_part = partials + (size_t)blockIdx.x * ln_parameter_gradients<RMS> * d, *dbeta_part = dgamma_part + d;
@@ -546,36 +599,43 @@ __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, cons
 }
 // ANCHOR_END: fuse_the_backward_pass
 
-/* The kernels without a row plan, for each norm. */
-#define INSTANTIATE_NORM_KERNELS(RMS)                                                                                  \
-    template __global__ void layernorm_forward_v1<RMS>(float *, float *, float *, const float *, const float *,        \
-                                                       const float *, int, int, float);                                \
-    template __global__ void layernorm_forward_v2<RMS>(float *, float *, float *, const float *, const float *,        \
-                                                       const float *, int, int, float);                                \
-    template __global__ void layernorm_backward_v1_dx<RMS>(float *, float *, const float *, const float *,             \
-                                                           const float *, const float *, const float *, int, int);     \
-    template __global__ void layernorm_backward_v1_params<RMS>(float *, float *, const float *, const float *,         \
-                                                               const float *, const float *, const float *, int, int); \
-    template __global__ void layernorm_backward_v2_finalize<RMS>(float *, float *, const float *, int, int)
-INSTANTIATE_NORM_KERNELS(false);
-INSTANTIATE_NORM_KERNELS(true);
-
-/* Every plan ln_row_plan returns: 16-byte or single-float vectors, 1, 2, 4
- * or 8 of them per thread, for each norm. The launchers use these instances
- * and no others; one missing here fails the link. */
-#define INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS, RMS)                                                              \
-    template __global__ void layernorm_forward_v3<WIDTH, ITEMS, RMS>(float *, float *, float *, const float *,  \
-                                                                     const float *, const float *, int, float); \
-    template __global__ void layernorm_backward_v2<WIDTH, ITEMS, RMS>(                                          \
-        float *, float *, const float *, const float *, const float *, const float *, const float *, int, int)
-#define INSTANTIATE_ROW_KERNELS_FOR_NORMS(WIDTH, ITEMS) \
-    INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS, false);       \
-    INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS, true)
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 1);
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 2);
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 4);
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(4, 8);
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 1);
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 2);
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 4);
-INSTANTIATE_ROW_KERNELS_FOR_NORMS(1, 8);
+/* Every kernel, for every storage type and norm: those without a row plan,
+ * and the row kernels at every plan ln_row_plan returns (1, 2, 4 or 8
+ * single values, 1, 2 or 4 vectors of 16 bytes, and 8 of them where a
+ * vector is 4 floats). The launchers use these instances and no others;
+ * one missing here fails the link. */
+#define INSTANTIATE_PLAIN_KERNELS(S, RMS)                                                                      \
+    template __global__ void layernorm_forward_v1<S, RMS>(Stored<S> *, float *, float *, const Stored<S> *,    \
+                                                          const float *, const float *, int, int, float);      \
+    template __global__ void layernorm_forward_v2<S, RMS>(Stored<S> *, float *, float *, const Stored<S> *,    \
+                                                          const float *, const float *, int, int, float);      \
+    template __global__ void layernorm_backward_v1_dx<S, RMS>(Stored<S> *, float *, const Stored<S> *,         \
+                                                              const Stored<S> *, const float *, const float *, \
+                                                              const float *, int, int);                        \
+    template __global__ void layernorm_backward_v1_params<S, RMS>(                                             \
+        float *, float *, const Stored<S> *, const Stored<S> *, const float *, const float *, const float *, int, int)
+#define INSTANTIATE_ROW_KERNELS(WIDTH, ITEMS, S, RMS)                                                             \
+    template __global__ void layernorm_forward_v3<WIDTH, ITEMS, S, RMS>(                                          \
+        Stored<S> *, float *, float *, const Stored<S> *, const float *, const float *, int, float);              \
+    template __global__ void layernorm_backward_v2<WIDTH, ITEMS, S, RMS>(Stored<S> *, float *, const Stored<S> *, \
+                                                                         const Stored<S> *, const float *,        \
+                                                                         const float *, const float *, int, int)
+#define INSTANTIATE_FOR_NORM(S, RMS)                         \
+    INSTANTIATE_PLAIN_KERNELS(S, RMS);                       \
+    INSTANTIATE_ROW_KERNELS(1, 1, S, RMS);                   \
+    INSTANTIATE_ROW_KERNELS(1, 2, S, RMS);                   \
+    INSTANTIATE_ROW_KERNELS(1, 4, S, RMS);                   \
+    INSTANTIATE_ROW_KERNELS(1, 8, S, RMS);                   \
+    INSTANTIATE_ROW_KERNELS(LN_VECTOR_VALUES(S), 1, S, RMS); \
+    INSTANTIATE_ROW_KERNELS(LN_VECTOR_VALUES(S), 2, S, RMS); \
+    INSTANTIATE_ROW_KERNELS(LN_VECTOR_VALUES(S), 4, S, RMS)
+#define INSTANTIATE_FOR_STORAGE(S)  \
+    INSTANTIATE_FOR_NORM(S, false); \
+    INSTANTIATE_FOR_NORM(S, true)
+INSTANTIATE_FOR_STORAGE(STORAGE_FLOAT32);
+INSTANTIATE_FOR_STORAGE(STORAGE_FP16);
+INSTANTIATE_FOR_STORAGE(STORAGE_BF16);
+INSTANTIATE_ROW_KERNELS(4, 8, STORAGE_FLOAT32, false);
+INSTANTIATE_ROW_KERNELS(4, 8, STORAGE_FLOAT32, true);
+template __global__ void layernorm_backward_v2_finalize<false>(float *, float *, const float *, int, int);
+template __global__ void layernorm_backward_v2_finalize<true>(float *, float *, const float *, int, int);

@@ -16,9 +16,13 @@
  *               finalize kernel that adds the partials in a fixed order
  *               (deterministic: no floating-point atomics)
  *
- * All pointers are device memory; x, dy, y, dx are n x d row-major, gamma,
- * beta, dgamma, dbeta have d floats, mean and rstd n: the launchers only
- * queue the work. RMSNorm's cache is rstd alone.
+ * All pointers are device memory; x, dy, y, dx are n x d row-major, in the
+ * storage type `storage` (float32, fp16 or bf16: kernels/layernorm_storage.h),
+ * gamma, beta, dgamma, dbeta have d floats, mean and rstd n: the launchers
+ * only queue the work. RMSNorm's cache is rstd alone. Every kernel widens
+ * a 16-bit value to float as it loads it and rounds y and dx once as it
+ * stores them; the statistics, the sums and the parameter gradients are
+ * float32 in every storage type, as on the CPU.
  *
  * The launchers' convention, the same for every operation (README.md, "The
  * kernels' launchers"): versions are numbered 1 .. OP_GPU_VERSIONS, naive
@@ -36,6 +40,7 @@
 #include <stdint.h>
 
 #include "common/hostdevice.h"
+#include "kernels/layernorm_storage.h"
 
 COMMON_BEGIN_C
 
@@ -52,15 +57,15 @@ enum { LN_THREAD_PER_ROW_THREADS = 128, LN_WARP_PER_ROW_THREADS = 256, LN_FINALI
 const char *layernorm_forward_gpu_version_name(int version);
 const char *layernorm_backward_gpu_version_name(int version);
 
-const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x, const float *gamma,
-                                  const float *beta, size_t n, size_t d, float eps);
+const char *layernorm_forward_gpu(int version, LnStorage storage, void *y, float *mean, float *rstd, const void *x,
+                                  const float *gamma, const float *beta, size_t n, size_t d, float eps);
 
 /* Device floats of scratch space backward `version` needs (0: none). */
 size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d);
 
-const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
-                                   const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
-                                   size_t d);
+const char *layernorm_backward_gpu(int version, LnStorage storage, void *dx, float *dgamma, float *dbeta,
+                                   float *scratch, const void *dy, const void *x, const float *mean, const float *rstd,
+                                   const float *gamma, size_t n, size_t d);
 
 // ANCHOR: rmsnorm_gpu_api
 /* RMSNorm, y = gamma * x * rstd: versions 1 .. 3 forward and 1 .. 2
@@ -71,39 +76,49 @@ const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float 
 const char *rmsnorm_forward_gpu_version_name(int version);
 const char *rmsnorm_backward_gpu_version_name(int version);
 
-const char *rmsnorm_forward_gpu(int version, float *y, float *rstd, const float *x, const float *gamma, size_t n,
-                                size_t d, float eps);
+const char *rmsnorm_forward_gpu(int version, LnStorage storage, void *y, float *rstd, const void *x, const float *gamma,
+                                size_t n, size_t d, float eps);
 
 /* Device floats of scratch space backward `version` needs (0: none, and
  * scratch may be NULL). */
 size_t rmsnorm_backward_gpu_scratch_floats(int version, size_t n, size_t d);
 
-const char *rmsnorm_backward_gpu(int version, float *dx, float *dgamma, float *scratch, const float *dy, const float *x,
-                                 const float *rstd, const float *gamma, size_t n, size_t d);
+const char *rmsnorm_backward_gpu(int version, LnStorage storage, void *dx, float *dgamma, float *scratch,
+                                 const void *dy, const void *x, const float *rstd, const float *gamma, size_t n,
+                                 size_t d);
 // ANCHOR_END: rmsnorm_gpu_api
 
 // ANCHOR: plan_a_row_in_registers
 /* How forward 3 and backward 2 lay one row over the registers of a block:
  * thread t holds the vectors t, t + threads, ..., t + (items - 1) threads
- * of the row, each vector `width` floats. 16-byte vectors (width 4) need
- * d % 4 == 0 and 16-byte-aligned rows; otherwise single floats. Blocks of
- * up to 512 threads holding up to 4 vectors each are preferred (enough
- * registers per thread); 8 vectors and 1024 threads are the limit, beyond
- * which the row does not fit (threads = 0). */
+ * of the row, each vector `width` values. A vector is 16 bytes where the
+ * row allows it (d a multiple of the values in 16 bytes, 16-byte-aligned
+ * rows): 4 floats, or 8 values of a 16-bit storage type; otherwise single
+ * values. Blocks of up to 512 threads holding up to 4 vectors each are
+ * preferred (enough registers per thread); 8 vectors and 1024 threads are
+ * the limit, beyond which the row does not fit (threads = 0). A thread
+ * holds its values widened to float, so a vector of 8 16-bit values takes
+ * the registers of two float4: for them the limit is 4 vectors. */
 typedef struct {
     int width, items, threads;
 } LnRowPlan;
 
 enum { LN_PLAN_MAX_ITEMS = 8, LN_PLAN_MAX_THREADS = 1024, LN_PLAN_PREFERRED_THREADS = 512 };
 
-static inline LnRowPlan ln_row_plan(size_t d, bool rows_16_byte_aligned)
+/* The values in a 16-byte vector (16 / ln_storage_bytes), and the most such vectors a thread holds
+ * (a macro: the kernels use it as a template argument). */
+#define LN_VECTOR_VALUES(storage) ((storage) == STORAGE_FLOAT32 ? 4 : 8)
+#define LN_PLAN_MOST_ITEMS(width) ((width) > 4 ? LN_PLAN_MAX_ITEMS / 2 : LN_PLAN_MAX_ITEMS)
+
+static inline LnRowPlan ln_row_plan(size_t d, bool rows_16_byte_aligned, LnStorage storage)
 {
-    LnRowPlan plan = {rows_16_byte_aligned && d % 4 == 0 ? 4 : 1, 0, 0};
+    int vector = LN_VECTOR_VALUES(storage);
+    LnRowPlan plan = {rows_16_byte_aligned && d % (size_t)vector == 0 ? vector : 1, 0, 0};
     size_t vectors = d / (size_t)plan.width;
-    for (int items = 1; items <= LN_PLAN_MAX_ITEMS; items *= 2) {
+    for (int items = 1; items <= LN_PLAN_MOST_ITEMS(plan.width); items *= 2) {
         size_t threads = (vectors + (size_t)items - 1) / (size_t)items;
         threads = (threads + 31) / 32 * 32;
-        size_t limit = items < LN_PLAN_MAX_ITEMS ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS;
+        size_t limit = items < LN_PLAN_MOST_ITEMS(plan.width) ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS;
         if (threads <= limit) {
             plan.items = items;
             plan.threads = (int)threads;
@@ -118,15 +133,15 @@ static inline LnRowPlan ln_row_plan(size_t d, bool rows_16_byte_aligned)
 /* Backward 2 keeps more per thread than forward 3: with 8 float4 per thread,
  * 64 floats of dgamma and dbeta across rows (kernels/layernorm.cu). A block
  * of 1024 threads leaves a thread 64 registers, too few; one of 640 leaves
- * 96, enough. So its blocks of 8 vectors per thread stop at 640 threads, and
- * a row that needs more is refused (threads = 0): beyond 20,480 floats as
- * 16-byte vectors, 5,120 single floats. Its plans of fewer vectors are
- * forward 3's. */
+ * 96, enough. So its blocks of the most vectors per thread stop at 640
+ * threads, and a row that needs more is refused (threads = 0): beyond
+ * 20,480 values as 16-byte vectors, 5,120 single values. Its plans of fewer
+ * vectors are forward 3's. */
 enum { LN_BACKWARD_PLAN_MAX_THREADS = 640 };
 
-static inline LnRowPlan ln_backward_row_plan(size_t d, bool rows_16_byte_aligned)
+static inline LnRowPlan ln_backward_row_plan(size_t d, bool rows_16_byte_aligned, LnStorage storage)
 {
-    LnRowPlan plan = ln_row_plan(d, rows_16_byte_aligned);
+    LnRowPlan plan = ln_row_plan(d, rows_16_byte_aligned, storage);
     if (plan.threads > LN_BACKWARD_PLAN_MAX_THREADS)
         plan.threads = 0;
     return plan;

@@ -1,8 +1,8 @@
 /* The layer norm and RMSNorm launchers (kernels/layernorm.h): argument
  * checks, the launch configuration of every version, and the dispatch of
  * the row kernels to the template instance of their row plan. Both norms
- * go through the same launcher, a template on RMS; the kernels are
- * kernels/layernorm.cu. */
+ * and every storage type go through the same launcher, a template on the
+ * storage type S and RMS; the kernels are kernels/layernorm.cu. */
 #include <climits>
 
 #include "common/cuda_util.h"
@@ -67,36 +67,37 @@ static unsigned blocks_for(size_t items, unsigned threads)
     return (unsigned)((items + threads - 1) / threads);
 }
 
-/* Launch kernel<WIDTH, items, RMS>, items 1, 2, 4 or 8: the instance for
- * a row plan of that width, for the norm. */
-#define LAUNCH_FOR_ITEMS(kernel, WIDTH, items, blocks, threads, ...) \
-    do {                                                             \
-        switch (items) {                                             \
-        case 1:                                                      \
-            kernel<WIDTH, 1, RMS><<<blocks, threads>>>(__VA_ARGS__); \
-            break;                                                   \
-        case 2:                                                      \
-            kernel<WIDTH, 2, RMS><<<blocks, threads>>>(__VA_ARGS__); \
-            break;                                                   \
-        case 4:                                                      \
-            kernel<WIDTH, 4, RMS><<<blocks, threads>>>(__VA_ARGS__); \
-            break;                                                   \
-        default:                                                     \
-            kernel<WIDTH, 8, RMS><<<blocks, threads>>>(__VA_ARGS__); \
-            break;                                                   \
-        }                                                            \
+/* Launch kernel<WIDTH, items, S, RMS>, items 1, 2, 4 or the most a thread
+ * holds at this width (LN_PLAN_MOST_ITEMS): the instance for a row plan of
+ * that width, for the storage type and the norm. */
+#define LAUNCH_FOR_ITEMS(kernel, WIDTH, items, blocks, threads, ...)                            \
+    do {                                                                                        \
+        switch (items) {                                                                        \
+        case 1:                                                                                 \
+            kernel<WIDTH, 1, S, RMS><<<blocks, threads>>>(__VA_ARGS__);                         \
+            break;                                                                              \
+        case 2:                                                                                 \
+            kernel<WIDTH, 2, S, RMS><<<blocks, threads>>>(__VA_ARGS__);                         \
+            break;                                                                              \
+        case 4:                                                                                 \
+            kernel<WIDTH, 4, S, RMS><<<blocks, threads>>>(__VA_ARGS__);                         \
+            break;                                                                              \
+        default:                                                                                \
+            kernel<WIDTH, LN_PLAN_MOST_ITEMS(WIDTH), S, RMS><<<blocks, threads>>>(__VA_ARGS__); \
+            break;                                                                              \
+        }                                                                                       \
     } while (0)
 
-/* Dispatch a row kernel to its template instance for a plan: vectors of 4
- * floats or single floats, then the items per thread. Used inside the
- * launchers, which are templates on RMS. */
-#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                                       \
-    do {                                                                               \
-        dim3 blocks_(grid), threads_((unsigned)(plan).threads);                        \
-        if ((plan).width == 4)                                                         \
-            LAUNCH_FOR_ITEMS(kernel, 4, (plan).items, blocks_, threads_, __VA_ARGS__); \
-        else                                                                           \
-            LAUNCH_FOR_ITEMS(kernel, 1, (plan).items, blocks_, threads_, __VA_ARGS__); \
+/* Dispatch a row kernel to its template instance for a plan: 16-byte
+ * vectors or single values, then the items per thread. Used inside the
+ * launchers, which are templates on S and RMS. */
+#define LAUNCH_FOR_PLAN(kernel, plan, grid, ...)                                                         \
+    do {                                                                                                 \
+        dim3 blocks_(grid), threads_((unsigned)(plan).threads);                                          \
+        if ((plan).width == 1)                                                                           \
+            LAUNCH_FOR_ITEMS(kernel, 1, (plan).items, blocks_, threads_, __VA_ARGS__);                   \
+        else                                                                                             \
+            LAUNCH_FOR_ITEMS(kernel, LN_VECTOR_VALUES(S), (plan).items, blocks_, threads_, __VA_ARGS__); \
     } while (0)
 
 /* The refusal of a row longer than a plan takes. */
@@ -107,43 +108,60 @@ static const char *row_too_long(int max_threads)
                        max_threads, (int)LN_PLAN_MAX_ITEMS);
 }
 
-/* Both norms' forward launcher; for RMSNorm mean and beta are NULL. */
+/* Both norms' forward launcher, for one storage type; for RMSNorm mean and
+ * beta are NULL. */
+template <LnStorage S, bool RMS>
+static void forward_stored(int version, LnRowPlan plan, Stored<S> *y, float *mean, float *rstd, const Stored<S> *x,
+                           const float *gamma, const float *beta, size_t n, size_t d, float eps)
+{
+    int rows = (int)n, cols = (int)d;
+    if (version == 1) {
+        layernorm_forward_v1<S, RMS><<<blocks_for(n, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
+            y, mean, rstd, x, gamma, beta, rows, cols, eps);
+    } else if (version == 2) {
+        const unsigned warps_per_block = LN_WARP_PER_ROW_THREADS / WARP_SIZE;
+        layernorm_forward_v2<S, RMS><<<blocks_for(n, warps_per_block), LN_WARP_PER_ROW_THREADS>>>(
+            y, mean, rstd, x, gamma, beta, rows, cols, eps);
+    } else {
+        LAUNCH_FOR_PLAN(layernorm_forward_v3, plan, (unsigned)n, y, mean, rstd, x, gamma, beta, cols, eps);
+    }
+    CUDA_CHECK(cudaGetLastError());
+}
+
+/* The checks, the row plan of forward 3, and the launch for x's storage type. */
 template <bool RMS>
-static const char *forward_gpu(int version, float *y, float *mean, float *rstd, const float *x, const float *gamma,
-                               const float *beta, size_t n, size_t d, float eps)
+static const char *forward_gpu(int version, LnStorage storage, void *y, float *mean, float *rstd, const void *x,
+                               const float *gamma, const float *beta, size_t n, size_t d, float eps)
 {
     const char *why = check_sizes(version, LAYERNORM_FORWARD_GPU_VERSIONS, n, d);
     if (why != NULL)
         return why;
-    int rows = (int)n, cols = (int)d;
-    if (version == 1) {
-        layernorm_forward_v1<RMS><<<blocks_for(n, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
-            y, mean, rstd, x, gamma, beta, rows, cols, eps);
-    } else if (version == 2) {
-        const unsigned warps_per_block = LN_WARP_PER_ROW_THREADS / WARP_SIZE;
-        layernorm_forward_v2<RMS><<<blocks_for(n, warps_per_block), LN_WARP_PER_ROW_THREADS>>>(y, mean, rstd, x, gamma,
-                                                                                               beta, rows, cols, eps);
-    } else {
+    LnRowPlan plan = {0, 0, 0};
+    if (version == 3) {
         const void *rows_and_params[] = {x, y, gamma, beta, NULL}; /* RMSNorm: beta NULL ends the list */
-        LnRowPlan plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
+        plan = ln_row_plan(d, ln_all_16_byte_aligned(rows_and_params), storage);
         if (plan.threads == 0)
             return row_too_long(LN_PLAN_MAX_THREADS);
-        LAUNCH_FOR_PLAN(layernorm_forward_v3, plan, (unsigned)n, y, mean, rstd, x, gamma, beta, cols, eps);
     }
-    CUDA_CHECK(cudaGetLastError());
+    with_storage(storage, [&](auto tag) {
+        constexpr LnStorage S = decltype(tag)::value;
+        forward_stored<S, RMS>(version, plan, static_cast<Stored<S> *>(y), mean, rstd,
+                               static_cast<const Stored<S> *>(x), gamma, beta, n, d, eps);
+    });
     return NULL;
 }
 
-extern "C" const char *layernorm_forward_gpu(int version, float *y, float *mean, float *rstd, const float *x,
-                                             const float *gamma, const float *beta, size_t n, size_t d, float eps)
+extern "C" const char *layernorm_forward_gpu(int version, LnStorage storage, void *y, float *mean, float *rstd,
+                                             const void *x, const float *gamma, const float *beta, size_t n, size_t d,
+                                             float eps)
 {
-    return forward_gpu<false>(version, y, mean, rstd, x, gamma, beta, n, d, eps);
+    return forward_gpu<false>(version, storage, y, mean, rstd, x, gamma, beta, n, d, eps);
 }
 
-extern "C" const char *rmsnorm_forward_gpu(int version, float *y, float *rstd, const float *x, const float *gamma,
-                                           size_t n, size_t d, float eps)
+extern "C" const char *rmsnorm_forward_gpu(int version, LnStorage storage, void *y, float *rstd, const void *x,
+                                           const float *gamma, size_t n, size_t d, float eps)
 {
-    return forward_gpu<true>(version, y, NULL, rstd, x, gamma, NULL, n, d, eps);
+    return forward_gpu<true>(version, storage, y, NULL, rstd, x, gamma, NULL, n, d, eps);
 }
 
 /* Enough blocks of backward 2 to fill the GPU a few times over, and at
@@ -181,30 +199,21 @@ extern "C" size_t rmsnorm_backward_gpu_scratch_floats(int version, size_t n, siz
     return backward_scratch_floats<true>(version, n, d);
 }
 
-/* Both norms' backward launcher; for RMSNorm dbeta and mean are NULL. */
-template <bool RMS>
-static const char *backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy,
-                                const float *x, const float *mean, const float *rstd, const float *gamma, size_t n,
-                                size_t d)
+/* Both norms' backward launcher, for one storage type; for RMSNorm dbeta
+ * and mean are NULL. */
+template <LnStorage S, bool RMS>
+static void backward_stored(int version, LnRowPlan plan, Stored<S> *dx, float *dgamma, float *dbeta, float *scratch,
+                            const Stored<S> *dy, const Stored<S> *x, const float *mean, const float *rstd,
+                            const float *gamma, size_t n, size_t d)
 {
-    const char *why = check_sizes(version, LAYERNORM_BACKWARD_GPU_VERSIONS, n, d);
-    if (why != NULL)
-        return why;
     int rows = (int)n, cols = (int)d;
-    if (scratch == NULL && backward_scratch_floats<RMS>(version, n, d) > 0)
-        return RMS ? "backward needs scratch space (rmsnorm_backward_gpu_scratch_floats)"
-                   : "backward needs scratch space (layernorm_backward_gpu_scratch_floats)";
     if (version == 1) {
-        layernorm_backward_v1_dx<RMS><<<blocks_for(n, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
+        layernorm_backward_v1_dx<S, RMS><<<blocks_for(n, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
             dx, scratch, dy, x, mean, rstd, gamma, rows, cols);
         CUDA_CHECK(cudaGetLastError());
-        layernorm_backward_v1_params<RMS><<<blocks_for(d, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
+        layernorm_backward_v1_params<S, RMS><<<blocks_for(d, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
             dgamma, dbeta, dy, x, mean, scratch, rstd, rows, cols);
     } else {
-        const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
-        LnRowPlan plan = ln_backward_row_plan(d, ln_all_16_byte_aligned(rows_and_params));
-        if (plan.threads == 0)
-            return row_too_long(LN_BACKWARD_PLAN_MAX_THREADS);
         int blocks = backward_v2_blocks(n);
         LAUNCH_FOR_PLAN(layernorm_backward_v2, plan, (unsigned)blocks, dx, scratch, dy, x, mean, rstd, gamma, rows,
                         cols);
@@ -213,18 +222,46 @@ static const char *backward_gpu(int version, float *dx, float *dgamma, float *db
         layernorm_backward_v2_finalize<RMS><<<columns, LN_FINALIZE_THREADS>>>(dgamma, dbeta, scratch, blocks, cols);
     }
     CUDA_CHECK(cudaGetLastError());
+}
+
+/* The checks, the row plan of backward 2, and the launch for the storage type. */
+template <bool RMS>
+static const char *backward_gpu(int version, LnStorage storage, void *dx, float *dgamma, float *dbeta, float *scratch,
+                                const void *dy, const void *x, const float *mean, const float *rstd, const float *gamma,
+                                size_t n, size_t d)
+{
+    const char *why = check_sizes(version, LAYERNORM_BACKWARD_GPU_VERSIONS, n, d);
+    if (why != NULL)
+        return why;
+    if (scratch == NULL && backward_scratch_floats<RMS>(version, n, d) > 0)
+        return RMS ? "backward needs scratch space (rmsnorm_backward_gpu_scratch_floats)"
+                   : "backward needs scratch space (layernorm_backward_gpu_scratch_floats)";
+    LnRowPlan plan = {0, 0, 0};
+    if (version == 2) {
+        const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
+        plan = ln_backward_row_plan(d, ln_all_16_byte_aligned(rows_and_params), storage);
+        if (plan.threads == 0)
+            return row_too_long(LN_BACKWARD_PLAN_MAX_THREADS);
+    }
+    with_storage(storage, [&](auto tag) {
+        constexpr LnStorage S = decltype(tag)::value;
+        backward_stored<S, RMS>(version, plan, static_cast<Stored<S> *>(dx), dgamma, dbeta, scratch,
+                                static_cast<const Stored<S> *>(dy), static_cast<const Stored<S> *>(x), mean, rstd,
+                                gamma, n, d);
+    });
     return NULL;
 }
 
-extern "C" const char *layernorm_backward_gpu(int version, float *dx, float *dgamma, float *dbeta, float *scratch,
-                                              const float *dy, const float *x, const float *mean, const float *rstd,
-                                              const float *gamma, size_t n, size_t d)
+extern "C" const char *layernorm_backward_gpu(int version, LnStorage storage, void *dx, float *dgamma, float *dbeta,
+                                              float *scratch, const void *dy, const void *x, const float *mean,
+                                              const float *rstd, const float *gamma, size_t n, size_t d)
 {
-    return backward_gpu<false>(version, dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d);
+    return backward_gpu<false>(version, storage, dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d);
 }
 
-extern "C" const char *rmsnorm_backward_gpu(int version, float *dx, float *dgamma, float *scratch, const float *dy,
-                                            const float *x, const float *rstd, const float *gamma, size_t n, size_t d)
+extern "C" const char *rmsnorm_backward_gpu(int version, LnStorage storage, void *dx, float *dgamma, float *scratch,
+                                            const void *dy, const void *x, const float *rstd, const float *gamma,
+                                            size_t n, size_t d)
 {
-    return backward_gpu<true>(version, dx, dgamma, NULL, scratch, dy, x, NULL, rstd, gamma, n, d);
+    return backward_gpu<true>(version, storage, dx, dgamma, NULL, scratch, dy, x, NULL, rstd, gamma, n, d);
 }

@@ -7,6 +7,7 @@
 #endif
 
 #include "chapters/02-layernorm/layernorm.h"
+#include "chapters/02-layernorm/rmsnorm.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 
@@ -26,6 +27,18 @@ static void run_backward(void *context)
 {
     BenchArrays *a = context;
     layernorm_backward_f32(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n, a->d);
+}
+
+static void run_rms_forward(void *context)
+{
+    BenchArrays *a = context;
+    rmsnorm_forward_f32(a->y, a->rstd, a->x, a->gamma, a->n, a->d, 1e-5f);
+}
+
+static void run_rms_backward(void *context)
+{
+    BenchArrays *a = context;
+    rmsnorm_backward_f32(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d);
 }
 
 /* Values that vary, cheaply: the speed does not depend on them, as long as
@@ -74,6 +87,7 @@ static void add_memcpy_row(Table *table, int threads, const char *when, double g
     table_cell(table, "%s", "");
     table_cell(table, "%.1f", gbs);
     table_cell(table, "%s", "");
+    table_cell(table, "%s", "");
 }
 
 typedef struct {
@@ -91,9 +105,12 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
 {
     const size_t widths[] = {768, 1024, 4096};
     const Pass passes[] = {
-        {"forward",  run_forward,  2 * sizeof(float)},
-        {"backward", run_backward, 3 * sizeof(float)}
+        {"layer norm forward",  run_forward,      2 * sizeof(float)},
+        {"layer norm backward", run_backward,     3 * sizeof(float)},
+        {"RMSNorm forward",     run_rms_forward,  2 * sizeof(float)},
+        {"RMSNorm backward",    run_rms_backward, 3 * sizeof(float)},
     };
+    enum { PASSES = sizeof passes / sizeof passes[0] };
     const int timed_runs = quick ? 5 : 7;
     size_t bytes = bench_large_bytes(), count = bytes / sizeof(float);
     int thread_counts[] = {1, bench_max_threads()};
@@ -110,23 +127,24 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
             "%s: %d threads, last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs, in brackets "
             "the slowest and the fastest.\n\n",
             name, thread_counts[1], bench_llc_bytes() >> 20, bytes >> 20, timed_runs);
-    const char *headers[] = {"threads", "pass", "d", "rows", "GB/s", "of memcpy (range)"};
-    Table *table = table_new(6, headers, "rlrrrr");
+    const char *headers[] = {"threads", "pass", "d", "rows", "GB/s", "elements/s", "of memcpy (range)"};
+    Table *table = table_new(7, headers, "rlrrrrr");
     for (int t = 0; t < 2 && (t == 0 || thread_counts[1] != thread_counts[0]); t++) {
         int threads = thread_counts[t];
         set_threads(threads);
         double copy_before = memcpy_bandwidth_gbs(bytes, threads);
         add_memcpy_row(table, threads, "before", copy_before);
-        BenchStats kernel_stats[3][2];
+        BenchStats kernel_stats[3][PASSES];
         for (size_t w = 0; w < 3; w++) {
             a.d = widths[w];
             a.n = count / a.d;
             float **per_width[] = {&a.gamma, &a.beta, &a.dgamma, &a.dbeta, &a.mean, &a.rstd, &a.scratch};
+            /* layer norm's scratch (dgamma and dbeta) holds RMSNorm's (dgamma) too */
             size_t counts[] = {a.d, a.d, a.d, a.d, a.n, a.n, layernorm_backward_f32_scratch_floats(a.n, a.d)};
             for (size_t i = 0; i < 7; i++)
                 *per_width[i] = ALLOC_ARRAY(float, counts[i]);
             fill_in_parallel(a.gamma, a.d, 1.0f);
-            for (int p = 0; p < 2; p++)
+            for (int p = 0; p < PASSES; p++)
                 kernel_stats[w][p] = bench_run(passes[p].body, &a, 1, timed_runs);
             for (size_t i = 0; i < 7; i++)
                 array_free(*per_width[i]);
@@ -134,14 +152,15 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
         double copy_after = quick ? copy_before : memcpy_bandwidth_gbs(bytes, threads);
         double copy = 0.5 * (copy_before + copy_after);
         for (size_t w = 0; w < 3; w++)
-            for (int p = 0; p < 2; p++) {
+            for (int p = 0; p < PASSES; p++) {
                 size_t rows = count / widths[w];
-                double moved = passes[p].bytes_per_element * (double)(rows * widths[w]);
+                double elements = (double)(rows * widths[w]), moved = passes[p].bytes_per_element * elements;
                 table_cell(table, "%d", threads);
                 table_cell(table, "%s", passes[p].pass);
                 table_cell(table, "%zu", widths[w]);
                 table_cell(table, "%zu", rows);
                 table_cell(table, "%.1f", gb_per_s(moved, kernel_stats[w][p].median));
+                table_cell(table, "%.2e", elements / kernel_stats[w][p].median);
                 bench_share_cell(table, moved, kernel_stats[w][p], copy);
             }
         if (!quick)

@@ -3,8 +3,12 @@
  * in place of each subcommand. */
 #include "chapters/02-layernorm/gpu.h"
 
+#include <string.h>
+
 #include "chapters/02-layernorm/commands.h"
 #include "chapters/02-layernorm/gpu_device.h"
+#include "chapters/02-layernorm/layernorm.h"
+#include "common/alloc.h"
 #include "common/bench.h"
 #include "common/cli.h"
 #include "common/cuda_util.h"
@@ -13,7 +17,7 @@
 
 const char *gpu_run_problem(LnProblem *p, int forward, int backward, int misalign)
 {
-    DeviceProblem *g = device_problem_new(p->n, p->d, misalign);
+    DeviceProblem *g = device_problem_new(p->n, p->d, misalign, p->storage);
     device_problem_upload(g, p);
     const char *why = device_problem_forward(g, p->norm, forward, p->eps);
     if (why == NULL)
@@ -54,6 +58,85 @@ static const char *worst_output(const LnComparison *c, double *share)
     return names[worst];
 }
 
+// ANCHOR: bound_what_fma_changes_in_16_bits
+/* The GPU's y and dx in a 16-bit storage type, against the float64 result
+ * on the same stored inputs and against the CPU's. Before the rounding to
+ * 16 bits, the GPU's and the CPU's are floats a few float ulps apart: the
+ * sums go in another order, and nvcc contracts a * b + c into one FMA where
+ * the CPU build rounds twice. Two floats that close round to the same 16
+ * bits unless a midpoint between two 16-bit values falls between them, and
+ * then to neighbours, one ulp of the storage type apart. How often: each
+ * side meets the accuracy goal on its own (at least 99.9% of its elements
+ * the correct rounding of the float64 result), and where both round
+ * correctly they agree, so at most 0.1% + 0.1% = 0.2% may differ. More
+ * than one ulp apart is allowed only below ln_storage_unresolved_below,
+ * where float32's own error exceeds half an ulp of the storage type.
+ *
+ * The shares are rates, checked where there are enough values to measure
+ * one: 10^5 of y and dx together, so that 0.1% is 100 elements. On fewer
+ * (a single row of 768, 0.1% of it 1.5 elements; d = 1, where every y is
+ * near +-gamma[0] and all round alike), only the ulps are checked. */
+enum { STORAGE_SHARE_MIN_VALUES = 100000 };
+static StorageAccuracy stored_accuracy(LnStorage storage, const float *y, const double *y_ref, const float *dx,
+                                       const double *dx_ref, size_t count)
+{
+    return ln_storage_accuracy_merge(ln_storage_accuracy(storage, y, y_ref, count),
+                                     ln_storage_accuracy(storage, dx, dx_ref, count));
+}
+
+static bool shares_hold(const StorageAccuracy *exact, const StorageAccuracy *with_cpu)
+{
+    double differing = 1.0 - ln_storage_correct_share(with_cpu);
+    return exact->count < STORAGE_SHARE_MIN_VALUES || (ln_storage_correct_share(exact) >= LN_STORAGE_GOAL_SHARE &&
+                                                       differing <= 2.0 * (1.0 - LN_STORAGE_GOAL_SHARE));
+}
+
+static bool ulps_hold(const StorageAccuracy *exact, const StorageAccuracy *with_cpu, LnStorage storage)
+{
+    double unresolved = ln_storage_unresolved_below(storage);
+    return exact->largest_beyond < unresolved && with_cpu->largest_beyond < unresolved;
+}
+// ANCHOR_END: bound_what_fma_changes_in_16_bits
+
+/* The CPU's results on p's inputs, in p's storage type, widened to double
+ * (exactly) to compare with. */
+static void cpu_results(const LnProblem *p, double *y, double *dx)
+{
+    LnProblem cpu = ln_problem_new(p->n, p->d, p->eps);
+    cpu.norm = p->norm;
+    cpu.storage = p->storage;
+    memcpy(cpu.x, p->x, p->n * p->d * sizeof(float));
+    memcpy(cpu.dy, p->dy, p->n * p->d * sizeof(float));
+    memcpy(cpu.gamma, p->gamma, p->d * sizeof(float));
+    memcpy(cpu.beta, p->beta, p->d * sizeof(float));
+    ln_problem_run_cpu(&cpu);
+    ln_problem_narrow_results(&cpu);
+    widen_f32(y, cpu.y, p->n * p->d);
+    widen_f32(dx, cpu.dx, p->n * p->d);
+    ln_problem_free(&cpu);
+}
+
+bool gpu_meets_storage_goal(const LnProblem *p, const LnReference *ref, FILE *out)
+{
+    if (p->storage == STORAGE_FLOAT32)
+        return true;
+    size_t count = p->n * p->d;
+    double *cpu_y = ALLOC_ARRAY(double, count), *cpu_dx = ALLOC_ARRAY(double, count);
+    cpu_results(p, cpu_y, cpu_dx);
+    StorageAccuracy exact = stored_accuracy(p->storage, p->y, ref->y, p->dx, ref->dx, count);
+    StorageAccuracy with_cpu = stored_accuracy(p->storage, p->y, cpu_y, p->dx, cpu_dx, count);
+    bool ok = shares_hold(&exact, &with_cpu) && ulps_hold(&exact, &with_cpu, p->storage);
+    fprintf(out,
+            "%s    y, dx: %.3f%% correctly rounded (goal %.1f%%); %zu of %zu differ from the CPU's (bound %.1f%%), "
+            "by at most %.0f ulp\n",
+            ok ? "" : "FAIL", 100.0 * ln_storage_correct_share(&exact), 100.0 * LN_STORAGE_GOAL_SHARE,
+            with_cpu.count - with_cpu.correctly_rounded, with_cpu.count, 200.0 * (1.0 - LN_STORAGE_GOAL_SHARE),
+            with_cpu.max_ulps);
+    array_free(cpu_y);
+    array_free(cpu_dx);
+    return ok;
+}
+
 static bool check_problem(LnProblem *p, const char *label, int forward, int backward, int misalign, FILE *out)
 {
     LnReference ref = ln_reference_compute(p);
@@ -61,27 +144,31 @@ static bool check_problem(LnProblem *p, const char *label, int forward, int back
     bool ok = true;
     if (why != NULL) {
         /* A version refusing a row it cannot hold does what it promises. */
-        fprintf(out, "skip %s forward %d, backward %d, %s: %s\n", norm_kind_name(p->norm), forward, backward, label,
-                why);
+        fprintf(out, "skip %s %s forward %d, backward %d, %s: %s\n", norm_kind_name(p->norm),
+                ln_storage_name(p->storage), forward, backward, label, why);
     } else {
         LnComparison c = ln_compare(p, &ref);
         double share;
         const char *worst = worst_output(&c, &share);
-        fprintf(out, "%s %-5s forward %d, backward %d, %s: worst %s at %.0f%% of tolerance\n", c.ok ? "ok  " : "FAIL",
-                norm_kind_name(p->norm), forward, backward, label, worst, 100.0 * share);
+        fprintf(out, "%s %-5s %-7s forward %d, backward %d, %s: worst %s at %.0f%% of tolerance\n",
+                c.ok ? "ok  " : "FAIL", norm_kind_name(p->norm), ln_storage_name(p->storage), forward, backward, label,
+                worst, 100.0 * share);
         if (!c.ok)
             ln_comparison_print(out, "    ", &c);
-        ok = c.ok;
+        ok = gpu_meets_storage_goal(p, &ref, out) && c.ok;
     }
     ln_reference_free(&ref);
     return ok;
 }
 
-bool gpu_check_versions(const GpuCheckShape *shape, NormKind norm, int forward, int backward, uint64_t seed, FILE *out)
+bool gpu_check_versions(const GpuCheckShape *shape, NormKind norm, LnStorage storage, int forward, int backward,
+                        uint64_t seed, FILE *out)
 {
     LnProblem p = ln_problem_new(shape->n, shape->d, 1e-5f);
     p.norm = norm;
+    p.storage = storage;
     ln_problem_fill_random(&p, seed, 0.0, 1.0);
+    ln_problem_narrow_inputs(&p);
     char label[96];
     snprintf(label, sizeof label, "%zu x %zu%s", shape->n, shape->d, shape->misalign ? ", misaligned" : "");
     bool ok = check_problem(&p, label, forward, backward, shape->misalign, out);
@@ -103,16 +190,28 @@ static int last_version(int version, int versions)
 /* The two norms share their version numbers (kernels/layernorm.h). */
 static const NormKind gpu_norms[] = {NORM_LAYER, NORM_RMS};
 
-static bool validate_all(int version, uint64_t seed)
+static const LnStorage gpu_storages[] = {STORAGE_FLOAT32, STORAGE_FP16, STORAGE_BF16};
+
+/* Every version pair (or version N's) of both norms in every storage type
+ * on one shape. */
+static bool validate_shape(const GpuCheckShape *shape, int version, uint64_t seed)
 {
     bool ok = true;
     for (int k = 0; k < 2; k++)
-        for (int s = 0; s < gpu_check_shape_count; s++)
+        for (int t = 0; t < 3; t++)
             for (int f = first_version(version, LAYERNORM_FORWARD_GPU_VERSIONS);
                  f <= last_version(version, LAYERNORM_FORWARD_GPU_VERSIONS); f++)
                 for (int b = first_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS);
                      b <= last_version(version, LAYERNORM_BACKWARD_GPU_VERSIONS); b++)
-                    ok = gpu_check_versions(&gpu_check_shapes[s], gpu_norms[k], f, b, seed, stdout) && ok;
+                    ok = gpu_check_versions(shape, gpu_norms[k], gpu_storages[t], f, b, seed, stdout) && ok;
+    return ok;
+}
+
+static bool validate_all(int version, uint64_t seed)
+{
+    bool ok = true;
+    for (int s = 0; s < gpu_check_shape_count; s++)
+        ok = validate_shape(&gpu_check_shapes[s], version, seed) && ok;
     if (!ok)
         printf("some versions do not match the reference\n");
     return ok;
@@ -230,7 +329,7 @@ static Table *bench_table(int runs, double copy)
     Table *table = table_new(9, headers, "llrrrrrrr");
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         size_t d = widths[w], n = GPU_BENCH_TENSOR_BYTES / sizeof(float) / d;
-        DeviceProblem *g = device_problem_new(n, d, 0);
+        DeviceProblem *g = device_problem_new(n, d, 0, STORAGE_FLOAT32);
         device_problem_fill_pattern(g);
         BenchStats baseline = {0};
         for (size_t r = 0; r < sizeof gpu_bench_rows / sizeof gpu_bench_rows[0]; r++) {
@@ -294,44 +393,63 @@ int gpu_bench_command(int argc, char **argv)
     return 0;
 }
 
-typedef LnRowPlan RowPlanner(size_t d, bool rows_16_byte_aligned);
+typedef LnRowPlan RowPlanner(size_t d, bool rows_16_byte_aligned, LnStorage storage);
 
-/* The most threads a row plan launches the instance <width, items> with:
- * its blocks grow with d up to the plan's limit for that many vectors. */
-static int most_planned_threads(RowPlanner *plan_for, int width, int items)
+/* The most threads a row plan launches the instance <width, items> of a
+ * storage type with: its blocks grow with d up to the plan's limit for
+ * that many vectors. */
+static int most_planned_threads(RowPlanner *plan_for, int width, int items, LnStorage storage)
 {
     int most = 0;
     size_t longest = (size_t)width * LN_PLAN_MAX_ITEMS * LN_PLAN_MAX_THREADS;
     for (size_t d = (size_t)width; d <= longest; d += (size_t)width) {
-        LnRowPlan plan = plan_for(d, width == 4);
+        LnRowPlan plan = plan_for(d, width > 1, storage);
         if (plan.width == width && plan.items == items && plan.threads > most)
             most = plan.threads;
     }
     return most;
 }
 
+/* A row kernel's vector: "float4" or "float" as before, "fp16 x 8" or
+ * "fp16" for the 16-bit types. */
+static void vector_name(char *name, size_t size, int width, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32)
+        snprintf(name, size, "%s", width == 1 ? "float" : "float4");
+    else if (width == 1)
+        snprintf(name, size, "%s", ln_storage_name(storage));
+    else
+        snprintf(name, size, "%s x %d", ln_storage_name(storage), width);
+}
+
 /* The row kernels (forward 3, backward 2) at the largest block their
  * plans give them; the others at their launcher's fixed block. Every
- * kernel's last template argument is the norm (RMS: 1 for RMSNorm). */
+ * kernel's last template argument is the norm (RMS: 1 for RMSNorm), the
+ * one before it the storage type of the rows (but backward 2's finalize,
+ * which sums floats whatever the rows held). */
 static void layernorm_launches(const KernelSignature *kernel, ResourceTableRows *rows)
 {
     const int *arguments = kernel->arguments;
-    const char *vector = arguments[0] == 4 ? "float4" : "float";
-    bool rms = kernel->argument_count > 0 && arguments[kernel->argument_count - 1] == 1;
+    int count = kernel->argument_count;
+    bool rms = count > 0 && arguments[count - 1] == 1;
+    LnStorage storage = count > 1 ? (LnStorage)arguments[count - 2] : STORAGE_FLOAT32;
     const char *norm = rms ? "RMSNorm" : "layer norm", *params = rms ? "dgamma" : "dgamma and dbeta";
-    if (kernel_signature_is(kernel, "layernorm_forward_v1", 1))
-        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s forward 1", norm);
-    else if (kernel_signature_is(kernel, "layernorm_forward_v2", 1))
-        resource_table_add(rows, LN_WARP_PER_ROW_THREADS, "%s forward 2", norm);
-    else if (kernel_signature_is(kernel, "layernorm_forward_v3", 3))
-        resource_table_add(rows, most_planned_threads(ln_row_plan, arguments[0], arguments[1]),
+    const char *stored = ln_storage_name(storage);
+    char vector[32];
+    vector_name(vector, sizeof vector, arguments[0], storage);
+    if (kernel_signature_is(kernel, "layernorm_forward_v1", 2))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s forward 1, %s", norm, stored);
+    else if (kernel_signature_is(kernel, "layernorm_forward_v2", 2))
+        resource_table_add(rows, LN_WARP_PER_ROW_THREADS, "%s forward 2, %s", norm, stored);
+    else if (kernel_signature_is(kernel, "layernorm_forward_v3", 4))
+        resource_table_add(rows, most_planned_threads(ln_row_plan, arguments[0], arguments[1], storage),
                            "%s forward 3, %d %s per thread", norm, arguments[1], vector);
-    else if (kernel_signature_is(kernel, "layernorm_backward_v1_dx", 1))
-        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s backward 1, dx", norm);
-    else if (kernel_signature_is(kernel, "layernorm_backward_v1_params", 1))
-        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s backward 1, %s", norm, params);
-    else if (kernel_signature_is(kernel, "layernorm_backward_v2", 3))
-        resource_table_add(rows, most_planned_threads(ln_backward_row_plan, arguments[0], arguments[1]),
+    else if (kernel_signature_is(kernel, "layernorm_backward_v1_dx", 2))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s backward 1, dx, %s", norm, stored);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v1_params", 2))
+        resource_table_add(rows, LN_THREAD_PER_ROW_THREADS, "%s backward 1, %s, %s", norm, params, stored);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v2", 4))
+        resource_table_add(rows, most_planned_threads(ln_backward_row_plan, arguments[0], arguments[1], storage),
                            "%s backward 2, %d %s per thread", norm, arguments[1], vector);
     else if (kernel_signature_is(kernel, "layernorm_backward_v2_finalize", 1))
         resource_table_add(rows, LN_FINALIZE_THREADS, "%s backward 2, finalize", norm);

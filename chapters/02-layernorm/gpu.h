@@ -51,9 +51,19 @@ typedef struct {
 extern const GpuCheckShape gpu_check_shapes[];
 extern const int gpu_check_shape_count;
 
-/* Run (forward, backward) of a norm on a random problem of this shape and
- * compare with the double reference; one line to out. True when it matched. */
-bool gpu_check_versions(const GpuCheckShape *shape, NormKind norm, int forward, int backward, uint64_t seed, FILE *out);
+/* Run (forward, backward) of a norm on a random problem of this shape, x
+ * and dy rounded to `storage`, and compare with the double reference; for
+ * a 16-bit storage type, y and dx also with the CPU's (gpu_meets_storage_goal).
+ * One line to out (two for 16 bits). True when everything matched. */
+bool gpu_check_versions(const GpuCheckShape *shape, NormKind norm, LnStorage storage, int forward, int backward,
+                        uint64_t seed, FILE *out);
+
+/* p's y and dx, computed on the GPU in a 16-bit storage type, against
+ * the double reference ref (the accuracy goal, LN_STORAGE_GOAL_SHARE) and
+ * against the CPU's on the same inputs (no more than 0.2% different, by
+ * one ulp: gpu.c says why). One line to out; true for float32, whose check
+ * is ln_compare. */
+bool gpu_meets_storage_goal(const LnProblem *p, const LnReference *ref, FILE *out);
 
 /* layernorm gpu-resources [--record FILE] [--markdown]: ptxas's registers, spills,
  * stack and shared memory of every kernel a launcher selects, with its

@@ -1,11 +1,17 @@
 #include "chapters/02-layernorm/gpu_device.h"
+#include "common/alloc.h"
 #include "common/cuda_util.h"
 #include "kernels/layernorm.h"
+#include "kernels/layernorm_kernels.cuh"
+
+enum { ARRAYS = 11 };
 
 struct DeviceProblem {
     size_t n, d;
-    float *base[11]; /* what cudaMalloc returned */
-    float *x, *gamma, *beta, *dy, *y, *mean, *rstd, *dx, *dgamma, *dbeta, *scratch;
+    LnStorage storage;  /* of x, dy, y and dx */
+    void *base[ARRAYS]; /* what cudaMalloc returned */
+    void *x, *dy, *y, *dx;
+    float *gamma, *beta, *mean, *rstd, *dgamma, *dbeta, *scratch;
 };
 
 /* Enough scratch for any backward version of either norm. */
@@ -21,26 +27,38 @@ static size_t backward_scratch_floats(size_t n, size_t d)
     return most;
 }
 
-extern "C" DeviceProblem *device_problem_new(size_t n, size_t d, int misalign)
+extern "C" DeviceProblem *device_problem_new(size_t n, size_t d, int misalign, LnStorage storage)
 {
     DeviceProblem *g = new DeviceProblem();
     g->n = n;
     g->d = d;
-    size_t counts[11] = {n * d, d, d, n * d, n * d, n, n, n * d, d, d, backward_scratch_floats(n, d)};
-    float **arrays[11] = {&g->x,    &g->gamma, &g->beta,   &g->dy,    &g->y,      &g->mean,
-                          &g->rstd, &g->dx,    &g->dgamma, &g->dbeta, &g->scratch};
-    for (int i = 0; i < 11; i++) {
+    g->storage = storage;
+    size_t stored = ln_storage_bytes(storage);
+    size_t counts[ARRAYS] = {n * d, n * d, n * d, n * d, d, d, n, n, d, d, backward_scratch_floats(n, d)};
+    size_t sizes[ARRAYS] = {stored, stored, stored, stored, 4, 4, 4, 4, 4, 4, 4};
+    void **arrays[ARRAYS] = {&g->x,
+                             &g->dy,
+                             &g->y,
+                             &g->dx,
+                             (void **)&g->gamma,
+                             (void **)&g->beta,
+                             (void **)&g->mean,
+                             (void **)&g->rstd,
+                             (void **)&g->dgamma,
+                             (void **)&g->dbeta,
+                             (void **)&g->scratch};
+    for (int i = 0; i < ARRAYS; i++) {
         g->base[i] = NULL;
         if (counts[i] > 0)
-            CUDA_CHECK(cudaMalloc(&g->base[i], (counts[i] + (size_t)misalign) * sizeof(float)));
-        *arrays[i] = g->base[i] == NULL ? NULL : g->base[i] + misalign;
+            CUDA_CHECK(cudaMalloc(&g->base[i], (counts[i] + (size_t)misalign) * sizes[i]));
+        *arrays[i] = g->base[i] == NULL ? NULL : (char *)g->base[i] + (size_t)misalign * sizes[i];
     }
     return g;
 }
 
 extern "C" void device_problem_free(DeviceProblem *g)
 {
-    for (int i = 0; i < 11; i++)
+    for (int i = 0; i < ARRAYS; i++)
         if (g->base[i] != NULL)
             CUDA_CHECK(cudaFree(g->base[i]));
     delete g;
@@ -56,10 +74,36 @@ static void download(float *host, const float *device, size_t count)
     CUDA_CHECK(cudaMemcpy(host, device, count * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
+/* A row tensor in the storage type: 16-bit values go to the GPU as their
+ * 16 bits (exact: p holds values already rounded to the storage type). */
+static void upload_stored(void *device, const float *host, size_t count, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32) {
+        upload((float *)device, host, count);
+        return;
+    }
+    uint16_t *bits = ALLOC_ARRAY(uint16_t, count);
+    ln_storage_bits(storage, bits, host, count);
+    CUDA_CHECK(cudaMemcpy(device, bits, count * sizeof *bits, cudaMemcpyHostToDevice));
+    array_free(bits);
+}
+
+static void download_stored(float *host, const void *device, size_t count, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32) {
+        download(host, (const float *)device, count);
+        return;
+    }
+    uint16_t *bits = ALLOC_ARRAY(uint16_t, count);
+    CUDA_CHECK(cudaMemcpy(bits, device, count * sizeof *bits, cudaMemcpyDeviceToHost));
+    ln_storage_widen_bits(storage, host, bits, count);
+    array_free(bits);
+}
+
 extern "C" void device_problem_upload(DeviceProblem *g, const LnProblem *p)
 {
-    upload(g->x, p->x, g->n * g->d);
-    upload(g->dy, p->dy, g->n * g->d);
+    upload_stored(g->x, p->x, g->n * g->d, g->storage);
+    upload_stored(g->dy, p->dy, g->n * g->d, g->storage);
     upload(g->gamma, p->gamma, g->d);
     upload(g->beta, p->beta, g->d);
 }
@@ -68,30 +112,37 @@ extern "C" void device_problem_upload(DeviceProblem *g, const LnProblem *p)
 extern "C" void device_problem_download(const DeviceProblem *g, LnProblem *p)
 {
     bool layer = p->norm == NORM_LAYER;
-    download(p->y, g->y, g->n * g->d);
+    download_stored(p->y, g->y, g->n * g->d, g->storage);
     if (layer)
         download(p->mean, g->mean, g->n);
     download(p->rstd, g->rstd, g->n);
-    download(p->dx, g->dx, g->n * g->d);
+    download_stored(p->dx, g->dx, g->n * g->d, g->storage);
     download(p->dgamma, g->dgamma, g->d);
     if (layer)
         download(p->dbeta, g->dbeta, g->d);
 }
 
-__global__ static void fill_pattern(float *values, size_t count, float scale)
+template <LnStorage S> __global__ static void fill_pattern(Stored<S> *values, size_t count, float scale)
 {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (i < count)
-        values[i] = scale * ((float)((i * 2654435761u) % 1024u) / 512.0f - 1.0f);
+        values[i] = Storage<S>::narrow(scale * ((float)((i * 2654435761u) % 1024u) / 512.0f - 1.0f));
+}
+
+static void fill_stored(LnStorage storage, void *values, size_t count, float scale)
+{
+    with_storage(storage, [&](auto tag) {
+        constexpr LnStorage S = decltype(tag)::value;
+        fill_pattern<S><<<(unsigned)((count + 255) / 256), 256>>>(static_cast<Stored<S> *>(values), count, scale);
+    });
 }
 
 extern "C" void device_problem_fill_pattern(DeviceProblem *g)
 {
-    float *inputs[4] = {g->x, g->dy, g->gamma, g->beta};
-    size_t counts[4] = {g->n * g->d, g->n * g->d, g->d, g->d};
-    float scales[4] = {1.0f, 0.5f, 1.0f, 0.1f};
-    for (int i = 0; i < 4; i++)
-        fill_pattern<<<(unsigned)((counts[i] + 255) / 256), 256>>>(inputs[i], counts[i], scales[i]);
+    fill_stored(g->storage, g->x, g->n * g->d, 1.0f);
+    fill_stored(g->storage, g->dy, g->n * g->d, 0.5f);
+    fill_stored(STORAGE_FLOAT32, g->gamma, g->d, 1.0f);
+    fill_stored(STORAGE_FLOAT32, g->beta, g->d, 0.1f);
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -99,14 +150,15 @@ extern "C" void device_problem_fill_pattern(DeviceProblem *g)
 extern "C" const char *device_problem_forward(DeviceProblem *g, NormKind norm, int version, float eps)
 {
     if (norm == NORM_RMS)
-        return rmsnorm_forward_gpu(version, g->y, g->rstd, g->x, g->gamma, g->n, g->d, eps);
-    return layernorm_forward_gpu(version, g->y, g->mean, g->rstd, g->x, g->gamma, g->beta, g->n, g->d, eps);
+        return rmsnorm_forward_gpu(version, g->storage, g->y, g->rstd, g->x, g->gamma, g->n, g->d, eps);
+    return layernorm_forward_gpu(version, g->storage, g->y, g->mean, g->rstd, g->x, g->gamma, g->beta, g->n, g->d, eps);
 }
 
 extern "C" const char *device_problem_backward(DeviceProblem *g, NormKind norm, int version)
 {
     if (norm == NORM_RMS)
-        return rmsnorm_backward_gpu(version, g->dx, g->dgamma, g->scratch, g->dy, g->x, g->rstd, g->gamma, g->n, g->d);
-    return layernorm_backward_gpu(version, g->dx, g->dgamma, g->dbeta, g->scratch, g->dy, g->x, g->mean, g->rstd,
-                                  g->gamma, g->n, g->d);
+        return rmsnorm_backward_gpu(version, g->storage, g->dx, g->dgamma, g->scratch, g->dy, g->x, g->rstd, g->gamma,
+                                    g->n, g->d);
+    return layernorm_backward_gpu(version, g->storage, g->dx, g->dgamma, g->dbeta, g->scratch, g->dy, g->x, g->mean,
+                                  g->rstd, g->gamma, g->n, g->d);
 }

@@ -13,14 +13,16 @@ COMMON_BEGIN_C
 
 typedef struct DeviceProblem DeviceProblem;
 
-/* Device arrays for an n x d problem of either norm, with the scratch
- * space their backward versions need. misalign > 0 starts every array that many floats past an aligned
- * address (which takes the kernels off their 16-byte-vector path). */
-DeviceProblem *device_problem_new(size_t n, size_t d, int misalign);
+/* Device arrays for an n x d problem of either norm, x, dy, y and dx in
+ * `storage`, with the scratch space their backward versions need. misalign
+ * > 0 starts every array that many values past an aligned address (which
+ * takes the kernels off their 16-byte-vector path). */
+DeviceProblem *device_problem_new(size_t n, size_t d, int misalign, LnStorage storage);
 void device_problem_free(DeviceProblem *g);
 
 /* Copy p's inputs (x, gamma, beta, dy) to the GPU, or the outputs of
- * p->norm back (RMSNorm's: y, rstd, dx, dgamma). */
+ * p->norm back (RMSNorm's: y, rstd, dx, dgamma); x, dy, y and dx travel
+ * in the problem's storage type, 16-bit values as their 16 bits. */
 void device_problem_upload(DeviceProblem *g, const LnProblem *p);
 void device_problem_download(const DeviceProblem *g, LnProblem *p);
 

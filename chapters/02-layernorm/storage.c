@@ -66,6 +66,12 @@ void ln_storage_bits(LnStorage storage, uint16_t *bits, const float *values, siz
         bits[i] = storage == STORAGE_FP16 ? half_from_float(values[i]) : bf16_from_float(values[i]);
 }
 
+void ln_storage_widen_bits(LnStorage storage, float *values, const uint16_t *bits, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        values[i] = storage == STORAGE_FP16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
+}
+
 /* Each type's significant bits p, its smallest normal exponent and its
  * largest finite value. */
 typedef struct {
@@ -149,4 +155,9 @@ StorageAccuracy ln_storage_accuracy_merge(StorageAccuracy a, StorageAccuracy b)
 double ln_storage_correct_share(const StorageAccuracy *a)
 {
     return a->count == 0 ? 1.0 : (double)a->correctly_rounded / (double)a->count;
+}
+
+double ln_storage_unresolved_below(LnStorage storage)
+{
+    return 3e-6 / (0.5 * ln_storage_ulp(storage, 1.0)) * 2.0;
 }

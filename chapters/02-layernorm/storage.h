@@ -17,10 +17,11 @@
 
 #include "common/hostdevice.h"
 #include "common/npy.h"
+#include "kernels/layernorm_storage.h"
 
 COMMON_BEGIN_C
 
-typedef enum { STORAGE_FLOAT32, STORAGE_FP16, STORAGE_BF16 } LnStorage;
+/* LnStorage, the enum of kernels/layernorm_storage.h: the GPU kernels take the same. */
 
 /* "float32", "fp16" or "bf16"; ln_storage_parse is false for any other name. */
 const char *ln_storage_name(LnStorage storage);
@@ -38,8 +39,10 @@ NpyDtype ln_storage_dtype(LnStorage storage);
  * conversions; the result is a float (16-bit values widen exactly). */
 float ln_storage_narrow(LnStorage storage, float v);
 void ln_storage_narrow_array(LnStorage storage, float *values, size_t count);
-/* The 16 bits of ln_storage_narrow(storage, values[i]) (fp16 or bf16 only). */
+/* The 16 bits of ln_storage_narrow(storage, values[i]) (fp16 or bf16 only),
+ * and back: values[i] the float that bits[i] holds, exactly. */
 void ln_storage_bits(LnStorage storage, uint16_t *bits, const float *values, size_t count);
+void ln_storage_widen_bits(LnStorage storage, float *values, const uint16_t *bits, size_t count);
 
 /* The same rounding computed independently, from a double, without
  * rounding to float first (that could round twice): the correctly rounded
@@ -61,6 +64,14 @@ typedef struct {
 } StorageAccuracy;
 
 StorageAccuracy ln_storage_accuracy(LnStorage storage, const float *got, const double *ref, size_t count);
+/* Below this magnitude the float32 kernels' own error bound (ln_compare's
+ * atol at unit scale, 3e-6 for y and dx) exceeds half an ulp of the
+ * storage type (at least 2^-(p+1) |v| for p significant bits): only there
+ * may a stored result be more than one ulp off. */
+double ln_storage_unresolved_below(LnStorage storage);
+/* The accuracy goal: at least 99.9% correctly rounded, and nothing more
+ * than one ulp off at or above ln_storage_unresolved_below. */
+#define LN_STORAGE_GOAL_SHARE 0.999
 /* a and b together (counts summed, the larger error, NaN kept). */
 StorageAccuracy ln_storage_accuracy_merge(StorageAccuracy a, StorageAccuracy b);
 double ln_storage_correct_share(const StorageAccuracy *a); /* correctly_rounded / count */

@@ -19,7 +19,8 @@ static void test_forward_plan_up_to_the_cap(void)
     int bad = 0;
     for (size_t d = 1; d <= 40000; d++) {
         for (int aligned = 0; aligned <= 1; aligned++) {
-            LnRowPlan forward = ln_row_plan(d, aligned), backward = ln_backward_row_plan(d, aligned);
+            LnRowPlan forward = ln_row_plan(d, aligned, STORAGE_FLOAT32),
+                      backward = ln_backward_row_plan(d, aligned, STORAGE_FLOAT32);
             bool ok =
                 forward.threads <= LN_BACKWARD_PLAN_MAX_THREADS ? same_plan(forward, backward) : backward.threads == 0;
             if (!ok && bad++ < 5)
@@ -34,13 +35,16 @@ static void test_the_longest_rows(void)
 {
     /* chapters/02-layernorm/gpu.c checks 20000 floats: 5000 float4, 8 per
      * thread in 625 threads, rounded up to 640. */
-    LnRowPlan checked = ln_backward_row_plan(20000, true);
+    LnRowPlan checked = ln_backward_row_plan(20000, true, STORAGE_FLOAT32);
     EXPECT(checked.width == 4 && checked.items == 8 && checked.threads == 640, "20000 floats: 640 threads x 8 float4");
-    EXPECT(ln_backward_row_plan(20480, true).threads == 640, "20480 floats fill 640 threads x 8 float4");
-    EXPECT(ln_backward_row_plan(20484, true).threads == 0, "20484 floats need 641 threads: refused");
-    EXPECT(ln_backward_row_plan(5120, false).threads == 640, "5120 single floats fill 640 threads x 8");
-    EXPECT(ln_backward_row_plan(5121, false).threads == 0, "5121 single floats: refused");
-    EXPECT(ln_row_plan(32768, true).threads == 1024, "forward 3 still takes 32768 floats in 1024 threads");
+    EXPECT(ln_backward_row_plan(20480, true, STORAGE_FLOAT32).threads == 640,
+           "20480 floats fill 640 threads x 8 float4");
+    EXPECT(ln_backward_row_plan(20484, true, STORAGE_FLOAT32).threads == 0, "20484 floats need 641 threads: refused");
+    EXPECT(ln_backward_row_plan(5120, false, STORAGE_FLOAT32).threads == 640,
+           "5120 single floats fill 640 threads x 8");
+    EXPECT(ln_backward_row_plan(5121, false, STORAGE_FLOAT32).threads == 0, "5121 single floats: refused");
+    EXPECT(ln_row_plan(32768, true, STORAGE_FLOAT32).threads == 1024,
+           "forward 3 still takes 32768 floats in 1024 threads");
 }
 
 int main(void)

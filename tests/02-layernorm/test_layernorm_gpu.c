@@ -1,5 +1,7 @@
-/* Every CUDA kernel version, layer norm's and RMSNorm's, against the
- * double reference on the shapes of chapters/02-layernorm/gpu.c; backward 2
+/* Every CUDA kernel version, layer norm's and RMSNorm's, in every storage
+ * type, against the double reference on the shapes of
+ * chapters/02-layernorm/gpu.c, and in fp16 and bf16 against the CPU's
+ * results in the same storage type (gpu_meets_storage_goal); backward 2
  * deterministic; a row too long for the register-resident versions
  * refused, not mangled; the offset, overflow and non-finite goals. */
 #include <stdio.h>
@@ -25,16 +27,16 @@ static size_t rows_at_most(size_t n)
     return n < max_rows ? n : max_rows;
 }
 
-static void test_every_version_on_every_shape(NormKind norm)
+static void test_every_version_on_every_shape(NormKind norm, LnStorage storage)
 {
     for (int s = 0; s < gpu_check_shape_count; s++) {
         GpuCheckShape shape = gpu_check_shapes[s];
         shape.n = rows_at_most(shape.n);
         for (int f = 1; f <= LAYERNORM_FORWARD_GPU_VERSIONS; f++)
             for (int b = 1; b <= LAYERNORM_BACKWARD_GPU_VERSIONS; b++)
-                EXPECT(gpu_check_versions(&shape, norm, f, b, 17, stdout),
-                       "%s norm, forward %d, backward %d, %zu x %zu (%s)", norm_kind_name(norm), f, b, shape.n, shape.d,
-                       shape.why);
+                EXPECT(gpu_check_versions(&shape, norm, storage, f, b, 17, stdout),
+                       "%s norm, %s, forward %d, backward %d, %zu x %zu (%s)", norm_kind_name(norm),
+                       ln_storage_name(storage), f, b, shape.n, shape.d, shape.why);
     }
 }
 
@@ -157,8 +159,10 @@ int main(int argc, char **argv)
     cuda_device_describe(device, sizeof device);
     printf("%s\n", device);
     const NormKind norms[] = {NORM_LAYER, NORM_RMS};
+    const LnStorage storages[] = {STORAGE_FLOAT32, STORAGE_FP16, STORAGE_BF16};
     for (int k = 0; k < 2; k++) {
-        test_every_version_on_every_shape(norms[k]);
+        for (int t = 0; t < 3; t++)
+            test_every_version_on_every_shape(norms[k], storages[t]);
         test_backward_is_deterministic(norms[k]);
         test_rows_too_long_are_refused(norms[k]);
     }

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "chapters/02-layernorm/storage.h"
 #include "common/testing.h"
 #include "kernels/layernorm.h"
 #include "kernels/layernorm_row.h"
@@ -180,33 +181,51 @@ static bool plan_covers_row(LnRowPlan plan, size_t d)
     return vectors * (size_t)plan.width == d && threads * items >= vectors && (threads - 32) * items < vectors;
 }
 
-static void test_row_plan(void)
+/* Every d up to 40000, both alignments, in a storage type: a 16-byte
+ * vector is 4 floats or 8 16-bit values, and a thread holds at most
+ * LN_PLAN_MOST_ITEMS of them. */
+static int bad_plans(LnStorage storage)
 {
-    int bad = 0;
+    int bad = 0, vector = LN_VECTOR_VALUES(storage);
     for (size_t d = 1; d <= 40000; d++) {
         for (int aligned = 0; aligned <= 1; aligned++) {
-            LnRowPlan plan = ln_row_plan(d, aligned);
-            size_t max_d = (size_t)LN_PLAN_MAX_THREADS * LN_PLAN_MAX_ITEMS * (size_t)plan.width;
+            LnRowPlan plan = ln_row_plan(d, aligned, storage);
+            int most = LN_PLAN_MOST_ITEMS(aligned && d % (size_t)vector == 0 ? vector : 1);
+            size_t max_d = (size_t)LN_PLAN_MAX_THREADS * (size_t)most * (size_t)plan.width;
             bool fits = d <= max_d;
             bool ok;
             if (!fits) {
                 ok = plan.threads == 0;
             } else {
                 ok = plan.threads > 0 && plan.threads % 32 == 0 && plan.threads <= LN_PLAN_MAX_THREADS &&
-                     plan.items >= 1 && plan.items <= LN_PLAN_MAX_ITEMS && plan_covers_row(plan, d) &&
-                     (plan.items == LN_PLAN_MAX_ITEMS || plan.threads <= LN_PLAN_PREFERRED_THREADS) &&
-                     plan.width == (aligned && d % 4 == 0 ? 4 : 1);
+                     plan.items >= 1 && plan.items <= most && plan_covers_row(plan, d) &&
+                     (plan.items == most || plan.threads <= LN_PLAN_PREFERRED_THREADS) &&
+                     plan.width == (aligned && d % (size_t)vector == 0 ? vector : 1);
             }
             if (!ok && bad++ < 5)
-                printf("bad plan for d = %zu, aligned %d: width %d, items %d, threads %d\n", d, aligned, plan.width,
-                       plan.items, plan.threads);
+                printf("bad %s plan for d = %zu, aligned %d: width %d, items %d, threads %d\n",
+                       ln_storage_name(storage), d, aligned, plan.width, plan.items, plan.threads);
         }
     }
-    EXPECT(bad == 0, "%d plans out of 80000 are wrong", bad);
-    LnRowPlan wide = ln_row_plan(4096, true);
+    return bad;
+}
+
+static void test_row_plan(void)
+{
+    const LnStorage storages[] = {STORAGE_FLOAT32, STORAGE_FP16, STORAGE_BF16};
+    for (int t = 0; t < 3; t++)
+        EXPECT(bad_plans(storages[t]) == 0, "%s: %d plans out of 80000 are wrong", ln_storage_name(storages[t]),
+               bad_plans(storages[t]));
+    LnRowPlan wide = ln_row_plan(4096, true, STORAGE_FLOAT32);
     EXPECT(wide.width == 4 && wide.items == 2 && wide.threads == 512, "d = 4096: 2 float4 per thread, 512 threads");
-    EXPECT(ln_row_plan(8193, false).threads == 0, "8193 single floats do not fit in 1024 threads x 8");
-    EXPECT(ln_row_plan(32768, true).threads == 1024, "32768 fits as 8 float4 per thread in 1024 threads");
+    EXPECT(ln_row_plan(8193, false, STORAGE_FLOAT32).threads == 0, "8193 single floats do not fit in 1024 threads x 8");
+    EXPECT(ln_row_plan(32768, true, STORAGE_FLOAT32).threads == 1024,
+           "32768 fits as 8 float4 per thread in 1024 threads");
+    LnRowPlan half = ln_row_plan(4096, true, STORAGE_BF16);
+    EXPECT(half.width == 8 && half.items == 1 && half.threads == 512, "d = 4096 in bf16: 1 vector of 8, 512 threads");
+    EXPECT(ln_row_plan(32768, true, STORAGE_FP16).threads == 1024 && ln_row_plan(32768, true, STORAGE_FP16).items == 4,
+           "32768 fp16 fit as 4 vectors of 8 in 1024 threads");
+    EXPECT(ln_row_plan(32776, true, STORAGE_FP16).threads == 0, "32776 fp16 do not fit");
 }
 
 static void test_alignment(void)

@@ -258,7 +258,7 @@ __device__ SoftmaxState merge_warps(const LaneState<kChannels> &state, float *bl
 }
 // ANCHOR_END: merge_lanes_warps_and_blocks
 
-// ANCHOR: attend_over_a_range_of_positions
+// ANCHOR: give_every_head_of_the_group_its_query
 /* The lane states of kGroup query heads of sequence `seq`, heads
  * first_head, first_head + 1, ..., all of one kv head's group (only the
  * first `heads` count; the others compute on a zero query and are dropped),
@@ -303,7 +303,9 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
         }
     }
     const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
+    // ANCHOR_END: give_every_head_of_the_group_its_query
 
+    // ANCHOR: walk_the_blocks_round_robin
     const int first_block = begin / block_size, blocks = paged_kv_blocks_for(end, block_size) - first_block;
     for (int round = 0; round < blocks; round += kGroups) {
         /* Every lane runs every iteration (the shuffles need the whole warp);
@@ -337,6 +339,8 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
                 scaled_q[g][i] = Plan::kKeysPerChannel ? q[g][i] * channel_scale[i] : q[g][i];
             }
         }
+        // ANCHOR_END: walk_the_blocks_round_robin
+        // ANCHOR: load_four_positions_then_score_them
         const int warp_count = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(count)));
         for (int slot = 0; slot < warp_count; slot += kUnroll) {
             LaneSlot<Plan> loaded[kUnroll] = {};
@@ -366,6 +370,8 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
                         dot[g] += __shfl_xor_sync(kFullMask, dot[g], offset);
                     }
                 }
+                // ANCHOR_END: load_four_positions_then_score_them
+                // ANCHOR: push_each_score_into_its_heads_state
 #pragma unroll
                 for (int g = 0; g < kGroup; g++) {
                     /* No branch around the push: a slot past the block's end
@@ -408,7 +414,7 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
     merge_token_groups<Plan::kLanes>(state[0]);
     return merge_warps<kHeadDim, Plan::kLanes>(state[0], block_acc);
 }
-// ANCHOR_END: attend_over_a_range_of_positions
+// ANCHOR_END: push_each_score_into_its_heads_state
 
 // ANCHOR: give_each_head_a_block
 /* Version 1: block (query head, sequence) walks the whole context. Each

@@ -141,6 +141,19 @@ size_t shared_threshold_bytes(int k)
                (static_cast<size_t>(kept_size_for(k) + fresh_size_for(k)) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }
 
+/* Versions 4 and 8 split a row across blocks. */
+bool splits_rows(int version)
+{
+    return version == 4 || version == 8;
+}
+
+/* Version 8's one kernel scans, then (the last block of a row) merges, in
+ * the same dynamic shared memory. */
+size_t slice_and_merge_shared_bytes(int splits, int k)
+{
+    return std::max(scan_shared_bytes(candidate_capacity(k)), merge_shared_bytes(splits, k));
+}
+
 int row_groups_for(int rows, int warps_per_row)
 {
     int rows_per_block = kBlockWarps / warps_per_row;
@@ -156,8 +169,9 @@ struct SoftmaxTopkGpuRun {
     float *logits, *probs;
     int64_t *indices;
     float *probabilities;         /* version 1: [rows, vocab] */
-    TopkEntry *partial_lists;     /* version 4: [rows, splits, k] */
-    SoftmaxState *partial_states; /* version 4: [rows, splits] */
+    TopkEntry *partial_lists;     /* versions 4 and 8: [rows, splits, k] */
+    SoftmaxState *partial_states; /* versions 4 and 8: [rows, splits] */
+    unsigned *row_tickets;        /* version 8: [rows], 0 between launches */
     /* Set by softmax_topk_gpu_run_sample (tokens non-null): every launch
      * also draws, version 7 in its top-K kernel, the others in
      * sample_candidates_kernel, which gathers the candidates' logits into
@@ -196,6 +210,11 @@ size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multi
     return merge_shared_bytes(splits_for(rows, vocab, k, multiprocessors), k);
 }
 
+size_t softmax_topk_gpu_slice_and_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors)
+{
+    return slice_and_merge_shared_bytes(splits_for(rows, vocab, k, multiprocessors), k);
+}
+
 const char *softmax_topk_gpu_version_name(int version)
 {
     switch (version) {
@@ -213,6 +232,8 @@ const char *softmax_topk_gpu_version_name(int version)
         return "block per row, one threshold per row, merges sized to the candidates";
     case 7:
         return "version 6 with the draws in the block that found the top K";
+    case 8:
+        return "version 4 in one kernel: the last block of a row merges it";
     default:
         return "?";
     }
@@ -236,8 +257,8 @@ static const char *check_arguments(int version, size_t rows, size_t vocab, int k
     if (config->max_blocks < 0 || config->splits < 0) {
         return "max_blocks and splits must be >= 0";
     }
-    if (version == 4 && config->splits > max_splits(static_cast<int>(vocab), k)) {
-        return gpu_refusal("version 4 with V = %zu, K = %d takes at most %d splits, got %d", vocab, k,
+    if (splits_rows(version) && config->splits > max_splits(static_cast<int>(vocab), k)) {
+        return gpu_refusal("version %d with V = %zu, K = %d takes at most %d splits, got %d", version, vocab, k,
                            max_splits(static_cast<int>(vocab), k), config->splits);
     }
     return nullptr;
@@ -258,7 +279,7 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, cons
     run->k = k;
     run->max_blocks = config->max_blocks;
     run->splits = 1;
-    if (version == 4) {
+    if (splits_rows(version)) {
         run->splits = config->splits > 0 ? config->splits : auto_splits(run->rows, run->vocab, k);
     }
     size_t count = rows * vocab, outputs = rows * static_cast<size_t>(k);
@@ -269,9 +290,13 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, cons
     if (version == 1) {
         CUDA_CHECK(cudaMalloc(&run->probabilities, count * sizeof(float)));
     }
-    if (version == 4) {
+    if (splits_rows(version)) {
         CUDA_CHECK(cudaMalloc(&run->partial_lists, outputs * run->splits * sizeof(TopkEntry)));
         CUDA_CHECK(cudaMalloc(&run->partial_states, rows * run->splits * sizeof(SoftmaxState)));
+    }
+    if (version == 8) {
+        CUDA_CHECK(cudaMalloc(&run->row_tickets, rows * sizeof(unsigned)));
+        CUDA_CHECK(cudaMemset(run->row_tickets, 0, rows * sizeof(unsigned)));
     }
     *made = run;
     return nullptr;
@@ -288,6 +313,7 @@ void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run)
     CUDA_CHECK(cudaFree(run->probabilities));
     CUDA_CHECK(cudaFree(run->partial_lists));
     CUDA_CHECK(cudaFree(run->partial_states));
+    CUDA_CHECK(cudaFree(run->row_tickets));
     CUDA_CHECK(cudaFree(run->sampling.tokens));
     CUDA_CHECK(cudaFree(run->candidate_logits));
     delete run;
@@ -359,6 +385,12 @@ static void launch(const SoftmaxTopkGpuRun *run)
         CUDA_CHECK(cudaGetLastError());
         merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k)>>>(
             run->partial_lists, run->partial_states, rows, k, run->splits, run->probs, run->indices);
+        break;
+    case 8:
+        slice_and_merge_kernel<<<grid_for(static_cast<long long>(rows) * run->splits, run->max_blocks), kBlockThreads,
+                                 slice_and_merge_shared_bytes(run->splits, k)>>>(
+            run->logits, rows, vocab, k, capacity, run->splits, run->partial_lists, run->partial_states,
+            run->row_tickets, run->probs, run->indices);
         break;
     case 5:
         radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k, run->probs,

@@ -52,7 +52,7 @@ static void gpu_draw(long version, long threads, Logits *x, SamplingParams param
 
 static const TopkDevice GPU = {
     .version_help =
-        "GPU version 1 .. 7 (kernels/softmax_topk_gpu.h; gpu-sample: the top K it draws after, 7 drawing in "
+        "GPU version 1 .. 8 (kernels/softmax_topk_gpu.h; gpu-sample: the top K it draws after, 7 drawing in "
         "the same kernel)",
     .default_version = 3,
     .default_sample_version = 7,
@@ -443,7 +443,7 @@ int gpu_bench_command(int argc, char **argv)
  * proportion to K: the rows show them at the goal's largest K, and version
  * 4's merge, which holds every slice's list, on one row (a decode step, the
  * case version 4 is for) of V = 128256, with as many slices as it takes on
- * an H100. */
+ * an H100; version 8's one kernel, which does both, the larger of the two. */
 enum { TABLE_K = 64, TABLE_VOCAB = 128256 };
 
 static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRows *rows)
@@ -466,6 +466,10 @@ static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRo
         resource_table_add_with_shared(rows, threads,
                                        (long)softmax_topk_gpu_merge_shared_bytes(1, TABLE_VOCAB, TABLE_K, H100_SXM.sms),
                                        "version 4, merge of the slices, one row, K = %d", TABLE_K);
+    else if (kernel_signature_is(kernel, "slice_and_merge_kernel", 0))
+        resource_table_add_with_shared(
+            rows, threads, (long)softmax_topk_gpu_slice_and_merge_shared_bytes(1, TABLE_VOCAB, TABLE_K, H100_SXM.sms),
+            "version 8, slices merged by the last block, one row, K = %d", TABLE_K);
     else if (kernel_signature_is(kernel, "radix_select_kernel", 0))
         resource_table_add(rows, threads, "version 5, radix select");
     else if (kernel_signature_is(kernel, "shared_threshold_kernel", 1))

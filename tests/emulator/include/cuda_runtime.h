@@ -291,6 +291,21 @@ inline int atomicAdd(int *address, int value)
     return old;
 }
 
+/* CUDA's wrapping increment: old >= limit ? 0 : old + 1. */
+inline unsigned atomicInc(unsigned *address, unsigned limit)
+{
+    unsigned old = *address;
+    *address = old >= limit ? 0u : old + 1u;
+    return old;
+}
+
+/* Blocks run one after another, each to its end, and a block's threads
+ * share one memory: every write is visible to every later read, so a fence
+ * has nothing to order. */
+inline void __threadfence()
+{
+}
+
 inline unsigned long long atomicMax(unsigned long long *address, unsigned long long value)
 {
     unsigned long long old = *address;

@@ -102,6 +102,8 @@ int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run);
 /* Queue one launch, results left on the device: what cuda_bench_run times.
  * The arguments were checked by softmax_topk_gpu_run_new: it cannot refuse. */
 void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run);
+/* The same on a stream (a cudaStream_t): what cuda_bench_graph captures. */
+void softmax_topk_gpu_run_launch_on(SoftmaxTopkGpuRun *run, void *stream);
 
 /* Launch once and copy the results to probs and indices [rows, k]. */
 void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices);

@@ -89,25 +89,26 @@ int grid_for(long long work_items, int max_blocks)
 
 template <int kListK>
 void launch_warp_per_row(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs,
-                         int64_t *indices)
+                         int64_t *indices, cudaStream_t stream)
 {
     int grid = grid_for((rows + kBlockWarps - 1) / kBlockWarps, max_blocks);
-    warp_per_row_kernel<kListK><<<grid, kBlockThreads>>>(logits, rows, vocab, k, probs, indices);
+    warp_per_row_kernel<kListK><<<grid, kBlockThreads, 0, stream>>>(logits, rows, vocab, k, probs, indices);
 }
 
 /* The smallest register list that holds k. */
-void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs, int64_t *indices)
+void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs, int64_t *indices,
+                      cudaStream_t stream)
 {
     if (k <= 1) {
-        launch_warp_per_row<1>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<1>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else if (k <= 4) {
-        launch_warp_per_row<4>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<4>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else if (k <= 8) {
-        launch_warp_per_row<8>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<8>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else if (k <= 16) {
-        launch_warp_per_row<16>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<16>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else {
-        launch_warp_per_row<kRegisterMaxK>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<kRegisterMaxK>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     }
 }
 
@@ -326,15 +327,15 @@ int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run)
 
 /* K = 1 is an argmax; above, candidates with a shared threshold. With
  * kSample (version 7 when it samples) the same block then draws. */
-template <bool kSample> static void launch_shared_threshold(const SoftmaxTopkGpuRun *run)
+template <bool kSample> static void launch_shared_threshold(const SoftmaxTopkGpuRun *run, cudaStream_t stream)
 {
     int warps = warps_per_row_for(run->vocab);
     int grid = grid_for(row_groups_for(run->rows, warps), run->max_blocks);
     if (run->k == 1) {
-        argmax_rows_kernel<kSample><<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, warps, run->sampling,
-                                                             run->probs, run->indices);
+        argmax_rows_kernel<kSample><<<grid, kBlockThreads, 0, stream>>>(run->logits, run->rows, run->vocab, warps,
+                                                                        run->sampling, run->probs, run->indices);
     } else {
-        shared_threshold_kernel<kSample><<<grid, kBlockThreads, shared_threshold_bytes(run->k)>>>(
+        shared_threshold_kernel<kSample><<<grid, kBlockThreads, shared_threshold_bytes(run->k), stream>>>(
             run->logits, run->rows, run->vocab, run->k, kept_size_for(run->k), fresh_size_for(run->k), warps,
             run->sampling, run->probs, run->indices);
     }
@@ -346,71 +347,73 @@ static bool samples(const SoftmaxTopkGpuRun *run)
 }
 
 /* After the top K of versions 1 .. 6: one thread per row draws. */
-static void launch_sampling(const SoftmaxTopkGpuRun *run)
+static void launch_sampling(const SoftmaxTopkGpuRun *run, cudaStream_t stream)
 {
     int grid = grid_for((run->rows + kBlockThreads - 1) / kBlockThreads, run->max_blocks);
-    sample_candidates_kernel<<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, run->sampling.params,
-                                                      run->sampling.seed, run->sampling.samples, run->candidate_logits,
-                                                      run->probs, run->indices, run->sampling.tokens);
+    sample_candidates_kernel<<<grid, kBlockThreads, 0, stream>>>(
+        run->logits, run->rows, run->vocab, run->sampling.params, run->sampling.seed, run->sampling.samples,
+        run->candidate_logits, run->probs, run->indices, run->sampling.tokens);
 }
 
-static void launch(const SoftmaxTopkGpuRun *run)
+/* Every kernel of the run's version queued on `stream`. */
+static void launch(const SoftmaxTopkGpuRun *run, cudaStream_t stream = nullptr)
 {
     const int rows = run->rows, vocab = run->vocab, k = run->k;
     const int capacity = candidate_capacity(k);
     const size_t scan_bytes = scan_shared_bytes(capacity);
     switch (run->version) {
     case 1: {
-        three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab,
-                                                                                      run->probabilities);
+        three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, 0, stream>>>(
+            run->logits, rows, vocab, run->probabilities);
         CUDA_CHECK(cudaGetLastError());
         int warps = warps_per_row_for(vocab), groups = row_groups_for(rows, warps);
-        block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
+        block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes, stream>>>(
             run->logits, rows, vocab, k, capacity, warps, run->probabilities, run->probs, run->indices);
         break;
     }
     case 2:
-        launch_version_2(run->logits, rows, vocab, k, run->max_blocks, run->probs, run->indices);
+        launch_version_2(run->logits, rows, vocab, k, run->max_blocks, run->probs, run->indices, stream);
         break;
     case 3: {
         int warps = warps_per_row_for(vocab), groups = row_groups_for(rows, warps);
-        block_rows_kernel<true><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
+        block_rows_kernel<true><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes, stream>>>(
             run->logits, rows, vocab, k, capacity, warps, nullptr, run->probs, run->indices);
         break;
     }
     case 4:
         slice_partials_kernel<<<grid_for(static_cast<long long>(rows) * run->splits, run->max_blocks), kBlockThreads,
-                                scan_bytes>>>(run->logits, rows, vocab, k, capacity, run->splits, run->partial_lists,
-                                              run->partial_states);
+                                scan_bytes, stream>>>(run->logits, rows, vocab, k, capacity, run->splits,
+                                                      run->partial_lists, run->partial_states);
         CUDA_CHECK(cudaGetLastError());
-        merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k)>>>(
-            run->partial_lists, run->partial_states, rows, k, run->splits, run->probs, run->indices);
+        merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k),
+                                stream>>>(run->partial_lists, run->partial_states, rows, k, run->splits, run->probs,
+                                          run->indices);
         break;
     case 8:
         slice_and_merge_kernel<<<grid_for(static_cast<long long>(rows) * run->splits, run->max_blocks), kBlockThreads,
-                                 slice_and_merge_shared_bytes(run->splits, k)>>>(
+                                 slice_and_merge_shared_bytes(run->splits, k), stream>>>(
             run->logits, rows, vocab, k, capacity, run->splits, run->partial_lists, run->partial_states,
             run->row_tickets, run->probs, run->indices);
         break;
     case 5:
-        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k, run->probs,
-                                                                                run->indices);
+        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, 0, stream>>>(run->logits, rows, vocab, k,
+                                                                                           run->probs, run->indices);
         break;
     case 6:
-        launch_shared_threshold<false>(run);
+        launch_shared_threshold<false>(run, stream);
         break;
     case 7:
         if (samples(run)) {
-            launch_shared_threshold<true>(run);
+            launch_shared_threshold<true>(run, stream);
             CUDA_CHECK(cudaGetLastError());
             return;
         }
-        launch_shared_threshold<false>(run);
+        launch_shared_threshold<false>(run, stream);
         break;
     }
     CUDA_CHECK(cudaGetLastError());
     if (samples(run)) {
-        launch_sampling(run);
+        launch_sampling(run, stream);
         CUDA_CHECK(cudaGetLastError());
     }
 }
@@ -418,6 +421,11 @@ static void launch(const SoftmaxTopkGpuRun *run)
 void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run)
 {
     launch(run);
+}
+
+void softmax_topk_gpu_run_launch_on(SoftmaxTopkGpuRun *run, void *stream)
+{
+    launch(run, static_cast<cudaStream_t>(stream));
 }
 
 void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices)

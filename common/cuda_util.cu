@@ -142,16 +142,38 @@ void l2_flush_queue(const L2Flush *flush)
     }
 }
 
-BenchStats stats_between_events(const cudaEvent_t *starts, const cudaEvent_t *stops, int runs, int launches_per_run)
+/* A start and a stop event for each of `runs` runs. */
+struct RunEvents {
+    cudaEvent_t *starts, *stops;
+    int runs;
+};
+
+RunEvents run_events_new(int runs)
 {
-    double *seconds = static_cast<double *>(array_alloc(static_cast<size_t>(runs), sizeof(double)));
-    for (int i = 0; i < runs; i++) {
+    cudaEvent_t *events = static_cast<cudaEvent_t *>(array_alloc(2 * static_cast<size_t>(runs), sizeof(cudaEvent_t)));
+    for (int i = 0; i < 2 * runs; i++) {
+        CUDA_CHECK(cudaEventCreate(&events[i]));
+    }
+    return RunEvents{events, events + runs, runs};
+}
+
+/* Wait for the last run, then the runs' times, each over launches_per_run
+ * launches; the events are released. */
+BenchStats run_events_finish(RunEvents *events, int launches_per_run)
+{
+    CUDA_CHECK(cudaEventSynchronize(events->stops[events->runs - 1]));
+    double *seconds = static_cast<double *>(array_alloc(static_cast<size_t>(events->runs), sizeof(double)));
+    for (int i = 0; i < events->runs; i++) {
         float milliseconds = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&milliseconds, starts[i], stops[i]));
+        CUDA_CHECK(cudaEventElapsedTime(&milliseconds, events->starts[i], events->stops[i]));
         seconds[i] = 1e-3 * milliseconds / launches_per_run;
     }
-    BenchStats stats = bench_stats_from_times(seconds, runs);
+    BenchStats stats = bench_stats_from_times(seconds, events->runs);
     array_free(seconds);
+    for (int i = 0; i < 2 * events->runs; i++) {
+        CUDA_CHECK(cudaEventDestroy(events->starts[i]));
+    }
+    array_free(events->starts);
     return stats;
 }
 
@@ -166,25 +188,16 @@ BenchStats time_queued_runs(void (*launch)(void *ctx), void *ctx, int warmup, in
         launch(ctx);
     }
     L2Flush flush = flush_l2 ? l2_flush_new() : L2Flush{nullptr, 0};
-    cudaEvent_t *events = static_cast<cudaEvent_t *>(array_alloc(2 * static_cast<size_t>(runs), sizeof(cudaEvent_t)));
-    cudaEvent_t *starts = events, *stops = events + runs;
-    for (int i = 0; i < 2 * runs; i++) {
-        CUDA_CHECK(cudaEventCreate(&events[i]));
-    }
+    RunEvents events = run_events_new(runs);
     for (int i = 0; i < runs; i++) {
         l2_flush_queue(&flush);
-        CUDA_CHECK(cudaEventRecord(starts[i]));
+        CUDA_CHECK(cudaEventRecord(events.starts[i]));
         for (int j = 0; j < launches_per_run; j++) {
             launch(ctx);
         }
-        CUDA_CHECK(cudaEventRecord(stops[i]));
+        CUDA_CHECK(cudaEventRecord(events.stops[i]));
     }
-    CUDA_CHECK(cudaEventSynchronize(stops[runs - 1]));
-    BenchStats stats = stats_between_events(starts, stops, runs, launches_per_run);
-    for (int i = 0; i < 2 * runs; i++) {
-        CUDA_CHECK(cudaEventDestroy(events[i]));
-    }
-    array_free(events);
+    BenchStats stats = run_events_finish(&events, launches_per_run);
     if (flush.buffer != nullptr) {
         CUDA_CHECK(cudaFree(flush.buffer));
     }
@@ -202,6 +215,39 @@ BenchStats cuda_bench_run_back_to_back(void (*launch)(void *ctx), void *ctx, int
 {
     return time_queued_runs(launch, ctx, warmup, runs, launches_per_run, false);
 }
+
+// ANCHOR: time_graph_replays
+BenchStats cuda_bench_graph(void (*launch)(void *ctx, void *stream), void *ctx, int warmup, int runs,
+                            int launches_per_graph)
+{
+    /* Capture needs a stream of its own: work on the legacy default stream
+     * cannot be captured. */
+    cudaStream_t stream;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (int j = 0; j < launches_per_graph; j++) {
+        launch(ctx, stream);
+    }
+    CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    cudaGraphExec_t replay;
+    CUDA_CHECK(cudaGraphInstantiate(&replay, graph, 0));
+    for (int i = 0; i < warmup; i++) {
+        CUDA_CHECK(cudaGraphLaunch(replay, stream));
+    }
+    RunEvents events = run_events_new(runs);
+    for (int i = 0; i < runs; i++) {
+        CUDA_CHECK(cudaEventRecord(events.starts[i], stream));
+        CUDA_CHECK(cudaGraphLaunch(replay, stream));
+        CUDA_CHECK(cudaEventRecord(events.stops[i], stream));
+    }
+    BenchStats stats = run_events_finish(&events, launches_per_graph);
+    CUDA_CHECK(cudaGraphExecDestroy(replay));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+    CUDA_CHECK(cudaStreamDestroy(stream));
+    return stats;
+}
+// ANCHOR_END: time_graph_replays
 
 namespace
 {

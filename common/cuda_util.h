@@ -68,6 +68,18 @@ BenchStats cuda_bench_run(void (*launch)(void *ctx), void *ctx, int warmup, int 
 BenchStats cuda_bench_run_back_to_back(void (*launch)(void *ctx), void *ctx, int warmup, int runs,
                                        int launches_per_run);
 
+/* For kernels of a few microseconds, timed as a decode step runs them:
+ * `launches_per_graph` calls of launch(ctx, stream), which queue their work
+ * on `stream` (a cudaStream_t), are captured once into a CUDA graph; each of
+ * `runs` replays of it, after `warmup` untimed ones, is timed between two
+ * events and counted as its mean per launch. The GPU starts a graph's
+ * launches itself, one after another, so neither the host's launch latency
+ * nor the gap between two events is in the time, only what a kernel costs
+ * when it follows another. No flush: the inputs stay in L2, as
+ * cuda_bench_run_back_to_back's. */
+BenchStats cuda_bench_graph(void (*launch)(void *ctx, void *stream), void *ctx, int warmup, int runs,
+                            int launches_per_graph);
+
 /* Measured bandwidths in GB/s, the limits every memory-bound kernel is
  * compared against in the same run (the median of several runs over
  * `bytes`, a multiple of 16, from a cold L2):

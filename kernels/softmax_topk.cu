@@ -1,4 +1,4 @@
-/* Softmax + top-K kernels, versions 1 to 7 (see kernels/softmax_topk_gpu.h;
+/* Softmax + top-K kernels, versions 1 to 8 (see kernels/softmax_topk_gpu.h;
  * their launcher is kernels/softmax_topk_launch.cu). The arithmetic and the
  * order of logits come from kernels/softmax_topk.h, the same functions the
  * CPU code and its tests use. */
@@ -423,62 +423,121 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
 // ANCHOR_END: give_each_row_a_block
 
 // ANCHOR: split_rows_across_blocks
-/* Version 4, first kernel: block (row, split) scans slice `split` of the
- * row with all its warps and writes the slice's partial state (online
- * state and sorted top k) to global memory. */
+/* Work item `item` = (row, split): the block scans slice `split` of the row
+ * with all its warps and writes the slice's partial state (online state and
+ * sorted top k) to global memory, at place `item`. Returns the row. */
+__device__ int block_write_slice_partial(const float *logits, int vocab, int k, int capacity, int splits,
+                                         long long item, TopkEntry *buffers, SoftmaxState *states,
+                                         TopkEntry *partial_lists, SoftmaxState *partial_states)
+{
+    const int warp = warp_id(), lane = lane_id();
+    const int slice_length = (vocab + splits - 1) / splits;
+    int row = static_cast<int>(item / splits), split = static_cast<int>(item % splits);
+    int begin = min(vocab, split * slice_length), end = min(vocab, begin + slice_length);
+    block_scan_and_merge<true>(logits + static_cast<size_t>(row) * vocab, true, begin, end, warp, kBlockWarps, buffers,
+                               capacity, states, k);
+    if (warp == 0) {
+        for (int j = lane; j < k; j += kWarpSize) {
+            partial_lists[item * k + j] = buffers[j];
+        }
+        if (lane == 0) {
+            partial_states[item] = states[0];
+        }
+    }
+    return row;
+}
+
+/* Version 4, first kernel: a block per (row, split) item. */
 __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
                                       TopkEntry *partial_lists, SoftmaxState *partial_states)
 {
     extern __shared__ __align__(16) unsigned char shared[];
     TopkEntry *buffers = reinterpret_cast<TopkEntry *>(shared);
     SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * capacity);
-    const int warp = warp_id(), lane = lane_id();
-    const int slice_length = (vocab + splits - 1) / splits;
     const long long items = static_cast<long long>(rows) * splits;
     for (long long item = blockIdx.x; item < items; item += gridDim.x) {
-        int row = static_cast<int>(item / splits), split = static_cast<int>(item % splits);
-        int begin = min(vocab, split * slice_length), end = min(vocab, begin + slice_length);
-        block_scan_and_merge<true>(logits + static_cast<size_t>(row) * vocab, true, begin, end, warp, kBlockWarps,
-                                   buffers, capacity, states, k);
-        if (warp == 0) {
-            for (int j = lane; j < k; j += kWarpSize) {
-                partial_lists[item * k + j] = buffers[j];
-            }
-            if (lane == 0) {
-                partial_states[item] = states[0];
-            }
-        }
+        block_write_slice_partial(logits, vocab, k, capacity, splits, item, buffers, states, partial_lists,
+                                  partial_states);
         __syncthreads();
     }
 }
 
-/* Version 4, second kernel: a block per row merges the row's `splits`
- * partial states in shared memory (lists 2k apart: room to merge). */
+/* The `splits` partial states of `row`, copied from global memory into
+ * `shared` (lists 2k apart: room to merge, then the states), merged by the
+ * whole block, and the row's top k written out. */
+__device__ void block_merge_row(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int row, int k,
+                                int splits, unsigned char *shared, float *probs, int64_t *indices)
+{
+    TopkEntry *lists = reinterpret_cast<TopkEntry *>(shared);
+    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(lists + static_cast<size_t>(splits) * 2 * k);
+    const TopkEntry *row_lists = partial_lists + static_cast<size_t>(row) * splits * k;
+    for (int i = threadIdx.x; i < splits * k; i += blockDim.x) {
+        lists[(i / k) * 2 * k + i % k] = row_lists[i];
+    }
+    for (int i = threadIdx.x; i < splits; i += blockDim.x) {
+        states[i] = partial_states[static_cast<size_t>(row) * splits + i];
+    }
+    __syncthreads();
+    block_merge_partials(lists, 2 * k, states, splits, splits, k);
+    for (int j = threadIdx.x; j < k; j += blockDim.x) {
+        size_t out = static_cast<size_t>(row) * k + j;
+        probs[out] = softmax_probability(states[0], lists[j].value);
+        indices[out] = lists[j].index;
+    }
+}
+
+/* Version 4, second kernel: a block per row merges the row's partials. */
 __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
                                       int k, int splits, float *probs, int64_t *indices)
 {
     extern __shared__ __align__(16) unsigned char shared[];
-    TopkEntry *lists = reinterpret_cast<TopkEntry *>(shared);
-    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(lists + static_cast<size_t>(splits) * 2 * k);
     for (int row = blockIdx.x; row < rows; row += gridDim.x) {
-        const TopkEntry *row_lists = partial_lists + static_cast<size_t>(row) * splits * k;
-        for (int i = threadIdx.x; i < splits * k; i += blockDim.x) {
-            lists[(i / k) * 2 * k + i % k] = row_lists[i];
-        }
-        for (int i = threadIdx.x; i < splits; i += blockDim.x) {
-            states[i] = partial_states[static_cast<size_t>(row) * splits + i];
-        }
-        __syncthreads();
-        block_merge_partials(lists, 2 * k, states, splits, splits, k);
-        for (int j = threadIdx.x; j < k; j += blockDim.x) {
-            size_t out = static_cast<size_t>(row) * k + j;
-            probs[out] = softmax_probability(states[0], lists[j].value);
-            indices[out] = lists[j].index;
-        }
+        block_merge_row(partial_lists, partial_states, row, k, splits, shared, probs, indices);
+        /* The next row reuses the lists and states. */
         __syncthreads();
     }
 }
 // ANCHOR_END: split_rows_across_blocks
+
+// ANCHOR: merge_in_the_last_block
+/* Version 8: version 4 in one kernel. A block writes its slice's partial as
+ * version 4's first kernel does, then takes a ticket, one per slice of the
+ * row: the block that draws the last one, splits - 1, knows that every
+ * other slice of the row has been written, and merges the row as version
+ * 4's second kernel does, with no second launch. The fences make the
+ * partials visible before the ticket that counts them: each thread that
+ * wrote fences before the barrier that lets thread 0 take the ticket, and
+ * the merging block fences after it, before reading. atomicInc wraps at
+ * splits - 1: the last ticket leaves the row's count at 0, ready for the
+ * next launch. No block waits for another, so any grid works. */
+__global__ void slice_and_merge_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
+                                       TopkEntry *partial_lists, SoftmaxState *partial_states, unsigned *row_tickets,
+                                       float *probs, int64_t *indices)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    __shared__ bool last_of_row;
+    TopkEntry *buffers = reinterpret_cast<TopkEntry *>(shared);
+    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * capacity);
+    const long long items = static_cast<long long>(rows) * splits;
+    for (long long item = blockIdx.x; item < items; item += gridDim.x) {
+        int row = block_write_slice_partial(logits, vocab, k, capacity, splits, item, buffers, states, partial_lists,
+                                            partial_states);
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned ticket = atomicInc(&row_tickets[row], static_cast<unsigned>(splits - 1));
+            last_of_row = ticket == static_cast<unsigned>(splits - 1);
+            __threadfence();
+        }
+        __syncthreads();
+        if (last_of_row) {
+            block_merge_row(partial_lists, partial_states, row, k, splits, shared, probs, indices);
+        }
+        /* The next item reuses the buffers, states and flag. */
+        __syncthreads();
+    }
+}
+// ANCHOR_END: merge_in_the_last_block
 
 /* ---- Version 5: radix select, K <= 1024 --------------------------------- */
 

@@ -1,4 +1,4 @@
-/* Softmax + top-K on a CUDA GPU: seven numbered versions, naive to best.
+/* Softmax + top-K on a CUDA GPU: eight numbered versions, naive to best.
  *
  *   1  naive: one kernel makes three passes over each row (max, sum, then
  *      writes every probability to a [rows, V] array), a second kernel
@@ -21,7 +21,10 @@
  *   7  sampling fused into version 6: the block that found a row's top K
  *      draws its tokens from the candidates in shared memory, with no
  *      second launch and no sum over V (the draws need only the K); a
- *      top K alone (no sampling set) is version 6's, K <= 256.
+ *      top K alone (no sampling set) is version 6's, K <= 256;
+ *   8  version 4 in one kernel, for a single row (a decode step): the
+ *      last block to finish a slice of a row, told by an atomic ticket,
+ *      merges the row's partial states, K <= 256.
  *
  * All of them return, for each row, the K largest probabilities and their
  * indices in the order of kernels/softmax_topk.h (which holds the logic they
@@ -48,7 +51,7 @@
 
 COMMON_BEGIN_C
 
-#define SOFTMAX_TOPK_GPU_VERSIONS 7
+#define SOFTMAX_TOPK_GPU_VERSIONS 8
 
 /* The largest K version `version` (1 .. SOFTMAX_TOPK_GPU_VERSIONS) takes. */
 int softmax_topk_gpu_max_k(int version);
@@ -62,6 +65,8 @@ int softmax_topk_gpu_threads_per_block(void);
  * SMs (it holds every slice's list). */
 size_t softmax_topk_gpu_scan_shared_bytes(int k);
 size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors);
+/* Version 8's, whose one kernel scans then merges: the larger of the two. */
+size_t softmax_topk_gpu_slice_and_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors);
 /* Version 6's at this K (0 for K = 1, the argmax). */
 size_t softmax_topk_gpu_shared_threshold_bytes(int k);
 
@@ -77,7 +82,7 @@ typedef struct {
      * makes every block loop over several rows, which tests need: bugs in
      * reusing shared memory between rows only show up then. */
     int max_blocks;
-    /* Version 4: blocks per row (0: chosen from the rows and V). */
+    /* Versions 4 and 8: blocks per row (0: chosen from the rows and V). */
     int splits;
 } SoftmaxTopkGpuConfig;
 
@@ -91,12 +96,14 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **run, int version, const
                                      size_t vocab, int k, const SoftmaxTopkGpuConfig *config);
 void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run);
 
-/* Blocks per row that version 4 uses (1 for the others). */
+/* Blocks per row that versions 4 and 8 use (1 for the others). */
 int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run);
 
 /* Queue one launch, results left on the device: what cuda_bench_run times.
  * The arguments were checked by softmax_topk_gpu_run_new: it cannot refuse. */
 void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run);
+/* The same on a stream (a cudaStream_t): what cuda_bench_graph captures. */
+void softmax_topk_gpu_run_launch_on(SoftmaxTopkGpuRun *run, void *stream);
 
 /* Launch once and copy the results to probs and indices [rows, k]. */
 void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices);

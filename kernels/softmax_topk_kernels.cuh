@@ -42,6 +42,13 @@ __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, 
 __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
                                       int k, int splits, float *probs, int64_t *indices);
 
+/* Version 8: version 4's two kernels in one, the last block of a row to
+ * finish merging it; row_tickets [rows] are 0 before a launch and after it.
+ * Dynamic shared memory: the larger of version 4's two kernels'. */
+__global__ void slice_and_merge_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
+                                       TopkEntry *partial_lists, SoftmaxState *partial_states, unsigned *row_tickets,
+                                       float *probs, int64_t *indices);
+
 /* Version 7's draws, made by the block that found the row's top K:
  * `samples` tokens per row into tokens [rows, samples], and probs and
  * indices [rows, k] become the survivors' (softmax_topk_gpu_sample). */

@@ -89,25 +89,26 @@ int grid_for(long long work_items, int max_blocks)
 
 template <int kListK>
 void launch_warp_per_row(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs,
-                         int64_t *indices)
+                         int64_t *indices, cudaStream_t stream)
 {
     int grid = grid_for((rows + kBlockWarps - 1) / kBlockWarps, max_blocks);
-    warp_per_row_kernel<kListK><<<grid, kBlockThreads>>>(logits, rows, vocab, k, probs, indices);
+    warp_per_row_kernel<kListK><<<grid, kBlockThreads, 0, stream>>>(logits, rows, vocab, k, probs, indices);
 }
 
 /* The smallest register list that holds k. */
-void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs, int64_t *indices)
+void launch_version_2(const float *logits, int rows, int vocab, int k, int max_blocks, float *probs, int64_t *indices,
+                      cudaStream_t stream)
 {
     if (k <= 1) {
-        launch_warp_per_row<1>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<1>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else if (k <= 4) {
-        launch_warp_per_row<4>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<4>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else if (k <= 8) {
-        launch_warp_per_row<8>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<8>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else if (k <= 16) {
-        launch_warp_per_row<16>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<16>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     } else {
-        launch_warp_per_row<kRegisterMaxK>(logits, rows, vocab, k, max_blocks, probs, indices);
+        launch_warp_per_row<kRegisterMaxK>(logits, rows, vocab, k, max_blocks, probs, indices, stream);
     }
 }
 
@@ -141,6 +142,19 @@ size_t shared_threshold_bytes(int k)
                (static_cast<size_t>(kept_size_for(k) + fresh_size_for(k)) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }
 
+/* Versions 4 and 8 split a row across blocks. */
+bool splits_rows(int version)
+{
+    return version == 4 || version == 8;
+}
+
+/* Version 8's one kernel scans, then (the last block of a row) merges, in
+ * the same dynamic shared memory. */
+size_t slice_and_merge_shared_bytes(int splits, int k)
+{
+    return std::max(scan_shared_bytes(candidate_capacity(k)), merge_shared_bytes(splits, k));
+}
+
 int row_groups_for(int rows, int warps_per_row)
 {
     int rows_per_block = kBlockWarps / warps_per_row;
@@ -156,8 +170,9 @@ struct SoftmaxTopkGpuRun {
     float *logits, *probs;
     int64_t *indices;
     float *probabilities;         /* version 1: [rows, vocab] */
-    TopkEntry *partial_lists;     /* version 4: [rows, splits, k] */
-    SoftmaxState *partial_states; /* version 4: [rows, splits] */
+    TopkEntry *partial_lists;     /* versions 4 and 8: [rows, splits, k] */
+    SoftmaxState *partial_states; /* versions 4 and 8: [rows, splits] */
+    unsigned *row_tickets;        /* version 8: [rows], 0 between launches */
     /* Set by softmax_topk_gpu_run_sample (tokens non-null): every launch
      * also draws, version 7 in its top-K kernel, the others in
      * sample_candidates_kernel, which gathers the candidates' logits into
@@ -196,6 +211,11 @@ size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multi
     return merge_shared_bytes(splits_for(rows, vocab, k, multiprocessors), k);
 }
 
+size_t softmax_topk_gpu_slice_and_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors)
+{
+    return slice_and_merge_shared_bytes(splits_for(rows, vocab, k, multiprocessors), k);
+}
+
 const char *softmax_topk_gpu_version_name(int version)
 {
     switch (version) {
@@ -213,6 +233,8 @@ const char *softmax_topk_gpu_version_name(int version)
         return "block per row, one threshold per row, merges sized to the candidates";
     case 7:
         return "version 6 with the draws in the block that found the top K";
+    case 8:
+        return "version 4 in one kernel: the last block of a row merges it";
     default:
         return "?";
     }
@@ -236,8 +258,8 @@ static const char *check_arguments(int version, size_t rows, size_t vocab, int k
     if (config->max_blocks < 0 || config->splits < 0) {
         return "max_blocks and splits must be >= 0";
     }
-    if (version == 4 && config->splits > max_splits(static_cast<int>(vocab), k)) {
-        return gpu_refusal("version 4 with V = %zu, K = %d takes at most %d splits, got %d", vocab, k,
+    if (splits_rows(version) && config->splits > max_splits(static_cast<int>(vocab), k)) {
+        return gpu_refusal("version %d with V = %zu, K = %d takes at most %d splits, got %d", version, vocab, k,
                            max_splits(static_cast<int>(vocab), k), config->splits);
     }
     return nullptr;
@@ -258,7 +280,7 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, cons
     run->k = k;
     run->max_blocks = config->max_blocks;
     run->splits = 1;
-    if (version == 4) {
+    if (splits_rows(version)) {
         run->splits = config->splits > 0 ? config->splits : auto_splits(run->rows, run->vocab, k);
     }
     size_t count = rows * vocab, outputs = rows * static_cast<size_t>(k);
@@ -269,9 +291,13 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, cons
     if (version == 1) {
         CUDA_CHECK(cudaMalloc(&run->probabilities, count * sizeof(float)));
     }
-    if (version == 4) {
+    if (splits_rows(version)) {
         CUDA_CHECK(cudaMalloc(&run->partial_lists, outputs * run->splits * sizeof(TopkEntry)));
         CUDA_CHECK(cudaMalloc(&run->partial_states, rows * run->splits * sizeof(SoftmaxState)));
+    }
+    if (version == 8) {
+        CUDA_CHECK(cudaMalloc(&run->row_tickets, rows * sizeof(unsigned)));
+        CUDA_CHECK(cudaMemset(run->row_tickets, 0, rows * sizeof(unsigned)));
     }
     *made = run;
     return nullptr;
@@ -288,6 +314,7 @@ void softmax_topk_gpu_run_free(SoftmaxTopkGpuRun *run)
     CUDA_CHECK(cudaFree(run->probabilities));
     CUDA_CHECK(cudaFree(run->partial_lists));
     CUDA_CHECK(cudaFree(run->partial_states));
+    CUDA_CHECK(cudaFree(run->row_tickets));
     CUDA_CHECK(cudaFree(run->sampling.tokens));
     CUDA_CHECK(cudaFree(run->candidate_logits));
     delete run;
@@ -300,15 +327,15 @@ int softmax_topk_gpu_run_splits(const SoftmaxTopkGpuRun *run)
 
 /* K = 1 is an argmax; above, candidates with a shared threshold. With
  * kSample (version 7 when it samples) the same block then draws. */
-template <bool kSample> static void launch_shared_threshold(const SoftmaxTopkGpuRun *run)
+template <bool kSample> static void launch_shared_threshold(const SoftmaxTopkGpuRun *run, cudaStream_t stream)
 {
     int warps = warps_per_row_for(run->vocab);
     int grid = grid_for(row_groups_for(run->rows, warps), run->max_blocks);
     if (run->k == 1) {
-        argmax_rows_kernel<kSample><<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, warps, run->sampling,
-                                                             run->probs, run->indices);
+        argmax_rows_kernel<kSample><<<grid, kBlockThreads, 0, stream>>>(run->logits, run->rows, run->vocab, warps,
+                                                                        run->sampling, run->probs, run->indices);
     } else {
-        shared_threshold_kernel<kSample><<<grid, kBlockThreads, shared_threshold_bytes(run->k)>>>(
+        shared_threshold_kernel<kSample><<<grid, kBlockThreads, shared_threshold_bytes(run->k), stream>>>(
             run->logits, run->rows, run->vocab, run->k, kept_size_for(run->k), fresh_size_for(run->k), warps,
             run->sampling, run->probs, run->indices);
     }
@@ -320,65 +347,73 @@ static bool samples(const SoftmaxTopkGpuRun *run)
 }
 
 /* After the top K of versions 1 .. 6: one thread per row draws. */
-static void launch_sampling(const SoftmaxTopkGpuRun *run)
+static void launch_sampling(const SoftmaxTopkGpuRun *run, cudaStream_t stream)
 {
     int grid = grid_for((run->rows + kBlockThreads - 1) / kBlockThreads, run->max_blocks);
-    sample_candidates_kernel<<<grid, kBlockThreads>>>(run->logits, run->rows, run->vocab, run->sampling.params,
-                                                      run->sampling.seed, run->sampling.samples, run->candidate_logits,
-                                                      run->probs, run->indices, run->sampling.tokens);
+    sample_candidates_kernel<<<grid, kBlockThreads, 0, stream>>>(
+        run->logits, run->rows, run->vocab, run->sampling.params, run->sampling.seed, run->sampling.samples,
+        run->candidate_logits, run->probs, run->indices, run->sampling.tokens);
 }
 
-static void launch(const SoftmaxTopkGpuRun *run)
+/* Every kernel of the run's version queued on `stream`. */
+static void launch(const SoftmaxTopkGpuRun *run, cudaStream_t stream = nullptr)
 {
     const int rows = run->rows, vocab = run->vocab, k = run->k;
     const int capacity = candidate_capacity(k);
     const size_t scan_bytes = scan_shared_bytes(capacity);
     switch (run->version) {
     case 1: {
-        three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab,
-                                                                                      run->probabilities);
+        three_pass_softmax_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, 0, stream>>>(
+            run->logits, rows, vocab, run->probabilities);
         CUDA_CHECK(cudaGetLastError());
         int warps = warps_per_row_for(vocab), groups = row_groups_for(rows, warps);
-        block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
+        block_rows_kernel<false><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes, stream>>>(
             run->logits, rows, vocab, k, capacity, warps, run->probabilities, run->probs, run->indices);
         break;
     }
     case 2:
-        launch_version_2(run->logits, rows, vocab, k, run->max_blocks, run->probs, run->indices);
+        launch_version_2(run->logits, rows, vocab, k, run->max_blocks, run->probs, run->indices, stream);
         break;
     case 3: {
         int warps = warps_per_row_for(vocab), groups = row_groups_for(rows, warps);
-        block_rows_kernel<true><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes>>>(
+        block_rows_kernel<true><<<grid_for(groups, run->max_blocks), kBlockThreads, scan_bytes, stream>>>(
             run->logits, rows, vocab, k, capacity, warps, nullptr, run->probs, run->indices);
         break;
     }
     case 4:
         slice_partials_kernel<<<grid_for(static_cast<long long>(rows) * run->splits, run->max_blocks), kBlockThreads,
-                                scan_bytes>>>(run->logits, rows, vocab, k, capacity, run->splits, run->partial_lists,
-                                              run->partial_states);
+                                scan_bytes, stream>>>(run->logits, rows, vocab, k, capacity, run->splits,
+                                                      run->partial_lists, run->partial_states);
         CUDA_CHECK(cudaGetLastError());
-        merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k)>>>(
-            run->partial_lists, run->partial_states, rows, k, run->splits, run->probs, run->indices);
+        merge_partials_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, merge_shared_bytes(run->splits, k),
+                                stream>>>(run->partial_lists, run->partial_states, rows, k, run->splits, run->probs,
+                                          run->indices);
+        break;
+    case 8:
+        slice_and_merge_kernel<<<grid_for(static_cast<long long>(rows) * run->splits, run->max_blocks), kBlockThreads,
+                                 slice_and_merge_shared_bytes(run->splits, k), stream>>>(
+            run->logits, rows, vocab, k, capacity, run->splits, run->partial_lists, run->partial_states,
+            run->row_tickets, run->probs, run->indices);
         break;
     case 5:
-        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads>>>(run->logits, rows, vocab, k, run->probs,
-                                                                                run->indices);
+        radix_select_kernel<<<grid_for(rows, run->max_blocks), kBlockThreads, 0, stream>>>(run->logits, rows, vocab, k,
+                                                                                           run->probs, run->indices);
         break;
     case 6:
-        launch_shared_threshold<false>(run);
+        launch_shared_threshold<false>(run, stream);
         break;
     case 7:
         if (samples(run)) {
-            launch_shared_threshold<true>(run);
+            launch_shared_threshold<true>(run, stream);
             CUDA_CHECK(cudaGetLastError());
             return;
         }
-        launch_shared_threshold<false>(run);
+        launch_shared_threshold<false>(run, stream);
         break;
     }
     CUDA_CHECK(cudaGetLastError());
     if (samples(run)) {
-        launch_sampling(run);
+        launch_sampling(run, stream);
         CUDA_CHECK(cudaGetLastError());
     }
 }
@@ -386,6 +421,11 @@ static void launch(const SoftmaxTopkGpuRun *run)
 void softmax_topk_gpu_run_launch(SoftmaxTopkGpuRun *run)
 {
     launch(run);
+}
+
+void softmax_topk_gpu_run_launch_on(SoftmaxTopkGpuRun *run, void *stream)
+{
+    launch(run, static_cast<cudaStream_t>(stream));
 }
 
 void softmax_topk_gpu_run_once(SoftmaxTopkGpuRun *run, float *probs, int64_t *indices)

@@ -52,7 +52,7 @@ static void gpu_draw(long version, long threads, Logits *x, SamplingParams param
 
 static const TopkDevice GPU = {
     .version_help =
-        "GPU version 1 .. 7 (kernels/softmax_topk_gpu.h; gpu-sample: the top K it draws after, 7 drawing in "
+        "GPU version 1 .. 8 (kernels/softmax_topk_gpu.h; gpu-sample: the top K it draws after, 7 drawing in "
         "the same kernel)",
     .default_version = 3,
     .default_sample_version = 7,
@@ -225,7 +225,7 @@ enum {
     QUICK_ROWS = 1024,
     TIMED_LAUNCHES = 21,
     VALIDATED_ROWS = 16,
-    DECODE_STEP_LAUNCHES = 100 /* back to back, per timed run */
+    DECODE_STEP_LAUNCHES = 100 /* per CUDA graph, replayed once per timed run */
 };
 
 static void launch_once(void *run)
@@ -233,16 +233,22 @@ static void launch_once(void *run)
     softmax_topk_gpu_run_launch(run);
 }
 
+static void launch_on_stream(void *run, void *stream)
+{
+    softmax_topk_gpu_run_launch_on(run, stream);
+}
+
 /* The launches alone, the results left on the device, so that the copies
  * back do not count; warm-up launches first. A batch is timed from a cold
  * L2 launch by launch; a single row (a decode step, a few microseconds) as
- * the mean of launches back to back, so that the gap between two events is
- * not most of what is timed. */
+ * the mean of launches captured in a CUDA graph and replayed, so that
+ * neither the host's launch latency nor the gap between two events is most
+ * of what is timed. */
 static BenchStats time_launches(SoftmaxTopkGpuRun *run, size_t rows)
 {
     enum { WARMUP_LAUNCHES = 3 };
     if (rows == 1)
-        return cuda_bench_run_back_to_back(launch_once, run, WARMUP_LAUNCHES, TIMED_LAUNCHES, DECODE_STEP_LAUNCHES);
+        return cuda_bench_graph(launch_on_stream, run, WARMUP_LAUNCHES, TIMED_LAUNCHES, DECODE_STEP_LAUNCHES);
     return cuda_bench_run(launch_once, run, WARMUP_LAUNCHES, TIMED_LAUNCHES);
 }
 
@@ -423,8 +429,9 @@ int gpu_bench_command(int argc, char **argv)
     bench_report_add(report, batch_table(logits, rows, vocabs, vocab_count, read_gbs, &wrong), NULL);
     char decode_step_title[256];
     snprintf(decode_step_title, sizeof decode_step_title,
-             "One row (a decode step), V = 128256: the mean of %d launches back to back, the row warm in L2 as a "
-             "decode step's logits are, just written; median of %d such runs:",
+             "One row (a decode step), V = 128256: the mean of %d launches captured in a CUDA graph, so that the "
+             "host's launch latency is not timed, the row warm in L2 as a decode step's logits are, just written; "
+             "median of %d replays, and the slowest and fastest:",
              DECODE_STEP_LAUNCHES, TIMED_LAUNCHES);
     bench_report_add(report, decode_step_table(logits, &wrong), decode_step_title);
     bench_report_add(report, sampling_table(logits, rows, &wrong),
@@ -443,7 +450,7 @@ int gpu_bench_command(int argc, char **argv)
  * proportion to K: the rows show them at the goal's largest K, and version
  * 4's merge, which holds every slice's list, on one row (a decode step, the
  * case version 4 is for) of V = 128256, with as many slices as it takes on
- * an H100. */
+ * an H100; version 8's one kernel, which does both, the larger of the two. */
 enum { TABLE_K = 64, TABLE_VOCAB = 128256 };
 
 static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRows *rows)
@@ -466,6 +473,10 @@ static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRo
         resource_table_add_with_shared(rows, threads,
                                        (long)softmax_topk_gpu_merge_shared_bytes(1, TABLE_VOCAB, TABLE_K, H100_SXM.sms),
                                        "version 4, merge of the slices, one row, K = %d", TABLE_K);
+    else if (kernel_signature_is(kernel, "slice_and_merge_kernel", 0))
+        resource_table_add_with_shared(
+            rows, threads, (long)softmax_topk_gpu_slice_and_merge_shared_bytes(1, TABLE_VOCAB, TABLE_K, H100_SXM.sms),
+            "version 8, slices merged by the last block, one row, K = %d", TABLE_K);
     else if (kernel_signature_is(kernel, "radix_select_kernel", 0))
         resource_table_add(rows, threads, "version 5, radix select");
     else if (kernel_signature_is(kernel, "shared_threshold_kernel", 1))

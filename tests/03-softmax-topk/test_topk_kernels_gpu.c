@@ -1,11 +1,12 @@
-/* The six CUDA kernel versions against the double reference, on the inputs
+/* The CUDA kernel versions against the double reference, on the inputs
  * that catch the bugs seen in published versions of this kernel: several rows
  * per block and per launch (a merge that mixes rows, shared memory reused
  * too early), blocks that loop over rows, winners in the last tile, V
  * smaller than a tile, V not a multiple of 4 (rows that start unaligned
  * for the 16-byte loads), ties, NaN and infinities, K at each version's
  * limit (1024 for the radix select, with ties across its K-th key), and
- * version 4 with empty slices. Needs a GPU; skipped without. */
+ * versions 4 and 8 with empty slices, and version 8's last-block merge on one
+ * row cut into many slices. Needs a GPU; skipped without. */
 #include <math.h>
 #include <stdio.h>
 
@@ -157,8 +158,8 @@ static void test_large_k(void)
     }
 }
 
-/* Kernel 4 with chosen splits, including more slices than logits to fill
- * (empty slices) and a split count that is not a power of two. */
+/* Versions 4 and 8 with chosen splits, including more slices than logits to
+ * fill (empty slices) and a split count that is not a power of two. */
 static void test_splits(void)
 {
     struct {
@@ -177,10 +178,12 @@ static void test_splits(void)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         float *logits = ALLOC_ARRAY(float, ROWS *cases[c].vocab);
         fill_tied_logits(logits, ROWS * cases[c].vocab, 5 + c);
-        for (int max_blocks = 0; max_blocks <= 2; max_blocks += 2) {
-            SoftmaxTopkGpuConfig config = {max_blocks, cases[c].splits};
-            EXPECT(version_matches(4, "chosen splits", logits, ROWS, cases[c].vocab, cases[c].k, config),
-                   "version 4 with %d splits", cases[c].splits);
+        for (int version = 4; version <= 8; version += 4) {
+            for (int max_blocks = 0; max_blocks <= 2; max_blocks += 2) {
+                SoftmaxTopkGpuConfig config = {max_blocks, cases[c].splits};
+                EXPECT(version_matches(version, "chosen splits", logits, ROWS, cases[c].vocab, cases[c].k, config),
+                       "version %d with %d splits", version, cases[c].splits);
+            }
         }
         array_free(logits);
     }
@@ -228,6 +231,70 @@ static void test_version_6(void)
     check_version_6(8192);
 }
 
+/* Version 8, the decode step it is for: one row of V = 128256 + 3 (rows
+ * start unaligned) cut into up to 128 slices, K = 1, 8 and 64, with a grid
+ * as large as the slices and with 3 blocks (a block takes several slices,
+ * and the ticket that merges is drawn by a block that has more to do).
+ * Then four such rows in one launch, a NaN row and an all -inf row among
+ * them: each row counts its own tickets. Each run is launched twice, since
+ * the tickets it leaves are the next launch's. Planted, a merge by the block
+ * that draws ticket splits - 2 (one slice still unwritten) fails here. */
+static bool launched_twice_matches(const char *what, const float *logits, size_t rows, size_t vocab, int k,
+                                   SoftmaxTopkGpuConfig config)
+{
+    SoftmaxTopkGpuRun *run;
+    const char *why = softmax_topk_gpu_run_new(&run, 8, logits, rows, vocab, k, &config);
+    if (why != NULL) {
+        printf("FAIL %s: %s\n", what, why);
+        return false;
+    }
+    float *probs = ALLOC_ARRAY(float, rows *(size_t)k);
+    int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
+    bool ok = true;
+    for (int launch = 1; launch <= 2; launch++) {
+        char label[256];
+        snprintf(label, sizeof label, "version 8, %s, launch %d (rows %zu, V %zu, K %d, max_blocks %d, splits %d)",
+                 what, launch, rows, vocab, k, config.max_blocks, softmax_topk_gpu_run_splits(run));
+        softmax_topk_gpu_run_once(run, probs, indices);
+        ok = topk_matches_reference(label, logits, rows, vocab, k, probs, indices, topk_rtol_gpu(vocab)) && ok;
+    }
+    array_free(probs);
+    array_free(indices);
+    softmax_topk_gpu_run_free(run);
+    return ok;
+}
+
+static void test_last_block_merge(void)
+{
+    enum { ROWS = 4 };
+    const size_t vocab = 128256 + 3;
+    const int ks[] = {1, 8, 64}, splits[] = {0, 1, 7, 46, 128};
+    float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+    fill_tied_logits(logits, ROWS * vocab, 808);
+    for (size_t i = 0; i < vocab; i++) {
+        logits[2 * vocab + i] = -INFINITY;
+    }
+    logits[1 * vocab + 77777] = NAN;
+    logits[3 * vocab + vocab - 1] = 40.0f; /* the winner in the last slice's scalar tail */
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        for (size_t s = 0; s < sizeof splits / sizeof splits[0]; s++) {
+            /* 128 slices of K = 64 do not fit the merge's 48 KiB. */
+            if (ks[t] == 64 && splits[s] > 46) {
+                continue;
+            }
+            for (int max_blocks = 0; max_blocks <= 3; max_blocks += 3) {
+                SoftmaxTopkGpuConfig config = {max_blocks, splits[s]};
+                EXPECT(launched_twice_matches("one row", logits, 1, vocab, ks[t], config), "K %d, %d splits", ks[t],
+                       splits[s]);
+                EXPECT(launched_twice_matches("a NaN row and an all -inf row among four", logits, ROWS, vocab, ks[t],
+                                              config),
+                       "K %d, %d splits, 4 rows", ks[t], splits[s]);
+            }
+        }
+    }
+    array_free(logits);
+}
+
 int main(void)
 {
     if (!cuda_device_available()) {
@@ -239,6 +306,7 @@ int main(void)
     test_mixed_rows();
     test_large_k();
     test_splits();
+    test_last_block_merge();
     test_version_6();
     return test_finish();
 }

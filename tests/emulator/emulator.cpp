@@ -531,17 +531,19 @@ struct ErrorText {
     const char *description;
 };
 
-/* Every error the emulator returns. The codes are sparse (0, 1, 2, 9, 101):
+/* Every error the emulator returns. The codes are sparse (0, 1, 2, 9, 101, 900):
  * a list to search, not an array to index. */
 const struct {
     cudaError_t error;
     ErrorText text;
 } kErrorTexts[] = {
-    {cudaSuccess,                   {"cudaSuccess", "no error"}                                        },
-    {cudaErrorInvalidValue,         {"cudaErrorInvalidValue", "invalid argument"}                      },
-    {cudaErrorMemoryAllocation,     {"cudaErrorMemoryAllocation", "out of memory"}                     },
-    {cudaErrorInvalidConfiguration, {"cudaErrorInvalidConfiguration", "invalid configuration argument"}},
-    {cudaErrorInvalidDevice,        {"cudaErrorInvalidDevice", "invalid device ordinal"}               },
+    {cudaSuccess,                       {"cudaSuccess", "no error"}                                        },
+    {cudaErrorInvalidValue,             {"cudaErrorInvalidValue", "invalid argument"}                      },
+    {cudaErrorMemoryAllocation,         {"cudaErrorMemoryAllocation", "out of memory"}                     },
+    {cudaErrorInvalidConfiguration,     {"cudaErrorInvalidConfiguration", "invalid configuration argument"}},
+    {cudaErrorInvalidDevice,            {"cudaErrorInvalidDevice", "invalid device ordinal"}               },
+    {cudaErrorStreamCaptureUnsupported,
+     {"cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"}             },
 };
 
 /* Any other code gets what CUDA says of an error it does not know. */
@@ -736,6 +738,62 @@ struct EmuEvent {
 };
 
 extern "C" {
+
+/* One stream, whose work runs when it is queued: a created stream is the
+ * default one under another name (nullptr), and nothing can be captured. */
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags)
+{
+    (void)flags;
+    *stream = nullptr;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    (void)stream;
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode)
+{
+    (void)stream;
+    (void)mode;
+    return record(cudaErrorStreamCaptureUnsupported);
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    (void)stream;
+    *graph = nullptr;
+    return record(cudaErrorStreamCaptureUnsupported);
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags)
+{
+    (void)graph;
+    (void)flags;
+    *exec = nullptr;
+    return record(cudaErrorStreamCaptureUnsupported);
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream)
+{
+    (void)exec;
+    (void)stream;
+    return record(cudaErrorStreamCaptureUnsupported);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec)
+{
+    (void)exec;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+    (void)graph;
+    return cudaSuccess;
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t *event)
 {

@@ -89,6 +89,7 @@ enum cudaError_t {
     cudaErrorMemoryAllocation = 2,
     cudaErrorInvalidConfiguration = 9,
     cudaErrorInvalidDevice = 101,
+    cudaErrorStreamCaptureUnsupported = 900,
 };
 typedef cudaError_t cudaError;
 
@@ -121,6 +122,18 @@ struct cudaDeviceProp {
 typedef struct EmuEvent *cudaEvent_t;
 typedef struct EmuStream *cudaStream_t;
 
+/* CUDA graphs: declared so that the timing code compiles; the emulator runs
+ * each launch when it is queued, so it has nothing to capture, and
+ * cudaStreamBeginCapture says so (cudaErrorStreamCaptureUnsupported). */
+typedef struct EmuGraph *cudaGraph_t;
+typedef struct EmuGraphExec *cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+#define cudaStreamNonBlocking 0x01
+
 extern "C" {
 cudaError_t cudaGetLastError(void);
 const char *cudaGetErrorString(cudaError_t error);
@@ -141,6 +154,15 @@ cudaError_t cudaMemcpyAsync(void *to, const void *from, size_t bytes, cudaMemcpy
                             cudaStream_t stream = nullptr);
 cudaError_t cudaMemset(void *pointer, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void *pointer, int value, size_t bytes, cudaStream_t stream = nullptr);
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 cudaError_t cudaEventCreate(cudaEvent_t *event);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
@@ -289,6 +311,21 @@ inline int atomicAdd(int *address, int value)
     int old = *address;
     *address = old + value;
     return old;
+}
+
+/* CUDA's wrapping increment: old >= limit ? 0 : old + 1. */
+inline unsigned atomicInc(unsigned *address, unsigned limit)
+{
+    unsigned old = *address;
+    *address = old >= limit ? 0u : old + 1u;
+    return old;
+}
+
+/* Blocks run one after another, each to its end, and a block's threads
+ * share one memory: every write is visible to every later read, so a fence
+ * has nothing to order. */
+inline void __threadfence()
+{
 }
 
 inline unsigned long long atomicMax(unsigned long long *address, unsigned long long value)

@@ -1,7 +1,9 @@
 #include "chapters/04-kv-cache/block_diagram.h"
 
+#include "chapters/04-kv-cache/accuracy.h"
 #include "chapters/04-kv-cache/block_pool.h"
 #include "common/rng.h"
+#include "kernels/kv_quant.h"
 #include "kernels/paged_kv.h"
 
 typedef struct {
@@ -102,4 +104,72 @@ bool block_diagram_copy_on_write(FILE *out, BlockDiagramStage stage, int num_blo
     }
     block_pool_free(&pool);
     return true;
+}
+
+/* The layout figure zooms in three steps: physical blocks of one layer's
+ * pool, the kv heads of one block, the rows and scales of one head's part,
+ * every cell labelled with its bytes, as the offset functions of
+ * kernels/kv_quant.h compute them. */
+static void write_cell(FILE *out, const char *port, const char *colour, const char *what, size_t first, size_t end)
+{
+    fprintf(out, "<TD PORT=\"%s\" BGCOLOR=\"%s\">%s<BR/><FONT POINT-SIZE=\"8\">bytes %zu&#8211;%zu</FONT></TD>", port,
+            colour, what, first, end - 1);
+}
+
+static void write_blocks(FILE *out, KvBlockLayout l, int shown_blocks, int zoomed_block)
+{
+    size_t block = kv_block_bytes(l);
+    fprintf(out, "  pool [label=<<TABLE BORDER=\"0\" CELLBORDER=\"1\" CELLSPACING=\"0\" CELLPADDING=\"4\"><TR>");
+    for (int b = 0; b < shown_blocks; b++) {
+        char port[16], what[32];
+        snprintf(port, sizeof port, "b%d", b);
+        snprintf(what, sizeof what, "physical block %d", b);
+        write_cell(out, port, b == zoomed_block ? "#f6d7a7" : "#ffffff", what, b * block, (b + 1) * block);
+    }
+    fprintf(out, "<TD BORDER=\"0\">&#8230;</TD></TR></TABLE>>];\n");
+}
+
+static void write_heads(FILE *out, KvBlockLayout l, int zoomed_block, int zoomed_head)
+{
+    fprintf(out, "  block [label=<<TABLE BORDER=\"0\" CELLBORDER=\"1\" CELLSPACING=\"0\" CELLPADDING=\"4\"><TR>");
+    for (int h = 0; h < l.shape.n_kv_heads; h++) {
+        char port[16], what[32];
+        snprintf(port, sizeof port, "h%d", h);
+        snprintf(what, sizeof what, "kv head %d", h);
+        size_t first = kv_head_offset(l, zoomed_block, h);
+        write_cell(out, port, h == zoomed_head ? "#f6d7a7" : "#ffffff", what, first, first + kv_head_bytes(l));
+    }
+    fprintf(out, "</TR></TABLE>>];\n");
+}
+
+static void write_rows(FILE *out, KvBlockLayout l, int zoomed_block, int zoomed_head)
+{
+    size_t head = kv_head_offset(l, zoomed_block, zoomed_head), row = kv_row_bytes(l);
+    size_t scales_at = kv_scales_offset(l), scales = 2 * (size_t)kv_scale_count(l), end = kv_head_bytes(l);
+    fprintf(out, "  head [label=<<TABLE BORDER=\"0\" CELLBORDER=\"1\" CELLSPACING=\"0\" CELLPADDING=\"4\"><TR>");
+    for (int slot = 0; slot < l.shape.block_size; slot++) {
+        char what[32];
+        snprintf(what, sizeof what, "position %d", slot);
+        write_cell(out, "row", "#d8e6f3", what, head + slot * row, head + (slot + 1) * row);
+    }
+    size_t rows_end = (size_t)l.shape.block_size * row;
+    if (scales_at > rows_end)
+        write_cell(out, "pad", "#eeeeee", "padding", head + rows_end, head + scales_at);
+    if (scales > 0)
+        write_cell(out, "scales", "#f6d7a7", "fp16 scales", head + scales_at, head + scales_at + scales);
+    if (end > scales_at + scales)
+        write_cell(out, "pad", "#eeeeee", "padding", head + scales_at + scales, head + end);
+    fprintf(out, "</TR></TABLE>>];\n");
+}
+
+void block_diagram_layout(FILE *out, KvBlockLayout l, int zoomed_block, int zoomed_head)
+{
+    enum { SHOWN_BLOCKS = 3 };
+    fprintf(out, "digraph layout {\n  graph [ranksep=0.4];\n"
+                 "  node [shape=plaintext, fontname=\"Helvetica\", fontsize=10];\n"
+                 "  edge [arrowsize=0.6, color=\"#555555\", style=dashed];\n");
+    write_blocks(out, l, SHOWN_BLOCKS, zoomed_block);
+    write_heads(out, l, zoomed_block, zoomed_head);
+    write_rows(out, l, zoomed_block, zoomed_head);
+    fprintf(out, "  pool:b%d:s -> block:n;\n  block:h%d:s -> head:n;\n}\n", zoomed_block, zoomed_head);
 }

@@ -330,6 +330,22 @@ int block_diagram_command(int argc, char **argv)
     return 0;
 }
 
+int layout_diagram_command(int argc, char **argv)
+{
+    long block_size = 4, kv_heads = 2, head_dim = 64;
+    const CliOption options[] = {
+        {"--block-size", CLI_INT, &block_size, 1, 16, "positions per block"                 },
+        {"--kv-heads",   CLI_INT, &kv_heads,   1, 8,  "kv heads"                            },
+        {"--head-dim",   CLI_INT, &head_dim,   4, 64, "channels of a head (a multiple of 4)"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (head_dim % 4 != 0)
+        cli_fail("--head-dim must be a multiple of 4, got %ld", head_dim);
+    PagedKvShape shape = {(int)block_size, (int)kv_heads, (int)head_dim};
+    block_diagram_layout(stdout, kv_layout(KV_FORMAT_INT4, true, shape, KV_DEFAULT_INT4_GROUP), 1, (int)kv_heads - 1);
+    return 0;
+}
+
 int memory_command(int argc, char **argv)
 {
     bool markdown = false;

@@ -6,7 +6,7 @@ set -u
 . ../cli-checks.sh
 cli_program ../../chapters/04-kv-cache/kv_cache
 
-commands="generate verify cost waste waste-data bench bench-formats attend block-diagram cow-demo prefix-demo preempt-demo
+commands="generate verify cost waste waste-data bench bench-formats attend block-diagram layout-diagram cow-demo prefix-demo preempt-demo
 accuracy memory gpu-check gpu-bench gpu-results"
 
 accepts --help
@@ -133,7 +133,18 @@ accepts block-diagram --after writes
 [ "$(grep -c 'label="copy"' "$out")" = 1 ] || fail "kv_cache block-diagram --after writes should draw one copy"
 [ "$(grep -c '1 user<' "$out")" = 2 ] || fail "kv_cache block-diagram --after writes should show the old last block and its copy with one user each"
 
-for command in memory waste-data gpu-results block-diagram; do
+# The layout figure's offsets are kv_quant.h's: at the defaults (INT4, blocks
+# of 4, 2 kv heads of 64 channels, a scale per 32) a head's part is 4 rows of
+# 32 bytes, then 4 x 2 scales of 2 bytes: 144 bytes, a block 288.
+name="kv_cache layout-diagram"
+rejects_mentioning "--head-dim" layout-diagram --head-dim 6
+accepts layout-diagram
+grep -q 'physical block 1<BR/><FONT POINT-SIZE="8">bytes 288&#8211;575' "$out" ||
+    fail "kv_cache layout-diagram should put physical block 1 at bytes 288-575"
+grep -q 'fp16 scales<BR/><FONT POINT-SIZE="8">bytes 560&#8211;575' "$out" ||
+    fail "kv_cache layout-diagram should put the scales of block 1, head 1 at bytes 560-575"
+
+for command in memory waste-data gpu-results block-diagram layout-diagram; do
     name="kv_cache $command"
     fails_writing "$command"
 done

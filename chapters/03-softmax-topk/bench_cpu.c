@@ -164,7 +164,6 @@ static void overhead_cell(Table *table, BenchStats without, BenchStats with)
                100.0 * (with.min / without.max - 1.0), 100.0 * (with.max / without.min - 1.0));
 }
 
-// ANCHOR: benchmark_the_sampling_step
 /* What sampling adds to the fused pass, on all threads: the pass alone, and
  * the pass followed by top-p and a draw over its K candidates. Sampling
  * reads only the K candidates' logits again, so its cost should not grow
@@ -194,7 +193,6 @@ static void print_sampling_overhead(const BenchData *data, int threads, TableFor
     table_print(table, stdout, format);
     table_free(table);
 }
-// ANCHOR_END: benchmark_the_sampling_step
 
 /* The benchmark's logits in 16 bits of `type`: fp16 rounded to nearest
  * even, bf16 the top half of the float. */
@@ -207,7 +205,6 @@ static void round_to_16_bits(const BenchData *data, LogitsType type, uint16_t *b
     }
 }
 
-// ANCHOR: benchmark_16_bit_logits
 /* The fused version on the same logits stored as float32, fp16 and bf16,
  * on all threads: logits per second, and the bytes actually read per
  * second, against the read bandwidth. 16-bit rows are half the bytes, so
@@ -252,7 +249,6 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
     table_free(table);
     array_free(bits);
 }
-// ANCHOR_END: benchmark_16_bit_logits
 
 static void print_bench_header(const BenchData *data)
 {
@@ -261,7 +257,6 @@ static void print_bench_header(const BenchData *data)
            (double)(data->count * sizeof(float)) / (1 << 20), (double)bench_llc_bytes() / (1 << 20), SLOW_ROWS);
 }
 
-// ANCHOR: benchmark_the_grid
 void print_cpu_bench(bool quick, int threads, TableFormat format)
 {
     const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
@@ -314,7 +309,6 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
     print_16_bit_bench(&data, ks, k_count, threads, format);
     bench_data_free(&data);
 }
-// ANCHOR_END: benchmark_the_grid
 
 /* Reads and writes of a V-sized array per row, as the code is written. */
 typedef struct {

@@ -14,6 +14,7 @@
 #define KERNELS_FP16_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/hostdevice.h"
@@ -30,18 +31,17 @@ HOST_DEVICE static inline float half_to_float(uint16_t h)
 #ifdef __CUDA_ARCH__
     return __half2float(__ushort_as_half(h));
 #else
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
-    if (exponent == 0x1fu) {
-        /* Infinity, or NaN with its payload moved to the top of the float's. */
-        return float_from_bits(sign | 0x7f800000u | mantissa << 13);
-    }
-    if (exponent == 0) {
-        /* Zero or subnormal: mantissa * 2^-24, exact in float. */
-        return float_from_bits(sign | float_bits((float)mantissa * 0x1p-24f));
-    }
-    /* Normal: the exponent bias goes from 15 to 127. */
-    return float_from_bits(sign | (exponent + 112u) << 23 | mantissa << 13);
+    /* Without a branch, so that a loop of them becomes vector instructions.
+     * Moved up 13 bits, the exponent and mantissa of a finite half read as
+     * a float 2^-112 times the half (a subnormal half becomes a subnormal
+     * float), and one multiplication, exact, puts it right. Infinities and
+     * NaN (exponent 31) come out with the float exponent 143 and the
+     * payload at the top of the float's; or-ing in the exponent 255 makes
+     * them infinities and NaN again. */
+    uint32_t magnitude = h & 0x7fffu, sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t scaled = float_bits(float_from_bits(magnitude << 13) * 0x1p112f);
+    uint32_t infinite = magnitude >= 0x7c00u ? 0x7f800000u : 0u;
+    return float_from_bits(sign | scaled | infinite);
 #endif
 }
 
@@ -50,30 +50,26 @@ HOST_DEVICE static inline uint16_t half_from_float(float x)
 #ifdef __CUDA_ARCH__
     return __half_as_ushort(__float2half_rn(x));
 #else
+    /* Every case is computed and one selected, without a branch, so that a
+     * loop of them becomes vector instructions. */
     uint32_t bits = float_bits(x);
-    uint16_t sign = (uint16_t)((bits >> 16) & 0x8000u);
-    uint32_t magnitude = bits & 0x7fffffffu;
-    if (magnitude > 0x7f800000u) {
-        /* NaN: a quiet NaN, with what fits of the payload. */
-        return (uint16_t)(sign | 0x7e00u | (magnitude >> 13 & 0x3ffu));
-    }
-    if (magnitude >= 0x477ff000u) {
-        /* 65520 or more (infinity included): past the last half, 65504. */
-        return (uint16_t)(sign | 0x7c00u);
-    }
-    if (magnitude >= 0x38800000u) {
-        /* A normal half (2^-14 or more). Drop 13 mantissa bits, rounding to
-         * nearest even: add just under half of the dropped unit, plus one if
-         * the kept part is odd. A carry into the exponent is correct. Then
-         * rebias the exponent from 127 to 15. */
-        uint32_t rounded = magnitude + 0xfffu + (magnitude >> 13 & 1u);
-        return (uint16_t)(sign | (rounded - 0x38000000u) >> 13);
-    }
+    uint32_t sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
+    /* NaN: a quiet NaN, with what fits of the payload. */
+    uint32_t nan = 0x7e00u | (magnitude >> 13 & 0x3ffu);
+    /* A normal half (2^-14 or more). Drop 13 mantissa bits, rounding to
+     * nearest even: add just under half of the dropped unit, plus one if
+     * the kept part is odd. A carry into the exponent is correct. Then
+     * rebias the exponent from 127 to 15. */
+    uint32_t normal = (magnitude + 0xfffu + (magnitude >> 13 & 1u) - 0x38000000u) >> 13;
     /* A subnormal half or zero: count units of 2^-24. Scaling by 2^24 is
      * exact, and rintf rounds to nearest even; 1024 units come out as the
-     * smallest normal half, whose bits are the same number. */
-    float units = rintf(float_from_bits(magnitude) * 0x1p24f);
-    return (uint16_t)(sign | (uint16_t)units);
+     * smallest normal half, whose bits are the same number. (Only a value
+     * below 2^-14 is scaled, so that the count fits an int.) */
+    bool is_normal = magnitude >= 0x38800000u;
+    uint32_t subnormal = (uint32_t)(int32_t)rintf((is_normal ? 0.0f : float_from_bits(magnitude)) * 0x1p24f);
+    /* 65520 or more (infinity included): past the last half, 65504. */
+    uint32_t finite = magnitude >= 0x477ff000u ? 0x7c00u : is_normal ? normal : subnormal;
+    return (uint16_t)(sign | (magnitude > 0x7f800000u ? nan : finite));
 #endif
 }
 

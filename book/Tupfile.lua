@@ -53,9 +53,10 @@ for _, name in ipairs(CHAPTERS) do
   table.insert(figures, group)
   tup.definerule{
     inputs = { chapter_dir(name) .. '/chapter.md' },
-    extra_inputs = { 'filters/include.lua', 'filters/run.lua', 'filters/figures.lua',
-                     'filters/anchors.lua', 'filters/chapter.lua', group },
+    extra_inputs = { 'filters/template.lua', 'filters/include.lua', 'filters/run.lua',
+                     'filters/figures.lua', 'filters/anchors.lua', 'filters/chapter.lua', group },
     command = '^ PANDOC %f^ pandoc --fail-if-warnings --from=markdown --to=json'
+              .. ' --lua-filter=filters/template.lua'
               .. ' --lua-filter=filters/include.lua --lua-filter=filters/run.lua'
               .. ' --lua-filter=filters/figures.lua --output=%o %f',
     outputs = { json },

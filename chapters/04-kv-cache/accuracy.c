@@ -31,7 +31,6 @@ typedef struct {
     long count;
 } ErrorStats;
 
-// ANCHOR: measure_attention_beside_a_float_cache
 /* A cache that keeps every key and value twice, in float32 and in the format
  * measured. Generation runs on the measured one; each attention is also
  * computed from the float copy, and the two outputs are compared. */
@@ -61,6 +60,7 @@ static void comparing_store(KvCache *base, int seq, int layer, int kv_head, int 
     c->measured.base.store(&c->measured.base, seq, layer, kv_head, position, key, value);
 }
 
+// ANCHOR: measure_attention_beside_a_float_cache
 static void comparing_attend(const KvCache *base, int seq, int layer, int kv_head, int length, const float *queries,
                              int n_queries, float *scores, float *out)
 {

@@ -60,6 +60,36 @@ BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int ti
     return stats;
 }
 
+void bench_run_in_turns(const BenchBody *bodies, int count, int warmup_runs, int timed_runs, double *seconds)
+{
+    if (timed_runs < 1) {
+        cli_fail_status(1, "bench_run_in_turns: need at least one timed run, got %d", timed_runs);
+    }
+    for (int r = 0; r < warmup_runs; r++) {
+        for (int b = 0; b < count; b++) {
+            bodies[b].run(bodies[b].ctx);
+        }
+    }
+    for (int r = 0; r < timed_runs; r++) {
+        for (int b = 0; b < count; b++) {
+            double start = clock_seconds();
+            bodies[b].run(bodies[b].ctx);
+            seconds[(size_t)b * timed_runs + r] = clock_seconds() - start;
+        }
+    }
+}
+
+BenchStats bench_ratio_stats(const double *numerators, const double *denominators, int runs)
+{
+    double *ratios = array_alloc((size_t)runs, sizeof *ratios);
+    for (int r = 0; r < runs; r++) {
+        ratios[r] = numerators[r] / denominators[r];
+    }
+    BenchStats stats = bench_stats_from_times(ratios, runs);
+    array_free(ratios);
+    return stats;
+}
+
 double gb_per_s(double bytes, double seconds)
 {
     return bytes / seconds * 1e-9;

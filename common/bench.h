@@ -30,6 +30,20 @@ BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int ti
  * in place. The median of an even count is the mean of the middle two. */
 BenchStats bench_stats_from_times(double *seconds, int runs);
 
+/* Run the `count` bodies in turns, each once per round: warmup_runs rounds
+ * untimed, then timed_runs (>= 1) timed, body b's time of round r going to
+ * seconds[b * timed_runs + r]. Whatever else a busy machine does then falls
+ * on every body alike, and so do ratios taken round by round. */
+typedef struct {
+    void (*run)(void *ctx);
+    void *ctx;
+} BenchBody;
+void bench_run_in_turns(const BenchBody *bodies, int count, int warmup_runs, int timed_runs, double *seconds);
+
+/* The statistics of numerators[r] / denominators[r] over the runs: ratios
+ * of times measured in the same round (bench_run_in_turns). */
+BenchStats bench_ratio_stats(const double *numerators, const double *denominators, int runs);
+
 /* Bytes per second as GB/s (1e9 bytes), from a byte count and a time. */
 double gb_per_s(double bytes, double seconds);
 

@@ -117,23 +117,33 @@ static bool outputs_identical(AttentionBench *b)
 }
 
 /* Time the two layouts in turns, so that whatever else the machine does
- * falls on both alike; medians of TIMED_RUNS each, after one untimed run. */
+ * falls on both alike; medians of TIMED_RUNS each, after one untimed round. */
 #define TIMED_RUNS 9
+typedef struct {
+    AttentionBench *bench;
+    Layout layout;
+} LayoutRun;
+
+static void run_layout(void *ctx)
+{
+    LayoutRun *run = ctx;
+    decode_step(run->bench, run->layout);
+}
+
 static void time_alternately(AttentionBench *b, BenchStats *contiguous, BenchStats *paged)
 {
-    double contiguous_seconds[TIMED_RUNS], paged_seconds[TIMED_RUNS];
-    decode_step(b, LAYOUT_CONTIGUOUS);
-    decode_step(b, LAYOUT_PAGED);
-    for (int r = 0; r < TIMED_RUNS; r++) {
-        double start = clock_seconds();
-        decode_step(b, LAYOUT_CONTIGUOUS);
-        double middle = clock_seconds();
-        decode_step(b, LAYOUT_PAGED);
-        contiguous_seconds[r] = middle - start;
-        paged_seconds[r] = clock_seconds() - middle;
-    }
-    *contiguous = bench_stats_from_times(contiguous_seconds, TIMED_RUNS);
-    *paged = bench_stats_from_times(paged_seconds, TIMED_RUNS);
+    LayoutRun runs[2] = {
+        {b, LAYOUT_CONTIGUOUS},
+        {b, LAYOUT_PAGED     }
+    };
+    const BenchBody bodies[2] = {
+        {run_layout, &runs[0]},
+        {run_layout, &runs[1]}
+    };
+    double seconds[2 * TIMED_RUNS];
+    bench_run_in_turns(bodies, 2, 1, TIMED_RUNS, seconds);
+    *contiguous = bench_stats_from_times(seconds, TIMED_RUNS);
+    *paged = bench_stats_from_times(seconds + TIMED_RUNS, TIMED_RUNS);
 }
 
 typedef struct {
@@ -159,26 +169,11 @@ static bool first_sequence_matches(const DecodeBatch *b, const float *out)
     return ok;
 }
 
-/* Each format's batch, its output and its timed runs. */
+/* Each format's batch and its output. */
 typedef struct {
     DecodeBatch batch;
     FormatRun run;
-    double seconds[TIMED_RUNS];
 } FormatBench;
-
-/* One step in every format per round, after one untimed round, so that a
- * busy machine slows every format alike and the ratios hold. */
-static void time_formats_in_turns(FormatBench *benches, int count)
-{
-    for (int f = 0; f < count; f++)
-        attend_in_format(&benches[f].run);
-    for (int r = 0; r < TIMED_RUNS; r++)
-        for (int f = 0; f < count; f++) {
-            double start = clock_seconds();
-            attend_in_format(&benches[f].run);
-            benches[f].seconds[r] = clock_seconds() - start;
-        }
-}
 
 void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
 {
@@ -205,7 +200,13 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
         attend_in_format(&benches[f].run);
         ok[f] = first_sequence_matches(&benches[f].batch, benches[f].run.out);
     }
-    time_formats_in_turns(benches, KV_FORMAT_COUNT);
+    /* One step in every format per round, after one untimed round, so that a
+     * busy machine slows every format alike and the ratios hold. */
+    BenchBody bodies[KV_FORMAT_COUNT];
+    for (int f = 0; f < KV_FORMAT_COUNT; f++)
+        bodies[f] = (BenchBody){attend_in_format, &benches[f].run};
+    double seconds[KV_FORMAT_COUNT * TIMED_RUNS];
+    bench_run_in_turns(bodies, KV_FORMAT_COUNT, 1, TIMED_RUNS, seconds);
     const char *headers[] = {"cache",
                              "bytes read per position",
                              "bytes / float32's",
@@ -217,7 +218,7 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
     Table *t = table_new(8, headers, "lrrlrrrr");
     BenchStats stats[KV_FORMAT_COUNT];
     for (int f = 0; f < KV_FORMAT_COUNT; f++)
-        stats[f] = bench_stats_from_times(benches[f].seconds, TIMED_RUNS);
+        stats[f] = bench_stats_from_times(seconds + f * TIMED_RUNS, TIMED_RUNS);
     double float_bytes = decode_batch_cache_bytes(&benches[KV_FORMAT_FLOAT32].batch);
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
         double bytes = decode_batch_cache_bytes(&benches[f].batch);

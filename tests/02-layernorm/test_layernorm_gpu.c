@@ -40,6 +40,24 @@ static void test_every_version_on_every_shape(NormKind norm, LnStorage storage)
     }
 }
 
+/* Backward 3 keeps two rows in flight: a block that takes three rows or
+ * more reuses each buffer. The shapes above give no block of the emulator
+ * (at most 301 rows, and at least 256 blocks) a third row, so these narrow
+ * ones, cheap at any row count, give every block 3 or 4: a float4 per
+ * thread (d = 8, float32) and single values (d = 6). */
+static void test_blocks_take_many_rows(NormKind norm, LnStorage storage)
+{
+    const GpuCheckShape shapes[] = {
+        {1000, 8, 0, "a float4 per thread (float32), 3 or 4 rows per block"},
+        {1000, 6, 0, "single values, 3 or 4 rows per block"                },
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int b = 2; b <= LAYERNORM_BACKWARD_GPU_VERSIONS; b++)
+            EXPECT(gpu_check_versions(&shapes[s], norm, storage, 3, b, 23, stdout),
+                   "%s norm, %s, forward 3, backward %d, %zu x %zu (%s)", norm_kind_name(norm),
+                   ln_storage_name(storage), b, shapes[s].n, shapes[s].d, shapes[s].why);
+}
+
 /* No floating-point atomics: two runs of backward `version` give the same
  * bits. Version 3's finalize splits the columns over its blocks and each
  * column's partial rows over the slices of a block; the order of its sums
@@ -174,6 +192,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 2; k++) {
         for (int t = 0; t < 3; t++) {
             test_every_version_on_every_shape(norms[k], storages[t]);
+            test_blocks_take_many_rows(norms[k], storages[t]);
             for (int b = 2; b <= LAYERNORM_BACKWARD_GPU_VERSIONS; b++)
                 test_backward_is_deterministic(norms[k], storages[t], b);
         }

@@ -511,6 +511,39 @@ __device__ static LnBackwardMeans backward_means(const float (&sums)[backward_ro
 }
 // ANCHOR_END: sum_a_backward_row_of_either_norm
 
+/* dx of one element, once the row's means are known, and the element's
+ * terms of dgamma and dbeta added to the thread's running sums. */
+template <bool RMS>
+__device__ static float dx_and_accumulate(float x, float dy, float g, float m, float r, LnBackwardMeans means,
+                                          float &dgamma, float &dbeta)
+{
+    float xhat = RMS ? x * r : ln_normalize(x, m, means.residual, r);
+    dgamma += dy * xhat;
+    dbeta += dy;
+    return RMS ? rms_dx(g, xhat, means.mean_g_xhat, r) : ln_dx(g, xhat, means.mean_g, means.mean_g_xhat, r);
+}
+
+/* The block's partial sums, one row of `partials` per block: its dgamma,
+ * then (layer norm) its dbeta, d floats each, with plain stores. */
+template <int WIDTH, int ITEMS, bool RMS>
+__device__ static void store_partials(float *partials, const float (&dgamma_acc)[ITEMS][WIDTH],
+                                      const float (&dbeta_acc)[ITEMS][WIDTH], int vectors, int d)
+{
+    float *dgamma_part = partials + (size_t)blockIdx.x * ln_parameter_gradients<RMS> * d, *dbeta_part = dgamma_part + d;
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k >= vectors)
+            continue;
+#pragma unroll
+        for (int c = 0; c < WIDTH; c++) {
+            dgamma_part[(size_t)k * WIDTH + c] = dgamma_acc[i][c];
+            if (!RMS)
+                dbeta_part[(size_t)k * WIDTH + c] = dbeta_acc[i][c];
+        }
+    }
+}
+
 /* Version 2, fused: a block takes rows blockIdx.x, blockIdx.x + gridDim.x,
  * ... and for each reads x and dy once from memory, forms the row sums
  * with one block reduction, and writes dx. Each thread owns the same
@@ -553,29 +586,13 @@ __global__ void BACKWARD_KERNEL_BOUNDS(WIDTH, ITEMS)
                 load_gradient_inputs<S, WIDTH, true>(xv[h], dyv[h], g[h], x, dy, gamma, offset, k);
             float out[WIDTH];
 #pragma unroll
-            for (int c = 0; c < WIDTH; c++) {
-                float xhat = RMS ? xv[h][c] * r : ln_normalize(xv[h][c], m, means.residual, r);
-                out[c] = RMS ? rms_dx(g[h][c], xhat, means.mean_g_xhat, r)
-                             : ln_dx(g[h][c], xhat, means.mean_g, means.mean_g_xhat, r);
-                dgamma_acc[i][c] += dyv[h][c] * xhat;
-                dbeta_acc[i][c] += dyv[h][c];
-            }
+            for (int c = 0; c < WIDTH; c++)
+                out[c] = dx_and_accumulate<RMS>(xv[h][c], dyv[h][c], g[h][c], m, r, means, dgamma_acc[i][c],
+                                                dbeta_acc[i][c]);
             store_streaming<S>(dx + offset + (size_t)k * WIDTH, out);
         }
     }
-    float *dgamma_part = partials + (size_t)blockIdx.x * ln_parameter_gradients<RMS> * d, *dbeta_part = dgamma_part + d;
-#pragma unroll
-    for (int i = 0; i < ITEMS; i++) {
-        int k = threadIdx.x + i * blockDim.x;
-        if (k >= vectors)
-            continue;
-#pragma unroll
-        for (int c = 0; c < WIDTH; c++) {
-            dgamma_part[(size_t)k * WIDTH + c] = dgamma_acc[i][c];
-            if (!RMS)
-                dbeta_part[(size_t)k * WIDTH + c] = dbeta_acc[i][c];
-        }
-    }
+    store_partials<WIDTH, ITEMS, RMS>(partials, dgamma_acc, dbeta_acc, vectors, d);
 }
 
 /* One thread per column adds the blocks' partial sums in block order, in
@@ -599,11 +616,147 @@ __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, cons
 }
 // ANCHOR_END: fuse_the_backward_pass
 
+// ANCHOR: overlap_the_next_row
+/* What a thread of backward 3 holds of one row: its vectors of x and dy,
+ * widened, and the row's saved statistics (mean 0 for RMSNorm). */
+template <int WIDTH, int ITEMS> struct HeldRow {
+    float x[ITEMS][WIDTH], dy[ITEMS][WIDTH];
+    float mean, rstd;
+};
+
+/* Issue the loads of row `row` into `held`. Nothing waits for them here:
+ * the registers fill while the thread goes on with the row before. */
+template <LnStorage S, int WIDTH, int ITEMS, bool RMS>
+__device__ static void prefetch_row(HeldRow<WIDTH, ITEMS> &held, const Stored<S> *x, const Stored<S> *dy,
+                                    const float *mean, const float *rstd, int row, int vectors, int d)
+{
+    size_t offset = (size_t)row * d;
+    held.mean = RMS ? 0.0f : mean[row];
+    held.rstd = rstd[row];
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k < vectors) {
+            load<S, WIDTH>(held.x[i], x + offset + (size_t)k * WIDTH);
+            load<S, WIDTH>(held.dy[i], dy + offset + (size_t)k * WIDTH);
+        }
+    }
+}
+
+/* One row of backward 3, `cur`, already in registers: the loads of the
+ * block's next row go out first, into `next`, then the row sums and their
+ * block reduction (two barriers), during which those loads are in flight,
+ * then dx and the running dgamma and dbeta. gamma, the same columns in
+ * every row, stays in registers for the whole kernel. */
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
+__device__ static void backward_row_overlapped(HeldRow<WIDTH, ITEMS> &cur, HeldRow<WIDTH, ITEMS> &next,
+                                               const float (&gam)[ITEMS][WIDTH], float (&dgamma_acc)[ITEMS][WIDTH],
+                                               float (&dbeta_acc)[ITEMS][WIDTH], Stored<S> *dx, const Stored<S> *dy,
+                                               const Stored<S> *x, const float *mean, const float *rstd, int row, int n,
+                                               int vectors, int d)
+{
+    int following = row + gridDim.x;
+    if (following < n)
+        prefetch_row<S, WIDTH, ITEMS, RMS>(next, x, dy, mean, rstd, following, vectors, d);
+    float m = cur.mean, r = cur.rstd;
+    float sums[backward_row_sums<RMS>] = {};
+    for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) {
+        if (held)
+            add_to_row_sums<RMS>(sums, cur.x[i][c], gam[i][c] * cur.dy[i][c], m, r);
+    });
+    block_reduce(sums);
+    LnBackwardMeans means = backward_means<RMS>(sums, d, r);
+    size_t offset = (size_t)row * d;
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k >= vectors)
+            continue;
+        float out[WIDTH];
+#pragma unroll
+        for (int c = 0; c < WIDTH; c++)
+            out[c] = dx_and_accumulate<RMS>(cur.x[i][c], cur.dy[i][c], gam[i][c] * cur.dy[i][c], m, r, means,
+                                            dgamma_acc[i][c], dbeta_acc[i][c]);
+        store_streaming<S>(dx + offset + (size_t)k * WIDTH, out);
+    }
+}
+
+/* Two blocks of up to 512 threads per SM at least: 64 registers a thread.
+ * Three (40 registers) spill the float4 instance, which holds 2 x 8 floats
+ * of x and dy, 8 of dgamma and dbeta and 4 of gamma. */
+#define OVERLAPPED_KERNEL_BOUNDS __launch_bounds__(LN_PLAN_PREFERRED_THREADS, 2)
+
+/* Version 3: version 2's fusion, in a grid of exactly the blocks the GPU
+ * holds at once (the launcher asks the occupancy of this instance), each
+ * striding over rows blockIdx.x, blockIdx.x + gridDim.x, ..., with the
+ * next row's x and dy in flight across each row's barriers. Two buffers
+ * take turns, so that no registers are copied from one to the other. */
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
+__global__ void OVERLAPPED_KERNEL_BOUNDS layernorm_backward_v3(Stored<S> *dx, float *partials, const Stored<S> *dy,
+                                                               const Stored<S> *x, const float *mean, const float *rstd,
+                                                               const float *gamma, int n, int d)
+{
+    static_assert(overlaps_next_row<WIDTH, ITEMS>, "a thread's share of two rows fits in its registers");
+    int vectors = d / WIDTH;
+    float gam[ITEMS][WIDTH], dgamma_acc[ITEMS][WIDTH] = {}, dbeta_acc[ITEMS][WIDTH] = {};
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k < vectors)
+            load_parameters(gam[i], gamma + (size_t)k * WIDTH);
+    }
+    HeldRow<WIDTH, ITEMS> a, b;
+    int first = blockIdx.x, grid = gridDim.x;
+    if (first < n)
+        prefetch_row<S, WIDTH, ITEMS, RMS>(a, x, dy, mean, rstd, first, vectors, d);
+    for (int row = first; row < n; row += 2 * grid) {
+        backward_row_overlapped<WIDTH, ITEMS, S, RMS>(a, b, gam, dgamma_acc, dbeta_acc, dx, dy, x, mean, rstd, row, n,
+                                                      vectors, d);
+        if (row + grid < n)
+            backward_row_overlapped<WIDTH, ITEMS, S, RMS>(b, a, gam, dgamma_acc, dbeta_acc, dx, dy, x, mean, rstd,
+                                                          row + grid, n, vectors, d);
+    }
+    store_partials<WIDTH, ITEMS, RMS>(partials, dgamma_acc, dbeta_acc, vectors, d);
+}
+
+/* Backward 3's finalize: block b takes LN_FINALIZE_COLUMNS columns of the
+ * partial rows (dgamma's, then dbeta's: `width` = 2d, RMSNorm d), and its
+ * LN_FINALIZE_SLICES slices each add every LN_FINALIZE_SLICES-th partial row
+ * of their column, slice s the rows s, s + SLICES, ..., in double; then the
+ * first slice adds the slices' sums in slice order. The order depends on
+ * the number of partial rows alone, never on which block or thread ran
+ * first: the same bits on every run. Eight columns are one 32-byte sector
+ * of a row, and 2d / 8 blocks are enough to fill the GPU at d = 768. */
+__global__ void __launch_bounds__(LN_FINALIZE_THREADS)
+    layernorm_backward_v3_finalize(float *dgamma, float *dbeta, const float *partials, int blocks, int d, int width)
+{
+    __shared__ double slice_sums[LN_FINALIZE_SLICES][LN_FINALIZE_COLUMNS];
+    int lane_column = threadIdx.x % LN_FINALIZE_COLUMNS, slice = threadIdx.x / LN_FINALIZE_COLUMNS;
+    int column = blockIdx.x * LN_FINALIZE_COLUMNS + lane_column;
+    double sum = 0.0;
+    if (column < width)
+        for (int b = slice; b < blocks; b += LN_FINALIZE_SLICES)
+            sum += partials[(size_t)b * width + column];
+    slice_sums[slice][lane_column] = sum;
+    __syncthreads();
+    if (slice != 0 || column >= width)
+        return;
+    double total = 0.0;
+    for (int s = 0; s < LN_FINALIZE_SLICES; s++)
+        total += slice_sums[s][lane_column];
+    if (column < d)
+        dgamma[column] = (float)total;
+    else
+        dbeta[column - d] = (float)total;
+}
+// ANCHOR_END: overlap_the_next_row
+
 /* Every kernel, for every storage type and norm: those without a row plan,
  * and the row kernels at every plan ln_row_plan returns (1, 2, 4 or 8
  * single values, 1, 2 or 4 vectors of 16 bytes, and 8 of them where a
- * vector is 4 floats). The launchers use these instances and no others;
- * one missing here fails the link. */
+ * vector is 4 floats), backward 3 at those of at most 4 values in 2
+ * vectors per thread (overlaps_next_row). The launchers use these instances and no others; one missing
+ * here fails the link. */
 #define INSTANTIATE_PLAIN_KERNELS(S, RMS)                                                                      \
     template __global__ void layernorm_forward_v1<S, RMS>(Stored<S> *, float *, float *, const Stored<S> *,    \
                                                           const float *, const float *, int, int, float);      \
@@ -620,6 +773,10 @@ __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, cons
     template __global__ void layernorm_backward_v2<WIDTH, ITEMS, S, RMS>(Stored<S> *, float *, const Stored<S> *, \
                                                                          const Stored<S> *, const float *,        \
                                                                          const float *, const float *, int, int)
+#define INSTANTIATE_BACKWARD_V3(WIDTH, ITEMS, S, RMS)                                                             \
+    template __global__ void layernorm_backward_v3<WIDTH, ITEMS, S, RMS>(Stored<S> *, float *, const Stored<S> *, \
+                                                                         const Stored<S> *, const float *,        \
+                                                                         const float *, const float *, int, int)
 #define INSTANTIATE_FOR_NORM(S, RMS)                         \
     INSTANTIATE_PLAIN_KERNELS(S, RMS);                       \
     INSTANTIATE_ROW_KERNELS(1, 1, S, RMS);                   \
@@ -628,7 +785,9 @@ __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, cons
     INSTANTIATE_ROW_KERNELS(1, 8, S, RMS);                   \
     INSTANTIATE_ROW_KERNELS(LN_VECTOR_VALUES(S), 1, S, RMS); \
     INSTANTIATE_ROW_KERNELS(LN_VECTOR_VALUES(S), 2, S, RMS); \
-    INSTANTIATE_ROW_KERNELS(LN_VECTOR_VALUES(S), 4, S, RMS)
+    INSTANTIATE_ROW_KERNELS(LN_VECTOR_VALUES(S), 4, S, RMS); \
+    INSTANTIATE_BACKWARD_V3(1, 1, S, RMS);                   \
+    INSTANTIATE_BACKWARD_V3(1, 2, S, RMS)
 #define INSTANTIATE_FOR_STORAGE(S)  \
     INSTANTIATE_FOR_NORM(S, false); \
     INSTANTIATE_FOR_NORM(S, true)
@@ -637,5 +796,7 @@ INSTANTIATE_FOR_STORAGE(STORAGE_FP16);
 INSTANTIATE_FOR_STORAGE(STORAGE_BF16);
 INSTANTIATE_ROW_KERNELS(4, 8, STORAGE_FLOAT32, false);
 INSTANTIATE_ROW_KERNELS(4, 8, STORAGE_FLOAT32, true);
+INSTANTIATE_BACKWARD_V3(4, 1, STORAGE_FLOAT32, false);
+INSTANTIATE_BACKWARD_V3(4, 1, STORAGE_FLOAT32, true);
 template __global__ void layernorm_backward_v2_finalize<false>(float *, float *, const float *, int, int);
 template __global__ void layernorm_backward_v2_finalize<true>(float *, float *, const float *, int, int);

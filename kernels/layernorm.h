@@ -15,6 +15,10 @@
  *               summing its rows into a partial dgamma and dbeta, then a
  *               finalize kernel that adds the partials in a fixed order
  *               (deterministic: no floating-point atomics)
+ *   backward 3  backward 2 in a grid sized from the occupancy of its
+ *               instance, with the next row's x and dy loaded while the
+ *               block reduces the current one, and a finalize of a block
+ *               per 8 columns, still in a fixed order
  *
  * All pointers are device memory; x, dy, y, dx are n x d row-major, in the
  * storage type `storage` (float32, fp16 or bf16: kernels/layernorm_storage.h),
@@ -45,13 +49,15 @@
 COMMON_BEGIN_C
 
 #define LAYERNORM_FORWARD_GPU_VERSIONS 3
-#define LAYERNORM_BACKWARD_GPU_VERSIONS 2
+#define LAYERNORM_BACKWARD_GPU_VERSIONS 3
 
 /* The threads per block of the versions that take no row plan: forward 1
  * and backward 1 (a thread per row, and per column for dgamma and dbeta),
- * forward 2 (a warp per row) and backward 2's finalize (a thread per
- * column). */
+ * forward 2 (a warp per row) and the finalize kernels of backward 2 (a
+ * thread per column) and 3 (LN_FINALIZE_COLUMNS columns per block, each
+ * summed by LN_FINALIZE_SLICES threads). */
 enum { LN_THREAD_PER_ROW_THREADS = 128, LN_WARP_PER_ROW_THREADS = 256, LN_FINALIZE_THREADS = 256 };
+enum { LN_FINALIZE_COLUMNS = 8, LN_FINALIZE_SLICES = LN_FINALIZE_THREADS / LN_FINALIZE_COLUMNS };
 
 /* One line describing a version, e.g. "one warp per row, Welford shuffles". */
 const char *layernorm_forward_gpu_version_name(int version);
@@ -68,7 +74,7 @@ const char *layernorm_backward_gpu(int version, LnStorage storage, void *dx, flo
                                    const float *gamma, size_t n, size_t d);
 
 // ANCHOR: rmsnorm_gpu_api
-/* RMSNorm, y = gamma * x * rstd: versions 1 .. 3 forward and 1 .. 2
+/* RMSNorm, y = gamma * x * rstd: versions 1 .. 3 forward and 1 .. 3
  * backward, each layer norm's version of the same number. */
 #define RMSNORM_FORWARD_GPU_VERSIONS LAYERNORM_FORWARD_GPU_VERSIONS
 #define RMSNORM_BACKWARD_GPU_VERSIONS LAYERNORM_BACKWARD_GPU_VERSIONS

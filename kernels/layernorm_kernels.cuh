@@ -1,13 +1,14 @@
 /* The kernels of kernels/layernorm.cu, as their launchers
  * (kernels/layernorm_launch.cu) see them. Arguments as in kernels/layernorm.h;
- * n rows of d values. Every kernel is a template on the norm, its last
- * template argument: RMS false for layer norm, true for RMSNorm, which
- * takes mean, beta, dbeta and backward 1's residual as NULL. All but
- * backward 2's finalize are templates on the storage type S of x, dy, y
- * and dx too, the argument before the norm. The row kernels (forward 3,
- * backward 2) are templates on the row plan (ln_row_plan) as well: WIDTH
- * values per vector, ITEMS vectors per thread; layernorm.cu instantiates
- * every plan for each storage type and norm. */
+ * n rows of d values. Every kernel but backward 3's finalize (which sums
+ * floats of either norm) is a template on the norm, its last template
+ * argument: RMS false for layer norm, true for RMSNorm, which takes mean,
+ * beta, dbeta and backward 1's residual as NULL. All but the finalize
+ * kernels are templates on the storage type S of x, dy, y and dx too, the
+ * argument before the norm. The row kernels (forward 3, backward 2 and 3)
+ * are templates on the row plan (ln_row_plan) as well: WIDTH values per
+ * vector, ITEMS vectors per thread; layernorm.cu instantiates every plan
+ * for each storage type and norm. */
 #ifndef KERNELS_LAYERNORM_KERNELS_CUH
 #define KERNELS_LAYERNORM_KERNELS_CUH
 
@@ -98,5 +99,24 @@ __global__ void layernorm_backward_v2(Stored<S> *dx, float *partials, const Stor
 /* Thread j of the grid adds column j of the `blocks` partials. */
 template <bool RMS>
 __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, const float *partials, int blocks, int d);
+
+/* Backward 3 holds two rows at once only where a thread's share of a row
+ * is small: at most 4 values in at most 2 vectors (one float4, or 1 or 2
+ * single values). Two rows of more need more registers than two blocks of
+ * 512 threads per SM leave a thread (64), and ptxas spills; there the
+ * launcher runs version 2's kernel in version 3's grid. */
+template <int WIDTH, int ITEMS> constexpr bool overlaps_next_row = ITEMS <= 2 && (WIDTH * ITEMS) <= 4;
+
+/* Backward 2's arguments; any number of blocks, and only the plans that
+ * overlap the next row. */
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
+__global__ void layernorm_backward_v3(Stored<S> *dx, float *partials, const Stored<S> *dy, const Stored<S> *x,
+                                      const float *mean, const float *rstd, const float *gamma, int n, int d);
+
+/* Block b adds columns b * LN_FINALIZE_COLUMNS, ... of the `blocks`
+ * partial rows of `width` floats (2d, RMSNorm d; dbeta NULL), in
+ * LN_FINALIZE_THREADS threads. */
+__global__ void layernorm_backward_v3_finalize(float *dgamma, float *dbeta, const float *partials, int blocks, int d,
+                                               int width);
 
 #endif

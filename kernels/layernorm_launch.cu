@@ -31,8 +31,9 @@ static constexpr const char *FORWARD_VERSION_NAMES[2][LAYERNORM_FORWARD_GPU_VERS
 };
 static constexpr const char *BACKWARD_VERSION_NAMES[2][LAYERNORM_BACKWARD_GPU_VERSIONS] = {
     {"one thread per row for dx, per column for dgamma, dbeta",
-     "fused, partial dgamma, dbeta per block, fixed-order finalize"                                                    },
-    {"one thread per row for dx, per column for dgamma",        "fused, partial dgamma per block, fixed-order finalize"},
+     "fused, partial dgamma, dbeta per block, fixed-order finalize",                                                     "fused, grid from occupancy, next row in flight, wide finalize"},
+    {"one thread per row for dx, per column for dgamma",        "fused, partial dgamma per block, fixed-order finalize",
+     "fused, grid from occupancy, next row in flight, wide finalize"                                                                                                                    },
 };
 static_assert(FORWARD_VERSION_NAMES[1][LAYERNORM_FORWARD_GPU_VERSIONS - 1] != nullptr, "a name for every version");
 static_assert(BACKWARD_VERSION_NAMES[1][LAYERNORM_BACKWARD_GPU_VERSIONS - 1] != nullptr, "a name for every version");
@@ -180,13 +181,47 @@ static int backward_v2_blocks(size_t n)
     return (int)(n < blocks ? n : blocks);
 }
 
+// ANCHOR: size_the_grid_from_occupancy
+/* Backward 3's grid: every block the GPU holds at once, as the runtime
+ * computes it for this instance (its registers and shared memory, at
+ * `threads` per block), so that the SMs are as full as the registers
+ * allow; in whole waves of that, and at least LN_BACKWARD_CHUNKS blocks,
+ * for the same reason as backward 2; never more blocks than rows. */
+template <typename Kernel> static int backward_v3_blocks(Kernel kernel, int threads, size_t n)
+{
+    int device, sms, per_sm;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    size_t wave = (size_t)(per_sm > 0 ? per_sm : 1) * (size_t)sms;
+    size_t blocks = (LN_BACKWARD_CHUNKS + wave - 1) / wave * wave;
+    return (int)(n < blocks ? n : blocks);
+}
+// ANCHOR_END: size_the_grid_from_occupancy
+
+/* The most blocks backward_v3_blocks can choose on this GPU, whatever the
+ * instance: an SM holds at most LN_MOST_BLOCKS_PER_SM blocks, and whole
+ * waves of fewer than LN_BACKWARD_CHUNKS blocks stop below twice that. */
+enum { LN_MOST_BLOCKS_PER_SM = 32 };
+static size_t backward_v3_most_blocks(size_t n)
+{
+    int device, sms;
+    CUDA_CHECK(cudaGetDevice(&device));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    size_t most = (size_t)LN_MOST_BLOCKS_PER_SM * (size_t)sms;
+    if (most < 2 * LN_BACKWARD_CHUNKS)
+        most = 2 * LN_BACKWARD_CHUNKS;
+    return n < most ? n : most;
+}
+
 template <bool RMS> static size_t backward_scratch_floats(int version, size_t n, size_t d)
 {
     if (check_sizes(version, LAYERNORM_BACKWARD_GPU_VERSIONS, n, d) != NULL)
         return 0;
     if (version == 1) /* each row's mean residual, from the row kernel to the column kernel */
         return RMS ? 0 : n;
-    return (size_t)backward_v2_blocks(n) * ln_parameter_gradients<RMS> * d;
+    size_t blocks = version == 2 ? (size_t)backward_v2_blocks(n) : backward_v3_most_blocks(n);
+    return blocks * ln_parameter_gradients<RMS> * d;
 }
 
 extern "C" size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, size_t d)
@@ -197,6 +232,55 @@ extern "C" size_t layernorm_backward_gpu_scratch_floats(int version, size_t n, s
 extern "C" size_t rmsnorm_backward_gpu_scratch_floats(int version, size_t n, size_t d)
 {
     return backward_scratch_floats<true>(version, n, d);
+}
+
+/* Backward 3 at one plan: the fused kernel in a grid from its own
+ * occupancy (version 2's kernel where a thread holds more than 8 values of
+ * a row, too many to hold two rows), then the finalize, a block per
+ * LN_FINALIZE_COLUMNS columns of the partial rows. */
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS> static auto backward_v3_kernel()
+{
+    if constexpr (overlaps_next_row<WIDTH, ITEMS>)
+        return layernorm_backward_v3<WIDTH, ITEMS, S, RMS>;
+    else
+        return layernorm_backward_v2<WIDTH, ITEMS, S, RMS>;
+}
+
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
+static void backward_v3_at_plan(int threads, Stored<S> *dx, float *dgamma, float *dbeta, float *scratch,
+                                const Stored<S> *dy, const Stored<S> *x, const float *mean, const float *rstd,
+                                const float *gamma, int n, int d)
+{
+    auto kernel = backward_v3_kernel<WIDTH, ITEMS, S, RMS>();
+    int blocks = backward_v3_blocks(kernel, threads, (size_t)n);
+    kernel<<<blocks, threads>>>(dx, scratch, dy, x, mean, rstd, gamma, n, d);
+    CUDA_CHECK(cudaGetLastError());
+    int width = ln_parameter_gradients<RMS> * d;
+    layernorm_backward_v3_finalize<<<blocks_for((size_t)width, LN_FINALIZE_COLUMNS), LN_FINALIZE_THREADS>>>(
+        dgamma, dbeta, scratch, blocks, d, width);
+}
+
+/* Call f(width, items) with a plan's vector width and items per thread as
+ * constants (integral_constant tags): the template instance of the plan. */
+template <LnStorage S, int WIDTH, typename F> static void with_items(int items, F f)
+{
+    using W = std::integral_constant<int, WIDTH>;
+    if (items == 1)
+        f(W(), std::integral_constant<int, 1>());
+    else if (items == 2)
+        f(W(), std::integral_constant<int, 2>());
+    else if (items == 4)
+        f(W(), std::integral_constant<int, 4>());
+    else
+        f(W(), std::integral_constant<int, LN_PLAN_MOST_ITEMS(WIDTH)>());
+}
+
+template <LnStorage S, typename F> static void with_plan(LnRowPlan plan, F f)
+{
+    if (plan.width == 1)
+        with_items<S, 1>(plan.items, f);
+    else
+        with_items<S, LN_VECTOR_VALUES(S)>(plan.items, f);
 }
 
 /* Both norms' backward launcher, for one storage type; for RMSNorm dbeta
@@ -213,6 +297,11 @@ static void backward_stored(int version, LnRowPlan plan, Stored<S> *dx, float *d
         CUDA_CHECK(cudaGetLastError());
         layernorm_backward_v1_params<S, RMS><<<blocks_for(d, LN_THREAD_PER_ROW_THREADS), LN_THREAD_PER_ROW_THREADS>>>(
             dgamma, dbeta, dy, x, mean, scratch, rstd, rows, cols);
+    } else if (version == 3) {
+        with_plan<S>(plan, [&](auto width, auto items) {
+            backward_v3_at_plan<decltype(width)::value, decltype(items)::value, S, RMS>(
+                plan.threads, dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, rows, cols);
+        });
     } else {
         int blocks = backward_v2_blocks(n);
         LAUNCH_FOR_PLAN(layernorm_backward_v2, plan, (unsigned)blocks, dx, scratch, dy, x, mean, rstd, gamma, rows,
@@ -224,7 +313,7 @@ static void backward_stored(int version, LnRowPlan plan, Stored<S> *dx, float *d
     CUDA_CHECK(cudaGetLastError());
 }
 
-/* The checks, the row plan of backward 2, and the launch for the storage type. */
+/* The checks, the row plan of backward 2 and 3, and the launch for the storage type. */
 template <bool RMS>
 static const char *backward_gpu(int version, LnStorage storage, void *dx, float *dgamma, float *dbeta, float *scratch,
                                 const void *dy, const void *x, const float *mean, const float *rstd, const float *gamma,
@@ -237,7 +326,7 @@ static const char *backward_gpu(int version, LnStorage storage, void *dx, float 
         return RMS ? "backward needs scratch space (rmsnorm_backward_gpu_scratch_floats)"
                    : "backward needs scratch space (layernorm_backward_gpu_scratch_floats)";
     LnRowPlan plan = {0, 0, 0};
-    if (version == 2) {
+    if (version >= 2) {
         const void *rows_and_params[] = {dx, dy, x, gamma, NULL};
         plan = ln_backward_row_plan(d, ln_all_16_byte_aligned(rows_and_params), storage);
         if (plan.threads == 0)

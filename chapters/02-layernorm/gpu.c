@@ -176,7 +176,7 @@ bool gpu_check_versions(const GpuCheckShape *shape, NormKind norm, LnStorage sto
     return ok;
 }
 
-/* --version N: forward N and backward min(N, 2); 0: all of them. */
+/* --version N: forward N and backward N (the two have 3 versions each); 0: all of them. */
 static int first_version(int version, int versions)
 {
     return version == 0 ? 1 : (version < versions ? version : versions);
@@ -232,7 +232,7 @@ int gpu_check_command(int argc, char **argv)
     random_problem_options(options, &args);
     const CliOption version_option[] = {
         {"--version", CLI_INT, &version, 0, LAYERNORM_FORWARD_GPU_VERSIONS,
-         "only version N: forward N, backward min(N, 2); 0: all"},
+         "only version N: forward N, backward N; 0: all"},
     };
     options[RANDOM_PROBLEM_OPTIONS] = version_option[0];
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
@@ -253,7 +253,7 @@ int gpu_check_command(int argc, char **argv)
     return ok ? 0 : 1;
 }
 
-/* The highest versions that take the problem: forward 3 and backward 2
+/* The highest versions that take the problem: forward 3 and backward 2 and 3
  * refuse rows too long to keep in registers, and the lower versions take
  * them. */
 static void run_highest_versions(LnProblem *p)
@@ -293,11 +293,13 @@ static const GpuBenchRow gpu_bench_rows[] = {
     {NORM_LAYER, true,  3, 8 },
     {NORM_LAYER, false, 1, 12},
     {NORM_LAYER, false, 2, 12},
+    {NORM_LAYER, false, 3, 12},
     {NORM_RMS,   true,  1, 8 },
     {NORM_RMS,   true,  2, 8 },
     {NORM_RMS,   true,  3, 8 },
     {NORM_RMS,   false, 1, 12},
     {NORM_RMS,   false, 2, 12},
+    {NORM_RMS,   false, 3, 12},
 };
 
 typedef struct {
@@ -422,11 +424,13 @@ static void vector_name(char *name, size_t size, int width, LnStorage storage)
         snprintf(name, size, "%s x %d", ln_storage_name(storage), width);
 }
 
-/* The row kernels (forward 3, backward 2) at the largest block their
- * plans give them; the others at their launcher's fixed block. Every
+/* The row kernels (forward 3, backward 2 and 3) at the largest block
+ * their plans give them; the others at their launcher's fixed block. Every
  * kernel's last template argument is the norm (RMS: 1 for RMSNorm), the
  * one before it the storage type of the rows (but backward 2's finalize,
- * which sums floats whatever the rows held). */
+ * which sums floats whatever the rows held; backward 3's, not a template,
+ * serves both norms). Backward 3 at the most vectors per thread launches
+ * backward 2's kernel, listed once, as backward 2. */
 static void layernorm_launches(const KernelSignature *kernel, ResourceTableRows *rows)
 {
     const int *arguments = kernel->arguments;
@@ -453,6 +457,11 @@ static void layernorm_launches(const KernelSignature *kernel, ResourceTableRows 
                            "%s backward 2, %d %s per thread", norm, arguments[1], vector);
     else if (kernel_signature_is(kernel, "layernorm_backward_v2_finalize", 1))
         resource_table_add(rows, LN_FINALIZE_THREADS, "%s backward 2, finalize", norm);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v3", 4))
+        resource_table_add(rows, most_planned_threads(ln_backward_row_plan, arguments[0], arguments[1], storage),
+                           "%s backward 3, %d %s per thread", norm, arguments[1], vector);
+    else if (kernel_signature_is(kernel, "layernorm_backward_v3_finalize", 0))
+        resource_table_add(rows, LN_FINALIZE_THREADS, "backward 3, finalize (both norms)");
 }
 
 int gpu_resources_command(int argc, char **argv)

@@ -2,7 +2,7 @@
  * type, against the double reference on the shapes of
  * chapters/02-layernorm/gpu.c, and in fp16 and bf16 against the CPU's
  * results in the same storage type (gpu_meets_storage_goal); backward 2
- * deterministic; a row too long for the register-resident versions
+ * and 3 deterministic in every storage type; a row too long for the register-resident versions
  * refused, not mangled; the offset, overflow and non-finite goals. */
 #include <stdio.h>
 #include <string.h>
@@ -40,20 +40,45 @@ static void test_every_version_on_every_shape(NormKind norm, LnStorage storage)
     }
 }
 
-/* No floating-point atomics: two runs give the same bits. */
-static void test_backward_is_deterministic(NormKind norm)
+/* Backward 3 keeps two rows in flight: a block that takes three rows or
+ * more reuses each buffer. The shapes above give no block of the emulator
+ * (at most 301 rows, and at least 256 blocks) a third row, so these narrow
+ * ones, cheap at any row count, give every block 3 or 4: a float4 per
+ * thread (d = 8, float32) and single values (d = 6). */
+static void test_blocks_take_many_rows(NormKind norm, LnStorage storage)
+{
+    const GpuCheckShape shapes[] = {
+        {1000, 8, 0, "a float4 per thread (float32), 3 or 4 rows per block"},
+        {1000, 6, 0, "single values, 3 or 4 rows per block"                },
+    };
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int b = 2; b <= LAYERNORM_BACKWARD_GPU_VERSIONS; b++)
+            EXPECT(gpu_check_versions(&shapes[s], norm, storage, 3, b, 23, stdout),
+                   "%s norm, %s, forward 3, backward %d, %zu x %zu (%s)", norm_kind_name(norm),
+                   ln_storage_name(storage), b, shapes[s].n, shapes[s].d, shapes[s].why);
+}
+
+/* No floating-point atomics: two runs of backward `version` give the same
+ * bits. Version 3's finalize splits the columns over its blocks and each
+ * column's partial rows over the slices of a block; the order of its sums
+ * must not depend on which of them runs first. */
+static void test_backward_is_deterministic(NormKind norm, LnStorage storage, int version)
 {
     size_t n = rows_at_most(4097);
     LnProblem a = ln_problem_new(n, 768, 1e-5f), b = ln_problem_new(n, 768, 1e-5f);
     a.norm = b.norm = norm;
+    a.storage = b.storage = storage;
     ln_problem_fill_random(&a, 18, 0.0, 1.0);
     ln_problem_fill_random(&b, 18, 0.0, 1.0);
-    EXPECT(gpu_run_problem(&a, 3, 2, 0) == NULL && gpu_run_problem(&b, 3, 2, 0) == NULL, "%s norm: both runs launched",
-           norm_kind_name(norm));
+    ln_problem_narrow_inputs(&a);
+    ln_problem_narrow_inputs(&b);
+    const char *name = norm_kind_name(norm), *stored = ln_storage_name(storage);
+    EXPECT(gpu_run_problem(&a, 3, version, 0) == NULL && gpu_run_problem(&b, 3, version, 0) == NULL,
+           "%s norm, %s, backward %d: both runs launched", name, stored, version);
     EXPECT(memcmp(a.dgamma, b.dgamma, a.d * sizeof(float)) == 0 && memcmp(a.dbeta, b.dbeta, a.d * sizeof(float)) == 0,
-           "%s norm: dgamma and dbeta identical across runs", norm_kind_name(norm));
-    EXPECT(memcmp(a.dx, b.dx, a.n * a.d * sizeof(float)) == 0, "%s norm: dx identical across runs",
-           norm_kind_name(norm));
+           "%s norm, %s, backward %d: dgamma and dbeta identical across runs", name, stored, version);
+    EXPECT(memcmp(a.dx, b.dx, a.n * a.d * sizeof(float)) == 0, "%s norm, %s, backward %d: dx identical across runs",
+           name, stored, version);
     ln_problem_free(&a);
     ln_problem_free(&b);
 }
@@ -79,8 +104,8 @@ static void check_version_pairs(const VersionPair *pairs, size_t count, VersionC
     }
 }
 
-/* Every forward version with backward 2, and backward 1 after forward 3:
- * each kernel centres its rows exactly. */
+/* Every forward version with backward 2, and backward 1 and 3 after
+ * forward 3: each kernel centres its rows exactly. */
 static void test_offset_costs_nothing(void)
 {
     const VersionPair pairs[] = {
@@ -88,6 +113,7 @@ static void test_offset_costs_nothing(void)
         {2, 2},
         {3, 2},
         {3, 1},
+        {3, 3},
     };
     check_version_pairs(pairs, sizeof pairs / sizeof pairs[0], expect_offset_costs_nothing);
 }
@@ -101,11 +127,12 @@ static void expect_overflow_costs_nothing(LnRunKernels run, void *context, const
     }
 }
 
-/* Every forward version, with both backward ones. */
+/* Every forward version, with every backward one. */
 static const VersionPair every_forward_and_backward[] = {
     {1, 2},
     {2, 1},
     {3, 2},
+    {3, 3},
 };
 
 /* Each forward version rescales its own way: float sums in registers,
@@ -133,11 +160,13 @@ static void test_rows_too_long_are_refused(NormKind norm)
     p.norm = norm;
     ln_problem_fill_random(&p, 19, 0.0, 1.0);
     const char *forward = gpu_run_problem(&p, 3, 1, 0);
-    const char *backward = gpu_run_problem(&p, 1, 2, 0);
     EXPECT(forward != NULL && strstr(forward, "registers") != NULL, "%s norm: forward 3 refuses d = 8193: %s", name,
            forward != NULL ? forward : "it ran");
-    EXPECT(backward != NULL && strstr(backward, "registers") != NULL, "%s norm: backward 2 refuses d = 8193: %s", name,
-           backward != NULL ? backward : "it ran");
+    for (int version = 2; version <= LAYERNORM_BACKWARD_GPU_VERSIONS; version++) {
+        const char *backward = gpu_run_problem(&p, 1, version, 0);
+        EXPECT(backward != NULL && strstr(backward, "registers") != NULL, "%s norm: backward %d refuses d = 8193: %s",
+               name, version, backward != NULL ? backward : "it ran");
+    }
     const char *missing = gpu_run_problem(&p, LAYERNORM_FORWARD_GPU_VERSIONS + 1, 1, 0);
     EXPECT(missing != NULL && strstr(missing, "no version 4: there are 1 .. 3") != NULL,
            "%s norm: a version after the last is refused: %s", name, missing != NULL ? missing : "it ran");
@@ -161,9 +190,12 @@ int main(int argc, char **argv)
     const NormKind norms[] = {NORM_LAYER, NORM_RMS};
     const LnStorage storages[] = {STORAGE_FLOAT32, STORAGE_FP16, STORAGE_BF16};
     for (int k = 0; k < 2; k++) {
-        for (int t = 0; t < 3; t++)
+        for (int t = 0; t < 3; t++) {
             test_every_version_on_every_shape(norms[k], storages[t]);
-        test_backward_is_deterministic(norms[k]);
+            test_blocks_take_many_rows(norms[k], storages[t]);
+            for (int b = 2; b <= LAYERNORM_BACKWARD_GPU_VERSIONS; b++)
+                test_backward_is_deterministic(norms[k], storages[t], b);
+        }
         test_rows_too_long_are_refused(norms[k]);
     }
     test_offset_costs_nothing();

@@ -435,4 +435,21 @@ template <class... P> cudaError_t cudaFuncSetAttribute(void (*kernel)(P...), cud
     return emu::set_function_attribute(reinterpret_cast<const void *>(kernel), attribute, value);
 }
 
+/* cudaOccupancyMaxActiveBlocksPerMultiprocessor: the emulator knows no
+ * kernel's registers, so it answers the limits of an sm_90 SM that the
+ * block size alone sets (64 warps, 32 blocks), as for a kernel of few
+ * registers and no shared memory; dynamic shared memory is not counted. */
+template <class... P>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void (*kernel)(P...), int threads,
+                                                          size_t dynamic_shared_bytes)
+{
+    (void)kernel;
+    (void)dynamic_shared_bytes;
+    if (threads < 1 || threads > 1024)
+        return cudaErrorInvalidValue;
+    int warps = (threads + 31) / 32;
+    *blocks = 64 / warps < 32 ? 64 / warps : 32;
+    return cudaSuccess;
+}
+
 #endif

@@ -70,8 +70,16 @@ void cuda_device_describe(char *buf, size_t size)
     char runtime[16], driver[16];
     format_version(runtime, sizeof runtime, runtime_version);
     format_version(driver, sizeof driver, driver_version);
-    snprintf(buf, size, "%s, sm_%d%d, %d SMs, %.1f GiB, CUDA runtime %s, driver %s", prop.name, prop.major, prop.minor,
-             prop.multiProcessorCount, (double)prop.totalGlobalMem / (1u << 30), runtime, driver);
+    /* The SM clock: instruction-bound kernels scale with it. The peak, as
+     * the driver reports it (0 where unknown); a kernel runs at or below it. */
+    int sm_clock_khz = 0;
+    if (cudaDeviceGetAttribute(&sm_clock_khz, cudaDevAttrClockRate, 0) != cudaSuccess) {
+        cudaGetLastError();
+        sm_clock_khz = 0;
+    }
+    snprintf(buf, size, "%s, sm_%d%d, %d SMs, SM clock up to %d MHz, %.1f GiB, CUDA runtime %s, driver %s", prop.name,
+             prop.major, prop.minor, prop.multiProcessorCount, sm_clock_khz / 1000,
+             (double)prop.totalGlobalMem / (1u << 30), runtime, driver);
 }
 
 double cuda_theoretical_bandwidth_gbs(void)

@@ -35,8 +35,9 @@ int main(int argc, char **argv)
     char description[256];
     cuda_device_describe(description, sizeof description);
     printf("%s\n", description);
-    EXPECT(strstr(description, ", sm_") != NULL && strstr(description, "CUDA runtime") != NULL,
-           "the description names the architecture and the runtime: %s", description);
+    EXPECT(strstr(description, ", sm_") != NULL && strstr(description, "CUDA runtime") != NULL &&
+               strstr(description, "SM clock up to ") != NULL,
+           "the description names the architecture, the SM clock and the runtime: %s", description);
 
     double peak = cuda_theoretical_bandwidth_gbs();
     /* 64 MiB per buffer: twice that moves through DRAM, beyond an H200's 50 MB L2. */

@@ -619,9 +619,10 @@ cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device)
     case cudaDevAttrMultiProcessorCount:
         *value = emu::kMultiprocessors;
         break;
+    case cudaDevAttrClockRate:
     case cudaDevAttrMemoryClockRate:
     case cudaDevAttrGlobalMemoryBusWidth:
-        /* No device memory, so no clock and no bus: 0, as for unknown. */
+        /* No SM clock, no device memory, no bus: 0, as for unknown. */
         *value = 0;
         break;
     case cudaDevAttrL2CacheSize:

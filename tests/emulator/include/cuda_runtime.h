@@ -102,6 +102,7 @@ enum cudaMemcpyKind {
 };
 
 enum cudaDeviceAttr {
+    cudaDevAttrClockRate = 13,
     cudaDevAttrMultiProcessorCount = 16,
     cudaDevAttrMemoryClockRate = 36,
     cudaDevAttrGlobalMemoryBusWidth = 37,

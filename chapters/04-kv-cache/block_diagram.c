@@ -148,9 +148,10 @@ static void write_rows(FILE *out, KvBlockLayout l, int zoomed_block, int zoomed_
     size_t scales_at = kv_scales_offset(l), scales = 2 * (size_t)kv_scale_count(l), end = kv_head_bytes(l);
     fprintf(out, "  head [label=<<TABLE BORDER=\"0\" CELLBORDER=\"1\" CELLSPACING=\"0\" CELLPADDING=\"4\"><TR>");
     for (int slot = 0; slot < l.shape.block_size; slot++) {
-        char what[32];
+        char port[16], what[32];
+        snprintf(port, sizeof port, "r%d", slot);
         snprintf(what, sizeof what, "position %d", slot);
-        write_cell(out, "row", "#d8e6f3", what, head + slot * row, head + (slot + 1) * row);
+        write_cell(out, port, "#d8e6f3", what, head + slot * row, head + (slot + 1) * row);
     }
     size_t rows_end = (size_t)l.shape.block_size * row;
     if (scales_at > rows_end)
@@ -158,7 +159,7 @@ static void write_rows(FILE *out, KvBlockLayout l, int zoomed_block, int zoomed_
     if (scales > 0)
         write_cell(out, "scales", "#f6d7a7", "fp16 scales", head + scales_at, head + scales_at + scales);
     if (end > scales_at + scales)
-        write_cell(out, "pad", "#eeeeee", "padding", head + scales_at + scales, head + end);
+        write_cell(out, "tail", "#eeeeee", "padding", head + scales_at + scales, head + end);
     fprintf(out, "</TR></TABLE>>];\n");
 }
 

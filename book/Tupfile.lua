@@ -13,6 +13,10 @@
 if tup.getconfig('BOOK') == 'n' then return end
 
 local CHAPTERS = { '01-cancellation', '02-layernorm', '03-softmax-topk', '04-kv-cache' }
+-- The appendices, after the chapters, lettered in this order: each is
+-- appendix/NAME.md, its page html/NAME.html. "answers" is filled with the
+-- chapters' answers to their exercises (filters/answers.lua).
+local APPENDICES = { 'how-it-is-made', 'notation', 'answers' }
 
 local function chapter_dir(name) return '../chapters/' .. name end
 
@@ -28,7 +32,8 @@ end
 -- numbers and links that filters/book.lua makes.
 local BOOK = 'pandoc --fail-if-warnings --metadata-file=metadata.yaml'
              .. ' -M chapters="' .. table.concat(CHAPTERS, ' ') .. '"'
-             .. ' --lua-filter=filters/book.lua --lua-filter=filters/math.lua --lua-filter=filters/answers.lua'
+             .. ' -M appendices="' .. table.concat(APPENDICES, ' ') .. '"'
+             .. ' --lua-filter=filters/book.lua --lua-filter=filters/math.lua'
              .. ' --mathml'
              .. ' --syntax-definition=cuda.xml'
 local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/math.lua', 'filters/answers.lua',
@@ -64,12 +69,21 @@ for _, name in ipairs(CHAPTERS) do
   tup.definerule{
     inputs = { json },
     extra_inputs = concat(HTML_FILES, { group }),
-    command = '^ PANDOC %o^ ' .. HTML .. ' --from=json --toc -M chapter=' .. name
+    command = '^ PANDOC %o^ ' .. HTML .. ' --from=json --toc -M page=' .. name
               .. ' --output=%o %f',
     outputs = { 'html/' .. name .. '.html' },
   }
 end
 
+-- An appendix page reads the filtered chapters (the answers are in them).
+for _, name in ipairs(APPENDICES) do
+  tup.definerule{
+    inputs = { 'appendix/' .. name .. '.md' },
+    extra_inputs = concat(HTML_FILES, filtered, figures),
+    command = '^ PANDOC %o^ ' .. HTML .. ' --from=markdown --toc -M page=' .. name .. ' --output=%o %f',
+    outputs = { 'html/' .. name .. '.html' },
+  }
+end
 tup.definerule{
   inputs = { 'index.md' },
   extra_inputs = HTML_FILES,

@@ -1,60 +1,123 @@
--- The book around the chapters, from the chapter list that book/Tupfile.lua
--- passes as -M chapters="01-cancellation 02-layernorm ...", in reading order:
---   a chapter page (-M chapter=NAME) gets its number and previous/next links;
+-- The book around the chapters, from the page lists that book/Tupfile.lua
+-- passes as -M chapters="01-cancellation 02-layernorm ..." and
+-- -M appendices="how-it-is-made ...", each in reading order:
+--   a page (-M page=NAME) gets its label (Chapter 1, Appendix A) and
+--   previous/next links, the chapters first, then the appendices;
 --   the index gets its table of contents, at the end of its div .contents;
---   the EPUB is the index's text followed by every chapter.
+--   the EPUB is the index's text followed by every page.
 -- A chapter's number comes from its directory (01-cancellation is Chapter 1),
 -- its title from its chapter.md front matter, its page is NAME.html, and the
--- filtered chapter (includes and runs done) is build/NAME.json.
+-- filtered chapter (includes and runs done) is build/NAME.json. An appendix
+-- is book/appendix/NAME.md, lettered in order, its page NAME.html.
 local chapter = require 'filters.chapter'
+local answers = require 'filters.answers'
 
-local function chapter_list(meta)
+-- The appendix that holds the exercises' answers.
+local ANSWERS = 'answers'
+
+local function page_list(meta)
   local list = {}
   for name in pandoc.utils.stringify(meta.chapters):gmatch('%S+') do
     local number = name:match('^0*(%d+)%-')
     if not number then
       chapter.fail('book', { 'chapter directory ' .. name .. ' is not named NN-topic' })
     end
-    table.insert(list, { name = name, number = number, href = name .. '.html' })
+    table.insert(list, { name = name, label = 'Chapter ' .. number, href = name .. '.html',
+                         path = '../chapters/' .. name .. '/chapter.md', built = 'build/' .. name .. '.json' })
+  end
+  local letter = string.byte('A')
+  for name in pandoc.utils.stringify(meta.appendices or ''):gmatch('%S+') do
+    local path = 'appendix/' .. name .. '.md'
+    table.insert(list, { name = name, label = 'Appendix ' .. string.char(letter), href = name .. '.html',
+                         path = path, built = path })
+    letter = letter + 1
   end
   return list
 end
 
--- A chapter's Markdown as written (its title is needed before it is built).
-local function source(ch)
-  local path = '../chapters/' .. ch.name .. '/chapter.md'
-  local doc = chapter.read(path)
+-- A page's Markdown as written (its title is needed before it is built).
+local function source(page)
+  local doc = chapter.read(page.path)
   if not doc.meta.title then
-    chapter.fail('book', { path .. ' has no "title:" in its front matter' })
+    chapter.fail('book', { page.path .. ' has no "title:" in its front matter' })
   end
   return doc
 end
 
-local function link(ch)
-  return ch and { href = ch.href, number = ch.number, title = source(ch).meta.title }
+-- A page as the book shows it: filtered (includes and runs done) for a
+-- chapter, as written for an appendix.
+local function built(page)
+  return chapter.read(page.built, page.built:match('%.json$') and 'json' or 'markdown')
 end
 
-local function heading(ch, doc_title)
-  return pandoc.Header(1, { pandoc.Str('Chapter ' .. ch.number .. '.'), pandoc.Space(),
-                            table.unpack(doc_title) }, pandoc.Attr('chapter-' .. ch.number))
+local function link(page)
+  return page and { href = page.href, label = page.label, title = source(page).meta.title }
 end
 
-local function chapter_page(doc, chapters, name)
-  for i, ch in ipairs(chapters) do
-    if ch.name == name then
-      doc.meta.number = ch.number
-      doc.meta.prev = link(chapters[i - 1])
-      doc.meta.next = link(chapters[i + 1])
+local function heading(page, doc_title)
+  local id = page.label:lower():gsub(' ', '-')
+  return pandoc.Header(1, { pandoc.Str(page.label .. '.'), pandoc.Space(), table.unpack(doc_title) },
+                       pandoc.Attr(id))
+end
+
+local function is_chapter(page)
+  return page.label:match('^Chapter') ~= nil
+end
+
+local function answers_page(pages)
+  for _, page in ipairs(pages) do
+    if page.name == ANSWERS then return page end
+  end
+  chapter.fail('book', { 'the appendix "' .. ANSWERS .. '", which holds the answers, is not in the page lists' })
+end
+
+-- The answers of every chapter, for the appendix's `::: answers` div. A
+-- link in a page is to NAME.html#id; in the EPUB, one document, to #id.
+local function every_answer(pages, href)
+  local blocks = {}
+  for _, page in ipairs(pages) do
+    if is_chapter(page) then
+      local _, taken = answers.take(built(page).blocks, page, function(id) return id end)
+      for _, block in ipairs(answers.page(page, source(page).meta.title, taken, href)) do
+        table.insert(blocks, block)
+      end
+    end
+  end
+  return blocks
+end
+
+-- The blocks with the `::: answers` div, if there is one, filled.
+local function fill_answers(blocks, filling)
+  local filled = {}
+  for i, block in ipairs(blocks) do
+    filled[i] = answers.is_placeholder(block) and pandoc.Div(filling(), block.attr) or block
+  end
+  return filled
+end
+
+local function page_of_book(doc, pages, name)
+  for i, page in ipairs(pages) do
+    if page.name == name then
+      if is_chapter(page) then
+        local href = answers_page(pages).href
+        doc.blocks = answers.take(doc.blocks, page, function(id) return href .. '#' .. id end)
+      end
+      doc.blocks = fill_answers(doc.blocks, function()
+        return every_answer(pages, function(target, id) return target.href .. '#' .. id end)
+      end)
+      doc.meta.label = page.label
+      doc.meta.prev = link(pages[i - 1])
+      doc.meta.next = link(pages[i + 1])
       return doc
     end
   end
-  chapter.fail('book', { name .. ' is not in the chapter list' })
+  chapter.fail('book', { name .. ' is not in the page lists' })
 end
 
--- Chapters and their sections, each a link into its page.
-local function contents(chapters)
+-- Pages and their sections, each a link into its page.
+local function contents(pages)
   local items = {}
-  for _, ch in ipairs(chapters) do
+  for _, ch in ipairs(pages) do
     local doc = source(ch)
     local sections = {}
     for _, block in ipairs(doc.blocks) do
@@ -73,38 +136,62 @@ local function is_contents(block)
   return block.t == 'Div' and block.classes:includes('contents')
 end
 
-local function index(doc, chapters)
+local function index(doc, pages)
   return doc:walk({
     Div = function(div)
-      if is_contents(div) then div.content:insert(contents(chapters)) end
+      if is_contents(div) then div.content:insert(contents(pages)) end
       return div
     end,
   })
 end
 
-local function epub(doc, chapters)
+-- The EPUB is one document: a link to NAME.html#id becomes #id, and one to
+-- NAME.html goes to that page's heading.
+local function within_the_epub(link, pages)
+  for _, page in ipairs(pages) do
+    local rest = link.target:match('^' .. page.href:gsub('%p', '%%%0') .. '(.*)$')
+    if rest then
+      link.target = rest ~= '' and rest or '#' .. heading(page, {}).identifier
+      return link
+    end
+  end
+  return nil
+end
+
+local function epub(doc, pages)
   local blocks = { pandoc.Header(1, doc.meta.title) }
   for _, block in ipairs(doc.blocks) do
     if not is_contents(block) then
       table.insert(blocks, block)
     end
   end
-  for _, ch in ipairs(chapters) do
-    table.insert(blocks, heading(ch, source(ch).meta.title))
-    for _, block in ipairs(chapter.read('build/' .. ch.name .. '.json', 'json').blocks) do
+  local taken = {}
+  for _, page in ipairs(pages) do
+    table.insert(blocks, heading(page, source(page).meta.title))
+    local page_blocks = built(page).blocks
+    if is_chapter(page) then
+      local title = source(page).meta.title
+      local answered
+      page_blocks, answered = answers.take(page_blocks, page, function(id) return '#' .. id end)
+      for _, block in ipairs(answers.page(page, title, answered, function(_, id) return '#' .. id end)) do
+        table.insert(taken, block)
+      end
+    end
+    page_blocks = fill_answers(page_blocks, function() return taken end)
+    for _, block in ipairs(page_blocks) do
       table.insert(blocks, block)
     end
   end
   doc.meta.title = doc.meta['book-title']
-  return pandoc.Pandoc(blocks, doc.meta)
+  return pandoc.Pandoc(blocks, doc.meta):walk({ Link = function(l) return within_the_epub(l, pages) end })
 end
 
 function Pandoc(doc)
-  local chapters = chapter_list(doc.meta)
-  if doc.meta.chapter then
-    return chapter_page(doc, chapters, pandoc.utils.stringify(doc.meta.chapter))
+  local pages = page_list(doc.meta)
+  if doc.meta.page then
+    return page_of_book(doc, pages, pandoc.utils.stringify(doc.meta.page))
   elseif FORMAT:match('epub') then
-    return epub(doc, chapters)
+    return epub(doc, pages)
   end
-  return index(doc, chapters)
+  return index(doc, pages)
 end

@@ -10,6 +10,7 @@
 #include "chapters/01-cancellation/accuracy.h"
 #include "chapters/01-cancellation/layernorm_demo.h"
 #include "chapters/01-cancellation/parallel_welford.h"
+#include "chapters/01-cancellation/sliding_window.h"
 #include "chapters/01-cancellation/variance.h"
 #include "common/alloc.h"
 #include "common/cli.h"
@@ -345,5 +346,50 @@ int merge_demo_command(int argc, char **argv)
            n, offset, reference.kappa, fabs(single_pass - reference.variance) / reference.variance);
     print_table(merge_table(x, (size_t)n, reference.variance, single_pass), markdown);
     array_free(x);
+    return 0;
+}
+
+/* One row per burst spread s: a window of values N(0, s^2) slid out of the
+ * state by values N(0, 1), the variance the state is left with against the
+ * exact one of the values now in the window. Removing the burst subtracts
+ * an m2 of about window * s^2, rounded to u of itself, from which the
+ * window's own m2, about window, must remain: a relative error of about
+ * u s^2, the last column. */
+static Table *window_table(size_t window, uint64_t seed)
+{
+    const char *headers[] = {"burst spread s", "slid variance", "exact variance", "relative error", "u s^2"};
+    Table *table = table_new(5, headers, "rrrrr");
+    double *x = ALLOC_ARRAY(double, 2 * window);
+    for (double spread = 1.0; spread <= 1e10; spread *= 100.0) {
+        Rng rng;
+        rng_seed(&rng, seed);
+        rng_fill_normal_f64(&rng, x, window, 0.0, spread);
+        rng_fill_normal_f64(&rng, x + window, window, 0.0, DATA_SPREAD);
+        double slid = welford_variance(welford_slide_through(x, window));
+        double exact = variance_reference_f64(x + window, window).variance;
+        table_cell(table, "%.0e", spread);
+        table_cell(table, "%.7g", slid);
+        table_cell(table, "%.7g", exact);
+        error_cell(table, fabs(slid - exact) / exact);
+        table_cell(table, "%.1e", 0x1p-53 * spread * spread);
+    }
+    array_free(x);
+    return table;
+}
+
+int window_demo_command(int argc, char **argv)
+{
+    long window = 1024, seed = 1;
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--window",   CLI_INT,  &window,   2, 1e7,  "values in the window"       },
+        {"--seed",     CLI_INT,  &seed,     0, 1e18, "random seed"                },
+        {"--markdown", CLI_FLAG, &markdown, 0, 0,    "print the table as Markdown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    printf("A window of %ld values N(0, s^2) in double, slid out of a Welford state by %ld values N(0, 1): "
+           "each pushed with welford_push, the oldest taken out with welford_remove.\n\n",
+           window, window);
+    print_table(window_table((size_t)window, (uint64_t)seed), markdown);
     return 0;
 }

@@ -12,7 +12,7 @@
 
 /* commands.c: the accuracy of the variance */
 CliCommandFunction show_command, offset_sweep_command, blocked_sweep_command, theory_data_command,
-    layernorm_demo_command, merge_demo_command;
+    layernorm_demo_command, merge_demo_command, window_demo_command;
 
 /* commands_derivative.c: cancellation in numerical derivatives */
 CliCommandFunction derivative_command, derivative_data_command;

@@ -12,6 +12,7 @@ static const CliCommand COMMANDS[] = {
     {"theory-data",     theory_data_command,     "write errors and bounds against kappa, float and double"             },
     {"layernorm-demo",  layernorm_demo_command,  "layer norm of one float row with the naive and two-pass variance"    },
     {"merge-demo",      merge_demo_command,      "Welford states of 1, 2, 4, ..., 1024 chunks merged, against one pass"},
+    {"window-demo",     window_demo_command,     "a variance over a sliding window: values merged in, then taken out"  },
     {"derivative",      derivative_command,      "central difference and complex step, predicted and measured"         },
     {"derivative-data", derivative_data_command, "write the derivative errors against the step"                        },
     {"bench",           bench_command,           "throughput of each method against memcpy and a plain read"           },

@@ -8,6 +8,7 @@
 #include "chapters/03-softmax-topk/bench_cpu.h"
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
+#include "chapters/03-softmax-topk/keep_ties.h"
 #include "chapters/03-softmax-topk/merge_demo.h"
 #include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
@@ -411,5 +412,24 @@ int admissions_data_command(int argc, char **argv)
 {
     cli_parse(argc, argv, NULL, 0, NULL);
     write_admissions_data(stdout);
+    return 0;
+}
+
+int ties_command(int argc, char **argv)
+{
+    long vocab = 128256, k = 50, rows = 8, seed = 1;
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--vocab",    CLI_INT,  &vocab,    1, 1 << 30, "V: logits per row"                              },
+        {"-k",         CLI_INT,  &k,        1, 1 << 30, "K: how many of the largest logits per row"      },
+        {"--rows",     CLI_INT,  &rows,     1, 1000,    "rows of random logits (normal(0, 3) in 1/16ths)"},
+        {"--seed",     CLI_INT,  &seed,     0, 1e18,    "random seed of the first row"                   },
+        {"--markdown", CLI_FLAG, &markdown, 0, 0,       "print the table as Markdown"                    },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (k > vocab) {
+        cli_fail("-k %ld is larger than V = %ld", k, vocab);
+    }
+    print_ties_table((size_t)vocab, (int)k, (size_t)rows, (uint64_t)seed, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
     return 0;
 }

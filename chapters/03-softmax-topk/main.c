@@ -15,6 +15,7 @@ static const CliCommand COMMANDS[] = {
     {"accuracy",        accuracy_command,        "table: largest relative error of each version"                                        },
     {"bench",           bench_command,           "benchmark the CPU versions over V and K, on one thread and on all"                    },
     {"merge-demo",      merge_demo_command,      "table: the cross-warp merge, right and mixing rows"                                   },
+    {"ties",            ties_command,            "table: the top K with every logit tied with the K-th kept"                            },
     {"admissions-data", admissions_data_command, "the data of the figure: logits admitted to the top K along a row"                     },
     {"gpu-run",         gpu_run_command,         "run, on a GPU kernel"                                                                 },
     {"gpu-apply",       gpu_apply_command,       "apply, on a GPU kernel"                                                               },

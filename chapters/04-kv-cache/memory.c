@@ -117,8 +117,8 @@ static void shapes_table(FILE *out, TableFormat format)
 
 static void fit_table(FILE *out, TableFormat format, KvFormat kv_format)
 {
-    const double cards[] = {24, 40, 80, 141, 192};
-    const char *headers[] = {"model", "fp16 weights", "24 GB", "40 GB", "80 GB", "141 GB (H200)", "192 GB (B200)"};
+    const double cards[] = {24, 40, 80, 141, 180};
+    const char *headers[] = {"model", "fp16 weights", "24 GB", "40 GB", "80 GB", "141 GB (H200)", "180 GB (B200)"};
     Table *t = table_new(7, headers, "lrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];

@@ -25,13 +25,14 @@ local function concat(...)
 end
 
 -- Everything that writes a page or the EPUB knows the chapter list, for the
--- numbers and links that filters/book.lua makes.
+-- numbers and links that filters/book.lua makes and the cross-references
+-- that filters/xref.lua makes and checks.
 local BOOK = 'pandoc --fail-if-warnings --metadata-file=metadata.yaml'
              .. ' -M chapters="' .. table.concat(CHAPTERS, ' ') .. '"'
-             .. ' --lua-filter=filters/book.lua --lua-filter=filters/math.lua --lua-filter=filters/answers.lua'
+             .. ' --lua-filter=filters/book.lua --lua-filter=filters/xref.lua --lua-filter=filters/math.lua --lua-filter=filters/answers.lua'
              .. ' --mathml'
              .. ' --syntax-definition=cuda.xml'
-local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/math.lua', 'filters/answers.lua',
+local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/xref.lua', 'filters/math.lua', 'filters/answers.lua',
                      'filters/chapter.lua', 'cuda.xml' }
 local HTML = BOOK .. ' --to=html5 --template=template.html --css=style.css --self-contained'
 local HTML_FILES = concat(BOOK_FILES, { 'template.html', 'pager.html', 'style.css', 'build/math.woff2' })

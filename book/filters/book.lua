@@ -8,18 +8,6 @@
 -- filtered chapter (includes and runs done) is build/NAME.json.
 local chapter = require 'filters.chapter'
 
-local function chapter_list(meta)
-  local list = {}
-  for name in pandoc.utils.stringify(meta.chapters):gmatch('%S+') do
-    local number = name:match('^0*(%d+)%-')
-    if not number then
-      chapter.fail('book', { 'chapter directory ' .. name .. ' is not named NN-topic' })
-    end
-    table.insert(list, { name = name, number = number, href = name .. '.html' })
-  end
-  return list
-end
-
 -- A chapter's Markdown as written (its title is needed before it is built).
 local function source(ch)
   local path = '../chapters/' .. ch.name .. '/chapter.md'
@@ -82,6 +70,35 @@ local function index(doc, chapters)
   })
 end
 
+-- The EPUB is one document, where every chapter has its "exercises" and
+-- "references": the ids of Chapter N become chapter-N-id, and the links into
+-- the pages of the book (#id, NAME.html#id, NAME.html) follow them, so that
+-- no link lands in another chapter's section of the same name.
+local function into_one_document(blocks, chapters, own)  -- own: N, or nil
+  local numbers = {}
+  for _, ch in ipairs(chapters) do numbers[ch.name] = ch.number end
+  local function prefixed(number, id) return number and 'chapter-' .. number .. '-' .. id or id end
+  local function rename(element)
+    if element.identifier and element.identifier ~= '' then
+      element.identifier = prefixed(own, element.identifier)
+      return element
+    end
+  end
+  local function retarget(link)
+    local page, id = link.target:match('^([%w_.-]+)%.html#?(.*)$')
+    if page and id == '' then
+      link.target = numbers[page] and '#chapter-' .. numbers[page] or '#'
+    elseif page then
+      link.target = '#' .. prefixed(numbers[page], id)
+    elseif link.target:match('^#') then
+      link.target = '#' .. prefixed(own, link.target:sub(2))
+    end
+    rename(link)
+    return link
+  end
+  return pandoc.walk_block(pandoc.Div(blocks), { Block = rename, Inline = rename, Link = retarget }).content
+end
+
 local function epub(doc, chapters)
   local blocks = { pandoc.Header(1, doc.meta.title) }
   for _, block in ipairs(doc.blocks) do
@@ -89,9 +106,11 @@ local function epub(doc, chapters)
       table.insert(blocks, block)
     end
   end
+  blocks = into_one_document(blocks, chapters, nil)
   for _, ch in ipairs(chapters) do
     table.insert(blocks, heading(ch, source(ch).meta.title))
-    for _, block in ipairs(chapter.read('build/' .. ch.name .. '.json', 'json').blocks) do
+    local chapter_blocks = chapter.read('build/' .. ch.name .. '.json', 'json').blocks
+    for _, block in ipairs(into_one_document(chapter_blocks, chapters, ch.number)) do
       table.insert(blocks, block)
     end
   end
@@ -100,7 +119,7 @@ local function epub(doc, chapters)
 end
 
 function Pandoc(doc)
-  local chapters = chapter_list(doc.meta)
+  local chapters = chapter.list(doc.meta)
   if doc.meta.chapter then
     return chapter_page(doc, chapters, pandoc.utils.stringify(doc.meta.chapter))
   elseif FORMAT:match('epub') then

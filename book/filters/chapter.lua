@@ -43,4 +43,19 @@ function chapter.fail(filter, errors)
   os.exit(1)
 end
 
+-- The chapters in reading order, from -M chapters="01-cancellation
+-- 02-layernorm ..." (book/Tupfile.lua): each with its directory NAME, its
+-- number (from NAME: 01-cancellation is Chapter 1) and its page NAME.html.
+function chapter.list(meta)
+  local list = {}
+  for name in pandoc.utils.stringify(meta.chapters):gmatch('%S+') do
+    local number = name:match('^0*(%d+)%-')
+    if not number then
+      chapter.fail('book', { 'chapter directory ' .. name .. ' is not named NN-topic' })
+    end
+    table.insert(list, { name = name, number = number, href = name .. '.html' })
+  end
+  return list
+end
+
 return chapter

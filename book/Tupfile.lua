@@ -1,7 +1,9 @@
 -- The book, written to book/html/: a page per chapter (NAME.html for the
 -- chapter directory chapters/NAME), index.html and book.epub. Each chapter is
--- first read through the filters that include code and run programs, into
--- build/NAME.json, so its programs run once for the page and the EPUB both.
+-- first read through the filters that include code and run programs, and
+-- through citeproc (its citations, [@key], against references.bib; its list
+-- of them in its "References" section, the div #refs), into build/NAME.json,
+-- so its programs run once for the page and the EPUB both.
 --
 -- To add a chapter, add its directory name to CHAPTERS, in reading order. Its
 -- number comes from the name (04-kv-cache is Chapter 4), its title from the
@@ -55,11 +57,14 @@ for _, name in ipairs(CHAPTERS) do
   tup.definerule{
     inputs = { chapter_dir(name) .. '/chapter.md' },
     extra_inputs = { 'filters/template.lua', 'filters/include.lua', 'filters/run.lua',
-                     'filters/figures.lua', 'filters/anchors.lua', 'filters/chapter.lua', group },
+                     'filters/figures.lua', 'filters/anchors.lua', 'filters/chapter.lua',
+                     'references.bib', group },
     command = '^ PANDOC %f^ pandoc --fail-if-warnings --from=markdown --to=json'
               .. ' --lua-filter=filters/template.lua'
               .. ' --lua-filter=filters/include.lua --lua-filter=filters/run.lua'
-              .. ' --lua-filter=filters/figures.lua --output=%o %f',
+              .. ' --lua-filter=filters/figures.lua'
+              .. ' --citeproc --bibliography=references.bib -M link-citations=true'
+              .. ' --output=%o %f',
     outputs = { json },
   }
   tup.definerule{

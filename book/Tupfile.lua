@@ -11,6 +11,7 @@
 -- every SVG figure in its group <book> (`|> offset-error.svg <book>`), which
 -- the rules below take as input: a command may only read a generated file
 -- that its rule declares.
+-- Every page is also in the group <pages>, which tests/book loads in a browser.
 -- `./configure --no-book` (a machine without pandoc or gnuplot) leaves the book out.
 if tup.getconfig('BOOK') == 'n' then return end
 
@@ -72,7 +73,7 @@ for _, name in ipairs(CHAPTERS) do
     extra_inputs = concat(HTML_FILES, { group }),
     command = '^ PANDOC %o^ ' .. HTML .. ' --from=json --toc -M chapter=' .. name
               .. ' --output=%o %f',
-    outputs = { 'html/' .. name .. '.html' },
+    outputs = { 'html/' .. name .. '.html', '<pages>' },
   }
 end
 
@@ -80,7 +81,7 @@ tup.definerule{
   inputs = { 'index.md' },
   extra_inputs = HTML_FILES,
   command = '^ PANDOC %o^ ' .. HTML .. ' --from=markdown --output=%o %f',
-  outputs = { 'html/index.html' },
+  outputs = { 'html/index.html', '<pages>' },
 }
 
 tup.definerule{

@@ -1,7 +1,9 @@
 -- The book, written to book/html/: a page per chapter (NAME.html for the
 -- chapter directory chapters/NAME), index.html and book.epub. Each chapter is
--- first read through the filters that include code and run programs, into
--- build/NAME.json, so its programs run once for the page and the EPUB both.
+-- first read through the filters that include code and run programs, and
+-- through citeproc (its citations, [@key], against references.bib; its list
+-- of them in its "References" section, the div #refs), into build/NAME.json,
+-- so its programs run once for the page and the EPUB both.
 --
 -- To add a chapter, add its directory name to CHAPTERS, in reading order. Its
 -- number comes from the name (04-kv-cache is Chapter 4), its title from the
@@ -9,6 +11,7 @@
 -- every SVG figure in its group <book> (`|> offset-error.svg <book>`), which
 -- the rules below take as input: a command may only read a generated file
 -- that its rule declares.
+-- Every page is also in the group <pages>, which tests/book loads in a browser.
 -- `./configure --no-book` (a machine without pandoc or gnuplot) leaves the book out.
 if tup.getconfig('BOOK') == 'n' then return end
 
@@ -29,14 +32,15 @@ local function concat(...)
 end
 
 -- Everything that writes a page or the EPUB knows the chapter list, for the
--- numbers and links that filters/book.lua makes.
+-- numbers and links that filters/book.lua makes and the cross-references
+-- that filters/xref.lua makes and checks.
 local BOOK = 'pandoc --fail-if-warnings --metadata-file=metadata.yaml'
              .. ' -M chapters="' .. table.concat(CHAPTERS, ' ') .. '"'
              .. ' -M appendices="' .. table.concat(APPENDICES, ' ') .. '"'
-             .. ' --lua-filter=filters/book.lua --lua-filter=filters/math.lua'
+             .. ' --lua-filter=filters/book.lua --lua-filter=filters/xref.lua --lua-filter=filters/math.lua'
              .. ' --mathml'
              .. ' --syntax-definition=cuda.xml'
-local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/math.lua', 'filters/answers.lua',
+local BOOK_FILES = { 'metadata.yaml', 'filters/book.lua', 'filters/xref.lua', 'filters/math.lua', 'filters/answers.lua',
                      'filters/chapter.lua', 'cuda.xml' }
 local HTML = BOOK .. ' --to=html5 --template=template.html --css=style.css --self-contained'
 local HTML_FILES = concat(BOOK_FILES, { 'template.html', 'pager.html', 'style.css', 'build/math.woff2' })
@@ -59,11 +63,14 @@ for _, name in ipairs(CHAPTERS) do
   tup.definerule{
     inputs = { chapter_dir(name) .. '/chapter.md' },
     extra_inputs = { 'filters/template.lua', 'filters/include.lua', 'filters/run.lua',
-                     'filters/figures.lua', 'filters/anchors.lua', 'filters/chapter.lua', group },
+                     'filters/figures.lua', 'filters/anchors.lua', 'filters/chapter.lua',
+                     'references.bib', group },
     command = '^ PANDOC %f^ pandoc --fail-if-warnings --from=markdown --to=json'
               .. ' --lua-filter=filters/template.lua'
               .. ' --lua-filter=filters/include.lua --lua-filter=filters/run.lua'
-              .. ' --lua-filter=filters/figures.lua --output=%o %f',
+              .. ' --lua-filter=filters/figures.lua'
+              .. ' --citeproc --bibliography=references.bib -M link-citations=true'
+              .. ' --output=%o %f',
     outputs = { json },
   }
   tup.definerule{
@@ -71,7 +78,7 @@ for _, name in ipairs(CHAPTERS) do
     extra_inputs = concat(HTML_FILES, { group }),
     command = '^ PANDOC %o^ ' .. HTML .. ' --from=json --toc -M page=' .. name
               .. ' --output=%o %f',
-    outputs = { 'html/' .. name .. '.html' },
+    outputs = { 'html/' .. name .. '.html', '<pages>' },
   }
 end
 
@@ -81,14 +88,14 @@ for _, name in ipairs(APPENDICES) do
     inputs = { 'appendix/' .. name .. '.md' },
     extra_inputs = concat(HTML_FILES, filtered, figures),
     command = '^ PANDOC %o^ ' .. HTML .. ' --from=markdown --toc -M page=' .. name .. ' --output=%o %f',
-    outputs = { 'html/' .. name .. '.html' },
+    outputs = { 'html/' .. name .. '.html', '<pages>' },
   }
 end
 tup.definerule{
   inputs = { 'index.md' },
   extra_inputs = HTML_FILES,
   command = '^ PANDOC %o^ ' .. HTML .. ' --from=markdown --output=%o %f',
-  outputs = { 'html/index.html' },
+  outputs = { 'html/index.html', '<pages>' },
 }
 
 tup.definerule{

@@ -14,6 +14,9 @@ local chapter = require 'filters.chapter'
 
 local answers = {}
 
+-- The appendix that holds the answers (book/Tupfile.lua's APPENDICES).
+answers.APPENDIX = 'answers'
+
 local function is_answer(block)
   return block.t == 'Div' and block.classes:includes('answer')
 end
@@ -87,6 +90,18 @@ function answers.take(blocks, page, link_to)
   return changed, taken
 end
 
+-- An answer's links to its chapter's sections (#id), made to work from the
+-- appendix (NAME.html#id).
+local function linked_from_elsewhere(blocks, page)
+  local function to_the_chapter(link)
+    if link.target:match('^#') then
+      link.target = page.href .. link.target
+      return link
+    end
+  end
+  return pandoc.walk_block(pandoc.Div(blocks), { Link = to_the_chapter }).content
+end
+
 -- The appendix's blocks for one chapter's answers: a heading per
 -- exercise, a link back to it, the answer.
 function answers.page(page, title, taken, link_to)
@@ -102,9 +117,33 @@ function answers.page(page, title, taken, link_to)
     table.insert(blocks, pandoc.Header(3, heading, pandoc.Attr(answers.answer_id(page.label, answer.k))))
     table.insert(blocks, pandoc.Para({ pandoc.Link({ pandoc.Str('The exercise') },
                                                    link_to(page, answers.exercise_id(page.label, answer.k))) }))
-    for _, block in ipairs(answer.blocks) do table.insert(blocks, block) end
+    for _, block in ipairs(linked_from_elsewhere(answer.blocks, page)) do table.insert(blocks, block) end
   end
   return blocks
+end
+
+-- The ids this module gives a page, which its source does not hold: a
+-- chapter's exercises, and in the appendix (the page called `answers_name`)
+-- every answer and the heading of each chapter's answers. For
+-- filters/xref.lua, which checks the links to them. read(page) is the
+-- page's source.
+function answers.ids_of(page, pages, read)
+  local ids = {}
+  local function add_chapter(ch, id_of)
+    local _, taken = answers.take(read(ch).blocks, ch, function(id) return id end)
+    for _, answer in ipairs(taken) do ids[id_of(ch.label, answer.k)] = true end
+  end
+  if page.number then
+    add_chapter(page, answers.exercise_id)
+  elseif page.name == answers.APPENDIX then
+    for _, ch in ipairs(pages) do
+      if ch.number then
+        add_chapter(ch, answers.answer_id)
+        ids['answers-' .. (ch.label:lower():gsub(' ', '-'))] = true
+      end
+    end
+  end
+  return ids
 end
 
 function answers.is_placeholder(block)

@@ -12,29 +12,6 @@
 local chapter = require 'filters.chapter'
 local answers = require 'filters.answers'
 
--- The appendix that holds the exercises' answers.
-local ANSWERS = 'answers'
-
-local function page_list(meta)
-  local list = {}
-  for name in pandoc.utils.stringify(meta.chapters):gmatch('%S+') do
-    local number = name:match('^0*(%d+)%-')
-    if not number then
-      chapter.fail('book', { 'chapter directory ' .. name .. ' is not named NN-topic' })
-    end
-    table.insert(list, { name = name, label = 'Chapter ' .. number, href = name .. '.html',
-                         path = '../chapters/' .. name .. '/chapter.md', built = 'build/' .. name .. '.json' })
-  end
-  local letter = string.byte('A')
-  for name in pandoc.utils.stringify(meta.appendices or ''):gmatch('%S+') do
-    local path = 'appendix/' .. name .. '.md'
-    table.insert(list, { name = name, label = 'Appendix ' .. string.char(letter), href = name .. '.html',
-                         path = path, built = path })
-    letter = letter + 1
-  end
-  return list
-end
-
 -- A page's Markdown as written (its title is needed before it is built).
 local function source(page)
   local doc = chapter.read(page.path)
@@ -55,20 +32,19 @@ local function link(page)
 end
 
 local function heading(page, doc_title)
-  local id = page.label:lower():gsub(' ', '-')
   return pandoc.Header(1, { pandoc.Str(page.label .. '.'), pandoc.Space(), table.unpack(doc_title) },
-                       pandoc.Attr(id))
+                       pandoc.Attr(page.prefix))
 end
 
 local function is_chapter(page)
-  return page.label:match('^Chapter') ~= nil
+  return page.number ~= nil
 end
 
 local function answers_page(pages)
   for _, page in ipairs(pages) do
-    if page.name == ANSWERS then return page end
+    if page.name == answers.APPENDIX then return page end
   end
-  chapter.fail('book', { 'the appendix "' .. ANSWERS .. '", which holds the answers, is not in the page lists' })
+  chapter.fail('book', { 'the appendix "' .. answers.APPENDIX .. '", which holds the answers, is not in the page lists' })
 end
 
 -- The answers of every chapter, for the appendix's `::: answers` div. A
@@ -145,19 +121,39 @@ local function index(doc, pages)
   })
 end
 
--- The EPUB is one document: a link to NAME.html#id becomes #id, and one to
--- NAME.html goes to that page's heading.
-local function within_the_epub(link, pages)
-  for _, page in ipairs(pages) do
-    local rest = link.target:match('^' .. page.href:gsub('%p', '%%%0') .. '(.*)$')
-    if rest then
-      link.target = rest ~= '' and rest or '#' .. heading(page, {}).identifier
-      return link
+-- The EPUB is one document, where every chapter has its "exercises" and
+-- "references": the ids of a page become PREFIX-id (chapter-2-exercises),
+-- and the links into the pages of the book (#id, NAME.html#id, NAME.html)
+-- follow them, so that no link lands in another page's section of the same
+-- name. `own` is the page the blocks come from, nil for the index.
+local function into_one_document(blocks, pages, own)
+  local prefixes = {}
+  for _, page in ipairs(pages) do prefixes[page.name] = page.prefix end
+  local own_prefix = own and own.prefix
+  local function prefixed(prefix, id) return prefix and prefix .. '-' .. id or id end
+  local function rename(element)
+    if element.identifier and element.identifier ~= '' then
+      element.identifier = prefixed(own_prefix, element.identifier)
+      return element
     end
   end
-  return nil
+  local function retarget(link)
+    local page, id = link.target:match('^([%w_.-]+)%.html#?(.*)$')
+    if page and id == '' then
+      link.target = '#' .. (prefixes[page] or '')
+    elseif page then
+      link.target = '#' .. prefixed(prefixes[page], id)
+    elseif link.target:match('^#') then
+      link.target = '#' .. prefixed(own_prefix, link.target:sub(2))
+    end
+    rename(link)
+    return link
+  end
+  return pandoc.walk_block(pandoc.Div(blocks), { Block = rename, Inline = rename, Link = retarget }).content
 end
 
+-- Links between pages are written as on the web (NAME.html#id), then made
+-- links within the one document by into_one_document.
 local function epub(doc, pages)
   local blocks = { pandoc.Header(1, doc.meta.title) }
   for _, block in ipairs(doc.blocks) do
@@ -165,29 +161,31 @@ local function epub(doc, pages)
       table.insert(blocks, block)
     end
   end
+  blocks = into_one_document(blocks, pages, nil)
+  local answers_href = answers_page(pages).href
   local taken = {}
   for _, page in ipairs(pages) do
     table.insert(blocks, heading(page, source(page).meta.title))
     local page_blocks = built(page).blocks
     if is_chapter(page) then
-      local title = source(page).meta.title
       local answered
-      page_blocks, answered = answers.take(page_blocks, page, function(id) return '#' .. id end)
-      for _, block in ipairs(answers.page(page, title, answered, function(_, id) return '#' .. id end)) do
+      page_blocks, answered = answers.take(page_blocks, page, function(id) return answers_href .. '#' .. id end)
+      local back = function(target, id) return target.href .. '#' .. id end
+      for _, block in ipairs(answers.page(page, source(page).meta.title, answered, back)) do
         table.insert(taken, block)
       end
     end
     page_blocks = fill_answers(page_blocks, function() return taken end)
-    for _, block in ipairs(page_blocks) do
+    for _, block in ipairs(into_one_document(page_blocks, pages, page)) do
       table.insert(blocks, block)
     end
   end
   doc.meta.title = doc.meta['book-title']
-  return pandoc.Pandoc(blocks, doc.meta):walk({ Link = function(l) return within_the_epub(l, pages) end })
+  return pandoc.Pandoc(blocks, doc.meta)
 end
 
 function Pandoc(doc)
-  local pages = page_list(doc.meta)
+  local pages = chapter.list(doc.meta)
   if doc.meta.page then
     return page_of_book(doc, pages, pandoc.utils.stringify(doc.meta.page))
   elseif FORMAT:match('epub') then

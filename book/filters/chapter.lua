@@ -43,4 +43,33 @@ function chapter.fail(filter, errors)
   os.exit(1)
 end
 
+-- The pages of the book in reading order: the chapters, from -M
+-- chapters="01-cancellation 02-layernorm ...", then the appendices, from -M
+-- appendices="how-it-is-made ..." (book/Tupfile.lua). Each has its NAME, its
+-- label (01-cancellation is Chapter 1, the first appendix Appendix A), a
+-- chapter its number, its page NAME.html, its Markdown source `path`, what
+-- the book shows of it `built` (a chapter filtered into build/NAME.json, an
+-- appendix as written) and `prefix`, its heading's id, which its ids carry
+-- in the EPUB, where every page is in one document.
+function chapter.list(meta)
+  local list = {}
+  for name in pandoc.utils.stringify(meta.chapters):gmatch('%S+') do
+    local number = name:match('^0*(%d+)%-')
+    if not number then
+      chapter.fail('book', { 'chapter directory ' .. name .. ' is not named NN-topic' })
+    end
+    table.insert(list, { name = name, number = number, label = 'Chapter ' .. number, href = name .. '.html',
+                         path = '../chapters/' .. name .. '/chapter.md', built = 'build/' .. name .. '.json',
+                         prefix = 'chapter-' .. number })
+  end
+  local letter = string.byte('A')
+  for name in pandoc.utils.stringify(meta.appendices or ''):gmatch('%S+') do
+    local path = 'appendix/' .. name .. '.md'
+    table.insert(list, { name = name, label = 'Appendix ' .. string.char(letter), href = name .. '.html',
+                         path = path, built = path, prefix = 'appendix-' .. string.char(letter):lower() })
+    letter = letter + 1
+  end
+  return list
+end
+
 return chapter

@@ -1,6 +1,7 @@
 #include "common/bench.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,4 +302,40 @@ size_t bench_large_bytes(void)
         bytes = 1024 * mib;
     }
     return bytes;
+}
+
+/* The "model name" line of /proc/cpuinfo, into `model`; false if there is
+ * none (not Linux, or a CPU that does not name itself there). */
+static bool cpu_model_name(char *model, size_t size)
+{
+    FILE *file = fopen("/proc/cpuinfo", "r");
+    if (file == NULL) {
+        return false;
+    }
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, file) != NULL) {
+        const char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
+            snprintf(model, size, "%s", colon + 2);
+            model[strcspn(model, "\n")] = '\0';
+            found = model[0] != '\0';
+        }
+    }
+    fclose(file);
+    return found;
+}
+
+void bench_print_machine(FILE *out, int threads_used)
+{
+    char model[256] = "an unknown CPU", date[32] = "an unknown date";
+    cpu_model_name(model, sizeof model);
+    time_t now = time(NULL);
+    struct tm utc;
+    if (gmtime_r(&now, &utc) != NULL) {
+        strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &utc);
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    fprintf(out, "Measured on %s (%ld cores, %d thread%s used), %s.\n", model, cores, threads_used,
+            threads_used == 1 ? "" : "s", date);
 }

@@ -9,6 +9,7 @@
 #define COMMON_BENCH_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "common/hostdevice.h"
 #include "common/table.h"
@@ -82,6 +83,11 @@ size_t bench_llc_bytes(void);
  * is unknown). Twice the LLC leaves at most half the data in cache between
  * runs; the cap keeps two buffers well inside a small machine's memory. */
 size_t bench_large_bytes(void);
+
+/* One line saying where and when a CPU benchmark ran, for under its table:
+ * "Measured on <CPU model> (N cores, T threads used), <date, UTC>." The
+ * model is /proc/cpuinfo's "model name" ("an unknown CPU" elsewhere). */
+void bench_print_machine(FILE *out, int threads_used);
 
 COMMON_END_C
 

@@ -35,8 +35,10 @@ static void print_limits(size_t n, size_t bytes, double memcpy_gbs, double read_
     printf("One thread, %zu doubles (%.0f MiB; %s), median of %d runs; in parentheses, the slowest and the "
            "fastest run.\n"
            "memcpy, one thread: %.1f GB/s (bytes read + bytes written).\n"
-           "read, one thread: %.1f GB/s (a sum in independent lanes: bytes read).\n\n",
+           "read, one thread: %.1f GB/s (a sum in independent lanes: bytes read).\n",
            n, bytes / 1048576.0, cache, BENCH_RUNS, memcpy_gbs, read_gbs);
+    bench_print_machine(stdout, 1);
+    printf("\n");
 }
 
 /* The comparison the chapter's prose makes, computed from this run: is the

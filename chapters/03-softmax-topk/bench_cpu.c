@@ -271,7 +271,7 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
 static void print_bench_header(const BenchData *data)
 {
     printf("logits: %.0f MiB (the last-level cache holds %.0f MiB); fused timed on all rows, naive and online "
-           "on the first %d\n\n",
+           "on the first %d\n",
            (double)(data->count * sizeof(float)) / (1 << 20), (double)bench_llc_bytes() / (1 << 20), SLOW_ROWS);
 }
 
@@ -285,6 +285,8 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
     size_t k_count = quick ? 2 : sizeof all_ks / sizeof all_ks[0];
     BenchData data = bench_data_new(threads);
     print_bench_header(&data);
+    bench_print_machine(stdout, threads);
+    printf("\n");
     const char *headers[] = {"V",
                              "K",
                              "threads",
@@ -352,7 +354,8 @@ void print_traffic_table(TableFormat format)
     const size_t vocab = 128256;
     BenchData data = bench_data_new(bench_max_threads());
     print_bench_header(&data);
-    printf("read bandwidth on 1 thread: %.1f GB/s\n\n", data.read_gbs_one);
+    bench_print_machine(stdout, 1);
+    printf("\nread bandwidth on 1 thread: %.1f GB/s\n\n", data.read_gbs_one);
     const char *headers[] = {"version",
                              "reads of the row",
                              "writes of the row",

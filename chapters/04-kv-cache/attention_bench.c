@@ -190,6 +190,8 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
             "%.0f MiB (sysconf)\n\n",
             BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, batch, CONTEXT, TIMED_RUNS,
             batch * float_bytes_per_seq / 1048576.0, bench_llc_bytes() / 1048576.0);
+    bench_print_machine(out, 1);
+    fprintf(out, "\n");
     FormatBench *benches = ALLOC_ARRAY(FormatBench, KV_FORMAT_COUNT);
     bool ok[KV_FORMAT_COUNT];
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
@@ -249,6 +251,8 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
             "keys and values about %.0f MiB per context length\n\n"
             "read bandwidth of this machine, one thread, same size: %.1f GB/s\n\n",
             BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, cache_bytes / 1048576.0, read_gbs);
+    bench_print_machine(out, 1);
+    fprintf(out, "\n");
     const char *headers[] = {"context",
                              "sequences",
                              "same output",

@@ -265,7 +265,9 @@ __device__ void warp_scan_float4s(const float *row, int begin, int end, int memb
         visit_scalar(valid ? slice[local] : 0.0f, begin + local, valid);
     }
 }
+// ANCHOR_END: scan_a_slice_with_vector_loads
 
+// ANCHOR: offer_each_float4_of_the_scan
 /* Version 3's visit of a float4 and of a scalar: every lane of the warp
  * calls them (the offers are collective), `valid` says if it holds data. */
 template <bool kSoftmax>
@@ -302,7 +304,7 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
     };
     warp_scan_float4s(row, begin, end, member, members, visit_vector, visit_scalar);
 }
-// ANCHOR_END: scan_a_slice_with_vector_loads
+// ANCHOR_END: offer_each_float4_of_the_scan
 
 // ANCHOR: merge_two_lists_with_a_warp
 /* List a absorbs list b (both sorted, k long): each lane places entries by
@@ -461,7 +463,9 @@ __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, 
         __syncthreads();
     }
 }
+// ANCHOR_END: split_rows_across_blocks
 
+// ANCHOR: merge_the_slices_of_a_row
 /* The `splits` partial states of `row`, copied from global memory into
  * `shared` (lists 2k apart: room to merge, then the states), merged by the
  * whole block, and the row's top k written out. */
@@ -497,7 +501,7 @@ __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const Soft
         __syncthreads();
     }
 }
-// ANCHOR_END: split_rows_across_blocks
+// ANCHOR_END: merge_the_slices_of_a_row
 
 // ANCHOR: merge_in_the_last_block
 /* Version 8: version 4 in one kernel. A block writes its slice's partial as
@@ -969,7 +973,7 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
 }
 // ANCHOR_END: give_each_row_a_block_and_one_threshold
 
-// ANCHOR: find_the_argmax_for_k_equal_1
+// ANCHOR: take_the_better_entry_of_a_float4
 /* Version 6, K = 1: an argmax. No buffer and no threshold: each lane keeps
  * its best entry and its online state, the warp takes the best of its lanes
  * (warp_best: the order is total, so ties go to the lower index), and the
@@ -994,7 +998,9 @@ __device__ TopkEntry lane_best_after(TopkEntry best, float4 q, int first, float 
     }
     return best;
 }
+// ANCHOR_END: take_the_better_entry_of_a_float4
 
+// ANCHOR: find_the_argmax_for_k_equal_1
 template <bool kSample>
 __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, FusedSampling sampling,
                                    float *probs, int64_t *indices)
@@ -1008,6 +1014,7 @@ __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int
         int row = group * layout.rows_per_block + warp / warps_per_row;
         SoftmaxState state = softmax_state_empty();
         TopkEntry best = topk_sentinel();
+        // ANCHOR: scan_the_row_keeping_the_best
         /* Version 7 needs no online state, but the quick test's NaN check
          * reads its sum: it keeps it. */
         auto visit_vector = [&](float4 q, int first, bool valid) {
@@ -1026,6 +1033,8 @@ __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int
             warp_scan_float4s(logits + static_cast<size_t>(row) * vocab, 0, vocab, layout.member, warps_per_row,
                               visit_vector, visit_scalar);
         }
+        // ANCHOR_END: scan_the_row_keeping_the_best
+        // ANCHOR: combine_the_warps_of_a_row
         best = warp_best(best);
         state = warp_merge_states(state);
         if (lane_id() == 0) {
@@ -1050,6 +1059,7 @@ __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int
                 warp_sample_row(row, 1, bests + warp, sample_scratch + 2 * warp, sampling, probs, indices);
             }
         }
+        // ANCHOR_END: combine_the_warps_of_a_row
         /* The next group reuses bests and states. */
         __syncthreads();
     }

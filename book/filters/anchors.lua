@@ -56,19 +56,35 @@ end
 
 -- The text of region NAME of a scanned source, without the markers of the
 -- regions nested in it, and dedented: shown on its own, a function body
--- should not start four spaces in.
-function anchors.text(source, name)
+-- should not start four spaces in. Each nested region named in ELIDED (a
+-- set of names, may be nil) is left out, one line in its place saying
+-- what it does and that it is shown apart, as PBRT shows its fragments:
+--     // ... keep the next row in flight (shown below)
+-- A listing of a long function becomes its outline, and its parts listings
+-- of their own, with prose between them.
+function anchors.text(source, name, elided)
   local region = source.regions[name]
   local lines, indent = {}, math.huge
-  for i = region.first, region.last do
+  local i = region.first
+  while i <= region.last do
     local line = source.lines[i]
-    if not marker(line) then
-      table.insert(lines, line)
-      if line:match('%S') then indent = math.min(indent, #line:match('^%s*')) end
+    local kind, inner = marker(line)
+    if kind == 'begin' and elided and elided[inner] then
+      local fragment = source.regions[inner]
+      local first_code = source.lines[fragment.first] or ''
+      table.insert(lines, first_code:match('^%s*') .. '// ... ' .. inner:gsub('_', ' ') .. ' (shown below)')
+      elided[inner] = 'used'
+      i = fragment.last + 2 -- past its ANCHOR_END
+    else
+      if not kind then table.insert(lines, line) end
+      i = i + 1
     end
   end
-  for i, line in ipairs(lines) do
-    lines[i] = line:sub(math.min(indent, #line) + 1)
+  for _, line in ipairs(lines) do
+    if line:match('%S') then indent = math.min(indent, #line:match('^%s*')) end
+  end
+  for k, line in ipairs(lines) do
+    lines[k] = line:sub(math.min(indent, #line) + 1)
   end
   return table.concat(lines, '\n')
 end

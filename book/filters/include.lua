@@ -5,7 +5,9 @@
 -- becomes the region of that name in that file (relative to the chapter;
 -- see anchors.lua), keeping its classes for highlighting, with a caption
 -- under it that names the file and the functions the region defines, or
--- the one it is part of: the way from the book back to the source. A
+-- the one it is part of: the way from the book back to the source.
+-- elide="a b" leaves the regions a and b nested in it out, one line in the
+-- place of each (anchors.text), for listings of their own. A
 -- missing file or region fails the build: a listing that quietly
 -- disappeared, or showed other code than the program runs, would be worse
 -- than no page.
@@ -102,7 +104,16 @@ local function listing(block)
   if not source then return nil, where .. err end
   if #source.problems > 0 then return nil, where .. table.concat(source.problems, '; ') end
   if not source.regions[name] then return nil, where .. 'no such region in ' .. source.path end
-  return anchors.text(source, name), caption(source, source.regions[name])
+  local elided = nil
+  for inner in (block.attributes.elide or ''):gmatch('%S+') do
+    elided = elided or {}
+    elided[inner] = 'asked'
+  end
+  local text = anchors.text(source, name, elided)
+  for inner, state in pairs(elided or {}) do
+    if state ~= 'used' then return nil, where .. 'elide: ' .. inner .. ' is no region nested in ' .. name end
+  end
+  return text, caption(source, source.regions[name])
 end
 
 function CodeBlock(block)
@@ -115,6 +126,7 @@ function CodeBlock(block)
   block.text = text
   block.attributes.include = nil
   block.attributes.region = nil
+  block.attributes.elide = nil
   return pandoc.Div({ block, caption_or_err }, { class = 'listing' })
 end
 

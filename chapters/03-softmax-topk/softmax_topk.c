@@ -232,7 +232,9 @@ add_weights_below(float sums[LANES], float maxima[LANES], const void *chunk, Log
     }
     return chunk_max;
 }
+// ANCHOR_END: add_chunk_to_lane_sums
 
+// ANCHOR: sum_a_chunk_on_a_guess
 /* A new maximum: what was summed against the old one shrinks, by the factor
  * of the recurrence, once for all lanes. */
 static void raise_max(LaneSums *row, float max)
@@ -271,7 +273,7 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
 {
     return add_chunk(row, chunk, LOGITS_FLOAT32, n);
 }
-// ANCHOR_END: add_chunk_to_lane_sums
+// ANCHOR_END: sum_a_chunk_on_a_guess
 
 // ANCHOR: add_a_stored_chunk
 /* The chunk of n logits from `begin` on, as stored: the same code for each

@@ -221,7 +221,9 @@ template <int kLanes, int kChannels> __device__ void merge_token_groups(LaneStat
         state.softmax = attention_merge(state.softmax, state.acc, other, other_acc, kChannels);
     }
 }
+// ANCHOR_END: merge_lanes_warps_and_blocks
 
+// ANCHOR: merge_the_warps_of_a_block
 /* Merge the warps of a thread block through shared memory, in warp order:
  * thread t finishes channels t, t + kThreads, ... into block_acc, and every
  * thread returns the block's softmax state. */
@@ -256,7 +258,7 @@ __device__ SoftmaxState merge_warps(const LaneState<kChannels> &state, float *bl
     }
     return merged;
 }
-// ANCHOR_END: merge_lanes_warps_and_blocks
+// ANCHOR_END: merge_the_warps_of_a_block
 
 // ANCHOR: give_every_head_of_the_group_its_query
 /* The lane states of kGroup query heads of sequence `seq`, heads

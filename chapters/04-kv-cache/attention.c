@@ -148,7 +148,9 @@ static const float *dequantized_block(KvPool pool, const float *fp8, const int32
         kv_load_row(pool.layout, head, slot, tile + (size_t)slot * head_dim);
     return tile;
 }
+// ANCHOR_END: attend_through_quantized_blocks
 
+// ANCHOR: score_and_sum_block_by_block
 void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, KvPool values, const int32_t *block_table,
                             int kv_head, int length, float *tile, float *scores, float *out)
 {
@@ -181,7 +183,7 @@ void attend_paged_quantized(const float *queries, int n_queries, KvPool keys, Kv
                             out);
     }
 }
-// ANCHOR_END: attend_through_quantized_blocks
+// ANCHOR_END: score_and_sum_block_by_block
 
 void attend_reference(const float *query, const float *keys, const float *values, int length, int head_dim,
                       double *weights, double *out)

@@ -260,7 +260,7 @@ template <LnStorage S, int WIDTH> __device__ static void store_streaming(Stored<
 #define ROW_KERNEL_BOUNDS(WIDTH, ITEMS) \
     __launch_bounds__((ITEMS) < LN_PLAN_MOST_ITEMS(WIDTH) ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
 
-// ANCHOR: keep_the_row_in_registers
+// ANCHOR: visit_every_value_a_thread_holds
 /* f(i, c, held) for every value v[i][c] of the row that this thread
  * holds: held is false for vectors past the end of the row, which hold
  * nothing and must count as 0. */
@@ -274,6 +274,7 @@ template <int WIDTH, int ITEMS, typename F> __device__ static void for_each_valu
             f(i, c, held);
     }
 }
+// ANCHOR_END: visit_every_value_a_thread_holds
 
 // ANCHOR: take_the_statistics_of_either_norm
 /* The statistics of the row that the block holds in registers. The
@@ -307,6 +308,7 @@ __device__ static LnRowStats block_row_stats(const float (&v)[ITEMS][WIDTH], int
 }
 // ANCHOR_END: take_the_statistics_of_either_norm
 
+// ANCHOR: rescale_a_row_held_in_registers
 /* The row's largest magnitude (ln_magnitude: inf if it holds a NaN). */
 template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(const float (&v)[ITEMS][WIDTH], int vectors)
 {
@@ -341,7 +343,9 @@ __device__ static int rescale_row_if_it_overflowed(float (&v)[ITEMS][WIDTH], int
     stats = block_row_stats<WIDTH, ITEMS, RMS>(v, vectors, d, ln_scaled_eps(eps, k));
     return k;
 }
+// ANCHOR_END: rescale_a_row_held_in_registers
 
+// ANCHOR: keep_the_row_in_registers
 /* Version 3: one block per row, the row read from memory once into
  * registers (thread t holds vectors t, t + blockDim.x, ... of the row). */
 template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
@@ -448,7 +452,7 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
 }
 // ANCHOR_END: differentiate_by_rows_then_columns
 
-// ANCHOR: fuse_the_backward_pass
+// ANCHOR: load_a_backward_row
 /* x, dy and g = gamma * dy of vector k of a row. STREAMING as for load:
  * false where the block reads the vector again. */
 template <LnStorage S, int WIDTH, bool STREAMING>
@@ -480,6 +484,7 @@ template <int WIDTH, int ITEMS> constexpr bool keeps_row_between_steps = ITEMS <
  * (ln_backward_row_plan). */
 #define BACKWARD_KERNEL_BOUNDS(WIDTH, ITEMS) \
     __launch_bounds__((ITEMS) < LN_PLAN_MOST_ITEMS(WIDTH) ? LN_PLAN_PREFERRED_THREADS : LN_BACKWARD_PLAN_MAX_THREADS)
+// ANCHOR_END: load_a_backward_row
 
 // ANCHOR: sum_a_backward_row_of_either_norm
 /* The row sums of backward 2 for one element. Layer norm's are sum(g),
@@ -511,6 +516,7 @@ __device__ static LnBackwardMeans backward_means(const float (&sums)[backward_ro
 }
 // ANCHOR_END: sum_a_backward_row_of_either_norm
 
+// ANCHOR: finish_an_element_and_keep_the_partials
 /* dx of one element, once the row's means are known, and the element's
  * terms of dgamma and dbeta added to the thread's running sums. */
 template <bool RMS>
@@ -543,6 +549,9 @@ __device__ static void store_partials(float *partials, const float (&dgamma_acc)
         }
     }
 }
+// ANCHOR_END: finish_an_element_and_keep_the_partials
+
+// ANCHOR: fuse_the_backward_pass
 
 /* Version 2, fused: a block takes rows blockIdx.x, blockIdx.x + gridDim.x,
  * ... and for each reads x and dy once from memory, forms the row sums
@@ -564,6 +573,7 @@ __global__ void BACKWARD_KERNEL_BOUNDS(WIDTH, ITEMS)
         size_t offset = (size_t)row * d;
         float m = RMS ? 0.0f : mean[row], r = rstd[row];
         float xv[KEPT][WIDTH], dyv[KEPT][WIDTH], g[KEPT][WIDTH];
+        // ANCHOR: form_the_row_sums
         float sums[backward_row_sums<RMS>] = {};
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
@@ -577,6 +587,8 @@ __global__ void BACKWARD_KERNEL_BOUNDS(WIDTH, ITEMS)
         }
         block_reduce(sums);
         LnBackwardMeans means = backward_means<RMS>(sums, d, r);
+        // ANCHOR_END: form_the_row_sums
+        // ANCHOR: write_dx_and_add_to_the_parameter_sums
 #pragma unroll
         for (int i = 0; i < ITEMS; i++) {
             int k = threadIdx.x + i * blockDim.x, h = KEEP ? i : 0;
@@ -591,9 +603,13 @@ __global__ void BACKWARD_KERNEL_BOUNDS(WIDTH, ITEMS)
                                                 dbeta_acc[i][c]);
             store_streaming<S>(dx + offset + (size_t)k * WIDTH, out);
         }
+        // ANCHOR_END: write_dx_and_add_to_the_parameter_sums
     }
     store_partials<WIDTH, ITEMS, RMS>(partials, dgamma_acc, dbeta_acc, vectors, d);
 }
+// ANCHOR_END: fuse_the_backward_pass
+
+// ANCHOR: add_the_partials_in_block_order
 
 /* One thread per column adds the blocks' partial sums in block order, in
  * double: the same bits on every run. */
@@ -614,9 +630,9 @@ __global__ void layernorm_backward_v2_finalize(float *dgamma, float *dbeta, cons
     if (!RMS)
         dbeta[j] = (float)sum_dbeta;
 }
-// ANCHOR_END: fuse_the_backward_pass
+// ANCHOR_END: add_the_partials_in_block_order
 
-// ANCHOR: overlap_the_next_row
+// ANCHOR: issue_the_loads_of_a_row
 /* What a thread of backward 3 holds of one row: its vectors of x and dy,
  * widened, and the row's saved statistics (mean 0 for RMSNorm). */
 template <int WIDTH, int ITEMS> struct HeldRow {
@@ -642,7 +658,9 @@ __device__ static void prefetch_row(HeldRow<WIDTH, ITEMS> &held, const Stored<S>
         }
     }
 }
+// ANCHOR_END: issue_the_loads_of_a_row
 
+// ANCHOR: one_row_while_the_next_arrives
 /* One row of backward 3, `cur`, already in registers: the loads of the
  * block's next row go out first, into `next`, then the row sums and their
  * block reduction (two barriers), during which those loads are in flight,
@@ -680,6 +698,9 @@ __device__ static void backward_row_overlapped(HeldRow<WIDTH, ITEMS> &cur, HeldR
         store_streaming<S>(dx + offset + (size_t)k * WIDTH, out);
     }
 }
+// ANCHOR_END: one_row_while_the_next_arrives
+
+// ANCHOR: overlap_the_next_row
 
 /* Two blocks of up to 512 threads per SM at least: 64 registers a thread.
  * Three (40 registers) spill the float4 instance, which holds 2 x 8 floats
@@ -718,7 +739,9 @@ __global__ void OVERLAPPED_KERNEL_BOUNDS layernorm_backward_v3(Stored<S> *dx, fl
     }
     store_partials<WIDTH, ITEMS, RMS>(partials, dgamma_acc, dbeta_acc, vectors, d);
 }
+// ANCHOR_END: overlap_the_next_row
 
+// ANCHOR: add_the_partials_in_slices
 /* Backward 3's finalize: block b takes LN_FINALIZE_COLUMNS columns of the
  * partial rows (dgamma's, then dbeta's: `width` = 2d, RMSNorm d), and its
  * LN_FINALIZE_SLICES slices each add every LN_FINALIZE_SLICES-th partial row
@@ -749,7 +772,7 @@ __global__ void __launch_bounds__(LN_FINALIZE_THREADS)
     else
         dbeta[column - d] = (float)total;
 }
-// ANCHOR_END: overlap_the_next_row
+// ANCHOR_END: add_the_partials_in_slices
 
 /* Every kernel, for every storage type and norm: those without a row plan,
  * and the row kernels at every plan ln_row_plan returns (1, 2, 4 or 8

@@ -276,7 +276,6 @@ int gpu_apply_command(int argc, char **argv)
     return apply_run(&args, "gpu float vs double reference:", run_highest_versions);
 }
 
-// ANCHOR: benchmark_on_the_gpu
 typedef struct {
     NormKind norm;
     bool forward;
@@ -377,7 +376,6 @@ static void bench(const GpuBenchOptions *options, const char *device)
     bench_report_add(report, bench_table(runs, copy_kernel), NULL);
     results_publish(report, options, "layernorm", device);
 }
-// ANCHOR_END: benchmark_on_the_gpu
 
 int gpu_bench_command(int argc, char **argv)
 {

@@ -189,7 +189,6 @@ static void torch_cell(Table *table, const TorchRecord *record, const LnProblem 
     table_cell(table, "-");
 }
 
-// ANCHOR: show_a_huge_mean
 /* x = offset + N(0, 1) in float. The one-pass variance E[x^2] - E[x]^2
  * (chapter 1) subtracts two numbers of size offset^2 whose difference is
  * 1: it is lost once offset^2 u exceeds 1. The plain two-pass variance
@@ -233,6 +232,7 @@ static void huge_mean(Table *table)
         double offset = HUGE_MEAN_OFFSETS[k];
         LnProblem p = offset_problem(offset);
         LnReference ref = ln_reference_compute(&p);
+        // ANCHOR: normalise_with_each_variance
         double naive = 0.0, two_pass = 0.0;
         for (size_t row = 0; row < p.n; row++) {
             const float *x = p.x + row * p.d;
@@ -242,6 +242,7 @@ static void huge_mean(Table *table)
             normalize_row(p.y + row * p.d, x, p.gamma, p.beta, p.d, mean, variance_two_pass_f32(x, p.d), p.eps);
             two_pass = worse(two_pass, max_error_f32(p.y + row * p.d, ref.y + row * p.d, p.d));
         }
+        // ANCHOR_END: normalise_with_each_variance
         CentringErrors e = centring_errors(&p, &ref);
         float f = (float)offset;
         table_cell(table, "%g", offset);
@@ -283,7 +284,6 @@ static void huge_mean_gradients(FILE *out, TableFormat format)
     table_print(table, out, format);
     table_free(table);
 }
-// ANCHOR_END: show_a_huge_mean
 
 // ANCHOR: show_a_tiny_eps
 /* Rows 1 + 1e-6 N(0, 1) in float: the variation is a few ulps of 1,
@@ -314,7 +314,6 @@ static void tiny_eps(Table *table)
 }
 // ANCHOR_END: show_a_tiny_eps
 
-// ANCHOR: show_overflowing_squares
 /* x = scale * N(0, 1): float holds these values (up to 3.4e38), but not
  * their squares once scale passes ~1e18. Without rescaling, var becomes
  * inf (or inf - inf = NaN, once the squared mean correction overflows too),
@@ -322,6 +321,7 @@ static void tiny_eps(Table *table)
  * kernel rescales such rows by a power of two (row_stats_f32). */
 enum { OVERFLOW_ROWS = 16, OVERFLOW_D = 768 };
 
+// ANCHOR: take_the_statistics_without_rescaling
 /* The corrected two-pass statistics of every row without the rescaling,
  * and y from them: what the kernel computed before it rescaled. */
 static void unscaled_run(LnProblem *p)
@@ -341,6 +341,7 @@ static void unscaled_run(LnProblem *p)
         p->rstd[row] = stats.rstd;
     }
 }
+// ANCHOR_END: take_the_statistics_without_rescaling
 
 static void overflow(Table *table)
 {
@@ -375,7 +376,6 @@ static void overflow_note(FILE *out, TableFormat format)
             "In half precision (largest finite value %.0f) one square overflows once |x| passes %.1f.\n",
             d, sqrt(FLT_MAX / d), half_max, sqrt(half_max));
 }
-// ANCHOR_END: show_overflowing_squares
 
 /* |got - exact| in units of the float spacing at exact. */
 static double ulps(float got, double exact)

@@ -1,14 +1,86 @@
-/* The loops that the chapter's float row kernels (layernorm.c, rmsnorm.c)
- * share: sums that vectorise without reordering, and parameter gradients
- * summed over rows in a fixed number of chunks. */
+/* The loops that the chapter's row kernels (layernorm.c, rmsnorm.c) share:
+ * rows read and written in their storage type, sums that vectorise without
+ * reordering, and parameter gradients summed over rows in a fixed number of
+ * chunks. */
 #ifndef CHAPTERS_02_LAYERNORM_ROW_LOOPS_H
 #define CHAPTERS_02_LAYERNORM_ROW_LOOPS_H
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "common/alloc.h"
+#include "kernels/bf16.h"
+#include "kernels/fp16.h"
 #include "kernels/layernorm_row.h"
+#include "kernels/layernorm_storage.h"
+
+/* Called with a constant storage type, a function marked so is inlined and
+ * its switch on the type disappears: one source, a loop per type. */
+#define ROW_INLINE static inline __attribute__((always_inline))
+
+// ANCHOR: read_and_write_rows_in_their_storage
+/* x and dy are read, and y and dx written, in their storage type: a 16-bit
+ * row moves half the bytes of a float32 one, and is never held widened as a
+ * whole. The arithmetic is float32, on chunks of at most LANES values
+ * widened into an array on the stack. A loop that does nothing but convert
+ * a chunk of independent values is one the compiler turns into vector
+ * instructions; the same conversion inside the arithmetic loops would mix
+ * 16- and 32-bit lanes in one loop, which it does less well. For float32
+ * the "chunk" is the row itself, in place: no copy. Widening is exact, so
+ * every sum and every element is the bits the float32 kernel gives on the
+ * widened row, and y and dx are rounded once, to nearest even. */
+ROW_INLINE const float *widen_chunk(float *chunk, const void *row, size_t first, size_t count, LnStorage storage)
+{
+    const uint16_t *bits = (const uint16_t *)row + first;
+    switch (storage) {
+    case STORAGE_FP16:
+        for (size_t k = 0; k < count; k++)
+            chunk[k] = half_to_float(bits[k]);
+        return chunk;
+    case STORAGE_BF16:
+        for (size_t k = 0; k < count; k++)
+            chunk[k] = bf16_to_float(bits[k]);
+        return chunk;
+    case STORAGE_FLOAT32:
+    default:
+        return (const float *)row + first;
+    }
+}
+
+/* Where to compute `count` results that go to row[first ...]: the row
+ * itself for float32, else `chunk`, for narrow_chunk to store. */
+ROW_INLINE float *result_chunk(float *chunk, void *row, size_t first, LnStorage storage)
+{
+    return storage == STORAGE_FLOAT32 ? (float *)row + first : chunk;
+}
+
+ROW_INLINE void narrow_chunk(void *row, size_t first, const float *chunk, size_t count, LnStorage storage)
+{
+    uint16_t *bits = (uint16_t *)row + first;
+    switch (storage) {
+    case STORAGE_FP16:
+        for (size_t k = 0; k < count; k++)
+            bits[k] = half_from_float(chunk[k]);
+        return;
+    case STORAGE_BF16:
+        for (size_t k = 0; k < count; k++)
+            bits[k] = bf16_from_float(chunk[k]);
+        return;
+    case STORAGE_FLOAT32:
+    default:
+        return; /* result_chunk put them in place */
+    }
+}
+
+/* Element `index` of a row in its storage type, as bytes from its start
+ * (for prefetches and row pointers). */
+ROW_INLINE const char *stored_at(const void *row, size_t index, LnStorage storage)
+{
+    return (const char *)row + index * ln_storage_bytes(storage);
+}
+// ANCHOR_END: read_and_write_rows_in_their_storage
 
 // ANCHOR: sum_in_lanes
 /* A float sum the compiler can vectorise without -ffast-math: LANES
@@ -26,18 +98,26 @@ static inline float add_lanes(float *acc)
     return acc[0];
 }
 
-static inline float sum_f32(const float *x, size_t n)
+ROW_INLINE float sum_stored(const void *x, size_t n, LnStorage storage)
 {
-    float acc[LANES] = {0};
+    float acc[LANES] = {0}, chunk[LANES];
     size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
+    for (; i + LANES <= n; i += LANES) {
+        const float *v = widen_chunk(chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++)
-            acc[k] += x[i + k];
+            acc[k] += v[k];
+    }
+    const float *v = widen_chunk(chunk, x, i, n - i, storage);
     for (int k = 0; i < n; i++, k++)
-        acc[k] += x[i];
+        acc[k] += v[k];
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_in_lanes
+
+static inline float sum_f32(const float *x, size_t n)
+{
+    return sum_stored(x, n, STORAGE_FLOAT32);
+}
 
 // ANCHOR: rescale_a_row_on_the_cpu
 /* A copy of the row times 2^-k, k = ln_overflow_exponent of its largest
@@ -58,6 +138,22 @@ static inline float *rescaled_row_f32(const float *x, size_t d, int *k)
     return scaled;
 }
 // ANCHOR_END: rescale_a_row_on_the_cpu
+
+/* The same for a row in its storage type, widened first (exactly; only a
+ * bf16 row, float's range in 16 bits, can get here). */
+static inline float *rescaled_stored_row(const void *x, size_t d, int *k, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32)
+        return rescaled_row_f32(x, d, k);
+    float *row = ALLOC_ARRAY(float, d);
+    for (size_t first = 0; first < d; first += LANES) {
+        size_t count = d - first < LANES ? d - first : LANES;
+        widen_chunk(row + first, x, first, count, storage); /* 16 bits: into row, in place */
+    }
+    float *scaled = rescaled_row_f32(row, d, k);
+    array_free(row);
+    return scaled;
+}
 
 /* The number of chunks of rows that the backward passes sum dgamma (and
  * dbeta) in: LN_BACKWARD_CHUNKS, or one per row when there are fewer. */

@@ -192,7 +192,6 @@ void ln_problem_free(LnProblem *p)
     *p = (LnProblem){0};
 }
 
-// ANCHOR: run_the_kernels_on_stored_rows
 /* In a 16-bit storage type the kernels read x and dy, and write y and dx,
  * as 16-bit rows (their values in p are exact in that type: the loader or
  * ln_problem_narrow_inputs made them so); p gets y and dx back widened,
@@ -252,7 +251,6 @@ void ln_problem_backward_cpu(LnProblem *p)
     array_free(scratch);
     stored_rows_done(p, rows, p->dx);
 }
-// ANCHOR_END: run_the_kernels_on_stored_rows
 
 static double *widened(const float *values, size_t count)
 {

@@ -36,8 +36,7 @@ ROW_INLINE const float *widen_chunk(float *chunk, const void *row, size_t first,
     const uint16_t *bits = (const uint16_t *)row + first;
     switch (storage) {
     case STORAGE_FP16:
-        for (size_t k = 0; k < count; k++)
-            chunk[k] = half_to_float(bits[k]);
+        halves_to_floats(chunk, bits, count);
         return chunk;
     case STORAGE_BF16:
         for (size_t k = 0; k < count; k++)
@@ -61,8 +60,7 @@ ROW_INLINE void narrow_chunk(void *row, size_t first, const float *chunk, size_t
     uint16_t *bits = (uint16_t *)row + first;
     switch (storage) {
     case STORAGE_FP16:
-        for (size_t k = 0; k < count; k++)
-            bits[k] = half_from_float(chunk[k]);
+        halves_from_floats(bits, chunk, count);
         return;
     case STORAGE_BF16:
         for (size_t k = 0; k < count; k++)

@@ -23,12 +23,14 @@ bool norm_kind_parse(const char *name, NormKind *norm)
 }
 
 // ANCHOR: normalize_rows_by_their_rms
-/* sum(x^2) in lanes: no cancellation to guard against, so one pass. */
-ROW_INLINE float sum_squares(const void *x, size_t n, LnStorage storage)
+/* sum(x^2) in lanes: no cancellation to guard against, so one pass. It
+ * prefetches the next row, as layer norm's deviation_sums does. */
+ROW_INLINE float sum_squares(const void *x, size_t n, const void *next_row, LnStorage storage)
 {
     float acc[LANES] = {0}, chunk[LANES];
     size_t i = 0;
     for (; i + LANES <= n; i += LANES) {
+        prefetch_lanes(next_row, i, storage);
         const float *v = widen_chunk(chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++)
             acc[k] += v[k] * v[k];
@@ -43,9 +45,9 @@ ROW_INLINE float sum_squares(const void *x, size_t n, LnStorage storage)
  * scaled by a power of two, scaled back (as layer norm's row_stats). */
 static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, LnStorage storage);
 
-ROW_INLINE float rms_row_rstd(const void *x, size_t d, float eps, LnStorage storage)
+ROW_INLINE float rms_row_rstd(const void *x, size_t d, float eps, const void *next_row, LnStorage storage)
 {
-    float rstd = rms_rstd(sum_squares(x, d, storage), (float)d, eps);
+    float rstd = rms_rstd(sum_squares(x, d, next_row, storage), (float)d, eps);
     return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd, storage) : rstd;
 }
 
@@ -57,42 +59,61 @@ static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, 
     float *scaled = rescaled_stored_row(x, d, &k, storage);
     if (scaled == NULL)
         return plain;
-    float rstd = ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), STORAGE_FLOAT32), k);
+    float rstd = ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), scaled, STORAGE_FLOAT32), k);
     array_free(scaled);
     return rstd;
 }
 
-/* y = gamma * (x * rstd), LANES elements at a time in the row's storage type. */
-ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, const float *gamma, size_t d, float eps,
-                                LnStorage storage)
+static void rms_scale_span(float *restrict out, const float *restrict x, const float *restrict gamma, size_t count,
+                           float rstd)
 {
-    float r = rms_row_rstd(x, d, eps, storage);
-    for (size_t first = 0; first < d; first += LANES) {
-        size_t count = d - first < LANES ? d - first : LANES;
-        float x_chunk[LANES], y_chunk[LANES];
-        const float *xv = widen_chunk(x_chunk, x, first, count, storage);
-        float *out = result_chunk(y_chunk, y, first, storage);
-        for (size_t k = 0; k < count; k++)
-            out[k] = gamma[first + k] * (xv[k] * r);
-        narrow_chunk(y, first, out, count, storage);
+    for (size_t j = 0; j < count; j++)
+        out[j] = gamma[j] * (x[j] * rstd);
+}
+
+/* rms_scale_span for the `count` (< BLOCK) elements from `first` on, in
+ * the row's storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void rms_scale_stored(void *y, const void *x, const float *gamma, size_t first, size_t count, float rstd,
+                                 LnStorage storage)
+{
+    float x_chunk[BLOCK], y_chunk[BLOCK];
+    float *out = result_chunk(y_chunk, y, first, storage);
+    rms_scale_span(out, widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, rstd);
+    narrow_chunk(y, first, out, count, storage);
+}
+
+/* y = gamma * (x * rstd), the row read from memory once and y streamed,
+ * as layer norm's forward_row. */
+ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
+                                float eps, LnStorage storage)
+{
+    float r = rms_row_rstd(x, d, eps, ahead.next, storage);
+    size_t j = unaligned_head(y, d, storage);
+    rms_scale_stored(y, x, gamma, 0, j, r, storage);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        float x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(ahead.after_next, j, storage), 0, 2);
+        rms_scale_span(block, widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, r);
+        store_block_streaming(y, j, block, storage);
     }
+    rms_scale_stored(y, x, gamma, j, d - j, r, storage);
     *rstd = r;
 }
 
 /* Each case is rms_forward_row compiled for one storage type. */
-static void rms_forward_row_stored(void *y, float *rstd, const void *x, const float *gamma, size_t d, float eps,
-                                   LnStorage storage)
+static void rms_forward_row_stored(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
+                                   float eps, LnStorage storage)
 {
     switch (storage) {
     case STORAGE_FP16:
-        rms_forward_row(y, rstd, x, gamma, d, eps, STORAGE_FP16);
+        rms_forward_row(y, rstd, x, ahead, gamma, d, eps, STORAGE_FP16);
         return;
     case STORAGE_BF16:
-        rms_forward_row(y, rstd, x, gamma, d, eps, STORAGE_BF16);
+        rms_forward_row(y, rstd, x, ahead, gamma, d, eps, STORAGE_BF16);
         return;
     case STORAGE_FLOAT32:
     default:
-        rms_forward_row(y, rstd, x, gamma, d, eps, STORAGE_FLOAT32);
+        rms_forward_row(y, rstd, x, ahead, gamma, d, eps, STORAGE_FLOAT32);
     }
 }
 
@@ -100,10 +121,14 @@ void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *ga
                             LnStorage storage)
 {
     size_t row_bytes = d * ln_storage_bytes(storage);
-#pragma omp parallel for schedule(static)
-    for (size_t row = 0; row < n; row++)
-        rms_forward_row_stored((char *)y + row * row_bytes, rstd + row, stored_at(x, row * d, storage), gamma, d, eps,
-                               storage);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (size_t row = 0; row < n; row++)
+            rms_forward_row_stored((char *)y + row * row_bytes, rstd + row, stored_at(x, row * d, storage),
+                                   rows_ahead(x, row, n, d, storage), gamma, d, eps, storage);
+        streaming_stores_done();
+    }
 }
 // ANCHOR_END: normalize_rows_by_their_rms
 
@@ -130,39 +155,68 @@ ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, s
     return add_lanes(acc);
 }
 
-ROW_INLINE void rms_backward_row(void *dx, float *restrict dgamma_part, const void *dy, const void *x,
-                                 const float *restrict gamma, size_t d, float rstd, LnStorage storage)
+/* dx for `count` elements of a row, and their share of dgamma added to the
+ * partial sums of the row's chunk. */
+typedef struct {
+    float rstd, mean_g_xhat;
+    const char *next_x, *next_dy;
+} RmsBackwardRow;
+
+static void rms_backward_span(float *restrict dx, float *restrict dgamma_part, const float *restrict dy,
+                              const float *restrict x, const float *restrict gamma, size_t count,
+                              const RmsBackwardRow *r)
 {
-    float mean_g_xhat = sum_g_xhat(dy, x, gamma, d, rstd, storage) / (float)d;
-    for (size_t first = 0; first < d; first += LANES) {
-        size_t count = d - first < LANES ? d - first : LANES;
-        float dy_chunk[LANES], x_chunk[LANES], dx_chunk[LANES];
-        const float *dyv = widen_chunk(dy_chunk, dy, first, count, storage);
-        const float *xv = widen_chunk(x_chunk, x, first, count, storage);
-        float *out = result_chunk(dx_chunk, dx, first, storage);
-        for (size_t k = 0; k < count; k++) {
-            float xhat = xv[k] * rstd;
-            out[k] = rms_dx(gamma[first + k] * dyv[k], xhat, mean_g_xhat, rstd);
-            dgamma_part[first + k] += dyv[k] * xhat;
-        }
-        narrow_chunk(dx, first, out, count, storage);
+    for (size_t j = 0; j < count; j++) {
+        float xhat = x[j] * r->rstd;
+        dx[j] = rms_dx(gamma[j] * dy[j], xhat, r->mean_g_xhat, r->rstd);
+        dgamma_part[j] += dy[j] * xhat;
     }
+}
+
+/* rms_backward_span for the `count` (< BLOCK) elements from `first` on, in
+ * the rows' storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
+                                    size_t first, size_t count, const RmsBackwardRow *r, LnStorage storage)
+{
+    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
+    float *out = result_chunk(dx_chunk, dx, first, storage);
+    rms_backward_span(out, dgamma_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
+                      widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
+    narrow_chunk(dx, first, out, count, storage);
+}
+
+/* As layer norm's backward_row: dx streamed, the next row prefetched. */
+ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
+                                 size_t d, RmsBackwardRow r, LnStorage storage)
+{
+    r.mean_g_xhat = sum_g_xhat(dy, x, gamma, d, r.rstd, storage) / (float)d;
+    size_t j = unaligned_head(dx, d, storage);
+    rms_backward_stored(dx, dgamma_part, dy, x, gamma, 0, j, &r, storage);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(r.next_x, j, storage));
+        __builtin_prefetch(stored_at(r.next_dy, j, storage));
+        rms_backward_span(block, dgamma_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
+                          widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
+        store_block_streaming(dx, j, block, storage);
+    }
+    rms_backward_stored(dx, dgamma_part, dy, x, gamma, j, d - j, &r, storage);
 }
 
 /* Each case is rms_backward_row compiled for one storage type. */
 static void rms_backward_row_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
-                                    size_t d, float rstd, LnStorage storage)
+                                    size_t d, RmsBackwardRow r, LnStorage storage)
 {
     switch (storage) {
     case STORAGE_FP16:
-        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, rstd, STORAGE_FP16);
+        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, STORAGE_FP16);
         return;
     case STORAGE_BF16:
-        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, rstd, STORAGE_BF16);
+        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, STORAGE_BF16);
         return;
     case STORAGE_FLOAT32:
     default:
-        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, rstd, STORAGE_FLOAT32);
+        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, STORAGE_FLOAT32);
     }
 }
 // ANCHOR_END: differentiate_an_rms_row
@@ -178,13 +232,22 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
                              const float *gamma, size_t n, size_t d, LnStorage storage)
 {
     size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
-#pragma omp parallel for schedule(static)
-    for (size_t chunk = 0; chunk < chunks; chunk++) {
-        float *dgamma_part = scratch + chunk * d;
-        memset(dgamma_part, 0, d * sizeof *dgamma_part);
-        for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++)
-            rms_backward_row_stored((char *)dx + row * row_bytes, dgamma_part, stored_at(dy, row * d, storage),
-                                    stored_at(x, row * d, storage), gamma, d, rstd[row], storage);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (size_t chunk = 0; chunk < chunks; chunk++) {
+            float *dgamma_part = scratch + chunk * d;
+            memset(dgamma_part, 0, d * sizeof *dgamma_part);
+            for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
+                size_t next = row + 1 < n ? row + 1 : row;
+                RmsBackwardRow r = {.rstd = rstd[row],
+                                    .next_x = stored_at(x, next * d, storage),
+                                    .next_dy = stored_at(dy, next * d, storage)};
+                rms_backward_row_stored((char *)dx + row * row_bytes, dgamma_part, stored_at(dy, row * d, storage),
+                                        stored_at(x, row * d, storage), gamma, d, r, storage);
+            }
+        }
+        streaming_stores_done();
     }
     float *const sums[] = {dgamma};
     add_chunk_partials(sums, 1, scratch, chunks, d);

@@ -10,6 +10,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
+
 #include "common/alloc.h"
 #include "kernels/bf16.h"
 #include "kernels/fp16.h"
@@ -111,6 +115,103 @@ ROW_INLINE float sum_stored(const void *x, size_t n, LnStorage storage)
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_in_lanes
+
+// ANCHOR: prefetch_and_stream
+/* Two things keep a one-pass row kernel at the speed of memory.
+ *
+ * Prefetch: while a row is worked on in cache, nothing is loading from
+ * memory; asking for the rows ahead during that work keeps memory busy.
+ * One prefetch per 64-byte cache line. The next row is asked for during
+ * the second pass, into L1, where the first pass of that row will read it.
+ * The row after it is asked for during the third pass, one line for each
+ * line of y written: otherwise memory would see a phase of reads only (the
+ * first pass) and then one of writes only (the third), and with rows of
+ * 16 KiB each phase is long enough to leave the other direction idle. That
+ * row goes to L2: it is needed only after the next one, and L1 is full
+ * with this row, gamma and beta.
+ *
+ * Streaming stores: an ordinary store first reads the cache line it
+ * writes into (to own it), so writing y costs a read of y as well. A
+ * non-temporal store writes a whole line straight to memory instead, as
+ * memcpy does for large copies. It wants a 64-byte-aligned address (an
+ * AVX-512 vector; two AVX vectors otherwise). Streaming stores are not
+ * ordered with other stores: each thread ends its share of the rows with
+ * a fence, so that everything it wrote is in place before the parallel
+ * loop ends (a fence per row would wait for each row's stores to drain).
+ * Without AVX it is a plain copy. */
+typedef struct {
+    const char *next, *after_next;
+} RowsAhead;
+
+/* The rows after `row`; the last rows prefetch themselves (a prefetch
+ * address must stay inside the tensor to be valid C). */
+static inline RowsAhead rows_ahead(const void *x, size_t row, size_t n, size_t d, LnStorage storage)
+{
+    RowsAhead ahead = {stored_at(x, (row + 1 < n ? row + 1 : row) * d, storage),
+                       stored_at(x, (row + 2 < n ? row + 2 : row) * d, storage)};
+    return ahead;
+}
+
+/* One prefetch per 64-byte line of the LANES elements from i on. */
+ROW_INLINE void prefetch_lanes(const void *next_row, size_t i, LnStorage storage)
+{
+    for (size_t byte = 0; byte < LANES * ln_storage_bytes(storage); byte += 64)
+        __builtin_prefetch(stored_at(next_row, i, storage) + byte);
+}
+
+enum { BLOCK = 16, FLOAT_BLOCK_BYTES = 64 };
+
+/* BLOCK results, rounded to the storage type, streamed to row[first ...]:
+ * 64 bytes in float32, 32 in 16 bits. */
+ROW_INLINE void store_block_streaming(void *row, size_t first, const float *block, LnStorage storage)
+{
+    float *dst = (float *)row + first;
+    if (storage != STORAGE_FLOAT32) {
+        uint16_t bits[BLOCK];
+        if (storage == STORAGE_FP16)
+            halves_from_floats(bits, block, BLOCK);
+        else
+            bf16s_from_floats(bits, block, BLOCK);
+#if defined(__AVX__)
+        /* Two 16-byte halves, as the conversions stored them, 8 at a
+         * time: a 32-byte load of two 16-byte stores cannot take its data
+         * from them in flight, and waits for them to reach the cache
+         * (measured: half the forward pass's time went there). */
+        __m128i *dst_bits = (__m128i *)((uint16_t *)row + first);
+        _mm_stream_si128(dst_bits, _mm_loadu_si128((const __m128i *)bits));
+        _mm_stream_si128(dst_bits + 1, _mm_loadu_si128((const __m128i *)(bits + 8)));
+#else
+        memcpy((uint16_t *)row + first, bits, sizeof bits);
+#endif
+        return;
+    }
+#if defined(__AVX512F__)
+    _mm512_stream_ps(dst, _mm512_loadu_ps(block));
+#elif defined(__AVX__)
+    _mm256_stream_ps(dst, _mm256_loadu_ps(block));
+    _mm256_stream_ps(dst + 8, _mm256_loadu_ps(block + 8));
+#else
+    memcpy(dst, block, BLOCK * sizeof *block);
+#endif
+}
+
+static inline void streaming_stores_done(void)
+{
+#if defined(__AVX__)
+    _mm_sfence();
+#endif
+}
+
+/* Elements before the first block boundary in dst (at most d): they are
+ * stored the ordinary way, and so is what is left after the last block. */
+static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage)
+{
+    size_t size = ln_storage_bytes(storage), block_bytes = BLOCK * size;
+    size_t misaligned = (uintptr_t)dst % block_bytes / size;
+    size_t head = misaligned == 0 ? 0 : BLOCK - misaligned;
+    return head < d ? head : d;
+}
+// ANCHOR_END: prefetch_and_stream
 
 static inline float sum_f32(const float *x, size_t n)
 {

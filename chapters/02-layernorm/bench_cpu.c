@@ -51,7 +51,9 @@ static void run_rms_backward(void *context)
  * will read them, so that each page sits next to its thread's cores. */
 static float varying_value(size_t i)
 {
-    return (float)((i * 2654435761u) % 1024 - 512) / 512.0f;
+    /* In float before subtracting: in size_t, a residue below 512 minus
+     * 512 wraps to about 1.8e19, beyond fp16's range (inf, NaN statistics). */
+    return ((float)((i * 2654435761u) % 1024) - 512.0f) / 512.0f;
 }
 
 static void fill_in_parallel(float *values, size_t count)

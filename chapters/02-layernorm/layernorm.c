@@ -99,21 +99,11 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
     *rstd = stats.rstd;
 }
 
-/* Each case is forward_row compiled for one storage type. */
+/* forward_row compiled once for each storage type. */
 static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
                                const float *beta, size_t d, float eps, LnStorage storage)
 {
-    switch (storage) {
-    case STORAGE_FP16:
-        forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, STORAGE_FP16);
-        return;
-    case STORAGE_BF16:
-        forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, STORAGE_BF16);
-        return;
-    case STORAGE_FLOAT32:
-    default:
-        forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, STORAGE_FLOAT32);
-    }
+    CALL_FOR_STORAGE(storage, forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, fixed_storage));
 }
 
 void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
@@ -218,21 +208,11 @@ ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, co
     backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, j, d - j, &r, storage);
 }
 
-/* Each case is backward_row compiled for one storage type. */
+/* backward_row compiled once for each storage type. */
 static void backward_row_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
                                 const float *gamma, size_t d, BackwardRow r, LnStorage storage)
 {
-    switch (storage) {
-    case STORAGE_FP16:
-        backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, STORAGE_FP16);
-        return;
-    case STORAGE_BF16:
-        backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, STORAGE_BF16);
-        return;
-    case STORAGE_FLOAT32:
-    default:
-        backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, STORAGE_FLOAT32);
-    }
+    CALL_FOR_STORAGE(storage, backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, fixed_storage));
 }
 // ANCHOR_END: differentiate_a_row
 

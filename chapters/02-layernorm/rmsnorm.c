@@ -100,21 +100,11 @@ ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, RowsAhead a
     *rstd = r;
 }
 
-/* Each case is rms_forward_row compiled for one storage type. */
+/* rms_forward_row compiled once for each storage type. */
 static void rms_forward_row_stored(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
                                    float eps, LnStorage storage)
 {
-    switch (storage) {
-    case STORAGE_FP16:
-        rms_forward_row(y, rstd, x, ahead, gamma, d, eps, STORAGE_FP16);
-        return;
-    case STORAGE_BF16:
-        rms_forward_row(y, rstd, x, ahead, gamma, d, eps, STORAGE_BF16);
-        return;
-    case STORAGE_FLOAT32:
-    default:
-        rms_forward_row(y, rstd, x, ahead, gamma, d, eps, STORAGE_FLOAT32);
-    }
+    CALL_FOR_STORAGE(storage, rms_forward_row(y, rstd, x, ahead, gamma, d, eps, fixed_storage));
 }
 
 void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *gamma, size_t n, size_t d, float eps,
@@ -203,21 +193,11 @@ ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, c
     rms_backward_stored(dx, dgamma_part, dy, x, gamma, j, d - j, &r, storage);
 }
 
-/* Each case is rms_backward_row compiled for one storage type. */
+/* rms_backward_row compiled once for each storage type. */
 static void rms_backward_row_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
                                     size_t d, RmsBackwardRow r, LnStorage storage)
 {
-    switch (storage) {
-    case STORAGE_FP16:
-        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, STORAGE_FP16);
-        return;
-    case STORAGE_BF16:
-        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, STORAGE_BF16);
-        return;
-    case STORAGE_FLOAT32:
-    default:
-        rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, STORAGE_FLOAT32);
-    }
+    CALL_FOR_STORAGE(storage, rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, fixed_storage));
 }
 // ANCHOR_END: differentiate_an_rms_row
 

@@ -24,14 +24,40 @@
  * its switch on the type disappears: one source, a loop per type. */
 #define ROW_INLINE static inline __attribute__((always_inline))
 
+/* `call` once for each storage type, with `fixed_storage` a constant in
+ * each case: a ROW_INLINE function called so is inlined three times, each
+ * copy with its switches on the type gone. */
+#define CALL_FOR_STORAGE(storage, call)                      \
+    do {                                                     \
+        switch (storage) {                                   \
+        case STORAGE_FP16: {                                 \
+            const LnStorage fixed_storage = STORAGE_FP16;    \
+            call;                                            \
+            break;                                           \
+        }                                                    \
+        case STORAGE_BF16: {                                 \
+            const LnStorage fixed_storage = STORAGE_BF16;    \
+            call;                                            \
+            break;                                           \
+        }                                                    \
+        case STORAGE_FLOAT32:                                \
+        default: {                                           \
+            const LnStorage fixed_storage = STORAGE_FLOAT32; \
+            call;                                            \
+        }                                                    \
+        }                                                    \
+    } while (0)
+
 // ANCHOR: read_and_write_rows_in_their_storage
 /* x and dy are read, and y and dx written, in their storage type: a 16-bit
  * row moves half the bytes of a float32 one, and is never held widened as a
  * whole. The arithmetic is float32, on chunks of at most LANES values
- * widened into an array on the stack. A loop that does nothing but convert
- * a chunk of independent values is one the compiler turns into vector
- * instructions; the same conversion inside the arithmetic loops would mix
- * 16- and 32-bit lanes in one loop, which it does less well. For float32
+ * widened into an array on the stack. Converting a chunk is a loop of
+ * independent values: bf16's shift the compiler turns into vector
+ * instructions, fp16's takes 8 values per F16C instruction where the
+ * machine has them (halves_to_floats, kernels/fp16.h); the same conversion
+ * inside the arithmetic loops would mix 16- and 32-bit lanes in one loop,
+ * which the compiler does less well. For float32
  * the "chunk" is the row itself, in place: no copy. Widening is exact, so
  * every sum and every element is the bits the float32 kernel gives on the
  * widened row, and y and dx are rounded once, to nearest even. */

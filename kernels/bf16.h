@@ -16,7 +16,12 @@
 #ifndef KERNELS_BF16_H
 #define KERNELS_BF16_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+#include <immintrin.h>
+#endif
 
 #include "common/hostdevice.h"
 #include "kernels/float_bits.h"
@@ -32,6 +37,33 @@ HOST_DEVICE static inline uint16_t bf16_from_float(float x)
     uint32_t bits = float_bits(x);
     uint32_t quiet_nan = bits >> 16 | 0x0040u, rounded = (bits + 0x7fffu + (bits >> 16 & 1u)) >> 16;
     return (uint16_t)((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+/* count floats rounded to bf16. bf16_from_float's integer arithmetic,
+ * 8 lanes at a time where there is AVX2: in a loop of 8 or 16 values
+ * (a row's chunk) the compiler leaves the select scalar, and the chunk
+ * then reaches memory a value at a time. Same bits: the same operations.
+ * (Not AVX512-BF16's vcvtneps2bf16: it flushes subnormals to zero.) */
+static inline void bf16s_from_floats(uint16_t *out, const float *in, size_t count)
+{
+    size_t k = 0;
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+    const __m256i magnitude_mask = _mm256_set1_epi32(0x7fffffff), infinity = _mm256_set1_epi32(0x7f800000);
+    const __m256i just_under_half = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet_bit = _mm256_set1_epi32(0x0040);
+    for (; k + 8 <= count; k += 8) {
+        __m256i bits = _mm256_castps_si256(_mm256_loadu_ps(in + k)), top = _mm256_srli_epi32(bits, 16);
+        __m256i odd = _mm256_and_si256(top, one);
+        __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(bits, just_under_half), odd), 16);
+        __m256i quiet_nan = _mm256_or_si256(top, quiet_bit);
+        __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, magnitude_mask), infinity);
+        __m256i result = _mm256_blendv_epi8(rounded, quiet_nan, is_nan); /* 8 values below 2^16 */
+        __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(result), _mm256_extracti128_si256(result, 1));
+        _mm_storeu_si128((__m128i *)(out + k), packed);
+    }
+#endif
+    for (; k < count; k++)
+        out[k] = bf16_from_float(in[k]);
 }
 
 #endif

@@ -4,102 +4,28 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__AVX__)
-#include <immintrin.h>
-#endif
-
 #include "chapters/02-layernorm/row_loops.h"
 #include "common/alloc.h"
 #include "kernels/layernorm_row.h"
 
-// ANCHOR: prefetch_and_stream
-/* Two things keep a one-pass row kernel at the speed of memory.
- *
- * Prefetch: while a row is worked on in cache, nothing is loading from
- * memory; asking for the rows ahead during that work keeps memory busy.
- * One prefetch per 64-byte cache line. The next row is asked for during
- * the second pass, into L1, where the first pass of that row will read it.
- * The row after it is asked for during the third pass, one line for each
- * line of y written: otherwise memory would see a phase of reads only (the
- * first pass) and then one of writes only (the third), and with rows of
- * 16 KiB each phase is long enough to leave the other direction idle. That
- * row goes to L2: it is needed only after the next one, and L1 is full
- * with this row, gamma and beta.
- *
- * Streaming stores: an ordinary store first reads the cache line it
- * writes into (to own it), so writing y costs a read of y as well. A
- * non-temporal store writes a whole line straight to memory instead, as
- * memcpy does for large copies. It wants a 64-byte-aligned address (an
- * AVX-512 vector; two AVX vectors otherwise). Streaming stores are not
- * ordered with other stores: each thread ends its share of the rows with
- * a fence, so that everything it wrote is in place before the parallel
- * loop ends (a fence per row would wait for each row's stores to drain).
- * Without AVX it is a plain copy. */
-typedef struct {
-    const float *next, *after_next;
-} RowsAhead;
-
-/* The rows after `row`; the last rows prefetch themselves (a prefetch
- * address must stay inside the tensor to be valid C). */
-static RowsAhead rows_ahead(const float *x, size_t row, size_t n, size_t d)
-{
-    RowsAhead ahead = {x + (row + 1 < n ? row + 1 : row) * d, x + (row + 2 < n ? row + 2 : row) * d};
-    return ahead;
-}
-
-static void prefetch_lanes(const float *next_row, size_t i)
-{
-    __builtin_prefetch(next_row + i);
-    __builtin_prefetch(next_row + i + 16);
-}
-
-enum { BLOCK = 16, BLOCK_ALIGNMENT = 64 };
-
-static void store_block_streaming(float *dst, const float *block)
-{
-#if defined(__AVX512F__)
-    _mm512_stream_ps(dst, _mm512_loadu_ps(block));
-#elif defined(__AVX__)
-    _mm256_stream_ps(dst, _mm256_loadu_ps(block));
-    _mm256_stream_ps(dst + 8, _mm256_loadu_ps(block + 8));
-#else
-    memcpy(dst, block, BLOCK * sizeof *block);
-#endif
-}
-
-static void streaming_stores_done(void)
-{
-#if defined(__AVX__)
-    _mm_sfence();
-#endif
-}
-
-/* Elements before the first 64-byte boundary in dst (at most d): they are
- * stored the ordinary way, and so is what is left after the last block. */
-static size_t unaligned_head(const float *dst, size_t d)
-{
-    size_t misaligned = (uintptr_t)dst % BLOCK_ALIGNMENT / sizeof *dst;
-    size_t head = misaligned == 0 ? 0 : BLOCK - misaligned;
-    return head < d ? head : d;
-}
-// ANCHOR_END: prefetch_and_stream
-
 /* sum(x - center) and sum((x - center)^2) in one pass, prefetching the next row. */
-static void deviation_sums_f32(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center,
-                               const float *next_row)
+ROW_INLINE void deviation_sums(float *sum_dev, float *sum_dev_sq, const void *x, size_t n, float center,
+                               const void *next_row, LnStorage storage)
 {
-    float acc[LANES] = {0}, acc_sq[LANES] = {0};
+    float acc[LANES] = {0}, acc_sq[LANES] = {0}, chunk[LANES];
     size_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        prefetch_lanes(next_row, i);
+        prefetch_lanes(next_row, i, storage);
+        const float *v = widen_chunk(chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++) {
-            float dev = x[i + k] - center;
+            float dev = v[k] - center;
             acc[k] += dev;
             acc_sq[k] += dev * dev;
         }
     }
+    const float *v = widen_chunk(chunk, x, i, n - i, storage);
     for (int k = 0; i < n; i++, k++) {
-        float dev = x[i] - center;
+        float dev = v[k] - center;
         acc[k] += dev;
         acc_sq[k] += dev * dev;
     }
@@ -115,29 +41,40 @@ static void normalize_span(float *restrict out, const float *restrict x, const f
         out[j] = ln_affine(ln_normalize(x[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
 }
 
+/* normalize_span for the `count` (< BLOCK) elements of a row from `first`
+ * on, in its storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void normalize_stored(void *y, const void *x, const float *gamma, const float *beta, size_t first,
+                                 size_t count, LnRowStats stats, LnStorage storage)
+{
+    float x_chunk[BLOCK], y_chunk[BLOCK];
+    float *out = result_chunk(y_chunk, y, first, storage);
+    normalize_span(out, widen_chunk(x_chunk, x, first, count, storage), gamma + first, beta + first, count, stats);
+    narrow_chunk(y, first, out, count, storage);
+}
+
 // ANCHOR: take_the_row_statistics
 /* The corrected two-pass statistics of a row; where its sums overflow,
  * those of the row scaled by a power of two, scaled back (exact). */
-static LnRowStats rescaled_row_stats_f32(const float *x, size_t d, float eps, LnRowStats plain);
+static LnRowStats rescaled_row_stats(const void *x, size_t d, float eps, LnRowStats plain, LnStorage storage);
 
-static LnRowStats row_stats_f32(const float *x, size_t d, float eps, const float *next_row)
+ROW_INLINE LnRowStats row_stats(const void *x, size_t d, float eps, const void *next_row, LnStorage storage)
 {
-    float first_mean = sum_f32(x, d) / (float)d;
+    float first_mean = sum_stored(x, d, storage) / (float)d;
     float sum_dev, sum_dev_sq;
-    deviation_sums_f32(&sum_dev, &sum_dev_sq, x, d, first_mean, next_row);
+    deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean, next_row, storage);
     LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
-    return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats_f32(x, d, eps, stats) : stats;
+    return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats(x, d, eps, stats, storage) : stats;
 }
 
 /* For a row holding a NaN or an inf, `plain` (NaN) stands. The scaled row
  * cannot overflow: this recursion ends after one step. */
-static LnRowStats rescaled_row_stats_f32(const float *x, size_t d, float eps, LnRowStats plain)
+static LnRowStats rescaled_row_stats(const void *x, size_t d, float eps, LnRowStats plain, LnStorage storage)
 {
     int k;
-    float *scaled = rescaled_row_f32(x, d, &k);
+    float *scaled = rescaled_stored_row(x, d, &k, storage);
     if (scaled == NULL)
         return plain;
-    LnRowStats stats = ln_unscaled_stats(row_stats_f32(scaled, d, ln_scaled_eps(eps, k), scaled), k);
+    LnRowStats stats = ln_unscaled_stats(row_stats(scaled, d, ln_scaled_eps(eps, k), scaled, STORAGE_FLOAT32), k);
     array_free(scaled);
     return stats;
 }
@@ -145,53 +82,72 @@ static LnRowStats rescaled_row_stats_f32(const float *x, size_t d, float eps, Ln
 
 /* One row, read from memory once: the first pass brings it into the L1
  * cache (a row of 4096 floats is 16 KiB) and the other two read it there. */
-static void forward_row_f32(float *y, float *mean, float *rstd, const float *x, RowsAhead ahead, const float *gamma,
-                            const float *beta, size_t d, float eps)
+ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
+                            const float *beta, size_t d, float eps, LnStorage storage)
 {
-    LnRowStats stats = row_stats_f32(x, d, eps, ahead.next);
-    size_t j = unaligned_head(y, d);
-    normalize_span(y, x, gamma, beta, j, stats);
+    LnRowStats stats = row_stats(x, d, eps, ahead.next, storage);
+    size_t j = unaligned_head(y, d, storage);
+    normalize_stored(y, x, gamma, beta, 0, j, stats, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float block[BLOCK];
-        __builtin_prefetch(ahead.after_next + j, 0, 2);
-        normalize_span(block, x + j, gamma + j, beta + j, BLOCK, stats);
-        store_block_streaming(y + j, block);
+        float x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(ahead.after_next, j, storage), 0, 2);
+        normalize_span(block, widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, beta + j, BLOCK, stats);
+        store_block_streaming(y, j, block, storage);
     }
-    normalize_span(y + j, x + j, gamma + j, beta + j, d - j, stats);
+    normalize_stored(y, x, gamma, beta, j, d - j, stats, storage);
     *mean = stats.mean;
     *rstd = stats.rstd;
 }
 
-void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
-                           size_t n, size_t d, float eps)
+/* forward_row compiled once for each storage type. */
+static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
+                               const float *beta, size_t d, float eps, LnStorage storage)
 {
+    CALL_FOR_STORAGE(storage, forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, fixed_storage));
+}
+
+void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
+                              size_t n, size_t d, float eps, LnStorage storage)
+{
+    size_t row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
-            forward_row_f32(y + row * d, mean + row, rstd + row, x + row * d, rows_ahead(x, row, n, d), gamma, beta, d,
-                            eps);
+            forward_row_stored((char *)y + row * row_bytes, mean + row, rstd + row, stored_at(x, row * d, storage),
+                               rows_ahead(x, row, n, d, storage), gamma, beta, d, eps, storage);
         streaming_stores_done();
     }
 }
 // ANCHOR_END: normalize_rows
 
+void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
+                           size_t n, size_t d, float eps)
+{
+    layernorm_forward_stored(y, mean, rstd, x, gamma, beta, n, d, eps, STORAGE_FLOAT32);
+}
+
 /* sum(g), sum(g * (x - mean)) and sum(x - mean), g = gamma * dy: the
  * sums ln_backward_means turns into mean(g), mean(g * xhat) and the residual. */
-static LnBackwardMeans backward_sums_f32(const float *dy, const float *x, const float *gamma, size_t d, float mean,
-                                         float rstd)
+ROW_INLINE LnBackwardMeans backward_sums(const void *dy, const void *x, const float *gamma, size_t d, float mean,
+                                         float rstd, LnStorage storage)
 {
     float acc_g[LANES] = {0}, acc_g_centered[LANES] = {0}, acc_centered[LANES] = {0};
+    float dy_chunk[LANES], x_chunk[LANES];
     size_t i = 0;
-    for (; i + LANES <= d; i += LANES)
+    for (; i + LANES <= d; i += LANES) {
+        const float *dyv = widen_chunk(dy_chunk, dy, i, LANES, storage),
+                    *xv = widen_chunk(x_chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++) {
-            float g = gamma[i + k] * dy[i + k], centered = x[i + k] - mean;
+            float g = gamma[i + k] * dyv[k], centered = xv[k] - mean;
             acc_g[k] += g;
             acc_g_centered[k] += g * centered;
             acc_centered[k] += centered;
         }
+    }
+    const float *dyv = widen_chunk(dy_chunk, dy, i, d - i, storage), *xv = widen_chunk(x_chunk, x, i, d - i, storage);
     for (int k = 0; i < d; i++, k++) {
-        float g = gamma[i] * dy[i], centered = x[i] - mean;
+        float g = gamma[i] * dyv[k], centered = xv[k] - mean;
         acc_g[k] += g;
         acc_g_centered[k] += g * centered;
         acc_centered[k] += centered;
@@ -208,7 +164,7 @@ static LnBackwardMeans backward_sums_f32(const float *dy, const float *x, const 
 typedef struct {
     float mean, rstd;
     LnBackwardMeans means;
-    const float *next_x, *next_dy;
+    const char *next_x, *next_dy;
 } BackwardRow;
 
 static void backward_span(float *restrict dx, float *restrict dgamma_part, float *restrict dbeta_part,
@@ -223,20 +179,40 @@ static void backward_span(float *restrict dx, float *restrict dgamma_part, float
     }
 }
 
-static void backward_row_f32(float *dx, float *dgamma_part, float *dbeta_part, const float *dy, const float *x,
-                             const float *gamma, size_t d, BackwardRow r)
+/* backward_span for the `count` (< BLOCK) elements from `first` on, in the
+ * rows' storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void backward_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
+                                const float *gamma, size_t first, size_t count, const BackwardRow *r, LnStorage storage)
 {
-    r.means = backward_sums_f32(dy, x, gamma, d, r.mean, r.rstd);
-    size_t j = unaligned_head(dx, d);
-    backward_span(dx, dgamma_part, dbeta_part, dy, x, gamma, j, &r);
+    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
+    float *out = result_chunk(dx_chunk, dx, first, storage);
+    backward_span(out, dgamma_part + first, dbeta_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
+                  widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
+    narrow_chunk(dx, first, out, count, storage);
+}
+
+ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
+                             const float *gamma, size_t d, BackwardRow r, LnStorage storage)
+{
+    r.means = backward_sums(dy, x, gamma, d, r.mean, r.rstd, storage);
+    size_t j = unaligned_head(dx, d, storage);
+    backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, 0, j, &r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float block[BLOCK];
-        __builtin_prefetch(r.next_x + j);
-        __builtin_prefetch(r.next_dy + j);
-        backward_span(block, dgamma_part + j, dbeta_part + j, dy + j, x + j, gamma + j, BLOCK, &r);
-        store_block_streaming(dx + j, block);
+        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(r.next_x, j, storage));
+        __builtin_prefetch(stored_at(r.next_dy, j, storage));
+        backward_span(block, dgamma_part + j, dbeta_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
+                      widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
+        store_block_streaming(dx, j, block, storage);
     }
-    backward_span(dx + j, dgamma_part + j, dbeta_part + j, dy + j, x + j, gamma + j, d - j, &r);
+    backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, j, d - j, &r, storage);
+}
+
+/* backward_row compiled once for each storage type. */
+static void backward_row_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
+                                const float *gamma, size_t d, BackwardRow r, LnStorage storage)
+{
+    CALL_FOR_STORAGE(storage, backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, fixed_storage));
 }
 // ANCHOR_END: differentiate_a_row
 
@@ -252,10 +228,11 @@ size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
     return backward_chunks(n) * 2 * d;
 }
 
-void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
-                            const float *mean, const float *rstd, const float *gamma, size_t n, size_t d)
+void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy, const void *x,
+                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d,
+                               LnStorage storage)
 {
-    size_t chunks = backward_chunks(n);
+    size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -264,9 +241,13 @@ void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scrat
             memset(dgamma_part, 0, 2 * d * sizeof *dgamma_part);
             for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
                 size_t next = row + 1 < n ? row + 1 : row;
-                BackwardRow r = {
-                    .mean = mean[row], .rstd = rstd[row], .next_x = x + next * d, .next_dy = dy + next * d};
-                backward_row_f32(dx + row * d, dgamma_part, dbeta_part, dy + row * d, x + row * d, gamma, d, r);
+                BackwardRow r = {.mean = mean[row],
+                                 .rstd = rstd[row],
+                                 .next_x = stored_at(x, next * d, storage),
+                                 .next_dy = stored_at(dy, next * d, storage)};
+                backward_row_stored((char *)dx + row * row_bytes, dgamma_part, dbeta_part,
+                                    stored_at(dy, row * d, storage), stored_at(x, row * d, storage), gamma, d, r,
+                                    storage);
             }
         }
         streaming_stores_done();
@@ -275,6 +256,12 @@ void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scrat
     add_chunk_partials(sums, 2, scratch, chunks, d);
 }
 // ANCHOR_END: sum_parameter_gradients_in_chunks
+
+void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
+                            const float *mean, const float *rstd, const float *gamma, size_t n, size_t d)
+{
+    layernorm_backward_stored(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, STORAGE_FLOAT32);
+}
 
 // ANCHOR: compute_the_reference
 /* The same corrected two-pass algorithm as the float kernel, in double:

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "common/hostdevice.h"
+#include "kernels/layernorm_storage.h"
 
 COMMON_BEGIN_C
 
@@ -27,6 +28,17 @@ void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, c
 size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d);
 void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
                             const float *mean, const float *rstd, const float *gamma, size_t n, size_t d);
+
+/* The same kernels on rows stored in `storage`: x and dy read, y and dx
+ * written, as float32 or as the 16 bits of fp16 or bf16 (kernels/fp16.h,
+ * kernels/bf16.h). The results are the bits of the float32 kernels run on
+ * x and dy widened, with y and dx rounded to the storage type, to nearest
+ * even; mean, rstd, the parameters and their gradients are float32. */
+void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
+                              size_t n, size_t d, float eps, LnStorage storage);
+void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy, const void *x,
+                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d,
+                               LnStorage storage);
 
 /* The reference: double, two-pass, one thread. */
 void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x, const double *gamma,

@@ -192,26 +192,64 @@ void ln_problem_free(LnProblem *p)
     *p = (LnProblem){0};
 }
 
+/* In a 16-bit storage type the kernels read x and dy, and write y and dx,
+ * as 16-bit rows (their values in p are exact in that type: the loader or
+ * ln_problem_narrow_inputs made them so); p gets y and dx back widened,
+ * exactly, for the checks that follow. */
+typedef struct {
+    const void *x, *dy;
+    void *out;
+} StoredRows;
+
+static uint16_t *stored_bits(const LnProblem *p, const float *values)
+{
+    uint16_t *bits = ALLOC_ARRAY(uint16_t, p->n * p->d);
+    ln_storage_bits(p->storage, bits, values, p->n * p->d);
+    return bits;
+}
+
+/* x, dy and a place for the result (y or dx, in p as `result`) as stored. */
+static StoredRows stored_rows(const LnProblem *p, float *result)
+{
+    if (p->storage == STORAGE_FLOAT32)
+        return (StoredRows){p->x, p->dy, result};
+    return (StoredRows){stored_bits(p, p->x), stored_bits(p, p->dy), ALLOC_ARRAY(uint16_t, p->n * p->d)};
+}
+
+static void stored_rows_done(const LnProblem *p, StoredRows rows, float *result)
+{
+    if (p->storage == STORAGE_FLOAT32)
+        return;
+    ln_storage_widen_bits(p->storage, result, rows.out, p->n * p->d);
+    array_free((void *)rows.x);
+    array_free((void *)rows.dy);
+    array_free(rows.out);
+}
+
 void ln_problem_run_cpu(LnProblem *p)
 {
+    StoredRows rows = stored_rows(p, p->y);
     if (p->norm == NORM_RMS)
-        rmsnorm_forward_f32(p->y, p->rstd, p->x, p->gamma, p->n, p->d, p->eps);
+        rmsnorm_forward_stored(rows.out, p->rstd, rows.x, p->gamma, p->n, p->d, p->eps, p->storage);
     else
-        layernorm_forward_f32(p->y, p->mean, p->rstd, p->x, p->gamma, p->beta, p->n, p->d, p->eps);
+        layernorm_forward_stored(rows.out, p->mean, p->rstd, rows.x, p->gamma, p->beta, p->n, p->d, p->eps, p->storage);
+    stored_rows_done(p, rows, p->y);
     ln_problem_backward_cpu(p);
 }
 
 void ln_problem_backward_cpu(LnProblem *p)
 {
-    if (p->norm == NORM_RMS) {
-        float *scratch = ALLOC_ARRAY(float, rmsnorm_backward_f32_scratch_floats(p->n, p->d));
-        rmsnorm_backward_f32(p->dx, p->dgamma, scratch, p->dy, p->x, p->rstd, p->gamma, p->n, p->d);
-        array_free(scratch);
-        return;
-    }
+    StoredRows rows = stored_rows(p, p->dx);
+    /* layer norm's scratch (dgamma and dbeta) holds RMSNorm's (dgamma) too */
     float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(p->n, p->d));
-    layernorm_backward_f32(p->dx, p->dgamma, p->dbeta, scratch, p->dy, p->x, p->mean, p->rstd, p->gamma, p->n, p->d);
+    if (p->norm == NORM_RMS)
+        rmsnorm_backward_stored(rows.out, p->dgamma, scratch, rows.dy, rows.x, p->rstd, p->gamma, p->n, p->d,
+                                p->storage);
+    else
+        layernorm_backward_stored(rows.out, p->dgamma, p->dbeta, scratch, rows.dy, rows.x, p->mean, p->rstd, p->gamma,
+                                  p->n, p->d, p->storage);
     array_free(scratch);
+    stored_rows_done(p, rows, p->dx);
 }
 
 static double *widened(const float *values, size_t count)

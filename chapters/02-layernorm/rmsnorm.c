@@ -23,73 +23,181 @@ bool norm_kind_parse(const char *name, NormKind *norm)
 }
 
 // ANCHOR: normalize_rows_by_their_rms
-/* sum(x^2) in lanes: no cancellation to guard against, so one pass. */
-static float sum_squares_f32(const float *x, size_t n)
+/* sum(x^2) in lanes: no cancellation to guard against, so one pass. It
+ * prefetches the next row, as layer norm's deviation_sums does. */
+ROW_INLINE float sum_squares(const void *x, size_t n, const void *next_row, LnStorage storage)
 {
-    float acc[LANES] = {0};
+    float acc[LANES] = {0}, chunk[LANES];
     size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
+    for (; i + LANES <= n; i += LANES) {
+        prefetch_lanes(next_row, i, storage);
+        const float *v = widen_chunk(chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++)
-            acc[k] += x[i + k] * x[i + k];
+            acc[k] += v[k] * v[k];
+    }
+    const float *v = widen_chunk(chunk, x, i, n - i, storage);
     for (int k = 0; i < n; i++, k++)
-        acc[k] += x[i] * x[i];
+        acc[k] += v[k] * v[k];
     return add_lanes(acc);
 }
 
 /* rstd of a row; where its sum of squares overflows, that of the row
- * scaled by a power of two, scaled back (as layer norm's row_stats_f32). */
-static float rms_row_rstd_f32(const float *x, size_t d, float eps)
+ * scaled by a power of two, scaled back (as layer norm's row_stats). */
+static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, LnStorage storage);
+
+ROW_INLINE float rms_row_rstd(const void *x, size_t d, float eps, const void *next_row, LnStorage storage)
 {
-    float rstd = rms_rstd(sum_squares_f32(x, d), (float)d, eps);
+    float rstd = rms_rstd(sum_squares(x, d, next_row, storage), (float)d, eps);
+    return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd, storage) : rstd;
+}
+
+/* For a row holding a NaN or an inf, `plain` (NaN) stands; the scaled row
+ * cannot overflow, so the recursion ends after one step. */
+static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, LnStorage storage)
+{
     int k;
-    float *scaled = ln_may_need_rescaling(rstd) ? rescaled_row_f32(x, d, &k) : NULL;
+    float *scaled = rescaled_stored_row(x, d, &k, storage);
     if (scaled == NULL)
-        return rstd;
-    rstd = ln_unscaled_rstd(rms_row_rstd_f32(scaled, d, ln_scaled_eps(eps, k)), k);
+        return plain;
+    float rstd = ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), scaled, STORAGE_FLOAT32), k);
     array_free(scaled);
     return rstd;
 }
 
-static void rms_forward_row_f32(float *restrict y, float *restrict rstd, const float *restrict x,
-                                const float *restrict gamma, size_t d, float eps)
+static void rms_scale_span(float *restrict out, const float *restrict x, const float *restrict gamma, size_t count,
+                           float rstd)
 {
-    float r = rms_row_rstd_f32(x, d, eps);
-    for (size_t j = 0; j < d; j++)
-        y[j] = gamma[j] * (x[j] * r);
+    for (size_t j = 0; j < count; j++)
+        out[j] = gamma[j] * (x[j] * rstd);
+}
+
+/* rms_scale_span for the `count` (< BLOCK) elements from `first` on, in
+ * the row's storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void rms_scale_stored(void *y, const void *x, const float *gamma, size_t first, size_t count, float rstd,
+                                 LnStorage storage)
+{
+    float x_chunk[BLOCK], y_chunk[BLOCK];
+    float *out = result_chunk(y_chunk, y, first, storage);
+    rms_scale_span(out, widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, rstd);
+    narrow_chunk(y, first, out, count, storage);
+}
+
+/* y = gamma * (x * rstd), the row read from memory once and y streamed,
+ * as layer norm's forward_row. */
+ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
+                                float eps, LnStorage storage)
+{
+    float r = rms_row_rstd(x, d, eps, ahead.next, storage);
+    size_t j = unaligned_head(y, d, storage);
+    rms_scale_stored(y, x, gamma, 0, j, r, storage);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        float x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(ahead.after_next, j, storage), 0, 2);
+        rms_scale_span(block, widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, r);
+        store_block_streaming(y, j, block, storage);
+    }
+    rms_scale_stored(y, x, gamma, j, d - j, r, storage);
     *rstd = r;
 }
 
-void rmsnorm_forward_f32(float *y, float *rstd, const float *x, const float *gamma, size_t n, size_t d, float eps)
+/* rms_forward_row compiled once for each storage type. */
+static void rms_forward_row_stored(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
+                                   float eps, LnStorage storage)
 {
-#pragma omp parallel for schedule(static)
-    for (size_t row = 0; row < n; row++)
-        rms_forward_row_f32(y + row * d, rstd + row, x + row * d, gamma, d, eps);
+    CALL_FOR_STORAGE(storage, rms_forward_row(y, rstd, x, ahead, gamma, d, eps, fixed_storage));
+}
+
+void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *gamma, size_t n, size_t d, float eps,
+                            LnStorage storage)
+{
+    size_t row_bytes = d * ln_storage_bytes(storage);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (size_t row = 0; row < n; row++)
+            rms_forward_row_stored((char *)y + row * row_bytes, rstd + row, stored_at(x, row * d, storage),
+                                   rows_ahead(x, row, n, d, storage), gamma, d, eps, storage);
+        streaming_stores_done();
+    }
 }
 // ANCHOR_END: normalize_rows_by_their_rms
 
+void rmsnorm_forward_f32(float *y, float *rstd, const float *x, const float *gamma, size_t n, size_t d, float eps)
+{
+    rmsnorm_forward_stored(y, rstd, x, gamma, n, d, eps, STORAGE_FLOAT32);
+}
+
 // ANCHOR: differentiate_an_rms_row
 /* sum(g * xhat), g = gamma * dy, xhat = x * rstd recomputed from x. */
-static float sum_g_xhat_f32(const float *dy, const float *x, const float *gamma, size_t d, float rstd)
+ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, size_t d, float rstd, LnStorage storage)
 {
-    float acc[LANES] = {0};
+    float acc[LANES] = {0}, dy_chunk[LANES], x_chunk[LANES];
     size_t i = 0;
-    for (; i + LANES <= d; i += LANES)
+    for (; i + LANES <= d; i += LANES) {
+        const float *dyv = widen_chunk(dy_chunk, dy, i, LANES, storage),
+                    *xv = widen_chunk(x_chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++)
-            acc[k] += gamma[i + k] * dy[i + k] * (x[i + k] * rstd);
+            acc[k] += gamma[i + k] * dyv[k] * (xv[k] * rstd);
+    }
+    const float *dyv = widen_chunk(dy_chunk, dy, i, d - i, storage), *xv = widen_chunk(x_chunk, x, i, d - i, storage);
     for (int k = 0; i < d; i++, k++)
-        acc[k] += gamma[i] * dy[i] * (x[i] * rstd);
+        acc[k] += gamma[i] * dyv[k] * (xv[k] * rstd);
     return add_lanes(acc);
 }
 
-static void rms_backward_row_f32(float *restrict dx, float *restrict dgamma_part, const float *restrict dy,
-                                 const float *restrict x, const float *restrict gamma, size_t d, float rstd)
+/* dx for `count` elements of a row, and their share of dgamma added to the
+ * partial sums of the row's chunk. */
+typedef struct {
+    float rstd, mean_g_xhat;
+    const char *next_x, *next_dy;
+} RmsBackwardRow;
+
+static void rms_backward_span(float *restrict dx, float *restrict dgamma_part, const float *restrict dy,
+                              const float *restrict x, const float *restrict gamma, size_t count,
+                              const RmsBackwardRow *r)
 {
-    float mean_g_xhat = sum_g_xhat_f32(dy, x, gamma, d, rstd) / (float)d;
-    for (size_t j = 0; j < d; j++) {
-        float xhat = x[j] * rstd;
-        dx[j] = rms_dx(gamma[j] * dy[j], xhat, mean_g_xhat, rstd);
+    for (size_t j = 0; j < count; j++) {
+        float xhat = x[j] * r->rstd;
+        dx[j] = rms_dx(gamma[j] * dy[j], xhat, r->mean_g_xhat, r->rstd);
         dgamma_part[j] += dy[j] * xhat;
     }
+}
+
+/* rms_backward_span for the `count` (< BLOCK) elements from `first` on, in
+ * the rows' storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
+                                    size_t first, size_t count, const RmsBackwardRow *r, LnStorage storage)
+{
+    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
+    float *out = result_chunk(dx_chunk, dx, first, storage);
+    rms_backward_span(out, dgamma_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
+                      widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
+    narrow_chunk(dx, first, out, count, storage);
+}
+
+/* As layer norm's backward_row: dx streamed, the next row prefetched. */
+ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
+                                 size_t d, RmsBackwardRow r, LnStorage storage)
+{
+    r.mean_g_xhat = sum_g_xhat(dy, x, gamma, d, r.rstd, storage) / (float)d;
+    size_t j = unaligned_head(dx, d, storage);
+    rms_backward_stored(dx, dgamma_part, dy, x, gamma, 0, j, &r, storage);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(r.next_x, j, storage));
+        __builtin_prefetch(stored_at(r.next_dy, j, storage));
+        rms_backward_span(block, dgamma_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
+                          widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
+        store_block_streaming(dx, j, block, storage);
+    }
+    rms_backward_stored(dx, dgamma_part, dy, x, gamma, j, d - j, &r, storage);
+}
+
+/* rms_backward_row compiled once for each storage type. */
+static void rms_backward_row_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
+                                    size_t d, RmsBackwardRow r, LnStorage storage)
+{
+    CALL_FOR_STORAGE(storage, rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, fixed_storage));
 }
 // ANCHOR_END: differentiate_an_rms_row
 
@@ -99,20 +207,36 @@ size_t rmsnorm_backward_f32_scratch_floats(size_t n, size_t d)
 }
 
 /* dgamma in chunks of rows, one partial row each, added in chunk order:
- * the same bits for any number of threads (layernorm_backward_f32). */
-void rmsnorm_backward_f32(float *dx, float *dgamma, float *scratch, const float *dy, const float *x, const float *rstd,
-                          const float *gamma, size_t n, size_t d)
+ * the same bits for any number of threads (layernorm_backward_stored). */
+void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
+                             const float *gamma, size_t n, size_t d, LnStorage storage)
 {
-    size_t chunks = backward_chunks(n);
-#pragma omp parallel for schedule(static)
-    for (size_t chunk = 0; chunk < chunks; chunk++) {
-        float *dgamma_part = scratch + chunk * d;
-        memset(dgamma_part, 0, d * sizeof *dgamma_part);
-        for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++)
-            rms_backward_row_f32(dx + row * d, dgamma_part, dy + row * d, x + row * d, gamma, d, rstd[row]);
+    size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (size_t chunk = 0; chunk < chunks; chunk++) {
+            float *dgamma_part = scratch + chunk * d;
+            memset(dgamma_part, 0, d * sizeof *dgamma_part);
+            for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
+                size_t next = row + 1 < n ? row + 1 : row;
+                RmsBackwardRow r = {.rstd = rstd[row],
+                                    .next_x = stored_at(x, next * d, storage),
+                                    .next_dy = stored_at(dy, next * d, storage)};
+                rms_backward_row_stored((char *)dx + row * row_bytes, dgamma_part, stored_at(dy, row * d, storage),
+                                        stored_at(x, row * d, storage), gamma, d, r, storage);
+            }
+        }
+        streaming_stores_done();
     }
     float *const sums[] = {dgamma};
     add_chunk_partials(sums, 1, scratch, chunks, d);
+}
+
+void rmsnorm_backward_f32(float *dx, float *dgamma, float *scratch, const float *dy, const float *x, const float *rstd,
+                          const float *gamma, size_t n, size_t d)
+{
+    rmsnorm_backward_stored(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, STORAGE_FLOAT32);
 }
 
 // ANCHOR: compute_the_rms_reference

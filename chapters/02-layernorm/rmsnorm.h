@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 #include "common/hostdevice.h"
+#include "kernels/layernorm_storage.h"
 
 COMMON_BEGIN_C
 
@@ -34,6 +35,13 @@ void rmsnorm_forward_f32(float *y, float *rstd, const float *x, const float *gam
 size_t rmsnorm_backward_f32_scratch_floats(size_t n, size_t d);
 void rmsnorm_backward_f32(float *dx, float *dgamma, float *scratch, const float *dy, const float *x, const float *rstd,
                           const float *gamma, size_t n, size_t d);
+
+/* The same on rows stored in `storage`, as layernorm_forward_stored: the
+ * bits of the float32 kernels on x and dy widened, y and dx rounded. */
+void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *gamma, size_t n, size_t d, float eps,
+                            LnStorage storage);
+void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
+                             const float *gamma, size_t n, size_t d, LnStorage storage);
 
 /* The reference: double, one thread. */
 void rmsnorm_forward_f64(double *y, double *rstd, const double *x, const double *gamma, size_t n, size_t d, double eps);

@@ -1,14 +1,114 @@
-/* The loops that the chapter's float row kernels (layernorm.c, rmsnorm.c)
- * share: sums that vectorise without reordering, and parameter gradients
- * summed over rows in a fixed number of chunks. */
+/* The loops that the chapter's row kernels (layernorm.c, rmsnorm.c) share:
+ * rows read and written in their storage type, sums that vectorise without
+ * reordering, and parameter gradients summed over rows in a fixed number of
+ * chunks. */
 #ifndef CHAPTERS_02_LAYERNORM_ROW_LOOPS_H
 #define CHAPTERS_02_LAYERNORM_ROW_LOOPS_H
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include "common/alloc.h"
+#include "kernels/bf16.h"
+#include "kernels/fp16.h"
 #include "kernels/layernorm_row.h"
+#include "kernels/layernorm_storage.h"
+
+/* Called with a constant storage type, a function marked so is inlined and
+ * its switch on the type disappears: one source, a loop per type. */
+#define ROW_INLINE static inline __attribute__((always_inline))
+
+/* `call` once for each storage type, with `fixed_storage` a constant in
+ * each case: a ROW_INLINE function called so is inlined three times, each
+ * copy with its switches on the type gone. */
+#define CALL_FOR_STORAGE(storage, call)                      \
+    do {                                                     \
+        switch (storage) {                                   \
+        case STORAGE_FP16: {                                 \
+            const LnStorage fixed_storage = STORAGE_FP16;    \
+            call;                                            \
+            break;                                           \
+        }                                                    \
+        case STORAGE_BF16: {                                 \
+            const LnStorage fixed_storage = STORAGE_BF16;    \
+            call;                                            \
+            break;                                           \
+        }                                                    \
+        case STORAGE_FLOAT32:                                \
+        default: {                                           \
+            const LnStorage fixed_storage = STORAGE_FLOAT32; \
+            call;                                            \
+        }                                                    \
+        }                                                    \
+    } while (0)
+
+// ANCHOR: read_and_write_rows_in_their_storage
+/* x and dy are read, and y and dx written, in their storage type: a 16-bit
+ * row moves half the bytes of a float32 one, and is never held widened as a
+ * whole. The arithmetic is float32, on chunks of at most LANES values
+ * widened into an array on the stack. Converting a chunk is a loop of
+ * independent values: bf16's shift the compiler turns into vector
+ * instructions, fp16's takes 8 values per F16C instruction where the
+ * machine has them (halves_to_floats, kernels/fp16.h); the same conversion
+ * inside the arithmetic loops would mix 16- and 32-bit lanes in one loop,
+ * which the compiler does less well. For float32
+ * the "chunk" is the row itself, in place: no copy. Widening is exact, so
+ * every sum and every element is the bits the float32 kernel gives on the
+ * widened row, and y and dx are rounded once, to nearest even. */
+ROW_INLINE const float *widen_chunk(float *chunk, const void *row, size_t first, size_t count, LnStorage storage)
+{
+    const uint16_t *bits = (const uint16_t *)row + first;
+    switch (storage) {
+    case STORAGE_FP16:
+        halves_to_floats(chunk, bits, count);
+        return chunk;
+    case STORAGE_BF16:
+        for (size_t k = 0; k < count; k++)
+            chunk[k] = bf16_to_float(bits[k]);
+        return chunk;
+    case STORAGE_FLOAT32:
+    default:
+        return (const float *)row + first;
+    }
+}
+
+/* Where to compute `count` results that go to row[first ...]: the row
+ * itself for float32, else `chunk`, for narrow_chunk to store. */
+ROW_INLINE float *result_chunk(float *chunk, void *row, size_t first, LnStorage storage)
+{
+    return storage == STORAGE_FLOAT32 ? (float *)row + first : chunk;
+}
+
+ROW_INLINE void narrow_chunk(void *row, size_t first, const float *chunk, size_t count, LnStorage storage)
+{
+    uint16_t *bits = (uint16_t *)row + first;
+    switch (storage) {
+    case STORAGE_FP16:
+        halves_from_floats(bits, chunk, count);
+        return;
+    case STORAGE_BF16:
+        for (size_t k = 0; k < count; k++)
+            bits[k] = bf16_from_float(chunk[k]);
+        return;
+    case STORAGE_FLOAT32:
+    default:
+        return; /* result_chunk put them in place */
+    }
+}
+
+/* Element `index` of a row in its storage type, as bytes from its start
+ * (for prefetches and row pointers). */
+ROW_INLINE const char *stored_at(const void *row, size_t index, LnStorage storage)
+{
+    return (const char *)row + index * ln_storage_bytes(storage);
+}
+// ANCHOR_END: read_and_write_rows_in_their_storage
 
 // ANCHOR: sum_in_lanes
 /* A float sum the compiler can vectorise without -ffast-math: LANES
@@ -26,18 +126,123 @@ static inline float add_lanes(float *acc)
     return acc[0];
 }
 
-static inline float sum_f32(const float *x, size_t n)
+ROW_INLINE float sum_stored(const void *x, size_t n, LnStorage storage)
 {
-    float acc[LANES] = {0};
+    float acc[LANES] = {0}, chunk[LANES];
     size_t i = 0;
-    for (; i + LANES <= n; i += LANES)
+    for (; i + LANES <= n; i += LANES) {
+        const float *v = widen_chunk(chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++)
-            acc[k] += x[i + k];
+            acc[k] += v[k];
+    }
+    const float *v = widen_chunk(chunk, x, i, n - i, storage);
     for (int k = 0; i < n; i++, k++)
-        acc[k] += x[i];
+        acc[k] += v[k];
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_in_lanes
+
+// ANCHOR: prefetch_and_stream
+/* Two things keep a one-pass row kernel at the speed of memory.
+ *
+ * Prefetch: while a row is worked on in cache, nothing is loading from
+ * memory; asking for the rows ahead during that work keeps memory busy.
+ * One prefetch per 64-byte cache line. The next row is asked for during
+ * the second pass, into L1, where the first pass of that row will read it.
+ * The row after it is asked for during the third pass, one line for each
+ * line of y written: otherwise memory would see a phase of reads only (the
+ * first pass) and then one of writes only (the third), and with rows of
+ * 16 KiB each phase is long enough to leave the other direction idle. That
+ * row goes to L2: it is needed only after the next one, and L1 is full
+ * with this row, gamma and beta.
+ *
+ * Streaming stores: an ordinary store first reads the cache line it
+ * writes into (to own it), so writing y costs a read of y as well. A
+ * non-temporal store writes a whole line straight to memory instead, as
+ * memcpy does for large copies. It wants a 64-byte-aligned address (an
+ * AVX-512 vector; two AVX vectors otherwise). Streaming stores are not
+ * ordered with other stores: each thread ends its share of the rows with
+ * a fence, so that everything it wrote is in place before the parallel
+ * loop ends (a fence per row would wait for each row's stores to drain).
+ * Without AVX it is a plain copy. */
+typedef struct {
+    const char *next, *after_next;
+} RowsAhead;
+
+/* The rows after `row`; the last rows prefetch themselves (a prefetch
+ * address must stay inside the tensor to be valid C). */
+static inline RowsAhead rows_ahead(const void *x, size_t row, size_t n, size_t d, LnStorage storage)
+{
+    RowsAhead ahead = {stored_at(x, (row + 1 < n ? row + 1 : row) * d, storage),
+                       stored_at(x, (row + 2 < n ? row + 2 : row) * d, storage)};
+    return ahead;
+}
+
+/* One prefetch per 64-byte line of the LANES elements from i on. */
+ROW_INLINE void prefetch_lanes(const void *next_row, size_t i, LnStorage storage)
+{
+    for (size_t byte = 0; byte < LANES * ln_storage_bytes(storage); byte += 64)
+        __builtin_prefetch(stored_at(next_row, i, storage) + byte);
+}
+
+enum { BLOCK = 16, FLOAT_BLOCK_BYTES = 64 };
+
+/* BLOCK results, rounded to the storage type, streamed to row[first ...]:
+ * 64 bytes in float32, 32 in 16 bits. */
+ROW_INLINE void store_block_streaming(void *row, size_t first, const float *block, LnStorage storage)
+{
+    float *dst = (float *)row + first;
+    if (storage != STORAGE_FLOAT32) {
+        uint16_t bits[BLOCK];
+        if (storage == STORAGE_FP16)
+            halves_from_floats(bits, block, BLOCK);
+        else
+            bf16s_from_floats(bits, block, BLOCK);
+#if defined(__AVX__)
+        /* Two 16-byte halves, as the conversions stored them, 8 at a
+         * time: a 32-byte load of two 16-byte stores cannot take its data
+         * from them in flight, and waits for them to reach the cache
+         * (measured: half the forward pass's time went there). */
+        __m128i *dst_bits = (__m128i *)((uint16_t *)row + first);
+        _mm_stream_si128(dst_bits, _mm_loadu_si128((const __m128i *)bits));
+        _mm_stream_si128(dst_bits + 1, _mm_loadu_si128((const __m128i *)(bits + 8)));
+#else
+        memcpy((uint16_t *)row + first, bits, sizeof bits);
+#endif
+        return;
+    }
+#if defined(__AVX512F__)
+    _mm512_stream_ps(dst, _mm512_loadu_ps(block));
+#elif defined(__AVX__)
+    _mm256_stream_ps(dst, _mm256_loadu_ps(block));
+    _mm256_stream_ps(dst + 8, _mm256_loadu_ps(block + 8));
+#else
+    memcpy(dst, block, BLOCK * sizeof *block);
+#endif
+}
+
+static inline void streaming_stores_done(void)
+{
+#if defined(__AVX__)
+    _mm_sfence();
+#endif
+}
+
+/* Elements before the first block boundary in dst (at most d): they are
+ * stored the ordinary way, and so is what is left after the last block. */
+static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage)
+{
+    size_t size = ln_storage_bytes(storage), block_bytes = BLOCK * size;
+    size_t misaligned = (uintptr_t)dst % block_bytes / size;
+    size_t head = misaligned == 0 ? 0 : BLOCK - misaligned;
+    return head < d ? head : d;
+}
+// ANCHOR_END: prefetch_and_stream
+
+static inline float sum_f32(const float *x, size_t n)
+{
+    return sum_stored(x, n, STORAGE_FLOAT32);
+}
 
 // ANCHOR: rescale_a_row_on_the_cpu
 /* A copy of the row times 2^-k, k = ln_overflow_exponent of its largest
@@ -58,6 +263,22 @@ static inline float *rescaled_row_f32(const float *x, size_t d, int *k)
     return scaled;
 }
 // ANCHOR_END: rescale_a_row_on_the_cpu
+
+/* The same for a row in its storage type, widened first (exactly; only a
+ * bf16 row, float's range in 16 bits, can get here). */
+static inline float *rescaled_stored_row(const void *x, size_t d, int *k, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32)
+        return rescaled_row_f32(x, d, k);
+    float *row = ALLOC_ARRAY(float, d);
+    for (size_t first = 0; first < d; first += LANES) {
+        size_t count = d - first < LANES ? d - first : LANES;
+        widen_chunk(row + first, x, first, count, storage); /* 16 bits: into row, in place */
+    }
+    float *scaled = rescaled_row_f32(row, d, k);
+    array_free(row);
+    return scaled;
+}
 
 /* The number of chunks of rows that the backward passes sum dgamma (and
  * dbeta) in: LN_BACKWARD_CHUNKS, or one per row when there are fewer. */

@@ -62,8 +62,10 @@ void ln_storage_narrow_array(LnStorage storage, float *values, size_t count)
 
 void ln_storage_bits(LnStorage storage, uint16_t *bits, const float *values, size_t count)
 {
-    for (size_t i = 0; i < count; i++)
-        bits[i] = storage == STORAGE_FP16 ? half_from_float(values[i]) : bf16_from_float(values[i]);
+    if (storage == STORAGE_FP16)
+        halves_from_floats(bits, values, count); /* 8 at a time, the same bits */
+    else
+        bf16s_from_floats(bits, values, count);
 }
 
 void ln_storage_widen_bits(LnStorage storage, float *values, const uint16_t *bits, size_t count)

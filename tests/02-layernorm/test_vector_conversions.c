@@ -1,0 +1,104 @@
+/* The row kernels convert 16-bit rows 8 values at a time (halves_to_floats,
+ * halves_from_floats with F16C; bf16s_from_floats with AVX2). Each must
+ * give the bits of the one-value conversions (kernels/fp16.h, bf16.h),
+ * which tests/04-kv-cache/test_fp16.c and
+ * tests/common/test_npy_as_float32.c check against the formats'
+ * definitions. Widening: every one of the 65536 halves. Narrowing: every
+ * rounding boundary, i.e. every float whose low 13 bits are a tie, one
+ * either side of it, or the ends of the dropped range (the boundaries of
+ * subnormal halves and of bf16 lie among these), with every pattern of the
+ * 19 bits above them; infinities and NaN with their payloads included.
+ * Where the machine lacks F16C or AVX2 the same calls run the portable
+ * loops, and the test still holds. Calls of 13 values use both the
+ * 8-at-a-time path and the one-value tail of each function. */
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/alloc.h"
+#include "common/testing.h"
+#include "kernels/bf16.h"
+#include "kernels/float_bits.h"
+#include "kernels/fp16.h"
+
+/* Calls of 13 values: 8 at a time, then 5 the one-value way, so that both
+ * paths of each call are used. */
+enum { PIECE = 13 };
+
+static size_t piece_at(size_t first, size_t count)
+{
+    return count - first < PIECE ? count - first : PIECE;
+}
+
+/* Quiet: the bits of a NaN with its quiet bit set, else the bits. */
+static uint32_t quieted(uint32_t bits)
+{
+    return (bits & 0x7fffffffu) > 0x7f800000u ? bits | 0x00400000u : bits;
+}
+
+static void every_half_widens_to_its_bits(void)
+{
+    uint16_t *halves = ALLOC_ARRAY(uint16_t, 65536);
+    float *floats = ALLOC_ARRAY(float, 65536);
+    for (uint32_t h = 0; h < 65536; h++)
+        halves[h] = (uint16_t)h;
+    for (size_t first = 0; first < 65536; first += PIECE)
+        halves_to_floats(floats + first, halves + first, piece_at(first, 65536));
+    int wrong = 0, quiet_nans = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        uint32_t got = float_bits(floats[h]), expected = float_bits(half_to_float((uint16_t)h));
+        /* F16C returns a signalling NaN half quiet (kernels/fp16.h). */
+        quiet_nans += got != expected && got == quieted(expected);
+        wrong += got != expected && got != quieted(expected);
+    }
+    EXPECT(wrong == 0, "%d of 65536 halves widen to other bits (besides %d signalling NaN quieted)", wrong, quiet_nans);
+    array_free(halves);
+    array_free(floats);
+}
+
+enum { LOW_PATTERNS = 6 };
+
+/* Every float at or next to a boundary of the dropped 13 (fp16) or 16
+ * (bf16) bits: LOW_PATTERNS low 13-bit patterns under every 19 high bits. */
+static size_t boundary_floats(float *out)
+{
+    const uint32_t low[LOW_PATTERNS] = {0x0000, 0x0001, 0x0fff, 0x1000, 0x1001, 0x1fff};
+    size_t count = 0;
+    for (uint32_t high = 0; high < (1u << 19); high++)
+        for (int k = 0; k < LOW_PATTERNS; k++)
+            out[count++] = float_from_bits(high << 13 | low[k]);
+    return count;
+}
+
+static void every_boundary_narrows_to_its_bits(void)
+{
+    size_t capacity = (size_t)LOW_PATTERNS << 19;
+    float *floats = ALLOC_ARRAY(float, capacity);
+    uint16_t *halves = ALLOC_ARRAY(uint16_t, capacity), *bf16s = ALLOC_ARRAY(uint16_t, capacity);
+    size_t count = boundary_floats(floats);
+    for (size_t first = 0; first < count; first += PIECE) {
+        halves_from_floats(halves + first, floats + first, piece_at(first, count));
+        bf16s_from_floats(bf16s + first, floats + first, piece_at(first, count));
+    }
+    size_t wrong_half = 0, wrong_bf16 = 0;
+    for (size_t i = 0; i < count; i++) {
+        wrong_half += halves[i] != half_from_float_portable(floats[i]);
+        wrong_bf16 += bf16s[i] != bf16_from_float(floats[i]);
+    }
+    EXPECT(wrong_half == 0, "%zu of %zu floats round to other fp16 bits 8 at a time", wrong_half, count);
+    EXPECT(wrong_bf16 == 0, "%zu of %zu floats round to other bf16 bits 8 at a time", wrong_bf16, count);
+    array_free(floats);
+    array_free(halves);
+    array_free(bf16s);
+}
+
+int main(void)
+{
+#ifdef FP16_F16C
+    printf("fp16: F16C, 8 at a time\n");
+#else
+    printf("fp16: portable loops\n");
+#endif
+    every_half_widens_to_its_bits();
+    every_boundary_narrows_to_its_bits();
+    return test_finish();
+}

@@ -2,7 +2,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -88,25 +87,6 @@ static void set_threads(int threads)
 #else
     (void)threads;
 #endif
-}
-
-/* The CPU's name from /proc/cpuinfo, or "unknown CPU". */
-static void cpu_name(char *name, size_t size)
-{
-    snprintf(name, size, "unknown CPU");
-    FILE *file = fopen("/proc/cpuinfo", "r");
-    if (file == NULL)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, file) != NULL) {
-        char *colon = strchr(line, ':');
-        if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
-            snprintf(name, size, "%s", colon + 2);
-            name[strcspn(name, "\n")] = '\0';
-            break;
-        }
-    }
-    fclose(file);
 }
 
 enum { COLUMNS = 9 };
@@ -224,12 +204,11 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
         *tensors[i] = array_alloc_uninitialized(bytes / sizeof(float), sizeof(float));
         fill_in_parallel(*tensors[i], bytes / sizeof(float));
     }
-    char name[160];
-    cpu_name(name, sizeof name);
+    bench_print_machine(out, thread_counts[1]);
     fprintf(out,
-            "%s: %d threads, last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs (%d for 16-bit "
-            "rows), in brackets the slowest and the fastest.\n\n",
-            name, thread_counts[1], bench_llc_bytes() >> 20, bytes >> 20, timed_runs, timed_runs_16);
+            "Last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs (%d for 16-bit rows), in brackets "
+            "the slowest and the fastest.\n\n",
+            bench_llc_bytes() >> 20, bytes >> 20, timed_runs, timed_runs_16);
     const char *headers[] = {"threads", "pass",       "storage",           "d",      "rows",
                              "GB/s",    "elements/s", "of memcpy (range)", "verdict"};
     Table *table = table_new(COLUMNS, headers, "rllrrrrrl");

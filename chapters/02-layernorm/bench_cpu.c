@@ -183,7 +183,6 @@ static void add_kernel_row(Table *table, int threads, bool all_cores, const Pass
         table_cell(table, "%s", "");
 }
 
-// ANCHOR: benchmark_against_memcpy
 /* memcpy is measured before and after the kernels, with the same threads,
  * and each kernel is compared with the mean of the two: on a machine
  * shared with other work the two differ, and the table then shows it.
@@ -238,4 +237,3 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     for (size_t i = 0; i < 4; i++)
         array_free(*tensors[i]);
 }
-// ANCHOR_END: benchmark_against_memcpy

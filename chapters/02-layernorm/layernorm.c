@@ -33,7 +33,7 @@ ROW_INLINE void deviation_sums(float *sum_dev, float *sum_dev_sq, const void *x,
     *sum_dev_sq = add_lanes(acc_sq);
 }
 
-// ANCHOR: normalize_rows
+// ANCHOR: normalize_a_span
 static void normalize_span(float *restrict out, const float *restrict x, const float *restrict gamma,
                            const float *restrict beta, size_t count, LnRowStats stats)
 {
@@ -51,6 +51,7 @@ ROW_INLINE void normalize_stored(void *y, const void *x, const float *gamma, con
     normalize_span(out, widen_chunk(x_chunk, x, first, count, storage), gamma + first, beta + first, count, stats);
     narrow_chunk(y, first, out, count, storage);
 }
+// ANCHOR_END: normalize_a_span
 
 // ANCHOR: take_the_row_statistics
 /* The corrected two-pass statistics of a row; where its sums overflow,
@@ -80,6 +81,7 @@ static LnRowStats rescaled_row_stats(const void *x, size_t d, float eps, LnRowSt
 }
 // ANCHOR_END: take_the_row_statistics
 
+// ANCHOR: normalize_rows
 /* One row, read from memory once: the first pass brings it into the L1
  * cache (a row of 4096 floats is 16 KiB) and the other two read it there. */
 ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,

@@ -22,7 +22,7 @@ bool norm_kind_parse(const char *name, NormKind *norm)
     return true;
 }
 
-// ANCHOR: normalize_rows_by_their_rms
+// ANCHOR: sum_the_squares_of_a_row
 /* sum(x^2) in lanes: no cancellation to guard against, so one pass. It
  * prefetches the next row, as layer norm's deviation_sums does. */
 ROW_INLINE float sum_squares(const void *x, size_t n, const void *next_row, LnStorage storage)
@@ -63,7 +63,9 @@ static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, 
     array_free(scaled);
     return rstd;
 }
+// ANCHOR_END: sum_the_squares_of_a_row
 
+// ANCHOR: scale_a_row_and_stream_it_out
 static void rms_scale_span(float *restrict out, const float *restrict x, const float *restrict gamma, size_t count,
                            float rstd)
 {
@@ -99,6 +101,9 @@ ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, RowsAhead a
     rms_scale_stored(y, x, gamma, j, d - j, r, storage);
     *rstd = r;
 }
+// ANCHOR_END: scale_a_row_and_stream_it_out
+
+// ANCHOR: normalize_rows_by_their_rms
 
 /* rms_forward_row compiled once for each storage type. */
 static void rms_forward_row_stored(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,

@@ -184,7 +184,9 @@ ROW_INLINE void prefetch_lanes(const void *next_row, size_t i, LnStorage storage
     for (size_t byte = 0; byte < LANES * ln_storage_bytes(storage); byte += 64)
         __builtin_prefetch(stored_at(next_row, i, storage) + byte);
 }
+// ANCHOR_END: prefetch_and_stream
 
+// ANCHOR: stream_a_block_of_results
 enum { BLOCK = 16, FLOAT_BLOCK_BYTES = 64 };
 
 /* BLOCK results, rounded to the storage type, streamed to row[first ...]:
@@ -237,7 +239,7 @@ static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage
     size_t head = misaligned == 0 ? 0 : BLOCK - misaligned;
     return head < d ? head : d;
 }
-// ANCHOR_END: prefetch_and_stream
+// ANCHOR_END: stream_a_block_of_results
 
 static inline float sum_f32(const float *x, size_t n)
 {

@@ -317,9 +317,12 @@ static bool cpu_model_name(char *model, size_t size)
     while (!found && fgets(line, sizeof line, file) != NULL) {
         const char *colon = strchr(line, ':');
         if (strncmp(line, "model name", 10) == 0 && colon != NULL) {
-            snprintf(model, size, "%s", colon + 2);
-            model[strcspn(model, "\n")] = '\0';
-            found = model[0] != '\0';
+            const char *name = colon + strspn(colon + 1, " \t") + 1;
+            size_t length = strcspn(name, "\n");
+            found = length > 0; /* an empty name leaves the caller's default */
+            if (found) {
+                snprintf(model, size, "%.*s", (int)length, name);
+            }
         }
     }
     fclose(file);

@@ -17,7 +17,7 @@
 
 #define FULL_MASK 0xffffffffu
 
-// ANCHOR: normalize_a_row_per_thread
+// ANCHOR: normalize_an_element_on_the_gpu
 /* The output of one element: gamma * xhat, plus beta for layer norm.
  * RMSNorm's statistics have mean and residual 0 and it has no beta: y =
  * gamma * (x * rstd), as on the CPU. */
@@ -28,6 +28,9 @@ template <bool RMS> __device__ static float normalized(float x, LnRowStats stats
     else
         return ln_affine(ln_normalize(x, stats.mean, stats.residual, stats.rstd), gamma, beta);
 }
+// ANCHOR_END: normalize_an_element_on_the_gpu
+
+// ANCHOR: sum_a_row_in_double
 
 /* The statistics of a row walked in memory, sums in double: layer norm's
  * mean and then deviations from it (two passes), RMSNorm's sum of squares
@@ -54,6 +57,9 @@ template <LnStorage S, bool RMS> __device__ static LnRowStats row_stats_in_doubl
         return ln_stats_from_double_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
     }
 }
+// ANCHOR_END: sum_a_row_in_double
+
+// ANCHOR: normalize_a_row_per_thread
 
 /* Version 1: one thread per row. Each thread walks its row three times
  * (RMSNorm: twice); neighbouring threads read addresses d floats apart, so
@@ -94,7 +100,7 @@ __device__ static WelfordState warp_merge_all(WelfordState state)
 }
 // ANCHOR_END: merge_welford_across_a_warp
 
-// ANCHOR: normalize_a_row_per_warp
+// ANCHOR: take_the_statistics_of_a_row_in_a_warp
 /* The statistics of the row a warp reads, every lane with the same bits:
  * layer norm's Welford states merged, RMSNorm's sums of squares added in
  * the same butterfly (a + b and b + a round alike). */
@@ -118,6 +124,9 @@ template <LnStorage S, bool RMS> __device__ static LnRowStats warp_row_stats(con
         return ln_stats_from_double(state.mean, welford_variance(state), eps);
     }
 }
+// ANCHOR_END: take_the_statistics_of_a_row_in_a_warp
+
+// ANCHOR: normalize_a_row_per_warp
 
 /* Version 2: one warp per row. Lane l reads elements l, l + 32, ...: the
  * warp's loads coalesce. Each lane folds its elements into a Welford
@@ -144,7 +153,7 @@ __global__ void layernorm_forward_v2(Stored<S> *y, float *mean, float *rstd, con
 }
 // ANCHOR_END: normalize_a_row_per_warp
 
-// ANCHOR: sum_across_a_block
+// ANCHOR: reduce_across_a_warp
 /* The two reductions of a row: sums, and the largest magnitude. Both
  * start from 0. */
 struct Add {
@@ -166,6 +175,9 @@ template <typename Op> __device__ static float warp_reduce(float value, Op op)
         value = op(value, __shfl_xor_sync(FULL_MASK, value, offset));
     return value;
 }
+// ANCHOR_END: reduce_across_a_warp
+
+// ANCHOR: sum_across_a_block
 
 /* Reduce N values over the block; every thread gets the results. blockDim.x
  * is a multiple of 32 (the row plan makes it so). Each warp reduces its
@@ -190,15 +202,9 @@ template <int N, typename Op = Add> __device__ static void block_reduce(float (&
 }
 // ANCHOR_END: sum_across_a_block
 
-// ANCHOR: load_16_bytes_of_any_storage
-/* WIDTH consecutive values of storage type S as one access: one value, or
- * whole 16-byte vectors, each 4 floats (a float4) or 8 values of 16 bits
- * (a uint4, taken apart in memory order: the GPU is little-endian, so the
- * low half of a 32-bit word is the lower address), widened to float. x,
- * dy, y and dx are touched once: their loads and stores use the `cs`
- * (cache-streaming) forms, which tell the GPU they need not stay in its
- * caches. gamma and beta, read by every row, go through the read-only
- * cache instead (STREAMING false). */
+// ANCHOR: take_a_word_of_two_halves_apart
+/* A 32-bit word of two 16-bit values, in memory order: the GPU is
+ * little-endian, so the low half is the lower address. */
 template <LnStorage S> __device__ static void widen_halves(float *out, uint32_t word)
 {
     out[0] = Storage<S>::widen((uint16_t)(word & 0xffffu));
@@ -209,6 +215,15 @@ template <LnStorage S> __device__ static uint32_t narrow_halves(const float *in)
 {
     return (uint32_t)Storage<S>::narrow(in[0]) | (uint32_t)Storage<S>::narrow(in[1]) << 16;
 }
+// ANCHOR_END: take_a_word_of_two_halves_apart
+
+// ANCHOR: load_16_bytes_of_any_storage
+/* WIDTH consecutive values of storage type S as one access: one value, or
+ * whole 16-byte vectors, each 4 floats (a float4) or 8 values of 16 bits
+ * (a uint4), widened to float. x, dy, y and dx are touched once: their
+ * loads and stores use the `cs` (cache-streaming) forms, which tell the
+ * GPU they need not stay in its caches. gamma and beta, read by every row,
+ * go through the read-only cache instead (STREAMING false). */
 
 template <LnStorage S, int WIDTH, bool STREAMING = true>
 __device__ static void load(float (&out)[WIDTH], const Stored<S> *p)
@@ -239,6 +254,9 @@ template <int WIDTH> __device__ static void load_parameters(float (&out)[WIDTH],
 {
     load<STORAGE_FLOAT32, WIDTH, false>(out, p);
 }
+// ANCHOR_END: load_16_bytes_of_any_storage
+
+// ANCHOR: store_16_bytes_of_any_storage
 
 template <LnStorage S, int WIDTH> __device__ static void store_streaming(Stored<S> *p, const float (&in)[WIDTH])
 {
@@ -252,7 +270,7 @@ template <LnStorage S, int WIDTH> __device__ static void store_streaming(Stored<
         __stcs(reinterpret_cast<uint4 *>(p), v);
     }
 }
-// ANCHOR_END: load_16_bytes_of_any_storage
+// ANCHOR_END: store_16_bytes_of_any_storage
 
 /* Blocks of more than 512 threads only hold the most vectors per thread
  * (the row plan); telling the compiler the block size caps registers per thread so
@@ -387,13 +405,11 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
 }
 // ANCHOR_END: keep_the_row_in_registers
 
-// ANCHOR: differentiate_by_rows_then_columns
+// ANCHOR: differentiate_by_rows
 /* Backward version 1, two plain kernels: a thread per row for dx (sums in
- * double, like forward 1), and a thread per column for dgamma and dbeta,
- * which walks down its column through every row (neighbouring threads read
- * neighbouring columns, so these loads do coalesce). A column's thread
- * cannot see a whole row, so the row kernel leaves each row's residual
- * in `residual` (n floats of scratch) for it.
+ * double, like forward 1), and a thread per column for dgamma and dbeta
+ * (below). A column's thread cannot see a whole row, so the row kernel
+ * leaves each row's residual in `residual` (n floats of scratch) for it.
  *
  * RMSNorm's row needs one sum, sum(g * xhat) with xhat = x * rstd, and
  * no residual: nothing was centred (no scratch; mean and residual NULL). */
@@ -417,6 +433,7 @@ __global__ void layernorm_backward_v1_dx(Stored<S> *dx, float *residual, const S
             dx[offset + j] = Storage<S>::narrow(rms_dx(g(j), xv(j) * r, mean_g_xhat, r));
         return;
     }
+    // ANCHOR: differentiate_a_layer_norm_row_in_double
     float m = mean[row], r = rstd[row];
     double sum_g = 0.0, sum_g_centered = 0.0, sum_centered = 0.0;
     for (int j = 0; j < d; j++) {
@@ -431,8 +448,14 @@ __global__ void layernorm_backward_v1_dx(Stored<S> *dx, float *residual, const S
         dx[offset + j] = Storage<S>::narrow(ln_dx(g(j), xhat, means.mean_g, means.mean_g_xhat, r));
     }
     residual[row] = means.residual;
+    // ANCHOR_END: differentiate_a_layer_norm_row_in_double
 }
+// ANCHOR_END: differentiate_by_rows
 
+// ANCHOR: sum_down_the_columns
+/* dgamma and dbeta: a thread per column walks down it through every row
+ * (neighbouring threads read neighbouring columns, so these loads do
+ * coalesce), summing in double. */
 template <LnStorage S, bool RMS>
 __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const Stored<S> *dy, const Stored<S> *x,
                                              const float *mean, const float *residual, const float *rstd, int n, int d)
@@ -450,7 +473,7 @@ __global__ void layernorm_backward_v1_params(float *dgamma, float *dbeta, const 
     if (!RMS)
         dbeta[j] = (float)sum_dbeta;
 }
-// ANCHOR_END: differentiate_by_rows_then_columns
+// ANCHOR_END: sum_down_the_columns
 
 // ANCHOR: load_a_backward_row
 /* x, dy and g = gamma * dy of vector k of a row. STREAMING as for load:

@@ -74,26 +74,13 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
 }
 // ANCHOR_END: finish_row_statistics
 
-// ANCHOR: rescale_a_row_that_overflows
+// ANCHOR: find_a_row_that_overflows
 /* A float holds |x| up to 3.4e38, but a sum of d squares only while |x|
  * stays below sqrt(3.4e38 / d): 6.7e17 for d = 768. Past that the sum is
  * inf, rstd 0 and y = beta. A row whose sums overflow is summed again
  * scaled by 2^-k, k from its largest magnitude M (M 2^-k in [1, 2)): every
  * scaled element is below 2, every deviation below 4, and no sum of fewer
  * than 2^123 of their squares overflows.
- *
- * Multiplying by a power of two only changes the exponent, so the scaled
- * elements are exact, and so is every sum, square, quotient and square
- * root formed from them: each is 2^-k (or 2^-2k) times the one the plain
- * formula would round, rounded to the same bits. Statistics of the scaled
- * row, taken with eps 2^-2k, are exactly 2^-k mean, 2^-k residual and
- * 2^k rstd. The bits differ from a float with unbounded exponent range in
- * two places only: a scaled element below 2^-126 (below 2^-126 M unscaled)
- * is subnormal and rounds, an error of at most 2^-149 M, far below the
- * sums' own roundings of 2^-24 M; and eps 2^-2k rounds or underflows to 0,
- * which changes var + eps by at most eps 2^-2k, below half an ulp of the
- * scaled variance unless eps d exceeds 2^104 (the sum overflowed, so the
- * scaled variance is at least 2^(128-2k) / d).
  *
  * Overflowed sums leave var + eps inf or NaN, so rstd 0 or NaN; so does a
  * NaN or an inf in the row. Only such a row pays for finding its largest
@@ -115,7 +102,21 @@ HOST_DEVICE static inline float ln_magnitude(float x)
 {
     return isnan(x) ? INFINITY : fabsf(x);
 }
+// ANCHOR_END: find_a_row_that_overflows
 
+// ANCHOR: scale_the_statistics_back
+/* Multiplying by a power of two only changes the exponent, so the scaled
+ * elements are exact, and so is every sum, square, quotient and square
+ * root formed from them: each is 2^-k (or 2^-2k) times the one the plain
+ * formula would round, rounded to the same bits. Statistics of the scaled
+ * row, taken with eps 2^-2k, are exactly 2^-k mean, 2^-k residual and
+ * 2^k rstd. The bits differ from a float with unbounded exponent range in
+ * two places only: a scaled element below 2^-126 (below 2^-126 M unscaled)
+ * is subnormal and rounds, an error of at most 2^-149 M, far below the
+ * sums' own roundings of 2^-24 M; and eps 2^-2k rounds or underflows to 0,
+ * which changes var + eps by at most eps 2^-2k, below half an ulp of the
+ * scaled variance unless eps d exceeds 2^104 (the sum overflowed, so the
+ * scaled variance is at least 2^(128-2k) / d). */
 HOST_DEVICE static inline float ln_scaled_eps(float eps, int k)
 {
     return ldexpf(eps, -2 * k);
@@ -133,7 +134,7 @@ HOST_DEVICE static inline LnRowStats ln_unscaled_stats(LnRowStats scaled, int k)
     LnRowStats stats = {ldexpf(scaled.mean, k), ln_unscaled_rstd(scaled.rstd, k), ldexpf(scaled.residual, k)};
     return stats;
 }
-// ANCHOR_END: rescale_a_row_that_overflows
+// ANCHOR_END: scale_the_statistics_back
 
 // ANCHOR: rescale_statistics_held_in_double
 /* Forward 1 sums in double and forward 2 merges Welford states in double:

@@ -49,6 +49,7 @@ HOST_DEVICE static inline float softmax_exp(float x)
     /* ln2 in two parts (Cody and Waite): n times the first is exact. */
     float r = fmaf(n, -0.693359375f, x);
     r = fmaf(n, 2.12194440e-4f, r);
+    // ANCHOR: approximate_e_to_the_r
     /* e^r - 1 = r + r^2 P(r), P of degree 4 interpolating (e^r - 1 - r)/r^2
      * at the 5 Chebyshev nodes of [-ln2/2, ln2/2]: close to the best
      * polynomial of its degree, and below float rounding there. */
@@ -58,6 +59,8 @@ HOST_DEVICE static inline float softmax_exp(float x)
     p = fmaf(p, r, 1.666657685e-1f);
     p = fmaf(p, r, 0.5f);
     float expm1_r = fmaf(p, r * r, r);
+    // ANCHOR_END: approximate_e_to_the_r
+    // ANCHOR: build_two_to_the_n
     /* 2^n is built in the exponent field, which holds only normal floats,
      * 2^-126 and up; n goes down to -150 for a subnormal result. So build
      * 2^(n + 64) instead and multiply by 2^-64 last: exact for a normal
@@ -67,6 +70,7 @@ HOST_DEVICE static inline float softmax_exp(float x)
     /* 2^n e^r = 2^n + 2^n (e^r - 1), in one rounding. */
     float scaled = fmaf(expm1_r, two_to_n_plus_64, two_to_n_plus_64);
     return x < SOFTMAX_EXP_UNDERFLOW ? 0.0f : scaled * 0x1p-64f;
+    // ANCHOR_END: build_two_to_the_n
 #endif
 }
 // ANCHOR_END: compute_exp_in_plain_arithmetic

@@ -929,15 +929,23 @@ template <bool kSample>
 __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
                                         int warps_per_row, FusedSampling sampling, float *probs, int64_t *indices)
 {
+    // ANCHOR: lay_out_the_thresholds_buffers_and_states
+    /* One threshold per row slot, one buffer per warp (kept, then fresh),
+     * one online state per warp. */
     extern __shared__ __align__(16) unsigned char shared[];
     unsigned long long *row_thresholds = reinterpret_cast<unsigned long long *>(shared);
     TopkEntry *buffers = reinterpret_cast<TopkEntry *>(row_thresholds + kBlockWarps);
     const int stride = kept_size + fresh_size;
     SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * stride);
+    // ANCHOR_END: lay_out_the_thresholds_buffers_and_states
     const int warp = warp_id();
     const RowGroupLayout layout = row_group_layout(rows, warps_per_row);
     for (int group = blockIdx.x; group < layout.groups; group += gridDim.x) {
         int slot = warp / warps_per_row, row = group * layout.rows_per_block + slot;
+        // ANCHOR: start_the_rows_of_a_group
+        /* Every threshold and every kept entry starts as the sentinel,
+         * which every logit beats; the barrier makes them visible to all
+         * the row's warps before any scans. */
         if (threadIdx.x < kBlockWarps) {
             row_thresholds[threadIdx.x] = topk_entry_key(topk_sentinel());
         }
@@ -948,6 +956,7 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
             candidates.kept[i] = topk_sentinel();
         }
         __syncthreads();
+        // ANCHOR_END: start_the_rows_of_a_group
         SoftmaxState state = softmax_state_empty();
         if (row < rows) {
             warp_scan_shared_threshold<!kSample>(logits + static_cast<size_t>(row) * vocab, 0, vocab, layout.member,

@@ -41,7 +41,7 @@ HOST_DEVICE static inline void fill_probs(float *probs, int from, int to, float 
     }
 }
 
-// ANCHOR: cut_the_top_k_by_top_p_and_min_p
+// ANCHOR: cut_the_top_k_by_top_p
 /* Top-p: the shortest prefix of the K holding at least p of their mass.
  * The prefix is in rank order, so of candidates tied at its end the lower
  * index gets in first. p = 1 cuts nothing, even a tail of weight 0. */
@@ -56,7 +56,25 @@ HOST_DEVICE static inline int top_p_count(const float *logits, SamplingParams pa
     }
     return count;
 }
+// ANCHOR_END: cut_the_top_k_by_top_p
 
+// ANCHOR: renormalise_what_survives
+/* probs[0 .. count-1]: the survivors' weights over their sum, so that they
+ * sum to 1; then 0 for the rest of the K. */
+HOST_DEVICE static inline void renormalise_survivors(const float *x, int count, SamplingParams params, float *probs)
+{
+    double kept = 0.0;
+    for (int j = 0; j < count; j++) {
+        kept += tempered_weight(x[j], x[0], params.temperature);
+    }
+    for (int j = 0; j < count; j++) {
+        probs[j] = (float)(tempered_weight(x[j], x[0], params.temperature) / kept);
+    }
+    fill_probs(probs, count, params.top_k, 0.0f);
+}
+// ANCHOR_END: renormalise_what_survives
+
+// ANCHOR: cut_the_top_k_by_top_p_and_min_p
 /* The survivors among the K candidates whose logits are given in rank
  * order (best first, equal logits lower index first, NaN first, as
  * softmax_topk_row returns their indices): their count, a prefix of the K,
@@ -83,15 +101,7 @@ HOST_DEVICE static inline int sampling_survivors(const float *candidate_logits, 
     while (count > 1 && tempered_weight(x[count - 1], x[0], params.temperature) < params.min_p) {
         count--;
     }
-    /* Renormalise what survives. */
-    double kept = 0.0;
-    for (int j = 0; j < count; j++) {
-        kept += tempered_weight(x[j], x[0], params.temperature);
-    }
-    for (int j = 0; j < count; j++) {
-        probs[j] = (float)(tempered_weight(x[j], x[0], params.temperature) / kept);
-    }
-    fill_probs(probs, count, k, 0.0f);
+    renormalise_survivors(x, count, params, probs);
     return count;
 }
 // ANCHOR_END: cut_the_top_k_by_top_p_and_min_p

@@ -103,7 +103,9 @@ static REAL TYPED(sum_of_shifted_values)(const REAL *x, size_t n, REAL shift)
     }
     return TYPED(add_lanes)(lane);
 }
+// ANCHOR_END: sum_in_independent_lanes
 
+// ANCHOR: square_the_deviations_in_lanes
 static REAL TYPED(sum_of_squared_deviations)(const REAL *x, size_t n, REAL shift, REAL mean)
 {
     REAL lane[VARIANCE_LANES] = {0};
@@ -120,7 +122,7 @@ static REAL TYPED(sum_of_squared_deviations)(const REAL *x, size_t n, REAL shift
     }
     return TYPED(add_lanes)(lane);
 }
-// ANCHOR_END: sum_in_independent_lanes
+// ANCHOR_END: square_the_deviations_in_lanes
 
 // ANCHOR: summarise_a_chunk_while_it_is_in_cache
 /* The Welford state of the n values x[i] - shift, computed the two-pass

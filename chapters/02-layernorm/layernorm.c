@@ -157,7 +157,7 @@ ROW_INLINE LnBackwardMeans backward_sums(const void *dy, const void *x, const fl
     return ln_backward_means(add_lanes(acc_g), add_lanes(acc_g_centered), add_lanes(acc_centered), (float)d, rstd);
 }
 
-// ANCHOR: differentiate_a_row
+// ANCHOR: differentiate_a_span
 /* dx for `count` elements of a row, and their share of dgamma and dbeta
  * added to the partial sums of the row's chunk. xhat is recomputed from x,
  * the saved mean and rstd, and the residual the row sums recovered: three
@@ -192,7 +192,10 @@ ROW_INLINE void backward_stored(void *dx, float *dgamma_part, float *dbeta_part,
                   widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
     narrow_chunk(dx, first, out, count, storage);
 }
+// ANCHOR_END: differentiate_a_span
 
+// ANCHOR: differentiate_a_row
+/* dx for a whole row: its sums, then the spans, dx streamed. */
 ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
                              const float *gamma, size_t d, BackwardRow r, LnStorage storage)
 {
@@ -338,6 +341,7 @@ void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, c
         }
         var /= (double)d;
         double rstd = pow(var + eps, -0.5);
+        // ANCHOR: walk_the_nodes_backward
         /* Backward, one node at a time, in reverse. */
         double d_rstd = 0.0;
         for (size_t j = 0; j < d; j++) {
@@ -356,6 +360,7 @@ void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, c
         }
         for (size_t j = 0; j < d; j++)
             dx[row * d + j] = d_centered[j] + d_mu / (double)d; /* mu = mean(x) */
+        // ANCHOR_END: walk_the_nodes_backward
     }
     array_free(centered);
     array_free(d_centered);

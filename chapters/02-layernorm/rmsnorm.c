@@ -132,7 +132,7 @@ void rmsnorm_forward_f32(float *y, float *rstd, const float *x, const float *gam
     rmsnorm_forward_stored(y, rstd, x, gamma, n, d, eps, STORAGE_FLOAT32);
 }
 
-// ANCHOR: differentiate_an_rms_row
+// ANCHOR: sum_g_xhat_over_an_rms_row
 /* sum(g * xhat), g = gamma * dy, xhat = x * rstd recomputed from x. */
 ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, size_t d, float rstd, LnStorage storage)
 {
@@ -149,7 +149,9 @@ ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, s
         acc[k] += gamma[i] * dyv[k] * (xv[k] * rstd);
     return add_lanes(acc);
 }
+// ANCHOR_END: sum_g_xhat_over_an_rms_row
 
+// ANCHOR: differentiate_a_span_of_an_rms_row
 /* dx for `count` elements of a row, and their share of dgamma added to the
  * partial sums of the row's chunk. */
 typedef struct {
@@ -179,7 +181,9 @@ ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const void *dy
                       widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
     narrow_chunk(dx, first, out, count, storage);
 }
+// ANCHOR_END: differentiate_a_span_of_an_rms_row
 
+// ANCHOR: differentiate_an_rms_row
 /* As layer norm's backward_row: dx streamed, the next row prefetched. */
 ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
                                  size_t d, RmsBackwardRow r, LnStorage storage)

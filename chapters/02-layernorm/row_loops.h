@@ -48,7 +48,7 @@
         }                                                    \
     } while (0)
 
-// ANCHOR: read_and_write_rows_in_their_storage
+// ANCHOR: widen_a_chunk_of_a_row
 /* x and dy are read, and y and dx written, in their storage type: a 16-bit
  * row moves half the bytes of a float32 one, and is never held widened as a
  * whole. The arithmetic is float32, on chunks of at most LANES values
@@ -77,7 +77,9 @@ ROW_INLINE const float *widen_chunk(float *chunk, const void *row, size_t first,
         return (const float *)row + first;
     }
 }
+// ANCHOR_END: widen_a_chunk_of_a_row
 
+// ANCHOR: narrow_a_chunk_into_its_row
 /* Where to compute `count` results that go to row[first ...]: the row
  * itself for float32, else `chunk`, for narrow_chunk to store. */
 ROW_INLINE float *result_chunk(float *chunk, void *row, size_t first, LnStorage storage)
@@ -108,7 +110,7 @@ ROW_INLINE const char *stored_at(const void *row, size_t index, LnStorage storag
 {
     return (const char *)row + index * ln_storage_bytes(storage);
 }
-// ANCHOR_END: read_and_write_rows_in_their_storage
+// ANCHOR_END: narrow_a_chunk_into_its_row
 
 // ANCHOR: sum_in_lanes
 /* A float sum the compiler can vectorise without -ffast-math: LANES
@@ -142,10 +144,8 @@ ROW_INLINE float sum_stored(const void *x, size_t n, LnStorage storage)
 }
 // ANCHOR_END: sum_in_lanes
 
-// ANCHOR: prefetch_and_stream
-/* Two things keep a one-pass row kernel at the speed of memory.
- *
- * Prefetch: while a row is worked on in cache, nothing is loading from
+// ANCHOR: prefetch_the_rows_ahead
+/* Prefetch: while a row is worked on in cache, nothing is loading from
  * memory; asking for the rows ahead during that work keeps memory busy.
  * One prefetch per 64-byte cache line. The next row is asked for during
  * the second pass, into L1, where the first pass of that row will read it.
@@ -154,17 +154,7 @@ ROW_INLINE float sum_stored(const void *x, size_t n, LnStorage storage)
  * first pass) and then one of writes only (the third), and with rows of
  * 16 KiB each phase is long enough to leave the other direction idle. That
  * row goes to L2: it is needed only after the next one, and L1 is full
- * with this row, gamma and beta.
- *
- * Streaming stores: an ordinary store first reads the cache line it
- * writes into (to own it), so writing y costs a read of y as well. A
- * non-temporal store writes a whole line straight to memory instead, as
- * memcpy does for large copies. It wants a 64-byte-aligned address (an
- * AVX-512 vector; two AVX vectors otherwise). Streaming stores are not
- * ordered with other stores: each thread ends its share of the rows with
- * a fence, so that everything it wrote is in place before the parallel
- * loop ends (a fence per row would wait for each row's stores to drain).
- * Without AVX it is a plain copy. */
+ * with this row, gamma and beta. */
 typedef struct {
     const char *next, *after_next;
 } RowsAhead;
@@ -184,35 +174,48 @@ ROW_INLINE void prefetch_lanes(const void *next_row, size_t i, LnStorage storage
     for (size_t byte = 0; byte < LANES * ln_storage_bytes(storage); byte += 64)
         __builtin_prefetch(stored_at(next_row, i, storage) + byte);
 }
-// ANCHOR_END: prefetch_and_stream
+// ANCHOR_END: prefetch_the_rows_ahead
 
 // ANCHOR: stream_a_block_of_results
+/* Streaming stores: an ordinary store first reads the cache line it
+ * writes into (to own it), so writing y costs a read of y as well. A
+ * non-temporal store writes a whole line straight to memory instead, as
+ * memcpy does for large copies. It wants a 64-byte-aligned address (an
+ * AVX-512 vector; two AVX vectors otherwise). Without AVX it is a plain
+ * copy. */
 enum { BLOCK = 16, FLOAT_BLOCK_BYTES = 64 };
+
+// ANCHOR: stream_a_16_bit_block
+/* BLOCK results rounded to fp16 or bf16 and streamed to dst: 32 bytes. */
+ROW_INLINE void store_16_bit_block_streaming(uint16_t *dst, const float *block, LnStorage storage)
+{
+    uint16_t bits[BLOCK];
+    if (storage == STORAGE_FP16)
+        halves_from_floats(bits, block, BLOCK);
+    else
+        bf16s_from_floats(bits, block, BLOCK);
+#if defined(__AVX__)
+    /* Two 16-byte halves, as the conversions stored them, 8 at a time: a
+     * 32-byte load of two 16-byte stores cannot take its data from them
+     * in flight, and waits for them to reach the cache (measured: half the
+     * forward pass's time went there). */
+    _mm_stream_si128((__m128i *)dst, _mm_loadu_si128((const __m128i *)bits));
+    _mm_stream_si128((__m128i *)dst + 1, _mm_loadu_si128((const __m128i *)(bits + 8)));
+#else
+    memcpy(dst, bits, sizeof bits);
+#endif
+}
+// ANCHOR_END: stream_a_16_bit_block
 
 /* BLOCK results, rounded to the storage type, streamed to row[first ...]:
  * 64 bytes in float32, 32 in 16 bits. */
 ROW_INLINE void store_block_streaming(void *row, size_t first, const float *block, LnStorage storage)
 {
-    float *dst = (float *)row + first;
     if (storage != STORAGE_FLOAT32) {
-        uint16_t bits[BLOCK];
-        if (storage == STORAGE_FP16)
-            halves_from_floats(bits, block, BLOCK);
-        else
-            bf16s_from_floats(bits, block, BLOCK);
-#if defined(__AVX__)
-        /* Two 16-byte halves, as the conversions stored them, 8 at a
-         * time: a 32-byte load of two 16-byte stores cannot take its data
-         * from them in flight, and waits for them to reach the cache
-         * (measured: half the forward pass's time went there). */
-        __m128i *dst_bits = (__m128i *)((uint16_t *)row + first);
-        _mm_stream_si128(dst_bits, _mm_loadu_si128((const __m128i *)bits));
-        _mm_stream_si128(dst_bits + 1, _mm_loadu_si128((const __m128i *)(bits + 8)));
-#else
-        memcpy((uint16_t *)row + first, bits, sizeof bits);
-#endif
+        store_16_bit_block_streaming((uint16_t *)row + first, block, storage);
         return;
     }
+    float *dst = (float *)row + first;
 #if defined(__AVX512F__)
     _mm512_stream_ps(dst, _mm512_loadu_ps(block));
 #elif defined(__AVX__)
@@ -222,7 +225,13 @@ ROW_INLINE void store_block_streaming(void *row, size_t first, const float *bloc
     memcpy(dst, block, BLOCK * sizeof *block);
 #endif
 }
+// ANCHOR_END: stream_a_block_of_results
 
+// ANCHOR: begin_and_end_the_streamed_blocks
+/* Streaming stores are not ordered with other stores: each thread ends its
+ * share of the rows with a fence, so that everything it wrote is in place
+ * before the parallel loop ends (a fence per row would wait for each row's
+ * stores to drain). */
 static inline void streaming_stores_done(void)
 {
 #if defined(__AVX__)
@@ -239,7 +248,7 @@ static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage
     size_t head = misaligned == 0 ? 0 : BLOCK - misaligned;
     return head < d ? head : d;
 }
-// ANCHOR_END: stream_a_block_of_results
+// ANCHOR_END: begin_and_end_the_streamed_blocks
 
 static inline float sum_f32(const float *x, size_t n)
 {

@@ -27,7 +27,7 @@ size_t logits_type_size(LogitsType type)
     return type == LOGITS_FLOAT32 ? sizeof(float) : sizeof(uint16_t);
 }
 
-// ANCHOR: widen_16_bit_logits
+// ANCHOR: widen_a_half_without_a_branch
 /* An IEEE half's bits as a float, without a branch, so that a loop of them
  * becomes vector instructions (kernels/fp16.h's half_to_float branches on
  * the kind of number, and stays scalar). Moved up 13 bits, the exponent
@@ -43,6 +43,9 @@ static inline float half_bits_to_float(uint16_t h)
     uint32_t infinite = magnitude >= 0x7c00u ? 0x7f800000u : 0u;
     return float_from_bits(sign | scaled | infinite);
 }
+// ANCHOR_END: widen_a_half_without_a_branch
+
+// ANCHOR: widen_16_bit_logits
 
 /* Logit i of a chunk stored as `type`, as a float. always_inline: called
  * with a constant type, the switch disappears. */
@@ -308,7 +311,7 @@ SoftmaxState lane_sums_state(const LaneSums *row)
     return (SoftmaxState){row->max, sums[0]};
 }
 
-// ANCHOR: bound_the_kth_best_from_below
+// ANCHOR: keep_four_k_maxima
 /* n maxima of groups of V/n logits each: in a row in random order, the
  * k-th largest of them leaves about -n ln(1 - k/n) logits at or above it
  * (a group's maximum lies above a level with probability 1 - (1 - q)^(V/n)
@@ -336,7 +339,9 @@ static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOO
     }
     return groups * LANES;
 }
+// ANCHOR_END: keep_four_k_maxima
 
+// ANCHOR: bound_the_kth_best_from_below
 /* The maxima are different logits of the row, so their k-th largest is at
  * most the row's k-th largest. It is the smallest maximum with fewer than k
  * others above it. Counting the others above every maximum at once, one
@@ -388,7 +393,9 @@ static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n
     widen_logits(row, begin, n, buffer);
     return buffer;
 }
+// ANCHOR_END: skip_chunks_without_candidates
 
+// ANCHOR: screen_the_chunk_maxima
 static void offer_chunk(TopkCollector *top, StoredLogits row, size_t whole_lanes, size_t chunk, float max)
 {
     size_t begin = chunk * FUSED_CHUNK;
@@ -416,7 +423,7 @@ static void offer_chunks_that_may_hold_candidates(TopkCollector *top, StoredLogi
         offer_chunk(top, row, whole_lanes, c, chunk_maxima[c]);
     }
 }
-// ANCHOR_END: skip_chunks_without_candidates
+// ANCHOR_END: screen_the_chunk_maxima
 
 // ANCHOR: prefetch_at_two_distances
 /* The hardware prefetcher keeps only a little ahead of a loop this busy

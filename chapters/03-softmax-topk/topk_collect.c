@@ -150,7 +150,11 @@ static void sort_numbers_by_counting(TopkEntry *entries, int count)
     }
     memcpy(entries, sorted, (size_t)count * sizeof *entries);
 }
+// ANCHOR_END: sort_few_candidates_by_counting
 
+// ANCHOR: finish_the_collection
+/* The top K in rank order, with sentinels where the row had fewer: the
+ * counting sort where it applies, else select and sort. */
 const TopkEntry *topk_collector_finish(TopkCollector *collector)
 {
     if (!collector->uses_list) {
@@ -169,4 +173,4 @@ const TopkEntry *topk_collector_finish(TopkCollector *collector)
     }
     return collector->entries;
 }
-// ANCHOR_END: sort_few_candidates_by_counting
+// ANCHOR_END: finish_the_collection

@@ -285,34 +285,110 @@ static void huge_mean_gradients(FILE *out, TableFormat format)
     table_free(table);
 }
 
+// ANCHOR: correlate_with_the_exact_row
+/* Pearson's correlation of a float row with the exact values it was rounded
+ * from: 1 for any row that is an increasing affine function of them, as
+ * normalisation is; less by what rounding added. */
+static double correlation(const float *a, const double *b, size_t d)
+{
+    double mean_a = 0.0, mean_b = 0.0, ab = 0.0, aa = 0.0, bb = 0.0;
+    for (size_t j = 0; j < d; j++) {
+        mean_a += a[j] / (double)d;
+        mean_b += b[j] / (double)d;
+    }
+    for (size_t j = 0; j < d; j++) {
+        ab += (a[j] - mean_a) * (b[j] - mean_b);
+        aa += (a[j] - mean_a) * (a[j] - mean_a);
+        bb += (b[j] - mean_b) * (b[j] - mean_b);
+    }
+    return ab / sqrt(aa * bb);
+}
+// ANCHOR_END: correlate_with_the_exact_row
+
 // ANCHOR: show_a_tiny_eps
-/* Rows 1 + 1e-6 N(0, 1) in float: the variation is a few ulps of 1,
- * rounding noise more than signal. eps decides what becomes of it: with
- * eps >> var, rstd ~ 1/sqrt(eps) and xhat stays small; with eps << var,
- * the noise is scaled up to unit variance, and the gradient's gain rstd
- * grows to 1/sigma. */
+/* Rows 1 + 1e-6 N(0, 1): the variation is a few ulps of 1, and rounding
+ * the row to float adds noise of a few percent of it. eps decides the
+ * scale of what comes out: with eps >> var, rstd ~ 1/sqrt(eps) and xhat
+ * stays small; with eps << var, xhat has unit variance, and the
+ * gradient's gain rstd grows to 1/sigma. Normalising is affine, so xhat's
+ * correlation with the exact row is the float row's at every eps. */
+enum { TINY_EPS_ROWS = 64, TINY_EPS_D = 768 };
+const float TINY_EPS_VALUES[TINY_EPS_COUNT] = {1e-2f, 1e-5f, 1e-8f, 1e-11f, 1e-14f, 1e-17f};
+
+TinyEpsRun tiny_eps_run(float eps)
+{
+    LnProblem p = ln_problem_new(TINY_EPS_ROWS, TINY_EPS_D, eps);
+    ln_problem_fill_random(&p, SEED, 1.0, 1e-6);
+    double *exact = ALLOC_ARRAY(double, p.n *p.d);
+    tiny_eps_exact_rows(exact, p.n * p.d);
+    ln_problem_run_cpu(&p);
+    TinyEpsRun run = {INFINITY, 0.0, 0.0, max_abs_f32(p.dx, p.n * p.d), 1.0};
+    float *xhat = ALLOC_ARRAY(float, p.d);
+    for (size_t row = 0; row < p.n; row++) {
+        run.rstd_min = fmin(run.rstd_min, p.rstd[row]);
+        run.rstd_max = fmax(run.rstd_max, p.rstd[row]);
+        for (size_t j = 0; j < p.d; j++) {
+            xhat[j] = (p.x[row * p.d + j] - p.mean[row]) * p.rstd[row];
+            run.max_xhat = worse(run.max_xhat, fabs(xhat[j]));
+        }
+        run.min_correlation = fmin(run.min_correlation, correlation(xhat, exact + row * p.d, p.d));
+    }
+    array_free(xhat);
+    array_free(exact);
+    ln_problem_free(&p);
+    return run;
+}
+
 static void tiny_eps(Table *table)
 {
-    const float eps_values[] = {1e-2f, 1e-5f, 1e-8f, 1e-11f, 1e-14f, 1e-17f};
-    for (size_t e = 0; e < sizeof eps_values / sizeof eps_values[0]; e++) {
-        LnProblem p = ln_problem_new(64, 768, eps_values[e]);
-        ln_problem_fill_random(&p, SEED, 1.0, 1e-6);
-        ln_problem_run_cpu(&p);
-        double rstd_min = INFINITY, rstd_max = 0.0, max_xhat = 0.0;
-        for (size_t row = 0; row < p.n; row++) {
-            rstd_min = fmin(rstd_min, p.rstd[row]);
-            rstd_max = fmax(rstd_max, p.rstd[row]);
-            for (size_t j = 0; j < p.d; j++)
-                max_xhat = worse(max_xhat, fabs((p.x[row * p.d + j] - p.mean[row]) * p.rstd[row]));
-        }
-        table_cell(table, "%g", eps_values[e]);
-        table_cell(table, "%.3g ... %.3g", rstd_min, rstd_max);
-        table_cell(table, "%.3g", max_xhat);
-        table_cell(table, "%.3g", max_abs_f32(p.dx, p.n * p.d));
-        ln_problem_free(&p);
+    for (int e = 0; e < TINY_EPS_COUNT; e++) {
+        TinyEpsRun run = tiny_eps_run(TINY_EPS_VALUES[e]);
+        table_cell(table, "%g", TINY_EPS_VALUES[e]);
+        table_cell(table, "%.3g ... %.3g", run.rstd_min, run.rstd_max);
+        table_cell(table, "%.3g", run.max_xhat);
+        table_cell(table, "%.3g", run.max_dx);
+        table_cell(table, "%.5f", run.min_correlation);
     }
 }
 // ANCHOR_END: show_a_tiny_eps
+
+/* The values the rows were rounded from: the same draws, in double. */
+void tiny_eps_exact_rows(double *exact, size_t count)
+{
+    Rng rng;
+    rng_seed(&rng, SEED);
+    rng_fill_normal_f64(&rng, exact, count, 1.0, 1e-6);
+}
+
+// ANCHOR: predict_what_rounding_costs
+/* Rounding to nearest adds an error spread evenly over +-spacing/2, of
+ * variance spacing^2 / 12, independent of the value's deviation. Noise of
+ * variance N on a signal of variance S leaves a correlation of
+ * 1 / sqrt(1 + N / S) with the signal. */
+double tiny_eps_predicted_correlation(void)
+{
+    size_t count = (size_t)TINY_EPS_ROWS * TINY_EPS_D;
+    double *exact = ALLOC_ARRAY(double, count), noise = 0.0, signal = 0.0;
+    tiny_eps_exact_rows(exact, count);
+    for (size_t i = 0; i < count; i++) {
+        float rounded = (float)exact[i];
+        double spacing = nextafterf(rounded, INFINITY) - rounded;
+        noise += spacing * spacing / 12.0 / (double)count;
+        signal += (exact[i] - 1.0) * (exact[i] - 1.0) / (double)count;
+    }
+    array_free(exact);
+    return 1.0 / sqrt(1.0 + noise / signal);
+}
+// ANCHOR_END: predict_what_rounding_costs
+
+static void tiny_eps_note(FILE *out, TableFormat format)
+{
+    (void)format;
+    fprintf(out,
+            "\nRounding the rows to float alone, noise of variance spacing^2 / 12 on a signal of variance "
+            "(1e-6)^2, predicts a correlation of %.5f.\n",
+            tiny_eps_predicted_correlation());
+}
 
 /* x = scale * N(0, 1): float holds these values (up to 3.4e38), but not
  * their squares once scale passes ~1e18. Without rescaling, var becomes
@@ -453,19 +529,22 @@ typedef struct {
 } FailureMode;
 
 static const FailureMode failure_modes[] = {
-    {"zero-variance", zero_variance,  5, {"row value", "eps", "rstd", "max |y - beta|", "max |dx|"},        "rrrrr", NULL               },
+    {"zero-variance", zero_variance,  5, {"row value", "eps", "rstd", "max |y - beta|", "max |dx|"},          "rrrrr", NULL               },
     {"huge-mean",
      huge_mean,                       8,
      {"offset", "one-pass var: max |y error|", "two-pass", "stored mean", "ours", "PyTorch float32", "ulp(offset)/2",
       "apply's bound on y"},
-     "rrrrrrrr",                                                                                                     huge_mean_gradients},
-    {"tiny-eps",      tiny_eps,       4, {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|"}, "rrrr",  NULL               },
+     "rrrrrrrr",                                                                                                       huge_mean_gradients},
+    {"tiny-eps",
+     tiny_eps,                        5,
+     {"eps", "rstd (min ... max over rows)", "max |xhat|", "max |dx|", "xhat vs exact row: min correlation"},
+     "rrrrr",                                                                                                          tiny_eps_note      },
     {"overflow",
      overflow,                        8,
      {"scale", "max |x|", "rstd, double", "rstd, unscaled sums", "max |y error|, unscaled",
       "PyTorch float32: max |y error|", "rstd, rescaled (ours)", "max |y error|, ours"},
-     "rrrrrrrr",                                                                                                     overflow_note      },
-    {"rsqrt",         rsqrt_accuracy, 3, {"rstd computed as", "max error (ulp)", "correctly rounded"},      "lrr",   NULL               },
+     "rrrrrrrr",                                                                                                       overflow_note      },
+    {"rsqrt",         rsqrt_accuracy, 3, {"rstd computed as", "max error (ulp)", "correctly rounded"},        "lrr",   NULL               },
 };
 enum { FAILURE_MODE_COUNT = sizeof failure_modes / sizeof failure_modes[0] };
 

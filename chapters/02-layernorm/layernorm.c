@@ -100,7 +100,9 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
     *mean = stats.mean;
     *rstd = stats.rstd;
 }
+// ANCHOR_END: normalize_rows
 
+// ANCHOR: share_the_rows_among_the_threads
 /* forward_row compiled once for each storage type. */
 static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
                                const float *beta, size_t d, float eps, LnStorage storage)
@@ -121,7 +123,7 @@ void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, 
         streaming_stores_done();
     }
 }
-// ANCHOR_END: normalize_rows
+// ANCHOR_END: share_the_rows_among_the_threads
 
 void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
                            size_t n, size_t d, float eps)

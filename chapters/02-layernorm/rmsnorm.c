@@ -40,7 +40,9 @@ ROW_INLINE float sum_squares(const void *x, size_t n, const void *next_row, LnSt
         acc[k] += v[k] * v[k];
     return add_lanes(acc);
 }
+// ANCHOR_END: sum_the_squares_of_a_row
 
+// ANCHOR: take_the_rms_of_a_row_that_may_overflow
 /* rstd of a row; where its sum of squares overflows, that of the row
  * scaled by a power of two, scaled back (as layer norm's row_stats). */
 static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, LnStorage storage);
@@ -63,7 +65,7 @@ static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, 
     array_free(scaled);
     return rstd;
 }
-// ANCHOR_END: sum_the_squares_of_a_row
+// ANCHOR_END: take_the_rms_of_a_row_that_may_overflow
 
 // ANCHOR: scale_a_row_and_stream_it_out
 static void rms_scale_span(float *restrict out, const float *restrict x, const float *restrict gamma, size_t count,

@@ -12,6 +12,7 @@ struct Table {
     char **headers;
     char *align;     /* 'l' or 'r' per column */
     char **cells;    /* row-major */
+    bool *bold;      /* per cell: emphasised in Markdown */
     size_t count;    /* cells filled */
     size_t capacity; /* cells allocated */
 };
@@ -57,9 +58,19 @@ void table_cell(Table *table, const char *fmt, ...)
     if (table->count == table->capacity) {
         size_t capacity = table->capacity > 0 ? 2 * table->capacity : 16 * (size_t)table->columns;
         table->cells = array_resize(table->cells, table->count, capacity, sizeof *table->cells);
+        table->bold = array_resize(table->bold, table->count, capacity, sizeof *table->bold);
         table->capacity = capacity;
     }
+    table->bold[table->count] = false;
     table->cells[table->count++] = text;
+}
+
+void table_bold_last(Table *table)
+{
+    if (table->count == 0) {
+        cli_fail_status(1, "table_bold_last: the table has no cell yet");
+    }
+    table->bold[table->count - 1] = true;
 }
 
 /* Columns are aligned by characters on screen, not bytes: "µs" is two
@@ -83,9 +94,10 @@ static size_t markdown_width(const char *text)
     return display_width(text) + pipes;
 }
 
-static size_t text_width(const char *text, TableFormat format)
+static size_t text_width(const char *text, bool bold, TableFormat format)
 {
-    return format == TABLE_MARKDOWN ? markdown_width(text) : display_width(text);
+    /* Bold adds the four characters of ** and ** in Markdown. */
+    return format == TABLE_MARKDOWN ? markdown_width(text) + (bold ? 4 : 0) : display_width(text);
 }
 
 static void print_repeated(FILE *out, char c, size_t count)
@@ -105,18 +117,23 @@ static void print_escaped(FILE *out, const char *text, TableFormat format)
     }
 }
 
-static void print_row(const Table *table, FILE *out, TableFormat format, const char *const *texts, const size_t *widths)
+/* `bold` is NULL for the header row. */
+static void print_row(const Table *table, FILE *out, TableFormat format, const char *const *texts, const bool *bold,
+                      const size_t *widths)
 {
     bool markdown = format == TABLE_MARKDOWN;
     for (int c = 0; c < table->columns; c++) {
         const char *text = texts[c];
-        size_t padding = widths[c] - text_width(text, format);
+        bool emphasised = markdown && bold != NULL && bold[c];
+        size_t padding = widths[c] - text_width(text, emphasised, format);
         bool last = c == table->columns - 1;
         fputs(markdown ? (c == 0 ? "| " : " | ") : (c == 0 ? "" : "  "), out);
         if (table->align[c] == 'r') {
             print_repeated(out, ' ', padding);
         }
+        fputs(emphasised ? "**" : "", out);
         print_escaped(out, text, format);
+        fputs(emphasised ? "**" : "", out);
         /* Plain text leaves no trailing spaces after the last column. */
         if (table->align[c] == 'l' && (markdown || !last)) {
             print_repeated(out, ' ', padding);
@@ -154,16 +171,16 @@ void table_print(const Table *table, FILE *out, TableFormat format)
     }
     size_t *widths = array_alloc(columns, sizeof *widths);
     for (size_t c = 0; c < columns; c++) {
-        widths[c] = text_width(table->headers[c], format);
+        widths[c] = text_width(table->headers[c], false, format);
     }
     for (size_t i = 0; i < table->count; i++) {
-        size_t width = text_width(table->cells[i], format);
+        size_t width = text_width(table->cells[i], table->bold[i], format);
         widths[i % columns] = width > widths[i % columns] ? width : widths[i % columns];
     }
-    print_row(table, out, format, (const char *const *)table->headers, widths);
+    print_row(table, out, format, (const char *const *)table->headers, NULL, widths);
     print_rule(table, out, format, widths);
     for (size_t row_start = 0; row_start < table->count; row_start += columns) {
-        print_row(table, out, format, (const char *const *)&table->cells[row_start], widths);
+        print_row(table, out, format, (const char *const *)&table->cells[row_start], &table->bold[row_start], widths);
     }
     array_free(widths);
 }
@@ -180,6 +197,7 @@ void table_free(Table *table)
         array_free(table->headers[c]);
     }
     array_free(table->cells);
+    array_free(table->bold);
     array_free(table->headers);
     array_free(table->align);
     array_free(table);

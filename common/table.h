@@ -19,6 +19,9 @@ Table *table_new(int columns, const char *const headers[], const char *align);
 /* Append the next cell (rows fill left to right, then wrap to a new row). In
  * Markdown a cell is Markdown: `code` and $math$ work; '|' is escaped. */
 void table_cell(Table *table, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Emphasise the cell appended last, the one a sentence beside the table is
+ * about: **bold** in Markdown; plain text prints it as it is. */
+void table_bold_last(Table *table);
 /* Print the table; every row must be complete (a short last row is a
  * forgotten cell: the program stops with one line and status 1). */
 void table_print(const Table *table, FILE *out, TableFormat format);

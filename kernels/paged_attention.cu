@@ -286,6 +286,8 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
     if constexpr (Plan::kScaledPerTensor) {
         key_scale = kv_fp8_row_scale(kv_head_layout(p.keys, kv_head));
     }
+    // ANCHOR_END: give_every_head_of_the_group_its_query
+    // ANCHOR: load_the_queries_and_empty_the_states
     float q[kGroup][kChannels];
 #pragma unroll
     for (int g = 0; g < kGroup; g++) {
@@ -305,7 +307,7 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
         }
     }
     const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
-    // ANCHOR_END: give_every_head_of_the_group_its_query
+    // ANCHOR_END: load_the_queries_and_empty_the_states
 
     // ANCHOR: walk_the_blocks_round_robin
     const int first_block = begin / block_size, blocks = paged_kv_blocks_for(end, block_size) - first_block;
@@ -392,6 +394,8 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
             }
         }
     }
+    // ANCHOR_END: push_each_score_into_its_heads_state
+    // ANCHOR: scale_the_values_once_and_attend_one_head
     /* FP8: the values' one scale multiplies their weighted sum, once. */
     if constexpr (Plan::kScaledPerTensor) {
         const float value_scale = kv_fp8_row_scale(kv_head_layout(p.values, kv_head));
@@ -416,7 +420,7 @@ __device__ SoftmaxState attend_range(const KernelParams &p, int seq, int head, i
     merge_token_groups<Plan::kLanes>(state[0]);
     return merge_warps<kHeadDim, Plan::kLanes>(state[0], block_acc);
 }
-// ANCHOR_END: push_each_score_into_its_heads_state
+// ANCHOR_END: scale_the_values_once_and_attend_one_head
 
 // ANCHOR: give_each_head_a_block
 /* Version 1: block (query head, sequence) walks the whole context. Each
@@ -465,7 +469,9 @@ template <KvFormat kFormat, int kHeadDim> __global__ void __launch_bounds__(kThr
     SoftmaxState state = attend_range<kFormat, kHeadDim>(p, seq, head, begin, end, block_acc);
     write_partial(p, seq, head, partition, state, block_acc, kHeadDim);
 }
+// ANCHOR_END: split_the_context_into_partitions
 
+// ANCHOR: merge_the_partitions_in_order
 /* Version 2, second kernel: block (query head, sequence) merges the
  * sequence's partitions in order, one thread per channel. */
 __global__ void merge_partitions_kernel(KernelParams p, int head_dim)
@@ -483,7 +489,7 @@ __global__ void merge_partitions_kernel(KernelParams p, int head_dim)
         p.out[(static_cast<size_t>(seq) * p.n_heads + head) * head_dim + c] = acc / state.sum;
     }
 }
-// ANCHOR_END: split_the_context_into_partitions
+// ANCHOR_END: merge_the_partitions_in_order
 
 // ANCHOR: give_a_group_of_query_heads_a_block
 /* Version 3, first kernel: block (kv head and chunk of its query heads,

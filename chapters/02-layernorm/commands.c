@@ -220,38 +220,151 @@ int apply_command(int argc, char **argv)
     return apply_run(&args, "cpu float vs double reference:", ln_problem_run_cpu);
 }
 
-static void add_gradcheck_row(void *context, size_t n, size_t d, const GradCheckResult *r)
+/* The results of the plan, kept to be printed once all are in: the worst
+ * share of tolerance of each check is known only then. */
+typedef struct {
+    size_t n, d;
+    GradCheckResult result;
+} GradCheckRow;
+
+typedef struct {
+    GradCheckRow *rows;
+    size_t count;
+} GradCheckRows;
+
+static void keep_gradcheck_row(void *context, size_t n, size_t d, const GradCheckResult *r)
 {
-    Table *table = context;
-    bool directional = r->method == CHECK_DIRECTIONAL || r->method == CHECK_COMPLEX_DIRECTIONAL;
-    table_cell(table, "%s", grad_check_method_name(r->method));
-    table_cell(table, "%zu x %zu", n, d);
-    table_cell(table, "%s", grad_tensor_name(r->tensor));
-    table_cell(table, "%zu %s", r->report.count, directional ? "directions" : "values");
-    table_cell(table, "%.1e", r->report.max_abs_error);
-    table_cell(table, "%.1e", r->report.max_rel_error);
-    table_cell(table, "%s%.2g%%", r->report.ok ? "" : "FAIL ", 100.0 * r->report.tolerance_used);
-    table_cell(table, "%zu", r->evaluations);
-    table_cell(table, "%.3f s", r->seconds);
+    GradCheckRows *rows = context;
+    rows->rows = array_resize(rows->rows, rows->count, rows->count + 1, sizeof *rows->rows);
+    rows->rows[rows->count++] = (GradCheckRow){n, d, *r};
+}
+
+static void tolerance_cell(Table *table, const CloseReport *report)
+{
+    table_cell(table, "%s%.2g%%", report->ok ? "" : "FAIL ", 100.0 * report->tolerance_used);
+}
+
+/* Every column of every check, in the order they ran (gradcheck --all). */
+static void print_every_gradcheck_column(const GradCheckRows *rows, TableFormat format)
+{
+    const char *headers[] = {"check",         "shape",        "gradient",         "compared", "max abs error",
+                             "max rel error", "of tolerance", "loss evaluations", "time"};
+    Table *table = table_new(9, headers, "lllrrrrrr");
+    for (size_t i = 0; i < rows->count; i++) {
+        const GradCheckRow *row = &rows->rows[i];
+        const GradCheckResult *r = &row->result;
+        table_cell(table, "%s", grad_check_method_name(r->method));
+        table_cell(table, "%zu x %zu", row->n, row->d);
+        table_cell(table, "%s", grad_tensor_name(r->tensor));
+        table_cell(table, "%zu %s", r->report.count, grad_check_is_directional(r->method) ? "directions" : "values");
+        table_cell(table, "%.1e", r->report.max_abs_error);
+        table_cell(table, "%.1e", r->report.max_rel_error);
+        tolerance_cell(table, &r->report);
+        table_cell(table, "%zu", r->evaluations);
+        table_cell(table, "%.3f s", r->seconds);
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+}
+
+/* Is this row the one of its check (method) that used most of its tolerance? */
+static bool worst_of_its_check(const GradCheckRows *rows, size_t index)
+{
+    const GradCheckResult *r = &rows->rows[index].result;
+    for (size_t i = 0; i < rows->count; i++) {
+        const GradCheckResult *other = &rows->rows[i].result;
+        if (other->method == r->method && other->report.tolerance_used > r->report.tolerance_used)
+            return false;
+    }
+    return true;
+}
+
+static void print_element_checks(const GradCheckRows *rows, TableFormat format)
+{
+    const char *headers[] = {"check", "shape", "gradient", "max abs error", "of tolerance"};
+    Table *table = table_new(5, headers, "lllrr");
+    for (size_t i = 0; i < rows->count; i++) {
+        const GradCheckRow *row = &rows->rows[i];
+        if (grad_check_is_directional(row->result.method))
+            continue;
+        table_cell(table, "%s", grad_check_method_kind(row->result.method));
+        table_cell(table, "%zu x %zu", row->n, row->d);
+        table_cell(table, "%s", grad_tensor_name(row->result.tensor));
+        table_cell(table, "%.1e", row->result.report.max_abs_error);
+        tolerance_cell(table, &row->result.report);
+        if (worst_of_its_check(rows, i))
+            table_bold_last(table);
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+}
+
+static void print_directional_checks(const GradCheckRows *rows, TableFormat format)
+{
+    const char *headers[] = {"check",        "gradient",         "max abs error", "max rel error",
+                             "of tolerance", "loss evaluations", "time"};
+    Table *table = table_new(7, headers, "llrrrrr");
+    for (size_t i = 0; i < rows->count; i++) {
+        const GradCheckRow *row = &rows->rows[i];
+        const GradCheckResult *r = &row->result;
+        if (!grad_check_is_directional(r->method))
+            continue;
+        table_cell(table, "%s", grad_check_method_kind(r->method));
+        table_cell(table, "%s", grad_tensor_name(r->tensor));
+        table_cell(table, "%.1e", r->report.max_abs_error);
+        table_cell(table, "%.1e", r->report.max_rel_error);
+        tolerance_cell(table, &r->report);
+        if (worst_of_its_check(rows, i))
+            table_bold_last(table);
+        table_cell(table, "%zu", r->evaluations);
+        table_cell(table, "%.3f s", r->seconds);
+    }
+    table_print(table, stdout, format);
+    table_free(table);
+}
+
+/* The directional rows share one shape and one count of directions. */
+static const GradCheckRow *first_directional(const GradCheckRows *rows)
+{
+    for (size_t i = 0; i < rows->count; i++)
+        if (grad_check_is_directional(rows->rows[i].result.method))
+            return &rows->rows[i];
+    return NULL;
+}
+
+/* The book's two tables: the checks of every element, then those along
+ * random directions; the worst share of tolerance of each check in bold. */
+static void print_gradcheck_tables(const GradCheckRows *rows, TableFormat format)
+{
+    printf("Every element:\n\n");
+    print_element_checks(rows, format);
+    const GradCheckRow *directional = first_directional(rows);
+    if (directional == NULL)
+        return;
+    printf("\nAlong %zu random directions, on %zu x %zu:\n\n", directional->result.report.count, directional->n,
+           directional->d);
+    print_directional_checks(rows, format);
 }
 
 int gradcheck_command(int argc, char **argv)
 {
     long seed = 1;
-    bool markdown = false;
+    bool markdown = false, all = false;
     const char *norm = NULL;
     const CliOption options[] = {
-        {"--seed",     CLI_INT,    &seed,     0, 1L << 62, "random seed of the points and the directions"},
-        {"--norm",     CLI_STRING, &norm,     0, 0,        norm_help                                     },
-        {"--markdown", CLI_FLAG,   &markdown, 0, 0,        markdown_help                                 },
+        {"--seed",     CLI_INT,    &seed,     0, 1L << 62, "random seed of the points and the directions"    },
+        {"--norm",     CLI_STRING, &norm,     0, 0,        norm_help                                         },
+        {"--all",      CLI_FLAG,   &all,      0, 0,        "one table, every column (counts compared, times)"},
+        {"--markdown", CLI_FLAG,   &markdown, 0, 0,        markdown_help                                     },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    const char *headers[] = {"check",         "shape",        "gradient",         "compared", "max abs error",
-                             "max rel error", "of tolerance", "loss evaluations", "time"};
-    Table *table = table_new(9, headers, "lllrrrrrr");
-    bool ok = grad_check_plan_run(norm_option(norm), (uint64_t)seed, add_gradcheck_row, table);
-    table_print(table, stdout, table_format(markdown));
-    table_free(table);
+    GradCheckRows rows = {0};
+    bool ok = grad_check_plan_run(norm_option(norm), (uint64_t)seed, keep_gradcheck_row, &rows);
+    if (all)
+        print_every_gradcheck_column(&rows, table_format(markdown));
+    else
+        print_gradcheck_tables(&rows, table_format(markdown));
+    array_free(rows.rows);
     return ok ? 0 : 1;
 }
 

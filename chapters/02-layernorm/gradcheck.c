@@ -190,7 +190,7 @@ static const Tolerance check_tolerance[] = {
 };
 // ANCHOR_END: set_gradient_check_tolerances
 
-static bool is_directional(GradCheckMethod method)
+bool grad_check_is_directional(GradCheckMethod method)
 {
     return method == CHECK_DIRECTIONAL || method == CHECK_COMPLEX_DIRECTIONAL;
 }
@@ -334,7 +334,7 @@ GradCheckResult grad_check(const GradProblem *p, GradCheckMethod method, GradTen
     double start = clock_seconds();
     if (method == CHECK_NODE_BY_NODE)
         result.report = check_node_by_node(p, tensor);
-    else if (is_directional(method))
+    else if (grad_check_is_directional(method))
         result.report = check_directions(p, method, tensor, directions, seed, &result.evaluations);
     else
         result.report = check_every_element(p, method, tensor, &result.evaluations);
@@ -389,6 +389,13 @@ const char *grad_check_method_name(GradCheckMethod method)
     if (method < 0 || (size_t)method >= sizeof names / sizeof names[0])
         return "?";
     return names[method];
+}
+
+const char *grad_check_method_kind(GradCheckMethod method)
+{
+    if (method == CHECK_NODE_BY_NODE)
+        return grad_check_method_name(method);
+    return is_complex(method) ? "complex step" : "central differences";
 }
 
 const char *grad_tensor_name(GradTensor tensor)

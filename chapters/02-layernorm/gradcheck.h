@@ -73,6 +73,10 @@ typedef void GradCheckReport(void *context, size_t n, size_t d, const GradCheckR
 bool grad_check_plan_run(NormKind norm, uint64_t seed, GradCheckReport *report, void *context);
 
 const char *grad_check_method_name(GradCheckMethod method);
+/* The name without "every element" or "random directions": "complex step". */
+const char *grad_check_method_kind(GradCheckMethod method);
+/* Along random directions, one number per direction (not every element)? */
+bool grad_check_is_directional(GradCheckMethod method);
 const char *grad_tensor_name(GradTensor tensor);
 
 #endif

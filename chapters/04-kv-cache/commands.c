@@ -348,14 +348,23 @@ int layout_diagram_command(int argc, char **argv)
 
 int memory_command(int argc, char **argv)
 {
-    bool markdown = false;
+    bool markdown = false, all = false;
     long context = MEMORY_DEFAULT_CONTEXT;
     const CliOption options[] = {
         markdown_option(&markdown),
-        {"--context", CLI_INT, &context, 1, 1 << 24, "tokens per sequence of the largest-batch table"},
+        {"--context", CLI_INT,  &context, 1, 1 << 24, "tokens per sequence of the largest-batch table"          },
+        {"--all",     CLI_FLAG, &all,     0, 0,
+                     "every model and column, and the tokens that fit on each card (the book shows the models it discusses)"},
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    memory_report(stdout, format_of(markdown), (int)context);
+    memory_report(stdout, format_of(markdown), (int)context, all);
+    return 0;
+}
+
+int tokens_data_command(int argc, char **argv)
+{
+    cli_parse(argc, argv, NULL, 0, NULL);
+    memory_tokens_figure_data(stdout);
     return 0;
 }
 

@@ -12,6 +12,6 @@ CliCommandFunction generate_command, verify_command, cost_command, cow_demo_comm
 
 /* The experiments that need no model. */
 CliCommandFunction waste_command, waste_data_command, block_diagram_command, layout_diagram_command, memory_command,
-    bench_command, bench_formats_command, attend_command;
+    tokens_data_command, bench_command, bench_formats_command, attend_command;
 
 #endif

@@ -129,6 +129,7 @@ bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, i
     bool ok = kv->reserve(kv, 0, prompt_len);
     if (ok)
         model_forward(model, kv, &(SeqChunk){0, 0, prompt_len, prompt}, 1, logits);
+    // ANCHOR: extend_fork_and_decode_every_step
     for (int t = 0; ok && t < steps; t++) {
         extend_beams(cache, &s, logits, vocab, width, t);
         if (t + 1 == steps)
@@ -141,6 +142,8 @@ bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, i
         if (ok)
             model_forward(model, kv, chunks, width, logits);
     }
+    // ANCHOR_END: extend_fork_and_decode_every_step
+    // ANCHOR: hand_the_final_beams_back
     for (int j = 0; j < s.n_live; j++)
         kv->release(kv, s.live[j].slot);
     if (s.live != beams)
@@ -155,6 +158,7 @@ bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, i
     array_free(s.free_slots);
     array_free(logits);
     array_free(chunks);
+    // ANCHOR_END: hand_the_final_beams_back
     return ok;
 }
 // ANCHOR_END: search_with_forked_beams

@@ -23,6 +23,7 @@ static const CliCommand COMMANDS[] = {
     {"preempt-demo",   preempt_demo_command,   "too few blocks: preemption and refusal"                                           },
     {"accuracy",       accuracy_command,       "quantized caches against float32 over a 256-token generation"                     },
     {"memory",         memory_command,         "the KV cache of real models: bytes per token, what fits on a card, FLOPs per byte"},
+    {"tokens-data",    tokens_data_command,    "the tokens of cache that fit on a card, as data for the figure"                   },
     {"gpu-check",      gpu_check_command,      "check the CUDA decode kernels against the double reference"                       },
     {"gpu-bench",      gpu_bench_command,      "check, then time the CUDA decode kernels; write a stamped results file"           },
     {"gpu-resources",  gpu_resources_command,  "registers, spills, occupancy of each kernel, from ptxas"                          },

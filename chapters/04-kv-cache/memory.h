@@ -6,6 +6,7 @@
 #ifndef CHAPTERS_04_KV_CACHE_MEMORY_H
 #define CHAPTERS_04_KV_CACHE_MEMORY_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "common/table.h"
@@ -45,6 +46,29 @@ double decode_attention_intensity(const ModelSpec *model, KvFormat format);
 /* The context of the batch table unless `kv_cache memory --context` says otherwise. */
 #define MEMORY_DEFAULT_CONTEXT 8192
 
-void memory_report(FILE *out, TableFormat format, int context);
+/* The card the prose measures one long sequence against. */
+#define LONG_CONTEXT_CARD_GIB 40.0
+
+/* The pair the prose compares for grouped-query attention: within a family
+ * (the name up to its last '-'), the larger model with the smaller cache per
+ * token, the pair with the largest ratio of cache; -1, -1 if there is none. */
+typedef struct {
+    int larger, smaller; /* indices into REAL_MODELS */
+} GqaPair;
+GqaPair memory_gqa_pair(void);
+
+/* Does one sequence at the model's longest context, in fp16, hold at least
+ * as much cache as a card of LONG_CONTEXT_CARD_GIB has memory? */
+bool memory_sequence_fills_a_card(const ModelSpec *model);
+
+/* The book's tables: the models the prose discusses and the columns it uses,
+ * the cells its claims are about in bold (Markdown); `all`: every model and
+ * every column, and the tokens that fit on each card in every format. */
+void memory_report(FILE *out, TableFormat format, int context, bool all);
+
+/* The tokens that fit beside the weights on the figure's cards, in fp16, FP8
+ * and INT4, as gnuplot data: one block per card, NaN where the weights alone
+ * do not fit. */
+void memory_tokens_figure_data(FILE *out);
 
 #endif

@@ -7,7 +7,7 @@ set -u
 cli_program ../../chapters/04-kv-cache/kv_cache
 
 commands="generate verify cost waste waste-data bench bench-formats attend block-diagram layout-diagram cow-demo prefix-demo preempt-demo
-accuracy memory gpu-check gpu-bench gpu-results"
+accuracy memory tokens-data gpu-check gpu-bench gpu-results"
 
 accepts --help
 for command in $commands; do
@@ -77,6 +77,8 @@ name="kv_cache waste"
 rejects_mentioning "--requests" waste --requests 0
 name="kv_cache waste-data"
 rejects_saying "unknown option '--markdown' (see --help)" waste-data --markdown
+name="kv_cache tokens-data"
+rejects_saying "unexpected argument 'memory' (options start with --; see --help)" tokens-data memory
 
 name="kv_cache attend"
 rejects_mentioning "q.npy" attend --load /nonexistent-directory --save "$scratch"
@@ -101,6 +103,10 @@ name=kv_cache
 accepts memory
 if ! grep -q "Llama-3.1-405B" "$out"; then
     fail "kv_cache memory should list the real models"
+fi
+accepts memory --all
+if [ "$(grep -c '^Mistral-7B ' "$out")" -ne 6 ]; then
+    fail "kv_cache memory --all should list every model in all six tables"
 fi
 accepts memory --context 32768
 if ! grep -q "sequences of 32768 tokens" "$out"; then

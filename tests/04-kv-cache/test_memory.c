@@ -4,6 +4,8 @@
  * INT4 add their scales, FP8 has none in its blocks; tokens that fit, the
  * largest batch at a context and FLOPs per byte follow. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "chapters/04-kv-cache/memory.h"
@@ -103,11 +105,145 @@ static void largest_batches(void)
            "no batch at all where the weights do not fit");
 }
 
+/* The pair the prose names for grouped-query attention, and what makes it
+ * that: the larger model shares its kv heads, the smaller does not, and the
+ * larger keeps the smaller cache per token. */
+static void the_gqa_pair_of_the_prose(void)
+{
+    GqaPair pair = memory_gqa_pair();
+    EXPECT(pair.larger >= 0 && pair.smaller >= 0, "a pair is found");
+    if (pair.larger < 0 || pair.smaller < 0)
+        return;
+    const ModelSpec *larger = &REAL_MODELS[pair.larger], *smaller = &REAL_MODELS[pair.smaller];
+    EXPECT(strcmp(larger->name, "Llama-2-70B") == 0 && strcmp(smaller->name, "Llama-2-13B") == 0,
+           "the prose's pair, Llama-2-70B and Llama-2-13B: got %s and %s", larger->name, smaller->name);
+    EXPECT(larger->n_kv_heads < larger->n_heads && smaller->n_kv_heads == smaller->n_heads,
+           "the larger shares kv heads, the smaller has one per query head");
+    double by_hand_larger = 2.0 * 2 * larger->layers * larger->n_kv_heads * larger->head_dim;
+    double by_hand_smaller = 2.0 * 2 * smaller->layers * smaller->n_kv_heads * smaller->head_dim;
+    EXPECT(larger->parameters > smaller->parameters && by_hand_larger < by_hand_smaller,
+           "more parameters, fewer bytes per token: %.0f against %.0f", by_hand_larger, by_hand_smaller);
+}
+
+/* "One sequence at the full context of Llama-3.1-405B, or of Qwen2.5-72B,
+ * holds as much cache as a 40 GB card has memory, or more": those two and no
+ * other, by the bytes written out by hand. */
+static void the_sequences_that_fill_a_card(void)
+{
+    for (int i = 0; i < REAL_MODEL_COUNT; i++) {
+        const ModelSpec *m = &REAL_MODELS[i];
+        double bytes = (double)m->max_context * 2 * 2 * m->layers * m->n_kv_heads * m->head_dim;
+        bool named = strcmp(m->name, "Llama-3.1-405B") == 0 || strcmp(m->name, "Qwen2.5-72B") == 0;
+        EXPECT(memory_sequence_fills_a_card(m) == (bytes >= 40 * 1073741824.0), "%s: %.2f GiB against the 40 GiB card",
+               m->name, bytes / 1073741824.0);
+        EXPECT(memory_sequence_fills_a_card(m) == named, "%s: %s the prose names", m->name,
+               named ? "one of the models" : "not a model");
+    }
+}
+
+/* "Decode attention is more than an order of magnitude below the ridge for
+ * every model, and more than two for those without grouped-query attention":
+ * (query heads / kv heads) FLOPs per byte in fp16, against 989 TFLOP/s over
+ * 4.8 TB/s. */
+static void below_the_ridge(void)
+{
+    double ridge = 989e12 / 4.8e12;
+    for (int i = 0; i < REAL_MODEL_COUNT; i++) {
+        const ModelSpec *m = &REAL_MODELS[i];
+        double intensity = decode_attention_intensity(m, KV_FORMAT_FP16);
+        EXPECT(intensity < ridge / 10, "%s: %.1f FLOPs per byte, under a tenth of %.0f", m->name, intensity, ridge);
+        EXPECT(m->n_kv_heads < m->n_heads || intensity < ridge / 100, "%s without GQA: under a hundredth", m->name);
+    }
+}
+
+/* The figure's data: a block per card, every model in every block (none
+ * dropped), NaN exactly where the fp16 weights do not fit in 90% of the card,
+ * and FP8 holding twice the tokens of fp16 (to a token: each is floored). */
+static void the_tokens_figure_data(void)
+{
+    char *text = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&text, &size);
+    memory_tokens_figure_data(out);
+    fclose(out);
+    int blocks = 0, rows = 0;
+    double card = 0.0;
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line != NULL; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#')
+            continue;
+        if (line[0] == '"') {
+            EXPECT(blocks == 0 || rows == REAL_MODEL_COUNT, "block %d has all %d models", blocks, REAL_MODEL_COUNT);
+            card = atof(line + 1); /* "141 GB (H200)": 141 */
+            blocks++;
+            rows = 0;
+            continue;
+        }
+        char name[64];
+        double fp16, fp8, int4;
+        EXPECT(sscanf(line, "%63s %lf %lf %lf", name, &fp16, &fp8, &int4) == 4, "a model and three counts: %s", line);
+        const ModelSpec *m = find_model(name);
+        EXPECT(m != NULL && m == &REAL_MODELS[rows], "row %d is model %d: %s", rows, rows, name);
+        if (m != NULL) {
+            bool fit = 2 * m->parameters < 0.9 * card * 1073741824.0;
+            EXPECT(fit == !isnan(fp16) && fit == !isnan(fp8) && fit == !isnan(int4),
+                   "%s on %.0f GB: NaN exactly where the weights do not fit", name, card);
+            EXPECT(!fit || (fp8 >= 2 * fp16 && fp8 <= 2 * fp16 + 1 && int4 > 3.5 * fp16),
+                   "%s on %.0f GB: FP8 twice fp16, INT4 256/72 of it", name, card);
+        }
+        rows++;
+    }
+    EXPECT(blocks == 3 && rows == REAL_MODEL_COUNT, "three cards of %d models: %d blocks", REAL_MODEL_COUNT, blocks);
+    free(text);
+}
+
+static int count_of(const char *text, const char *needle)
+{
+    int count = 0;
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle))
+        count++;
+    return count;
+}
+
+/* The book's tables: the bold cells are the claims' (the GQA pair's bytes per
+ * token, the two sequences that fill a card, the share closest to the ridge),
+ * each on a row that is shown; --all shows every model in each of its six
+ * tables. */
+static void the_book_and_the_full_report(void)
+{
+    char *book = NULL, *all = NULL;
+    size_t size = 0;
+    FILE *out = open_memstream(&book, &size);
+    memory_report(out, TABLE_MARKDOWN, 8192, false);
+    fclose(out);
+    EXPECT(count_of(book, "**") == 2 * 5, "five bold cells:\n%s", book);
+    EXPECT(strstr(book, "**320.0**") != NULL && strstr(book, "**800.0**") != NULL, "the GQA pair's KiB per token");
+    EXPECT(strstr(book, "**63.00 GiB**") != NULL && strstr(book, "**40.00 GiB**") != NULL,
+           "the two sequences that fill a 40 GB card");
+    EXPECT(count_of(book, "Mistral-7B") == 1, "Mistral-7B only in the batch table, which shows every row it can");
+    out = open_memstream(&all, &size);
+    memory_report(out, TABLE_MARKDOWN, 8192, true);
+    fclose(out);
+    EXPECT(strstr(all, "**") == NULL, "nothing bold in the full tables");
+    for (int i = 0; i < REAL_MODEL_COUNT; i++) {
+        char row[64];
+        snprintf(row, sizeof row, "| %s ", REAL_MODELS[i].name);
+        EXPECT(count_of(all, row) == 6, "%s in all six tables of --all", REAL_MODELS[i].name);
+    }
+    free(book);
+    free(all);
+}
+
 int main(void)
 {
     published_figures();
     every_model_by_the_formula();
     tokens_beside_the_weights();
     largest_batches();
+    below_the_ridge();
+    the_gqa_pair_of_the_prose();
+    the_sequences_that_fill_a_card();
+    the_tokens_figure_data();
+    the_book_and_the_full_report();
     return test_finish();
 }

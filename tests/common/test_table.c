@@ -71,6 +71,39 @@ static void test_growth_and_empty(void)
     table_free(NULL);
 }
 
+/* A bold cell is wider by its four asterisks in Markdown and its column
+ * stays aligned; plain text prints the cell as it is. */
+static void test_bold(void)
+{
+    const char *headers[] = {"model", "KiB"};
+    Table *table = table_new(2, headers, "lr");
+    table_cell(table, "small");
+    table_cell(table, "%d", 800);
+    table_bold_last(table);
+    table_cell(table, "large");
+    table_cell(table, "%d", 320);
+    expect_printed(table, TABLE_MARKDOWN,
+                   "| model |     KiB |\n"
+                   "|:------|--------:|\n"
+                   "| small | **800** |\n"
+                   "| large |     320 |\n",
+                   "the bold cell in ** and its column padded to fit it");
+    expect_printed(table, TABLE_TEXT,
+                   "model  KiB\n"
+                   "-----  ---\n"
+                   "small  800\n"
+                   "large  320\n",
+                   "plain text unchanged by bold");
+    table_free(table);
+}
+
+static void bold_before_any_cell(void *ctx)
+{
+    (void)ctx;
+    const char *headers[] = {"a"};
+    table_bold_last(table_new(1, headers, "l"));
+}
+
 static void print_short_row(void *ctx)
 {
     (void)ctx;
@@ -99,6 +132,9 @@ int main(int argc, char **argv)
     cli_set_program_name(argv[0]);
     test_formats();
     test_growth_and_empty();
+    test_bold();
+    expect_one_line_exit_1(bold_before_any_cell, "test_table: error: table_bold_last: the table has no cell yet\n",
+                           "bold before any cell stops the program");
     expect_one_line_exit_1(print_short_row, "test_table: error: table_print: the last row has 1 of 3 cells\n",
                            "a short last row stops the program");
     expect_one_line_exit_1(

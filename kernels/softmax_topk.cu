@@ -12,8 +12,8 @@ namespace softmax_topk_kernels
 
 constexpr unsigned kFullMask = 0xffffffffu;
 /* Version 5 selects with 8-bit digits, 4 for a 32-bit key. */
-constexpr int kRadixBits = 8;
-constexpr int kRadixDigits = 1 << kRadixBits;
+constexpr int kRadixBits = TOPK_RADIX_BITS;
+constexpr int kRadixDigits = TOPK_RADIX_DIGITS;
 
 /* ---- Warp-level pieces ------------------------------------------------ */
 
@@ -564,14 +564,6 @@ __device__ SoftmaxState block_merge_states(SoftmaxState state, SoftmaxState *sta
     return block;
 }
 
-/* The K-th key of a row, found digit by digit from the top: `prefix` holds
- * the digits found so far (the bits in `mask`), and `above` counts the keys
- * of the row above every key that starts with the prefix. */
-struct RadixSelection {
-    uint32_t prefix, mask;
-    int above;
-};
-
 /* Count the keys of the row that start with the prefix, by their next
  * digit (bits shift .. shift + 7). The first pass (mask 0: every key) also
  * returns this thread's online state of the row. */
@@ -589,9 +581,9 @@ __device__ SoftmaxState count_digits(const float *x, int vocab, RadixSelection s
         if (kWithState) {
             state = softmax_state_push(state, value);
         }
-        uint32_t key = topk_radix_key(value);
-        if ((key & selection.mask) == selection.prefix) {
-            atomicAdd(&histogram[(key >> shift) % kRadixDigits], 1u);
+        int bin = topk_radix_bin(topk_radix_key(value), selection, shift);
+        if (bin >= 0) {
+            atomicAdd(&histogram[bin], 1u);
         }
     }
     __syncthreads();
@@ -599,24 +591,11 @@ __device__ SoftmaxState count_digits(const float *x, int vocab, RadixSelection s
 }
 
 // ANCHOR: select_the_kth_key_digit_by_digit
-/* One thread walks the digits from the largest down, adding their counts
- * to `above` while that stays below k: the K-th key's digit is the one
- * where the count would reach k. Invariant: above < k, and at least
- * k - above keys start with the prefix, so the walk stops at a digit. */
-__device__ void select_digit(const unsigned *histogram, int shift, int k, RadixSelection *selection)
-{
-    int digit = kRadixDigits - 1;
-    while (selection->above + static_cast<int>(histogram[digit]) < k) {
-        selection->above += static_cast<int>(histogram[digit]);
-        digit--;
-    }
-    selection->prefix |= static_cast<uint32_t>(digit) << shift;
-    selection->mask |= static_cast<uint32_t>(kRadixDigits - 1) << shift;
-}
-
-/* After the 4 digits, prefix is the K-th key itself: `above` keys are
- * larger, and the K-th is among those equal to it. The first pass also
- * makes this thread's online state of the row. */
+/* Four passes, each counting the keys that start with the prefix by their
+ * next digit; after each, one thread picks the digit. After the 4 digits,
+ * prefix is the K-th key itself: `above` keys are larger, and the K-th is
+ * among those equal to it. The first pass also makes this thread's online
+ * state of the row. */
 __device__ RadixSelection select_kth_key(const float *x, int vocab, int k, unsigned *histogram,
                                          RadixSelection *shared_selection, SoftmaxState *state)
 {
@@ -628,7 +607,7 @@ __device__ RadixSelection select_kth_key(const float *x, int vocab, int k, unsig
             count_digits<false>(x, vocab, selection, shift, histogram);
         }
         if (threadIdx.x == 0) {
-            select_digit(histogram, shift, k, &selection);
+            topk_radix_select_digit(histogram, shift, k, &selection);
             *shared_selection = selection;
         }
         __syncthreads();

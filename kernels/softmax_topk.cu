@@ -246,21 +246,17 @@ __device__ void warp_scan_float4s(const float *row, int begin, int end, int memb
     const int lane = lane_id();
     const float *slice = row + begin;
     int length = end - begin;
-    int head = static_cast<int>((16u - (reinterpret_cast<uintptr_t>(slice) & 15u)) & 15u) / 4;
-    head = min(head, length);
-    int vectors = (length - head) / 4;
-    int tail_begin = head + 4 * vectors;
-    const float4 *body = reinterpret_cast<const float4 *>(slice + head);
+    Float4Split split = float4_split(reinterpret_cast<uintptr_t>(slice), length);
+    const float4 *body = reinterpret_cast<const float4 *>(slice + split.head);
 
-    for (int base = member * kWarpSize; base < vectors; base += members * kWarpSize) {
+    for (int base = member * kWarpSize; base < split.vectors; base += members * kWarpSize) {
         int v = base + lane;
-        bool valid = v < vectors;
+        bool valid = v < split.vectors;
         float4 q = valid ? body[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        visit_vector(q, begin + head + 4 * v, valid);
+        visit_vector(q, begin + split.head + 4 * v, valid);
     }
     if (member == 0) {
-        int tail = length - tail_begin;
-        int local = lane < head ? lane : lane >= 4 && lane - 4 < tail ? tail_begin + lane - 4 : -1;
+        int local = float4_scalar_index(split, length, lane);
         bool valid = local >= 0;
         visit_scalar(valid ? slice[local] : 0.0f, begin + local, valid);
     }

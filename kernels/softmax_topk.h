@@ -239,6 +239,35 @@ HOST_DEVICE static inline bool merge_tree_absorbs(int i, int span, int count)
 }
 // ANCHOR_END: pair_partial_states_in_a_tree
 
+// ANCHOR: split_a_slice_for_vector_loads
+/* A slice of `length` floats at `address`, read as float4s, which must be
+ * 16-byte aligned: `head` floats (up to 3) before the first aligned
+ * address, `vectors` whole float4s, then the tail from `tail_begin` (up to
+ * 3 floats). Indices count from the slice's start. */
+typedef struct {
+    int head, vectors, tail_begin;
+} Float4Split;
+
+HOST_DEVICE static inline Float4Split float4_split(uintptr_t address, int length)
+{
+    int head = (int)((16u - (address & 15u)) & 15u) / 4;
+    Float4Split split;
+    split.head = head < length ? head : length;
+    split.vectors = (length - split.head) / 4;
+    split.tail_begin = split.head + 4 * split.vectors;
+    return split;
+}
+
+/* The head and tail are read one float per lane, by one warp: lanes 0-2
+ * the head, lanes 4-6 the tail. The index in the slice that `lane` reads,
+ * or -1 for none. */
+HOST_DEVICE static inline int float4_scalar_index(Float4Split split, int length, int lane)
+{
+    int tail = length - split.tail_begin;
+    return lane < split.head ? lane : lane >= 4 && lane - 4 < tail ? split.tail_begin + lane - 4 : -1;
+}
+// ANCHOR_END: split_a_slice_for_vector_loads
+
 /* One compare-exchange of a bitonic sorting network that sorts `list` best
  * first: element i at the stage that builds sorted runs of `run` elements,
  * comparing partners `stride` apart. The full sort of 2^m elements runs

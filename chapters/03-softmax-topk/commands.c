@@ -9,6 +9,7 @@
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/keep_ties.h"
+#include "chapters/03-softmax-topk/lanes_diagram.h"
 #include "chapters/03-softmax-topk/merge_demo.h"
 #include "chapters/03-softmax-topk/merge_tree.h"
 #include "chapters/03-softmax-topk/radix_select.h"
@@ -434,6 +435,23 @@ int merge_tree_diagram_command(int argc, char **argv)
     }
     int merge_group = across_block ? EMULATED_BLOCK_WARPS : EMULATED_BLOCK_WARPS / (int)rows_per_block;
     write_seeded_merge_tree_diagram(stdout, (size_t)vocab, (int)rows_per_block, merge_group, (uint64_t)seed);
+    return 0;
+}
+
+int lanes_diagram_command(int argc, char **argv)
+{
+    long vocab = 203, row = 1, warps = 2;
+    const CliOption options[] = {
+        {"--vocab", CLI_INT, &vocab, 1, 4096,                 "V: logits per row"                                                      },
+        {"--row",   CLI_INT, &row,   0, 1000,                 "the row drawn, of rows stored one after another from an aligned address"},
+        {"--warps", CLI_INT, &warps, 1, EMULATED_BLOCK_WARPS, "warps sharing the row in the float4 scan: 1, 2, 4 or 8"                 },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    /* The launchers give a row a power of two of the block's warps. */
+    if (EMULATED_BLOCK_WARPS % warps != 0) {
+        cli_fail("--warps must be 1, 2, 4 or 8, got %ld", warps);
+    }
+    write_lanes_diagram(stdout, (int)vocab, (int)row, (int)warps);
     return 0;
 }
 

@@ -19,6 +19,7 @@ static const CliCommand COMMANDS[] = {
     {"admissions-data",    admissions_data_command,    "the data of the figure: logits admitted to the top K along a row"                     },
     {"merge-tree-diagram", merge_tree_diagram_command, "the figure of the warps' merge tree, as Graphviz DOT"                                 },
     {"radix-data",         radix_data_command,         "the data of the figure: the four histograms of radix select on one row"               },
+    {"lanes-diagram",      lanes_diagram_command,      "the figure of which lane reads which logit of a row, as Graphviz DOT"                 },
     {"gpu-run",            gpu_run_command,            "run, on a GPU kernel"                                                                 },
     {"gpu-apply",          gpu_apply_command,          "apply, on a GPU kernel"                                                               },
     {"gpu-sample",         gpu_sample_command,         "sample, on a GPU kernel"                                                              },

@@ -12,8 +12,8 @@ namespace softmax_topk_kernels
 
 constexpr unsigned kFullMask = 0xffffffffu;
 /* Version 5 selects with 8-bit digits, 4 for a 32-bit key. */
-constexpr int kRadixBits = 8;
-constexpr int kRadixDigits = 1 << kRadixBits;
+constexpr int kRadixBits = TOPK_RADIX_BITS;
+constexpr int kRadixDigits = TOPK_RADIX_DIGITS;
 
 /* ---- Warp-level pieces ------------------------------------------------ */
 
@@ -246,21 +246,17 @@ __device__ void warp_scan_float4s(const float *row, int begin, int end, int memb
     const int lane = lane_id();
     const float *slice = row + begin;
     int length = end - begin;
-    int head = static_cast<int>((16u - (reinterpret_cast<uintptr_t>(slice) & 15u)) & 15u) / 4;
-    head = min(head, length);
-    int vectors = (length - head) / 4;
-    int tail_begin = head + 4 * vectors;
-    const float4 *body = reinterpret_cast<const float4 *>(slice + head);
+    Float4Split split = float4_split(reinterpret_cast<uintptr_t>(slice), length);
+    const float4 *body = reinterpret_cast<const float4 *>(slice + split.head);
 
-    for (int base = member * kWarpSize; base < vectors; base += members * kWarpSize) {
+    for (int base = member * kWarpSize; base < split.vectors; base += members * kWarpSize) {
         int v = base + lane;
-        bool valid = v < vectors;
+        bool valid = v < split.vectors;
         float4 q = valid ? body[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        visit_vector(q, begin + head + 4 * v, valid);
+        visit_vector(q, begin + split.head + 4 * v, valid);
     }
     if (member == 0) {
-        int tail = length - tail_begin;
-        int local = lane < head ? lane : lane >= 4 && lane - 4 < tail ? tail_begin + lane - 4 : -1;
+        int local = float4_scalar_index(split, length, lane);
         bool valid = local >= 0;
         visit_scalar(valid ? slice[local] : 0.0f, begin + local, valid);
     }
@@ -564,14 +560,6 @@ __device__ SoftmaxState block_merge_states(SoftmaxState state, SoftmaxState *sta
     return block;
 }
 
-/* The K-th key of a row, found digit by digit from the top: `prefix` holds
- * the digits found so far (the bits in `mask`), and `above` counts the keys
- * of the row above every key that starts with the prefix. */
-struct RadixSelection {
-    uint32_t prefix, mask;
-    int above;
-};
-
 /* Count the keys of the row that start with the prefix, by their next
  * digit (bits shift .. shift + 7). The first pass (mask 0: every key) also
  * returns this thread's online state of the row. */
@@ -589,9 +577,9 @@ __device__ SoftmaxState count_digits(const float *x, int vocab, RadixSelection s
         if (kWithState) {
             state = softmax_state_push(state, value);
         }
-        uint32_t key = topk_radix_key(value);
-        if ((key & selection.mask) == selection.prefix) {
-            atomicAdd(&histogram[(key >> shift) % kRadixDigits], 1u);
+        int bin = topk_radix_bin(topk_radix_key(value), selection, shift);
+        if (bin >= 0) {
+            atomicAdd(&histogram[bin], 1u);
         }
     }
     __syncthreads();
@@ -599,24 +587,11 @@ __device__ SoftmaxState count_digits(const float *x, int vocab, RadixSelection s
 }
 
 // ANCHOR: select_the_kth_key_digit_by_digit
-/* One thread walks the digits from the largest down, adding their counts
- * to `above` while that stays below k: the K-th key's digit is the one
- * where the count would reach k. Invariant: above < k, and at least
- * k - above keys start with the prefix, so the walk stops at a digit. */
-__device__ void select_digit(const unsigned *histogram, int shift, int k, RadixSelection *selection)
-{
-    int digit = kRadixDigits - 1;
-    while (selection->above + static_cast<int>(histogram[digit]) < k) {
-        selection->above += static_cast<int>(histogram[digit]);
-        digit--;
-    }
-    selection->prefix |= static_cast<uint32_t>(digit) << shift;
-    selection->mask |= static_cast<uint32_t>(kRadixDigits - 1) << shift;
-}
-
-/* After the 4 digits, prefix is the K-th key itself: `above` keys are
- * larger, and the K-th is among those equal to it. The first pass also
- * makes this thread's online state of the row. */
+/* Four passes, each counting the keys that start with the prefix by their
+ * next digit; after each, one thread picks the digit. After the 4 digits,
+ * prefix is the K-th key itself: `above` keys are larger, and the K-th is
+ * among those equal to it. The first pass also makes this thread's online
+ * state of the row. */
 __device__ RadixSelection select_kth_key(const float *x, int vocab, int k, unsigned *histogram,
                                          RadixSelection *shared_selection, SoftmaxState *state)
 {
@@ -628,7 +603,7 @@ __device__ RadixSelection select_kth_key(const float *x, int vocab, int k, unsig
             count_digits<false>(x, vocab, selection, shift, histogram);
         }
         if (threadIdx.x == 0) {
-            select_digit(histogram, shift, k, &selection);
+            topk_radix_select_digit(histogram, shift, k, &selection);
             *shared_selection = selection;
         }
         __syncthreads();

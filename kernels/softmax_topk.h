@@ -103,6 +103,45 @@ HOST_DEVICE static inline uint32_t topk_radix_key(float x)
 }
 // ANCHOR_END: map_a_logit_to_an_ordered_key
 
+/* Radix select (version 5) finds the K-th key of a row 8 bits at a time,
+ * from the top: 4 passes over the row, each counting keys in 256 bins. */
+#define TOPK_RADIX_BITS 8
+#define TOPK_RADIX_DIGITS (1 << TOPK_RADIX_BITS)
+
+/* The K-th key, as far as it is known: `prefix` holds the digits found so
+ * far (the bits in `mask`), and `above` counts the keys of the row above
+ * every key that starts with the prefix. */
+typedef struct {
+    uint32_t prefix, mask;
+    int above;
+} RadixSelection;
+
+/* The bin a key is counted in by the pass that reads its digit at bits
+ * shift .. shift + 7, or -1 if it does not start with the prefix (that
+ * pass does not count it). */
+HOST_DEVICE static inline int topk_radix_bin(uint32_t key, RadixSelection selection, int shift)
+{
+    return (key & selection.mask) == selection.prefix ? (int)((key >> shift) % TOPK_RADIX_DIGITS) : -1;
+}
+
+// ANCHOR: pick_the_digit_where_the_count_reaches_k
+/* Walk the digits from the largest down, adding their counts to `above`
+ * while that stays below k: the K-th key's digit is the one where the count
+ * would reach k. Invariant: above < k, and at least k - above keys start
+ * with the prefix, so the walk stops at a digit. */
+HOST_DEVICE static inline void topk_radix_select_digit(const unsigned *histogram, int shift, int k,
+                                                       RadixSelection *selection)
+{
+    int digit = TOPK_RADIX_DIGITS - 1;
+    while (selection->above + (int)histogram[digit] < k) {
+        selection->above += (int)histogram[digit];
+        digit--;
+    }
+    selection->prefix |= (uint32_t)digit << shift;
+    selection->mask |= (uint32_t)(TOPK_RADIX_DIGITS - 1) << shift;
+}
+// ANCHOR_END: pick_the_digit_where_the_count_reaches_k
+
 // ANCHOR: map_an_entry_to_a_64_bit_key
 /* A 64-bit key whose unsigned order is topk_ranks_before's, index included:
  * the logit's key above, and below it the index flipped, since the lower
@@ -199,6 +238,35 @@ HOST_DEVICE static inline bool merge_tree_absorbs(int i, int span, int count)
     return i % (2 * span) == 0 && i + span < count;
 }
 // ANCHOR_END: pair_partial_states_in_a_tree
+
+// ANCHOR: split_a_slice_for_vector_loads
+/* A slice of `length` floats at `address`, read as float4s, which must be
+ * 16-byte aligned: `head` floats (up to 3) before the first aligned
+ * address, `vectors` whole float4s, then the tail from `tail_begin` (up to
+ * 3 floats). Indices count from the slice's start. */
+typedef struct {
+    int head, vectors, tail_begin;
+} Float4Split;
+
+HOST_DEVICE static inline Float4Split float4_split(uintptr_t address, int length)
+{
+    int head = (int)((16u - (address & 15u)) & 15u) / 4;
+    Float4Split split;
+    split.head = head < length ? head : length;
+    split.vectors = (length - split.head) / 4;
+    split.tail_begin = split.head + 4 * split.vectors;
+    return split;
+}
+
+/* The head and tail are read one float per lane, by one warp: lanes 0-2
+ * the head, lanes 4-6 the tail. The index in the slice that `lane` reads,
+ * or -1 for none. */
+HOST_DEVICE static inline int float4_scalar_index(Float4Split split, int length, int lane)
+{
+    int tail = length - split.tail_begin;
+    return lane < split.head ? lane : lane >= 4 && lane - 4 < tail ? split.tail_begin + lane - 4 : -1;
+}
+// ANCHOR_END: split_a_slice_for_vector_loads
 
 /* One compare-exchange of a bitonic sorting network that sorts `list` best
  * first: element i at the stage that builds sorted runs of `run` elements,

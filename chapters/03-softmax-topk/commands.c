@@ -9,7 +9,10 @@
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/keep_ties.h"
+#include "chapters/03-softmax-topk/lanes_diagram.h"
 #include "chapters/03-softmax-topk/merge_demo.h"
+#include "chapters/03-softmax-topk/merge_tree.h"
+#include "chapters/03-softmax-topk/radix_select.h"
 #include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
@@ -412,6 +415,59 @@ int admissions_data_command(int argc, char **argv)
 {
     cli_parse(argc, argv, NULL, 0, NULL);
     write_admissions_data(stdout);
+    return 0;
+}
+
+int merge_tree_diagram_command(int argc, char **argv)
+{
+    long rows_per_block = 1, vocab = 1000, seed = 2018;
+    bool across_block = false;
+    const CliOption options[] = {
+        {"--rows-per-block", CLI_INT,  &rows_per_block, 1, EMULATED_BLOCK_WARPS,
+         "rows of the block of 8 warps: 1, 2, 4 or 8"                                                                    },
+        {"--across-block",   CLI_FLAG, &across_block,   0, 0,                    "merge across the whole block (the bug)"},
+        {"--vocab",          CLI_INT,  &vocab,          1, 1 << 20,              "V: logits per row"                     },
+        {"--seed",           CLI_INT,  &seed,           0, 1e18,                 "random seed of the rows"               },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (EMULATED_BLOCK_WARPS % rows_per_block != 0) {
+        cli_fail("--rows-per-block must be 1, 2, 4 or 8, got %ld", rows_per_block);
+    }
+    int merge_group = across_block ? EMULATED_BLOCK_WARPS : EMULATED_BLOCK_WARPS / (int)rows_per_block;
+    write_seeded_merge_tree_diagram(stdout, (size_t)vocab, (int)rows_per_block, merge_group, (uint64_t)seed);
+    return 0;
+}
+
+int lanes_diagram_command(int argc, char **argv)
+{
+    long vocab = 203, row = 1, warps = 2;
+    const CliOption options[] = {
+        {"--vocab", CLI_INT, &vocab, 1, 4096,                 "V: logits per row"                                                      },
+        {"--row",   CLI_INT, &row,   0, 1000,                 "the row drawn, of rows stored one after another from an aligned address"},
+        {"--warps", CLI_INT, &warps, 1, EMULATED_BLOCK_WARPS, "warps sharing the row in the float4 scan: 1, 2, 4 or 8"                 },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    /* The launchers give a row a power of two of the block's warps. */
+    if (EMULATED_BLOCK_WARPS % warps != 0) {
+        cli_fail("--warps must be 1, 2, 4 or 8, got %ld", warps);
+    }
+    write_lanes_diagram(stdout, (int)vocab, (int)row, (int)warps);
+    return 0;
+}
+
+int radix_data_command(int argc, char **argv)
+{
+    long vocab = 128256, k = 1000, seed = 1;
+    const CliOption options[] = {
+        {"--vocab", CLI_INT, &vocab, 1, 1 << 30, "V: logits per row"                      },
+        {"-k",      CLI_INT, &k,     1, 1 << 30, "K: the rank of the key the select finds"},
+        {"--seed",  CLI_INT, &seed,  0, 1e18,    "random seed of the row (normal(0, 3))"  },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (k > vocab) {
+        cli_fail("-k %ld is larger than V = %ld", k, vocab);
+    }
+    write_radix_histogram_data(stdout, (size_t)vocab, (int)k, (uint64_t)seed);
     return 0;
 }
 

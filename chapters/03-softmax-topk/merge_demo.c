@@ -11,12 +11,7 @@
  * 4 logits, taken in turn by the warps of the row. */
 enum { LOGITS_PER_WARP_STEP = 128 };
 
-typedef struct {
-    SoftmaxState state;
-    TopkEntry *list; /* k entries, sorted best first */
-} Partial;
-
-static void scan_warp_share(const float *row, size_t vocab, int member, int members, int k, Partial *partial)
+void scan_warp_share(const float *row, size_t vocab, int member, int members, int k, Partial *partial)
 {
     partial->state = softmax_state_empty();
     topk_fill_sentinels(partial->list, k);

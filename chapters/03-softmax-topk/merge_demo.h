@@ -17,8 +17,20 @@
 #include <stdint.h>
 
 #include "common/table.h"
+#include "kernels/softmax_topk.h"
 
 #define EMULATED_BLOCK_WARPS 8
+
+/* A warp's partial state of its share of a row. */
+typedef struct {
+    SoftmaxState state;
+    TopkEntry *list; /* k entries, sorted best first */
+} Partial;
+
+/* The partial state of member `member` of the `members` warps that share
+ * row [vocab]: the logits it reads, in steps of 32 lanes x 4 logits taken
+ * by the warps in turn, pushed into its online state and its list. */
+void scan_warp_share(const float *row, size_t vocab, int member, int members, int k, Partial *partial);
 
 /* logits [rows_per_block, vocab] -> probs, indices [rows_per_block, k], with
  * rows_per_block in {1, 2, 4, 8}. merge_group is the number of consecutive

@@ -17,9 +17,24 @@
 #include "tests/03-softmax-topk/run_program.h"
 #include "tests/scratch_directory.h"
 
-static const char *const COMMANDS[] = {"run",       "apply",      "sample",     "hard-inputs",     "traffic",
-                                       "accuracy",  "bench",      "merge-demo", "admissions-data", "gpu-run",
-                                       "gpu-apply", "gpu-sample", "gpu-check",  "gpu-bench",       "gpu-results"};
+static const char *const COMMANDS[] = {"run",
+                                       "apply",
+                                       "sample",
+                                       "hard-inputs",
+                                       "traffic",
+                                       "accuracy",
+                                       "bench",
+                                       "merge-demo",
+                                       "admissions-data",
+                                       "gpu-run",
+                                       "gpu-apply",
+                                       "gpu-sample",
+                                       "gpu-check",
+                                       "gpu-bench",
+                                       "gpu-results",
+                                       "merge-tree-diagram",
+                                       "radix-data",
+                                       "lanes-diagram"};
 
 /* The subcommands that need CUDA: a build without it refuses them, --help
  * included. */
@@ -115,6 +130,14 @@ static void test_bad_input(void)
     expect_refusal(run("run", "-k", "12x", NULL), "run", "-k expects an integer", NULL);
     expect_refusal(run("run", "--vocab", NULL), "run", "--vocab expects a value", NULL);
     expect_refusal(run("run", "--version", "4", NULL), "run", "--version expects an integer in [1, 3]", NULL);
+    expect_refusal(run("merge-tree-diagram", "--rows-per-block", "3", NULL), "merge-tree-diagram",
+                   "--rows-per-block must be 1, 2, 4 or 8, got 3", NULL);
+    expect_refusal(run("merge-tree-diagram", "--rows-per-block", "16", NULL), "merge-tree-diagram",
+                   "--rows-per-block expects an integer", NULL);
+    expect_refusal(run("radix-data", "--vocab", "10", "-k", "11", NULL), "radix-data", "larger than V = 10", NULL);
+    expect_refusal(run("lanes-diagram", "--warps", "9", NULL), "lanes-diagram", "--warps expects an integer", NULL);
+    expect_refusal(run("lanes-diagram", "--warps", "3", NULL), "lanes-diagram", "--warps must be 1, 2, 4 or 8, got 3",
+                   NULL);
     expect_gpu_refusal(run("gpu-run", "--version", "2", "-k", "33", NULL), "gpu-run", "supports K <= 32");
     expect_gpu_refusal(run("gpu-run", "--version", "8", NULL), "gpu-run", "--version expects an integer in [1, 7]");
     expect_gpu_refusal(run("gpu-run", "--version", "5", "--vocab", "2000", "-k", "1025", NULL), "gpu-run",
@@ -194,12 +217,15 @@ static void test_failed_writes(void)
         const char *what;
         const char *arguments[6];
     } writers[] = {
-        {"--help",          {"--help"}                              },
-        {"run --help",      {"run", "--help"}                       },
-        {"run",             {"run", "--rows", "2", "--vocab", "100"}},
-        {"hard-inputs",     {"hard-inputs", "--markdown"}           },
-        {"merge-demo",      {"merge-demo"}                          },
-        {"admissions-data", {"admissions-data"}                     },
+        {"--help",             {"--help"}                                                       },
+        {"run --help",         {"run", "--help"}                                                },
+        {"run",                {"run", "--rows", "2", "--vocab", "100"}                         },
+        {"hard-inputs",        {"hard-inputs", "--markdown"}                                    },
+        {"merge-demo",         {"merge-demo"}                                                   },
+        {"admissions-data",    {"admissions-data"}                                              },
+        {"merge-tree-diagram", {"merge-tree-diagram", "--across-block", "--rows-per-block", "4"}},
+        {"radix-data",         {"radix-data", "--vocab", "5000", "-k", "20"}                    },
+        {"lanes-diagram",      {"lanes-diagram", "--vocab", "1000", "--row", "3"}               },
     };
     for (size_t w = 0; w < sizeof writers / sizeof writers[0]; w++) {
         expect_write_failure(run_arguments(writers[w].arguments, true), writers[w].what);

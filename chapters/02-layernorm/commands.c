@@ -344,6 +344,24 @@ static void print_gradcheck_tables(const GradCheckRows *rows, TableFormat format
     printf("\nAlong %zu random directions, on %zu x %zu:\n\n", directional->result.report.count, directional->n,
            directional->d);
     print_directional_checks(rows, format);
+    /* What these directions would catch of an error in one element of dx,
+     * the largest tensor, for each directional method that ran. */
+    const double relative = 1e-4;
+    size_t length = directional->n * directional->d;
+    int directions = (int)directional->result.report.count;
+    printf("\nOne element of dx off by %g of a typical element (|gradient| / sqrt(N), N = %zu) is caught by "
+           "these %d directions with probability about",
+           relative, length, directions);
+    const char *separator = "";
+    for (size_t i = 0; i < rows->count; i++) {
+        const GradCheckResult *r = &rows->rows[i].result;
+        if (grad_check_is_directional(r->method) && r->tensor == TENSOR_X) {
+            printf("%s %.3g (%s)", separator, grad_check_catch_probability(r->method, length, relative, directions),
+                   grad_check_method_kind(r->method));
+            separator = ",";
+        }
+    }
+    printf(".\n");
 }
 
 int gradcheck_command(int argc, char **argv)

@@ -308,6 +308,35 @@ static CloseReport check_directions(const GradProblem *p, GradCheckMethod method
 }
 // ANCHOR_END: check_along_random_directions
 
+// ANCHOR: predict_what_a_direction_catches
+/* An error e in the analytic gradient moves <gradient, v> by <e, v>, for
+ * v ~ N(0, I) a normal number Z1 |e|. The check fails when that passes its
+ * tolerance, atol |gradient| + rtol |<gradient, v>| = |gradient| (atol +
+ * rtol |Z2|), with |gradient| >= 1 at the chapter's sizes and Z2 another
+ * normal number, independent of Z1 when e is one element of many. An
+ * element off by `relative` times a typical element's size, |gradient| /
+ * sqrt(N), has |e| = relative |gradient| / sqrt(N), and is caught along one
+ * direction when |Z1| > sqrt(N) (atol + rtol |Z2|) / relative: with
+ * probability the mean over Z2 of erfc(sqrt(N) (atol + rtol |Z2|) /
+ * (relative sqrt 2)), and by `directions` independent directions with
+ * 1 - (1 - P)^directions. The numerical derivative's own error, a few
+ * percent of the tolerance, is left out. */
+double grad_check_catch_probability(GradCheckMethod method, size_t length, double relative, int directions)
+{
+    Tolerance tol = check_tolerance[method];
+    double scale = sqrt((double)length) / (relative * sqrt(2.0)), per_direction = 0.0;
+    /* The mean over |Z2|, whose density is 2 phi(z) on z >= 0: the
+     * midpoint rule on [0, 10] (the density beyond is below 1e-21). */
+    const int steps = 4000;
+    const double width = 10.0 / steps;
+    for (int i = 0; i < steps; i++) {
+        double z = (i + 0.5) * width, density = sqrt(2.0 / acos(-1.0)) * exp(-0.5 * z * z);
+        per_direction += density * erfc(scale * (tol.atol + tol.rtol * z)) * width;
+    }
+    return 1.0 - pow(1.0 - per_direction, directions);
+}
+// ANCHOR_END: predict_what_a_direction_catches
+
 static CloseReport check_node_by_node(const GradProblem *p, GradTensor tensor)
 {
     double *unfused[TENSOR_COUNT];

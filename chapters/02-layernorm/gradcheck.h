@@ -72,6 +72,12 @@ GradCheckResult grad_check(const GradProblem *p, GradCheckMethod method, GradTen
 typedef void GradCheckReport(void *context, size_t n, size_t d, const GradCheckResult *result);
 bool grad_check_plan_run(NormKind norm, uint64_t seed, GradCheckReport *report, void *context);
 
+/* The probability that `directions` random directions of a directional
+ * check catch one element of a gradient of `length` elements off by
+ * `relative` times a typical element (|gradient| / sqrt(length)); an upper
+ * bound (gradcheck.c says why). */
+double grad_check_catch_probability(GradCheckMethod method, size_t length, double relative, int directions);
+
 const char *grad_check_method_name(GradCheckMethod method);
 /* The name without "every element" or "random directions": "complex step". */
 const char *grad_check_method_kind(GradCheckMethod method);

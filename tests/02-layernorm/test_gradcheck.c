@@ -78,8 +78,47 @@ static void test_checks_fail_without_projection(NormKind norm, size_t n, size_t 
     grad_problem_free(&p);
 }
 
+/* The catch probability the chapter prints is what the check does. One
+ * element of dx is moved by `relative` times a typical element's size,
+ * |gradient| / sqrt(N), with `relative` chosen (by bisection) where the
+ * prediction for one direction is 1/2; 400 single directions then catch it
+ * at a rate within 4 binomial standard deviations (0.1) of 1/2. */
+static void test_catch_probability_matches_the_check(void)
+{
+    const size_t n = 64, d = 256, length = n * d;
+    const int trials = 400;
+    double low = 1e-8, high = 1e-2;
+    for (int step = 0; step < 100; step++) {
+        double mid = sqrt(low * high);
+        if (grad_check_catch_probability(CHECK_DIRECTIONAL, length, mid, 1) < 0.5)
+            low = mid;
+        else
+            high = mid;
+    }
+    double relative = sqrt(low * high),
+           predicted = grad_check_catch_probability(CHECK_DIRECTIONAL, length, relative, 1);
+    GradProblem p = grad_problem_random(NORM_LAYER, n, d, 1e-5, 8);
+    double norm = 0.0;
+    for (size_t i = 0; i < length; i++)
+        norm += p.grad[TENSOR_X][i] * p.grad[TENSOR_X][i];
+    p.grad[TENSOR_X][length / 2] += relative * sqrt(norm / (double)length);
+    int caught = 0;
+    for (int trial = 0; trial < trials; trial++)
+        caught += !grad_check(&p, CHECK_DIRECTIONAL, TENSOR_X, 1, (uint64_t)trial + 100).report.ok;
+    double rate = (double)caught / trials;
+    EXPECT(fabs(rate - predicted) <= 0.1,
+           "one element off by %.3g: caught by %d of %d directions (%.3f), predicted %.3f", relative, caught, trials,
+           rate, predicted);
+    /* And the prediction itself: more directions catch more, a larger error is caught more often. */
+    EXPECT(grad_check_catch_probability(CHECK_DIRECTIONAL, length, relative, 4) > predicted &&
+               grad_check_catch_probability(CHECK_DIRECTIONAL, length, 2 * relative, 1) > predicted,
+           "the catch probability grows with the directions and the error");
+    grad_problem_free(&p);
+}
+
 int main(void)
 {
+    test_catch_probability_matches_the_check();
     const GradCheckMethod elementwise[] = {CHECK_NODE_BY_NODE, CHECK_CENTRAL_EVERY_ELEMENT,
                                            CHECK_COMPLEX_EVERY_ELEMENT};
     const GradCheckMethod directional[] = {CHECK_DIRECTIONAL, CHECK_COMPLEX_DIRECTIONAL};

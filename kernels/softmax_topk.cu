@@ -364,7 +364,7 @@ __device__ void warp_write_row(int row, int k, SoftmaxState state, const TopkEnt
     }
 }
 
-// ANCHOR: give_each_row_a_block
+// ANCHOR: scan_and_merge_in_a_block
 /* The block's warps scan their shares (member `member` of `members` warps
  * on the slice [begin, end) of `row`; inactive warps have no row), then the
  * partial states of each group of `members` consecutive warps are merged:
@@ -388,7 +388,9 @@ __device__ void block_scan_and_merge(const float *row, bool active, int begin, i
     __syncthreads();
     block_merge_partials(buffers, capacity, states, kBlockWarps, members, k);
 }
+// ANCHOR_END: scan_and_merge_in_a_block
 
+// ANCHOR: give_each_row_a_block
 /* Versions 3 (and 1's selection): `warps_per_row` warps share a row, so a
  * block holds kBlockWarps / warps_per_row rows at once; blocks loop over
  * groups of rows. Each warp scans its share, sorts its candidates, and the

@@ -338,6 +338,7 @@ TinyEpsRun tiny_eps_run(float eps)
     ln_problem_free(&p);
     return run;
 }
+// ANCHOR_END: show_a_tiny_eps
 
 static void tiny_eps(Table *table)
 {
@@ -350,7 +351,6 @@ static void tiny_eps(Table *table)
         table_cell(table, "%.5f", run.min_correlation);
     }
 }
-// ANCHOR_END: show_a_tiny_eps
 
 /* The values the rows were rounded from: the same draws, in double. */
 void tiny_eps_exact_rows(double *exact, size_t count)

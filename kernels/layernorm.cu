@@ -382,6 +382,7 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
     }
     LnRowStats stats = block_row_stats<WIDTH, ITEMS, RMS>(v, vectors, d, eps);
     int scaled_by = rescale_row_if_it_overflowed<WIDTH, ITEMS, RMS>(v, vectors, d, eps, stats);
+    // ANCHOR: normalize_from_registers
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;
@@ -396,6 +397,7 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
             out[c] = normalized<RMS>(v[i][c], stats, g[c], b[c]);
         store_streaming<S>(y + offset + (size_t)k * WIDTH, out);
     }
+    // ANCHOR_END: normalize_from_registers
     if (threadIdx.x == 0) {
         LnRowStats saved = ln_unscaled_stats(stats, scaled_by);
         if (!RMS)
@@ -707,6 +709,7 @@ __device__ static void backward_row_overlapped(HeldRow<WIDTH, ITEMS> &cur, HeldR
     });
     block_reduce(sums);
     LnBackwardMeans means = backward_means<RMS>(sums, d, r);
+    // ANCHOR: write_dx_from_registers
     size_t offset = (size_t)row * d;
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
@@ -720,15 +723,18 @@ __device__ static void backward_row_overlapped(HeldRow<WIDTH, ITEMS> &cur, HeldR
                                             dgamma_acc[i][c], dbeta_acc[i][c]);
         store_streaming<S>(dx + offset + (size_t)k * WIDTH, out);
     }
+    // ANCHOR_END: write_dx_from_registers
 }
 // ANCHOR_END: one_row_while_the_next_arrives
 
-// ANCHOR: overlap_the_next_row
-
+// ANCHOR: bound_the_registers_of_two_rows
 /* Two blocks of up to 512 threads per SM at least: 64 registers a thread.
  * Three (40 registers) spill the float4 instance, which holds 2 x 8 floats
  * of x and dy, 8 of dgamma and dbeta and 4 of gamma. */
 #define OVERLAPPED_KERNEL_BOUNDS __launch_bounds__(LN_PLAN_PREFERRED_THREADS, 2)
+// ANCHOR_END: bound_the_registers_of_two_rows
+
+// ANCHOR: overlap_the_next_row
 
 /* Version 3: version 2's fusion, in a grid of exactly the blocks the GPU
  * holds at once (the launcher asks the occupancy of this instance), each

@@ -94,7 +94,7 @@ const char *rmsnorm_backward_gpu(int version, LnStorage storage, void *dx, float
                                  size_t d);
 // ANCHOR_END: rmsnorm_gpu_api
 
-// ANCHOR: plan_a_row_in_registers
+// ANCHOR: lay_a_row_over_a_block
 /* How forward 3 and backward 2 lay one row over the registers of a block:
  * thread t holds the vectors t, t + threads, ..., t + (items - 1) threads
  * of the row, each vector `width` values. A vector is 16 bytes where the
@@ -115,7 +115,12 @@ enum { LN_PLAN_MAX_ITEMS = 8, LN_PLAN_MAX_THREADS = 1024, LN_PLAN_PREFERRED_THRE
  * (a macro: the kernels use it as a template argument). */
 #define LN_VECTOR_VALUES(storage) ((storage) == STORAGE_FLOAT32 ? 4 : 8)
 #define LN_PLAN_MOST_ITEMS(width) ((width) > 4 ? LN_PLAN_MAX_ITEMS / 2 : LN_PLAN_MAX_ITEMS)
+// ANCHOR_END: lay_a_row_over_a_block
 
+// ANCHOR: plan_a_row_in_registers
+/* The fewest vectors per thread whose block has at most the preferred
+ * number of threads (more threads, fewer registers each); at the most
+ * vectors a thread may hold, up to the limit; else threads = 0. */
 static inline LnRowPlan ln_row_plan(size_t d, bool rows_16_byte_aligned, LnStorage storage)
 {
     int vector = LN_VECTOR_VALUES(storage);

@@ -49,7 +49,7 @@ local function defined_function(lines, i)
   end
   local last_call = before_equals:match('([%a_][%w_]*)%s*%b()%s*$')
   if last_call and is_macro(last_call) and lines[i + 1] then
-    local name = lines[i + 1]:match('^([%a_][%w_]*)%s*%(')
+    local name = lines[i + 1]:match('^%s*([%a_][%w_]*)%s*%(')
     if name and opens_a_body(lines, i + 1) then return name end
   end
   return nil

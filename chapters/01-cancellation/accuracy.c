@@ -139,6 +139,7 @@ double error_bound(Method method, Precision precision, const AccuracyTrial *tria
         /* The deviations from the wrong mean add n r^2 sigma^2 to the
          * sum of squares, itself a sum of positive terms: gamma_{n+3}. */
         return gamma_bound(n + 3, u) * (1 + r * r) + r * r;
+    // ANCHOR: bound_welford_and_the_corrected_two_pass
     case METHOD_WELFORD: {
         /* The running mean drifts by up to u max|x| (k/2 + 5) after k
          * steps; each step's product carries that drift times a
@@ -154,6 +155,7 @@ double error_bound(Method method, Precision precision, const AccuracyTrial *tria
         return gamma_bound(n + 4, u) * q + 2 * r * g * sqrt(q) + g * g * q +
                gamma_bound(2, u) * pow(r + g * sqrt(q), 2);
     }
+    // ANCHOR_END: bound_welford_and_the_corrected_two_pass
     case METHOD_BLOCKED:
         return blocked_error_bound(precision, trial);
     case METHOD_COUNT:

@@ -70,19 +70,21 @@ static const char *worst_output(const LnComparison *c, double *share)
  * the correct rounding of the float64 result), and where both round
  * correctly they agree, so at most 0.1% + 0.1% = 0.2% may differ. More
  * than one ulp apart is allowed only below ln_storage_unresolved_below,
- * where float32's own error exceeds half an ulp of the storage type.
- *
- * The shares are rates, checked where there are enough values to measure
- * one: 10^5 of y and dx together, so that 0.1% is 100 elements. On fewer
- * (a single row of 768, 0.1% of it 1.5 elements; d = 1, where every y is
- * near +-gamma[0] and all round alike), only the ulps are checked. */
-enum { STORAGE_SHARE_MIN_VALUES = 100000 };
+ * where float32's own error exceeds half an ulp of the storage type. */
 static StorageAccuracy stored_accuracy(LnStorage storage, const float *y, const double *y_ref, const float *dx,
                                        const double *dx_ref, size_t count)
 {
     return ln_storage_accuracy_merge(ln_storage_accuracy(storage, y, y_ref, count),
                                      ln_storage_accuracy(storage, dx, dx_ref, count));
 }
+// ANCHOR_END: bound_what_fma_changes_in_16_bits
+
+// ANCHOR: check_the_shares_and_the_ulps
+/* The shares are rates, checked where there are enough values to measure
+ * one: 10^5 of y and dx together, so that 0.1% is 100 elements. On fewer
+ * (a single row of 768, 0.1% of it 1.5 elements; d = 1, where every y is
+ * near +-gamma[0] and all round alike), only the ulps are checked. */
+enum { STORAGE_SHARE_MIN_VALUES = 100000 };
 
 static bool shares_hold(const StorageAccuracy *exact, const StorageAccuracy *with_cpu)
 {
@@ -96,7 +98,7 @@ static bool ulps_hold(const StorageAccuracy *exact, const StorageAccuracy *with_
     double unresolved = ln_storage_unresolved_below(storage);
     return exact->largest_beyond < unresolved && with_cpu->largest_beyond < unresolved;
 }
-// ANCHOR_END: bound_what_fma_changes_in_16_bits
+// ANCHOR_END: check_the_shares_and_the_ulps
 
 /* The CPU's results on p's inputs, in p's storage type, widened to double
  * (exactly) to compare with. */

@@ -234,7 +234,9 @@ size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
 {
     return backward_chunks(n) * 2 * d;
 }
+// ANCHOR_END: sum_parameter_gradients_in_chunks
 
+// ANCHOR: differentiate_the_chunks_of_rows
 void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy, const void *x,
                                const float *mean, const float *rstd, const float *gamma, size_t n, size_t d,
                                LnStorage storage)
@@ -262,7 +264,7 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
     float *const sums[] = {dgamma, dbeta};
     add_chunk_partials(sums, 2, scratch, chunks, d);
 }
-// ANCHOR_END: sum_parameter_gradients_in_chunks
+// ANCHOR_END: differentiate_the_chunks_of_rows
 
 void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
                             const float *mean, const float *rstd, const float *gamma, size_t n, size_t d)

@@ -306,7 +306,9 @@ void ln_reference_free(LnReference *ref)
 typedef struct {
     double y, dx, dgamma; /* the largest changes, to add to the absolute tolerances */
 } MeanRoundingCost;
+// ANCHOR_END: bound_what_the_mean_costs
 
+// ANCHOR: add_up_what_the_mean_costs
 static MeanRoundingCost mean_rounding_cost(const LnProblem *p, const LnReference *ref)
 {
     const double two_u = 0x1p-23;
@@ -334,7 +336,7 @@ static MeanRoundingCost mean_rounding_cost(const LnProblem *p, const LnReference
     array_free(dgamma_shift);
     return cost;
 }
-// ANCHOR_END: bound_what_the_mean_costs
+// ANCHOR_END: add_up_what_the_mean_costs
 
 /* y or dx against the reference with float32's tolerances (atol, rtol),
  * and, in a 16-bit storage type, the one rounding more into it: at most
@@ -367,6 +369,7 @@ LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
     }
     LnComparison c = {.norm = p->norm};
     MeanRoundingCost cost = mean_rounding_cost(p, ref);
+    // ANCHOR: tolerate_the_statistics
     /* mean: the corrected two-pass mean is one rounding from exact (u |mean|), plus
      * the float error of the correction, u times the row's spread for random
      * floats; inputs rounded to fp16 or bf16 share their low bits, so the
@@ -376,6 +379,7 @@ LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
     /* rstd: var is a float sum over the row (about sqrt(d/32) roundings of u each,
      * with luck, d/32 without); the square root halves its relative error. */
     c.rstd = check_close_f32(p->rstd, ref->rstd, n, 0.0, 2e-6);
+    // ANCHOR_END: tolerate_the_statistics
     /* y: five roundings per element on values up to |y| ~ 5 (ulp 5e-7), plus rstd's error. */
     c.y = check_stored(p, p->y, ref->y, 3e-6 + cost.y, 3e-6);
     /* dx = rstd (g - mean(g) - ...): eight roundings on terms of order |g| ~ 1, with

@@ -5,7 +5,8 @@
 -- becomes the region of that name in that file (relative to the chapter;
 -- see anchors.lua), keeping its classes for highlighting, with a caption
 -- under it that names the file and the functions the region defines, or
--- the one it is part of: the way from the book back to the source.
+-- the one it is part of: the way from the book back to the source. A
+-- listing longer than MOST_LINES fails the build.
 -- elide="a b" leaves the regions a and b nested in it out, one line in the
 -- place of each (anchors.text), for listings of their own. A
 -- missing file or region fails the build: a listing that quietly
@@ -95,6 +96,10 @@ local function caption(source, region)
   return pandoc.Div({ pandoc.Plain(inlines) }, { class = 'listing-caption' })
 end
 
+-- A listing is read in one go, with prose around it that says what it
+-- does: about 30 lines, never more than this.
+local MOST_LINES = 40
+
 local function listing(block)
   local path, name = block.attributes.include, block.attributes.region
   local where = string.format('%s: include="%s" region="%s": ', chapter.source, path, name or '')
@@ -112,6 +117,11 @@ local function listing(block)
   local text = anchors.text(source, name, elided)
   for inner, state in pairs(elided or {}) do
     if state ~= 'used' then return nil, where .. 'elide: ' .. inner .. ' is no region nested in ' .. name end
+  end
+  local _, newlines = text:gsub('\n', '')
+  if newlines + 1 > MOST_LINES then
+    return nil, string.format('%s%d lines, more than %d: split it (elide="..." shows nested regions apart)',
+                              where, newlines + 1, MOST_LINES)
   end
   return text, caption(source, source.regions[name])
 end

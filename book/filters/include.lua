@@ -58,14 +58,21 @@ end
 
 local C_LIKE = { c = true, h = true, cu = true, cuh = true }
 
--- The functions REGION of SOURCE defines; or, when it defines none, the one
--- its first line lies in (found by walking up to a definition, stopping at
--- the closing brace of an earlier one).
-local function functions_of(source, region)
+-- The functions REGION of SOURCE defines outside the nested regions it
+-- ELIDES; or, when it defines none, the one its first line lies in (found
+-- by walking up to a definition, stopping at the closing brace of an
+-- earlier one).
+local function functions_of(source, region, elided)
   if not C_LIKE[source.path:match('%.(%w+)$') or ''] then return {}, nil end
+  local shown = {}
+  for i = region.first, region.last do shown[i] = true end
+  for inner in pairs(elided or {}) do
+    local fragment = source.regions[inner]
+    for i = fragment.first, fragment.last do shown[i] = nil end
+  end
   local defined = {}
   for i = region.first, region.last do
-    local name = defined_function(source.lines, i)
+    local name = shown[i] and defined_function(source.lines, i)
     if name then table.insert(defined, name) end
   end
   if #defined > 0 then return defined, nil end
@@ -78,10 +85,10 @@ local function functions_of(source, region)
 end
 
 -- "kernels/online_softmax.h: softmax_state_push()", or ", in f()".
-local function caption(source, region)
+local function caption(source, region, elided)
   local path = source.path:gsub('^%.%./', '')
   local inlines = { pandoc.Code(path) }
-  local defined, enclosing = functions_of(source, region)
+  local defined, enclosing = functions_of(source, region, elided)
   if enclosing then
     inlines = { pandoc.Code(path), pandoc.Str(','), pandoc.Space(), pandoc.Str('in'),
                 pandoc.Space(), pandoc.Code(enclosing .. '()') }
@@ -123,7 +130,7 @@ local function listing(block)
     return nil, string.format('%s%d lines, more than %d: split it (elide="..." shows nested regions apart)',
                               where, newlines + 1, MOST_LINES)
   end
-  return text, caption(source, source.regions[name])
+  return text, caption(source, source.regions[name], elided)
 end
 
 function CodeBlock(block)

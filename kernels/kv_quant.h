@@ -276,7 +276,7 @@ HOST_DEVICE static inline int int4_high(uint8_t byte)
 }
 // ANCHOR_END: pack_two_int4_in_a_byte
 
-// ANCHOR: choose_a_scale_and_round
+// ANCHOR: find_the_largest_magnitude_of_a_group
 /* The largest magnitude of n numbers, `stride` floats apart. A NaN wins (and
  * then stays), so that a group holding one gets a NaN scale. */
 HOST_DEVICE static inline float kv_largest_magnitude(const float *x, int n, int stride)
@@ -288,7 +288,9 @@ HOST_DEVICE static inline float kv_largest_magnitude(const float *x, int n, int 
     }
     return largest;
 }
+// ANCHOR_END: find_the_largest_magnitude_of_a_group
 
+// ANCHOR: choose_a_scale_and_round
 /* The scale of a group whose largest magnitude is `largest`: largest / qmax,
  * rounded UP to the next fp16. Rounding up keeps |x| / scale <= qmax for
  * every x of the group, so no integer ever needs clamping; it also keeps a

@@ -233,6 +233,7 @@ __device__ SoftmaxState merge_warps(const LaneState<kChannels> &state, float *bl
     __shared__ float warp_acc[kWarps][kHeadDim];
     __shared__ SoftmaxState warp_softmax[kWarps];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    // ANCHOR: publish_the_state_of_each_warp
     if (lane < kLanes) {
 #pragma unroll
         for (int i = 0; i < kChannels; i++) {
@@ -243,6 +244,7 @@ __device__ SoftmaxState merge_warps(const LaneState<kChannels> &state, float *bl
         }
     }
     __syncthreads();
+    // ANCHOR_END: publish_the_state_of_each_warp
     for (int c = threadIdx.x; c < kHeadDim; c += kThreads) {
         SoftmaxState merged = softmax_state_empty();
         float acc = 0.0f;

@@ -140,6 +140,7 @@ __global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, in
             topk_list_insert(list, kListK, topk_entry(value, i));
         }
         state = warp_merge_states(state);
+        // ANCHOR: pick_the_winners_one_at_a_time
         for (int j = 0; j < k; j++) {
             TopkEntry winner = warp_best(list[0]);
             if (list[0].index == winner.index) {
@@ -151,6 +152,7 @@ __global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, in
                 indices[out] = winner.index;
             }
         }
+        // ANCHOR_END: pick_the_winners_one_at_a_time
     }
 }
 // ANCHOR_END: give_each_row_a_warp
@@ -270,6 +272,7 @@ template <bool kSoftmax>
 __device__ void warp_scan_slice(const float *row, int begin, int end, int member, int members,
                                 WarpCandidates &candidates, SoftmaxState &state)
 {
+    // ANCHOR: offer_a_float4_after_one_vote
     auto visit_vector = [&](float4 q, int first, bool valid) {
         float values[4] = {q.x, q.y, q.z, q.w};
         if (kSoftmax && valid) {
@@ -291,6 +294,7 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
             warp_keep_best_if_nearly_full(candidates);
         }
     };
+    // ANCHOR_END: offer_a_float4_after_one_vote
     auto visit_scalar = [&](float value, int index, bool valid) {
         if (kSoftmax && valid) {
             state = softmax_state_push(state, value);
@@ -422,7 +426,7 @@ __global__ void block_rows_kernel(const float *logits, int rows, int vocab, int 
 }
 // ANCHOR_END: give_each_row_a_block
 
-// ANCHOR: split_rows_across_blocks
+// ANCHOR: write_the_partial_state_of_a_slice
 /* Work item `item` = (row, split): the block scans slice `split` of the row
  * with all its warps and writes the slice's partial state (online state and
  * sorted top k) to global memory, at place `item`. Returns the row. */
@@ -446,7 +450,9 @@ __device__ int block_write_slice_partial(const float *logits, int vocab, int k, 
     }
     return row;
 }
+// ANCHOR_END: write_the_partial_state_of_a_slice
 
+// ANCHOR: split_rows_across_blocks
 /* Version 4, first kernel: a block per (row, split) item. */
 __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
                                       TopkEntry *partial_lists, SoftmaxState *partial_states)
@@ -487,7 +493,9 @@ __device__ void block_merge_row(const TopkEntry *partial_lists, const SoftmaxSta
         indices[out] = lists[j].index;
     }
 }
+// ANCHOR_END: merge_the_slices_of_a_row
 
+// ANCHOR: merge_each_row_in_a_block
 /* Version 4, second kernel: a block per row merges the row's partials. */
 __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int rows,
                                       int k, int splits, float *probs, int64_t *indices)
@@ -499,19 +507,15 @@ __global__ void merge_partials_kernel(const TopkEntry *partial_lists, const Soft
         __syncthreads();
     }
 }
-// ANCHOR_END: merge_the_slices_of_a_row
+// ANCHOR_END: merge_each_row_in_a_block
 
 // ANCHOR: merge_in_the_last_block
 /* Version 8: version 4 in one kernel. A block writes its slice's partial as
  * version 4's first kernel does, then takes a ticket, one per slice of the
  * row: the block that draws the last one, splits - 1, knows that every
  * other slice of the row has been written, and merges the row as version
- * 4's second kernel does, with no second launch. The fences make the
- * partials visible before the ticket that counts them: each thread that
- * wrote fences before the barrier that lets thread 0 take the ticket, and
- * the merging block fences after it, before reading. atomicInc wraps at
- * splits - 1: the last ticket leaves the row's count at 0, ready for the
- * next launch. No block waits for another, so any grid works. */
+ * 4's second kernel does, with no second launch. No block waits for
+ * another, so any grid works. */
 __global__ void slice_and_merge_kernel(const float *logits, int rows, int vocab, int k, int capacity, int splits,
                                        TopkEntry *partial_lists, SoftmaxState *partial_states, unsigned *row_tickets,
                                        float *probs, int64_t *indices)
@@ -524,6 +528,12 @@ __global__ void slice_and_merge_kernel(const float *logits, int rows, int vocab,
     for (long long item = blockIdx.x; item < items; item += gridDim.x) {
         int row = block_write_slice_partial(logits, vocab, k, capacity, splits, item, buffers, states, partial_lists,
                                             partial_states);
+        // ANCHOR: take_a_ticket_of_the_row
+        /* The fences make the partials visible before the ticket that
+         * counts them: each thread that wrote fences before the barrier
+         * that lets thread 0 take the ticket, and the merging block fences
+         * after it, before reading. atomicInc wraps at splits - 1: the last
+         * ticket leaves the row's count at 0, ready for the next launch. */
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -532,6 +542,7 @@ __global__ void slice_and_merge_kernel(const float *logits, int rows, int vocab,
             __threadfence();
         }
         __syncthreads();
+        // ANCHOR_END: take_a_ticket_of_the_row
         if (last_of_row) {
             block_merge_row(partial_lists, partial_states, row, k, splits, shared, probs, indices);
         }
@@ -823,6 +834,7 @@ template <bool kSoftmax>
 __device__ void warp_scan_shared_threshold(const float *row, int begin, int end, int member, int members,
                                            RowCandidates &candidates, SoftmaxState &state)
 {
+    // ANCHOR: offer_a_float4_against_the_row_threshold
     auto visit_vector = [&](float4 q, int first, bool valid) {
         if (kSoftmax && valid) {
             state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
@@ -839,6 +851,7 @@ __device__ void warp_scan_shared_threshold(const float *row, int begin, int end,
             warp_merge_fresh_if_nearly_full(candidates);
         }
     };
+    // ANCHOR_END: offer_a_float4_against_the_row_threshold
     auto visit_scalar = [&](float value, int index, bool valid) {
         if (kSoftmax && valid) {
             state = softmax_state_push(state, value);
@@ -934,6 +947,7 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
         }
         __syncthreads();
         // ANCHOR_END: start_the_rows_of_a_group
+        // ANCHOR: scan_the_row_and_merge_its_warps
         SoftmaxState state = softmax_state_empty();
         if (row < rows) {
             warp_scan_shared_threshold<!kSample>(logits + static_cast<size_t>(row) * vocab, 0, vocab, layout.member,
@@ -945,6 +959,7 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
         }
         __syncthreads();
         block_merge_partials(buffers, stride, states, kBlockWarps, warps_per_row, k);
+        // ANCHOR_END: scan_the_row_and_merge_its_warps
         TopkEntry *best = buffers + warp * stride;
         if (layout.member == 0 && row < rows) {
             if (kSample) {

@@ -45,8 +45,7 @@ static inline float half_bits_to_float(uint16_t h)
 }
 // ANCHOR_END: widen_a_half_without_a_branch
 
-// ANCHOR: widen_16_bit_logits
-
+// ANCHOR: widen_one_logit
 /* Logit i of a chunk stored as `type`, as a float. always_inline: called
  * with a constant type, the switch disappears. */
 static inline __attribute__((always_inline)) float logit_at(const void *chunk, LogitsType type, int i)
@@ -61,7 +60,9 @@ static inline __attribute__((always_inline)) float logit_at(const void *chunk, L
         return ((const float *)chunk)[i];
     }
 }
+// ANCHOR_END: widen_one_logit
 
+// ANCHOR: widen_a_chunk_of_logits
 void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
 {
     const uint16_t *bits = (const uint16_t *)logits.data + first;
@@ -82,7 +83,7 @@ void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
         return;
     }
 }
-// ANCHOR_END: widen_16_bit_logits
+// ANCHOR_END: widen_a_chunk_of_logits
 
 /* 256 logits: 1 KiB, still in L1 when the chunk is summed again for a new
  * maximum, and long enough that the work per chunk, across the lanes,
@@ -237,7 +238,7 @@ add_weights_below(float sums[LANES], float maxima[LANES], const void *chunk, Log
 }
 // ANCHOR_END: add_chunk_to_lane_sums
 
-// ANCHOR: sum_a_chunk_on_a_guess
+// ANCHOR: rescale_the_sums_for_a_new_maximum
 /* A new maximum: what was summed against the old one shrinks, by the factor
  * of the recurrence, once for all lanes. */
 static void raise_max(LaneSums *row, float max)
@@ -248,7 +249,9 @@ static void raise_max(LaneSums *row, float max)
     }
     row->max = max;
 }
+// ANCHOR_END: rescale_the_sums_for_a_new_maximum
 
+// ANCHOR: sum_a_chunk_on_a_guess
 /* The chunk is summed on the guess that it holds no new maximum, which is
  * true of all but about 1 + ln(chunks) chunks of a row in random order (the
  * admissions of a top 1). When the guess is wrong, the row's sums are

@@ -306,7 +306,7 @@ static double correlation(const float *a, const double *b, size_t d)
 // ANCHOR_END: correlate_with_the_exact_row
 
 // ANCHOR: show_a_tiny_eps
-/* Rows 1 + 1e-6 N(0, 1): the variation is a few ulps of 1, and rounding
+/* Rows 1 + 1e-6 N(0, 1): the variation is several ulps of 1, and rounding
  * the row to float adds noise of a few percent of it. eps decides the
  * scale of what comes out: with eps >> var, rstd ~ 1/sqrt(eps) and xhat
  * stays small; with eps << var, xhat has unit variance, and the

@@ -313,12 +313,19 @@ static void batch_table(FILE *out, TableFormat format, int context, bool all)
     table_free(t);
 }
 
+/* How many models `pick` holds for. */
+static int count_models(bool (*pick)(const ModelSpec *, int), int context)
+{
+    int count = 0;
+    for (int i = 0; i < REAL_MODEL_COUNT; i++)
+        count += pick(&REAL_MODELS[i], context);
+    return count;
+}
+
 /* "A, B and C", of the models for which `pick` holds. */
 static void print_model_list(FILE *out, bool (*pick)(const ModelSpec *, int), int context)
 {
-    int count = 0, printed = 0;
-    for (int i = 0; i < REAL_MODEL_COUNT; i++)
-        count += pick(&REAL_MODELS[i], context);
+    int count = count_models(pick, context), printed = 0;
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         if (!pick(&REAL_MODELS[i], context))
             continue;
@@ -338,13 +345,24 @@ static bool too_heavy(const ModelSpec *m, int context)
     return !weights_fit(m);
 }
 
+/* One sentence naming the models the book's batch table leaves out, each
+ * clause only where it names a model. */
 static void print_left_out_of_the_batch_table(FILE *out, int context)
 {
+    int short_count = count_models(too_short, context), heavy_count = count_models(too_heavy, context);
+    if (short_count + heavy_count == 0)
+        return;
     fprintf(out, "\nNot in the table (`memory --all` shows them with dashes): ");
-    print_model_list(out, too_short, context);
-    fprintf(out, " do not take %d tokens; the fp16 weights of ", context);
-    print_model_list(out, too_heavy, context);
-    fprintf(out, " do not fit on the card.\n");
+    if (short_count > 0) {
+        print_model_list(out, too_short, context);
+        fprintf(out, " %s not take %d tokens%s", short_count == 1 ? "does" : "do", context,
+                heavy_count > 0 ? "; " : ".\n");
+    }
+    if (heavy_count > 0) {
+        fprintf(out, "the fp16 weights of ");
+        print_model_list(out, too_heavy, context);
+        fprintf(out, " do not fit on the card.\n");
+    }
 }
 
 static double share_of_ridge(const ModelSpec *m)

@@ -8,24 +8,24 @@
 #include "common/alloc.h"
 #include "kernels/layernorm_row.h"
 
-/* sum(x - center) and sum((x - center)^2) in one pass, prefetching the next row. */
-ROW_INLINE void deviation_sums(float *sum_dev, float *sum_dev_sq, const void *x, size_t n, float center,
-                               const void *next_row, LnStorage storage)
+/* sum(x - center) and sum((x - center)^2) in one pass, prefetching the
+ * next row (of floats: the row itself for a widened 16-bit row, whose next
+ * row was prefetched as it was widened). */
+static inline void deviation_sums(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center,
+                                  const void *next_row)
 {
-    float acc[LANES] = {0}, acc_sq[LANES] = {0}, chunk[LANES];
+    float acc[LANES] = {0}, acc_sq[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        prefetch_lanes(next_row, i, storage);
-        const float *v = widen_chunk(chunk, x, i, LANES, storage);
+        prefetch_lanes(next_row, i, STORAGE_FLOAT32);
         for (int k = 0; k < LANES; k++) {
-            float dev = v[k] - center;
+            float dev = x[i + k] - center;
             acc[k] += dev;
             acc_sq[k] += dev * dev;
         }
     }
-    const float *v = widen_chunk(chunk, x, i, n - i, storage);
     for (int k = 0; i < n; i++, k++) {
-        float dev = v[k] - center;
+        float dev = x[i] - center;
         acc[k] += dev;
         acc_sq[k] += dev * dev;
     }
@@ -42,13 +42,13 @@ static void normalize_span(float *restrict out, const float *restrict x, const f
 }
 
 /* normalize_span for the `count` (< BLOCK) elements of a row from `first`
- * on, in its storage type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void normalize_stored(void *y, const void *x, const float *gamma, const float *beta, size_t first,
+ * on, stored in y's type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void normalize_stored(void *y, const float *x, const float *gamma, const float *beta, size_t first,
                                  size_t count, LnRowStats stats, LnStorage storage)
 {
-    float x_chunk[BLOCK], y_chunk[BLOCK];
+    float y_chunk[BLOCK];
     float *out = result_chunk(y_chunk, y, first, storage);
-    normalize_span(out, widen_chunk(x_chunk, x, first, count, storage), gamma + first, beta + first, count, stats);
+    normalize_span(out, x + first, gamma + first, beta + first, count, stats);
     narrow_chunk(y, first, out, count, storage);
 }
 // ANCHOR_END: normalize_a_span
@@ -56,26 +56,26 @@ ROW_INLINE void normalize_stored(void *y, const void *x, const float *gamma, con
 // ANCHOR: take_the_row_statistics
 /* The corrected two-pass statistics of a row; where its sums overflow,
  * those of the row scaled by a power of two, scaled back (exact). */
-static LnRowStats rescaled_row_stats(const void *x, size_t d, float eps, LnRowStats plain, LnStorage storage);
+static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowStats plain);
 
-ROW_INLINE LnRowStats row_stats(const void *x, size_t d, float eps, const void *next_row, LnStorage storage)
+static inline LnRowStats row_stats(const float *x, size_t d, float eps, const void *next_row)
 {
-    float first_mean = sum_stored(x, d, storage) / (float)d;
+    float first_mean = sum_f32(x, d) / (float)d;
     float sum_dev, sum_dev_sq;
-    deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean, next_row, storage);
+    deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean, next_row);
     LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
-    return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats(x, d, eps, stats, storage) : stats;
+    return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats(x, d, eps, stats) : stats;
 }
 
 /* For a row holding a NaN or an inf, `plain` (NaN) stands. The scaled row
  * cannot overflow: this recursion ends after one step. */
-static LnRowStats rescaled_row_stats(const void *x, size_t d, float eps, LnRowStats plain, LnStorage storage)
+static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowStats plain)
 {
     int k;
-    float *scaled = rescaled_stored_row(x, d, &k, storage);
+    float *scaled = rescaled_row_f32(x, d, &k);
     if (scaled == NULL)
         return plain;
-    LnRowStats stats = ln_unscaled_stats(row_stats(scaled, d, ln_scaled_eps(eps, k), scaled, STORAGE_FLOAT32), k);
+    LnRowStats stats = ln_unscaled_stats(row_stats(scaled, d, ln_scaled_eps(eps, k), scaled), k);
     array_free(scaled);
     return stats;
 }
@@ -83,20 +83,24 @@ static LnRowStats rescaled_row_stats(const void *x, size_t d, float eps, LnRowSt
 
 // ANCHOR: normalize_rows
 /* One row, read from memory once: the first pass brings it into the L1
- * cache (a row of 4096 floats is 16 KiB) and the other two read it there. */
+ * cache (a row of 4096 floats is 16 KiB) and the other two read it there.
+ * A 16-bit row's first pass widens it, and the next row was prefetched
+ * then: the statistics prefetch the row itself, which is in L1 already. */
 ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
-                            const float *beta, size_t d, float eps, LnStorage storage)
+                            const float *beta, size_t d, float eps, float *widened, LnStorage storage)
 {
-    LnRowStats stats = row_stats(x, d, eps, ahead.next, storage);
+    const float *row = row_as_floats(widened, x, d, ahead.next, storage);
+    const void *ahead_of_stats = storage == STORAGE_FLOAT32 ? (const void *)ahead.next : row;
+    LnRowStats stats = row_stats(row, d, eps, ahead_of_stats);
     size_t j = unaligned_head(y, d, storage);
-    normalize_stored(y, x, gamma, beta, 0, j, stats, storage);
+    normalize_stored(y, row, gamma, beta, 0, j, stats, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float x_chunk[BLOCK], block[BLOCK];
+        float block[BLOCK];
         __builtin_prefetch(stored_at(ahead.after_next, j, storage), 0, 2);
-        normalize_span(block, widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, beta + j, BLOCK, stats);
+        normalize_span(block, row + j, gamma + j, beta + j, BLOCK, stats);
         store_block_streaming(y, j, block, storage);
     }
-    normalize_stored(y, x, gamma, beta, j, d - j, stats, storage);
+    normalize_stored(y, row, gamma, beta, j, d - j, stats, storage);
     *mean = stats.mean;
     *rstd = stats.rstd;
 }
@@ -105,9 +109,9 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
 // ANCHOR: share_the_rows_among_the_threads
 /* forward_row compiled once for each storage type. */
 static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
-                               const float *beta, size_t d, float eps, LnStorage storage)
+                               const float *beta, size_t d, float eps, float *widened, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, fixed_storage));
+    CALL_FOR_STORAGE(storage, forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, widened, fixed_storage));
 }
 
 void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
@@ -116,11 +120,13 @@ void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, 
     size_t row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
+        float *widened = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(float, d); /* each thread's */
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             forward_row_stored((char *)y + row * row_bytes, mean + row, rstd + row, stored_at(x, row * d, storage),
-                               rows_ahead(x, row, n, d, storage), gamma, beta, d, eps, storage);
+                               rows_ahead(x, row, n, d, storage), gamma, beta, d, eps, widened, storage);
         streaming_stores_done();
+        array_free(widened);
     }
 }
 // ANCHOR_END: share_the_rows_among_the_threads
@@ -133,25 +139,21 @@ void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, c
 
 /* sum(g), sum(g * (x - mean)) and sum(x - mean), g = gamma * dy: the
  * sums ln_backward_means turns into mean(g), mean(g * xhat) and the residual. */
-ROW_INLINE LnBackwardMeans backward_sums(const void *dy, const void *x, const float *gamma, size_t d, float mean,
-                                         float rstd, LnStorage storage)
+static inline LnBackwardMeans backward_sums(const float *dy, const float *x, const float *gamma, size_t d, float mean,
+                                            float rstd)
 {
     float acc_g[LANES] = {0}, acc_g_centered[LANES] = {0}, acc_centered[LANES] = {0};
-    float dy_chunk[LANES], x_chunk[LANES];
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
-        const float *dyv = widen_chunk(dy_chunk, dy, i, LANES, storage),
-                    *xv = widen_chunk(x_chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++) {
-            float g = gamma[i + k] * dyv[k], centered = xv[k] - mean;
+            float g = gamma[i + k] * dy[i + k], centered = x[i + k] - mean;
             acc_g[k] += g;
             acc_g_centered[k] += g * centered;
             acc_centered[k] += centered;
         }
     }
-    const float *dyv = widen_chunk(dy_chunk, dy, i, d - i, storage), *xv = widen_chunk(x_chunk, x, i, d - i, storage);
     for (int k = 0; i < d; i++, k++) {
-        float g = gamma[i] * dyv[k], centered = xv[k] - mean;
+        float g = gamma[i] * dy[i], centered = x[i] - mean;
         acc_g[k] += g;
         acc_g_centered[k] += g * centered;
         acc_centered[k] += centered;
@@ -183,33 +185,38 @@ static void backward_span(float *restrict dx, float *restrict dgamma_part, float
     }
 }
 
-/* backward_span for the `count` (< BLOCK) elements from `first` on, in the
- * rows' storage type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void backward_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
+/* backward_span for the `count` (< BLOCK) elements from `first` on, dx
+ * stored in its type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void backward_stored(void *dx, float *dgamma_part, float *dbeta_part, const float *dy, const float *x,
                                 const float *gamma, size_t first, size_t count, const BackwardRow *r, LnStorage storage)
 {
-    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
+    float dx_chunk[BLOCK];
     float *out = result_chunk(dx_chunk, dx, first, storage);
-    backward_span(out, dgamma_part + first, dbeta_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
-                  widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
+    backward_span(out, dgamma_part + first, dbeta_part + first, dy + first, x + first, gamma + first, count, r);
     narrow_chunk(dx, first, out, count, storage);
 }
 // ANCHOR_END: differentiate_a_span
 
 // ANCHOR: differentiate_a_row
-/* dx for a whole row: its sums, then the spans, dx streamed. */
-ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
-                             const float *gamma, size_t d, BackwardRow r, LnStorage storage)
+/* dx for a whole row: its sums, then the spans, dx streamed. A 16-bit
+ * row's x and dy are widened once each, as in the forward pass, and the
+ * next row's are prefetched then. */
+ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, const void *dy_stored,
+                             const void *x_stored, const float *gamma, size_t d, BackwardRow r, WidenedRows widened,
+                             LnStorage storage)
 {
-    r.means = backward_sums(dy, x, gamma, d, r.mean, r.rstd, storage);
+    const float *x = row_as_floats(widened.x, x_stored, d, r.next_x, storage),
+                *dy = row_as_floats(widened.dy, dy_stored, d, r.next_dy, storage);
+    r.means = backward_sums(dy, x, gamma, d, r.mean, r.rstd);
     size_t j = unaligned_head(dx, d, storage);
     backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, 0, j, &r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
-        __builtin_prefetch(stored_at(r.next_x, j, storage));
-        __builtin_prefetch(stored_at(r.next_dy, j, storage));
-        backward_span(block, dgamma_part + j, dbeta_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
-                      widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
+        float block[BLOCK];
+        if (storage == STORAGE_FLOAT32) {
+            __builtin_prefetch(stored_at(r.next_x, j, storage));
+            __builtin_prefetch(stored_at(r.next_dy, j, storage));
+        }
+        backward_span(block, dgamma_part + j, dbeta_part + j, dy + j, x + j, gamma + j, BLOCK, &r);
         store_block_streaming(dx, j, block, storage);
     }
     backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, j, d - j, &r, storage);
@@ -217,9 +224,9 @@ ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, co
 
 /* backward_row compiled once for each storage type. */
 static void backward_row_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
-                                const float *gamma, size_t d, BackwardRow r, LnStorage storage)
+                                const float *gamma, size_t d, BackwardRow r, WidenedRows widened, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, fixed_storage));
+    CALL_FOR_STORAGE(storage, backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, widened, fixed_storage));
 }
 // ANCHOR_END: differentiate_a_row
 
@@ -244,6 +251,7 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
     size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
+        WidenedRows widened = widened_rows_alloc(d, storage); /* each thread's */
 #pragma omp for schedule(static)
         for (size_t chunk = 0; chunk < chunks; chunk++) {
             float *dgamma_part = scratch + chunk * 2 * d, *dbeta_part = dgamma_part + d;
@@ -256,10 +264,11 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
                                  .next_dy = stored_at(dy, next * d, storage)};
                 backward_row_stored((char *)dx + row * row_bytes, dgamma_part, dbeta_part,
                                     stored_at(dy, row * d, storage), stored_at(x, row * d, storage), gamma, d, r,
-                                    storage);
+                                    widened, storage);
             }
         }
         streaming_stores_done();
+        widened_rows_free(widened);
     }
     float *const sums[] = {dgamma, dbeta};
     add_chunk_partials(sums, 2, scratch, chunks, d);

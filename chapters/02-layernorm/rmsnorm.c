@@ -25,19 +25,17 @@ bool norm_kind_parse(const char *name, NormKind *norm)
 // ANCHOR: sum_the_squares_of_a_row
 /* sum(x^2) in lanes: no cancellation to guard against, so one pass. It
  * prefetches the next row, as layer norm's deviation_sums does. */
-ROW_INLINE float sum_squares(const void *x, size_t n, const void *next_row, LnStorage storage)
+static inline float sum_squares(const float *x, size_t n, const void *next_row)
 {
-    float acc[LANES] = {0}, chunk[LANES];
+    float acc[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        prefetch_lanes(next_row, i, storage);
-        const float *v = widen_chunk(chunk, x, i, LANES, storage);
+        prefetch_lanes(next_row, i, STORAGE_FLOAT32);
         for (int k = 0; k < LANES; k++)
-            acc[k] += v[k] * v[k];
+            acc[k] += x[i + k] * x[i + k];
     }
-    const float *v = widen_chunk(chunk, x, i, n - i, storage);
     for (int k = 0; i < n; i++, k++)
-        acc[k] += v[k] * v[k];
+        acc[k] += x[i] * x[i];
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_the_squares_of_a_row
@@ -45,23 +43,23 @@ ROW_INLINE float sum_squares(const void *x, size_t n, const void *next_row, LnSt
 // ANCHOR: take_the_rms_of_a_row_that_may_overflow
 /* rstd of a row; where its sum of squares overflows, that of the row
  * scaled by a power of two, scaled back (as layer norm's row_stats). */
-static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, LnStorage storage);
+static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain);
 
-ROW_INLINE float rms_row_rstd(const void *x, size_t d, float eps, const void *next_row, LnStorage storage)
+static inline float rms_row_rstd(const float *x, size_t d, float eps, const void *next_row)
 {
-    float rstd = rms_rstd(sum_squares(x, d, next_row, storage), (float)d, eps);
-    return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd, storage) : rstd;
+    float rstd = rms_rstd(sum_squares(x, d, next_row), (float)d, eps);
+    return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd) : rstd;
 }
 
 /* For a row holding a NaN or an inf, `plain` (NaN) stands; the scaled row
  * cannot overflow, so the recursion ends after one step. */
-static float rescaled_rms_rstd(const void *x, size_t d, float eps, float plain, LnStorage storage)
+static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain)
 {
     int k;
-    float *scaled = rescaled_stored_row(x, d, &k, storage);
+    float *scaled = rescaled_row_f32(x, d, &k);
     if (scaled == NULL)
         return plain;
-    float rstd = ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), scaled, STORAGE_FLOAT32), k);
+    float rstd = ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), scaled), k);
     array_free(scaled);
     return rstd;
 }
@@ -75,29 +73,30 @@ static void rms_scale_span(float *restrict out, const float *restrict x, const f
         out[j] = gamma[j] * (x[j] * rstd);
 }
 
-/* rms_scale_span for the `count` (< BLOCK) elements from `first` on, in
- * the row's storage type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void rms_scale_stored(void *y, const void *x, const float *gamma, size_t first, size_t count, float rstd,
+/* rms_scale_span for the `count` (< BLOCK) elements from `first` on, y
+ * stored in its type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void rms_scale_stored(void *y, const float *x, const float *gamma, size_t first, size_t count, float rstd,
                                  LnStorage storage)
 {
-    float x_chunk[BLOCK], y_chunk[BLOCK];
+    float y_chunk[BLOCK];
     float *out = result_chunk(y_chunk, y, first, storage);
-    rms_scale_span(out, widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, rstd);
+    rms_scale_span(out, x + first, gamma + first, count, rstd);
     narrow_chunk(y, first, out, count, storage);
 }
 
-/* y = gamma * (x * rstd), the row read from memory once and y streamed,
- * as layer norm's forward_row. */
-ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
-                                float eps, LnStorage storage)
+/* y = gamma * (x * rstd), the row read from memory once (a 16-bit row
+ * widened once) and y streamed, as layer norm's forward_row. */
+ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x_stored, RowsAhead ahead, const float *gamma,
+                                size_t d, float eps, float *widened, LnStorage storage)
 {
-    float r = rms_row_rstd(x, d, eps, ahead.next, storage);
+    const float *x = row_as_floats(widened, x_stored, d, ahead.next, storage);
+    float r = rms_row_rstd(x, d, eps, storage == STORAGE_FLOAT32 ? (const void *)ahead.next : x);
     size_t j = unaligned_head(y, d, storage);
     rms_scale_stored(y, x, gamma, 0, j, r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float x_chunk[BLOCK], block[BLOCK];
+        float block[BLOCK];
         __builtin_prefetch(stored_at(ahead.after_next, j, storage), 0, 2);
-        rms_scale_span(block, widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, r);
+        rms_scale_span(block, x + j, gamma + j, BLOCK, r);
         store_block_streaming(y, j, block, storage);
     }
     rms_scale_stored(y, x, gamma, j, d - j, r, storage);
@@ -109,9 +108,9 @@ ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, RowsAhead a
 
 /* rms_forward_row compiled once for each storage type. */
 static void rms_forward_row_stored(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
-                                   float eps, LnStorage storage)
+                                   float eps, float *widened, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, rms_forward_row(y, rstd, x, ahead, gamma, d, eps, fixed_storage));
+    CALL_FOR_STORAGE(storage, rms_forward_row(y, rstd, x, ahead, gamma, d, eps, widened, fixed_storage));
 }
 
 void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *gamma, size_t n, size_t d, float eps,
@@ -120,11 +119,13 @@ void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *ga
     size_t row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
+        float *widened = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(float, d); /* each thread's */
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             rms_forward_row_stored((char *)y + row * row_bytes, rstd + row, stored_at(x, row * d, storage),
-                                   rows_ahead(x, row, n, d, storage), gamma, d, eps, storage);
+                                   rows_ahead(x, row, n, d, storage), gamma, d, eps, widened, storage);
         streaming_stores_done();
+        array_free(widened);
     }
 }
 // ANCHOR_END: normalize_rows_by_their_rms
@@ -136,19 +137,15 @@ void rmsnorm_forward_f32(float *y, float *rstd, const float *x, const float *gam
 
 // ANCHOR: sum_g_xhat_over_an_rms_row
 /* sum(g * xhat), g = gamma * dy, xhat = x * rstd recomputed from x. */
-ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, size_t d, float rstd, LnStorage storage)
+static inline float sum_g_xhat(const float *dy, const float *x, const float *gamma, size_t d, float rstd)
 {
-    float acc[LANES] = {0}, dy_chunk[LANES], x_chunk[LANES];
+    float acc[LANES] = {0};
     size_t i = 0;
-    for (; i + LANES <= d; i += LANES) {
-        const float *dyv = widen_chunk(dy_chunk, dy, i, LANES, storage),
-                    *xv = widen_chunk(x_chunk, x, i, LANES, storage);
+    for (; i + LANES <= d; i += LANES)
         for (int k = 0; k < LANES; k++)
-            acc[k] += gamma[i + k] * dyv[k] * (xv[k] * rstd);
-    }
-    const float *dyv = widen_chunk(dy_chunk, dy, i, d - i, storage), *xv = widen_chunk(x_chunk, x, i, d - i, storage);
+            acc[k] += gamma[i + k] * dy[i + k] * (x[i + k] * rstd);
     for (int k = 0; i < d; i++, k++)
-        acc[k] += gamma[i] * dyv[k] * (xv[k] * rstd);
+        acc[k] += gamma[i] * dy[i] * (x[i] * rstd);
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_g_xhat_over_an_rms_row
@@ -172,33 +169,36 @@ static void rms_backward_span(float *restrict dx, float *restrict dgamma_part, c
     }
 }
 
-/* rms_backward_span for the `count` (< BLOCK) elements from `first` on, in
- * the rows' storage type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
+/* rms_backward_span for the `count` (< BLOCK) elements from `first` on, dx
+ * stored in its type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const float *dy, const float *x, const float *gamma,
                                     size_t first, size_t count, const RmsBackwardRow *r, LnStorage storage)
 {
-    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
+    float dx_chunk[BLOCK];
     float *out = result_chunk(dx_chunk, dx, first, storage);
-    rms_backward_span(out, dgamma_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
-                      widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
+    rms_backward_span(out, dgamma_part + first, dy + first, x + first, gamma + first, count, r);
     narrow_chunk(dx, first, out, count, storage);
 }
 // ANCHOR_END: differentiate_a_span_of_an_rms_row
 
 // ANCHOR: differentiate_an_rms_row
-/* As layer norm's backward_row: dx streamed, the next row prefetched. */
-ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
-                                 size_t d, RmsBackwardRow r, LnStorage storage)
+/* As layer norm's backward_row: 16-bit rows widened once, dx streamed, the
+ * next row prefetched. */
+ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy_stored, const void *x_stored,
+                                 const float *gamma, size_t d, RmsBackwardRow r, WidenedRows widened, LnStorage storage)
 {
-    r.mean_g_xhat = sum_g_xhat(dy, x, gamma, d, r.rstd, storage) / (float)d;
+    const float *x = row_as_floats(widened.x, x_stored, d, r.next_x, storage),
+                *dy = row_as_floats(widened.dy, dy_stored, d, r.next_dy, storage);
+    r.mean_g_xhat = sum_g_xhat(dy, x, gamma, d, r.rstd) / (float)d;
     size_t j = unaligned_head(dx, d, storage);
     rms_backward_stored(dx, dgamma_part, dy, x, gamma, 0, j, &r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
-        __builtin_prefetch(stored_at(r.next_x, j, storage));
-        __builtin_prefetch(stored_at(r.next_dy, j, storage));
-        rms_backward_span(block, dgamma_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
-                          widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
+        float block[BLOCK];
+        if (storage == STORAGE_FLOAT32) {
+            __builtin_prefetch(stored_at(r.next_x, j, storage));
+            __builtin_prefetch(stored_at(r.next_dy, j, storage));
+        }
+        rms_backward_span(block, dgamma_part + j, dy + j, x + j, gamma + j, BLOCK, &r);
         store_block_streaming(dx, j, block, storage);
     }
     rms_backward_stored(dx, dgamma_part, dy, x, gamma, j, d - j, &r, storage);
@@ -206,9 +206,9 @@ ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, c
 
 /* rms_backward_row compiled once for each storage type. */
 static void rms_backward_row_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
-                                    size_t d, RmsBackwardRow r, LnStorage storage)
+                                    size_t d, RmsBackwardRow r, WidenedRows widened, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, fixed_storage));
+    CALL_FOR_STORAGE(storage, rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, widened, fixed_storage));
 }
 // ANCHOR_END: differentiate_an_rms_row
 
@@ -225,6 +225,7 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
     size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
+        WidenedRows widened = widened_rows_alloc(d, storage); /* each thread's */
 #pragma omp for schedule(static)
         for (size_t chunk = 0; chunk < chunks; chunk++) {
             float *dgamma_part = scratch + chunk * d;
@@ -235,10 +236,11 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
                                     .next_x = stored_at(x, next * d, storage),
                                     .next_dy = stored_at(dy, next * d, storage)};
                 rms_backward_row_stored((char *)dx + row * row_bytes, dgamma_part, stored_at(dy, row * d, storage),
-                                        stored_at(x, row * d, storage), gamma, d, r, storage);
+                                        stored_at(x, row * d, storage), gamma, d, r, widened, storage);
             }
         }
         streaming_stores_done();
+        widened_rows_free(widened);
     }
     float *const sums[] = {dgamma};
     add_chunk_partials(sums, 1, scratch, chunks, d);

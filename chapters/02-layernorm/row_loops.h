@@ -50,17 +50,14 @@
 
 // ANCHOR: widen_a_chunk_of_a_row
 /* x and dy are read, and y and dx written, in their storage type: a 16-bit
- * row moves half the bytes of a float32 one, and is never held widened as a
- * whole. The arithmetic is float32, on chunks of at most LANES values
- * widened into an array on the stack. Converting a chunk is a loop of
- * independent values: bf16's shift the compiler turns into vector
- * instructions, fp16's takes 8 values per F16C instruction where the
- * machine has them (halves_to_floats, kernels/fp16.h); the same conversion
- * inside the arithmetic loops would mix 16- and 32-bit lanes in one loop,
- * which the compiler does less well. For float32
- * the "chunk" is the row itself, in place: no copy. Widening is exact, so
- * every sum and every element is the bits the float32 kernel gives on the
- * widened row, and y and dx are rounded once, to nearest even. */
+ * row moves half the bytes of a float32 one. The arithmetic is float32.
+ * Converting a chunk is a loop of independent values: bf16's shift the
+ * compiler turns into vector instructions, fp16's takes 8 values per F16C
+ * instruction where the machine has them (halves_to_floats,
+ * kernels/fp16.h). For float32 the "chunk" is the row itself, in place: no
+ * copy. Widening is exact, so every sum and every element is the bits the
+ * float32 kernel gives on the widened row, and y and dx are rounded once,
+ * to nearest even. */
 ROW_INLINE const float *widen_chunk(float *chunk, const void *row, size_t first, size_t count, LnStorage storage)
 {
     const uint16_t *bits = (const uint16_t *)row + first;
@@ -128,18 +125,15 @@ static inline float add_lanes(float *acc)
     return acc[0];
 }
 
-ROW_INLINE float sum_stored(const void *x, size_t n, LnStorage storage)
+static inline float sum_f32(const float *x, size_t n)
 {
-    float acc[LANES] = {0}, chunk[LANES];
+    float acc[LANES] = {0};
     size_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        const float *v = widen_chunk(chunk, x, i, LANES, storage);
+    for (; i + LANES <= n; i += LANES)
         for (int k = 0; k < LANES; k++)
-            acc[k] += v[k];
-    }
-    const float *v = widen_chunk(chunk, x, i, n - i, storage);
+            acc[k] += x[i + k];
     for (int k = 0; i < n; i++, k++)
-        acc[k] += v[k];
+        acc[k] += x[i];
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_in_lanes
@@ -175,6 +169,46 @@ ROW_INLINE void prefetch_lanes(const void *next_row, size_t i, LnStorage storage
         __builtin_prefetch(stored_at(next_row, i, storage) + byte);
 }
 // ANCHOR_END: prefetch_the_rows_ahead
+
+// ANCHOR: widen_a_16_bit_row_once
+/* A 16-bit row is widened once, into `widened` (d floats: 16 KiB at
+ * d = 4096, which stays in L1 or L2), while the next row is prefetched; the
+ * passes over the row then read floats. Widening a chunk at a time in each
+ * pass would convert every element two or three times, and leave the
+ * 16-bit passes limited by those instructions, not by memory. A float32
+ * row is used where it lies. */
+ROW_INLINE const float *row_as_floats(float *widened, const void *x, size_t d, const void *next_row, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32)
+        return x;
+    size_t i = 0;
+    for (; i + LANES <= d; i += LANES) {
+        prefetch_lanes(next_row, i, storage);
+        widen_chunk(widened + i, x, i, LANES, storage);
+    }
+    widen_chunk(widened + i, x, i, d - i, storage);
+    return widened;
+}
+// ANCHOR_END: widen_a_16_bit_row_once
+
+/* A thread's buffers for the backward passes' two 16-bit rows, x and dy
+ * (none for float32 rows, which are read where they lie). */
+typedef struct {
+    float *x, *dy;
+} WidenedRows;
+
+static inline WidenedRows widened_rows_alloc(size_t d, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32)
+        return (WidenedRows){NULL, NULL};
+    return (WidenedRows){ALLOC_ARRAY(float, d), ALLOC_ARRAY(float, d)};
+}
+
+static inline void widened_rows_free(WidenedRows widened)
+{
+    array_free(widened.x);
+    array_free(widened.dy);
+}
 
 // ANCHOR: stream_a_block_of_results
 /* Streaming stores: an ordinary store first reads the cache line it
@@ -250,11 +284,6 @@ static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage
 }
 // ANCHOR_END: begin_and_end_the_streamed_blocks
 
-static inline float sum_f32(const float *x, size_t n)
-{
-    return sum_stored(x, n, STORAGE_FLOAT32);
-}
-
 // ANCHOR: rescale_a_row_on_the_cpu
 /* A copy of the row times 2^-k, k = ln_overflow_exponent of its largest
  * magnitude (exact: kernels/layernorm_row.h), for a row whose statistics
@@ -274,22 +303,6 @@ static inline float *rescaled_row_f32(const float *x, size_t d, int *k)
     return scaled;
 }
 // ANCHOR_END: rescale_a_row_on_the_cpu
-
-/* The same for a row in its storage type, widened first (exactly; only a
- * bf16 row, float's range in 16 bits, can get here). */
-static inline float *rescaled_stored_row(const void *x, size_t d, int *k, LnStorage storage)
-{
-    if (storage == STORAGE_FLOAT32)
-        return rescaled_row_f32(x, d, k);
-    float *row = ALLOC_ARRAY(float, d);
-    for (size_t first = 0; first < d; first += LANES) {
-        size_t count = d - first < LANES ? d - first : LANES;
-        widen_chunk(row + first, x, first, count, storage); /* 16 bits: into row, in place */
-    }
-    float *scaled = rescaled_row_f32(row, d, k);
-    array_free(row);
-    return scaled;
-}
 
 /* The number of chunks of rows that the backward passes sum dgamma (and
  * dbeta) in: LN_BACKWARD_CHUNKS, or one per row when there are fewer. */

@@ -1,5 +1,6 @@
-/* The row kernels convert 16-bit rows 8 values at a time (halves_to_floats,
- * halves_from_floats with F16C; bf16s_from_floats with AVX2). Each must
+/* The row kernels convert 16-bit rows 8 or 16 values at a time
+ * (halves_to_floats, halves_from_floats with F16C; bf16s_from_floats with
+ * AVX-512 and AVX2). Each must
  * give the bits of the one-value conversions (kernels/fp16.h, bf16.h),
  * which tests/04-kv-cache/test_fp16.c and
  * tests/common/test_npy_as_float32.c check against the formats'
@@ -8,9 +9,9 @@
  * either side of it, or the ends of the dropped range (the boundaries of
  * subnormal halves and of bf16 lie among these), with every pattern of the
  * 19 bits above them; infinities and NaN with their payloads included.
- * Where the machine lacks F16C or AVX2 the same calls run the portable
- * loops, and the test still holds. Calls of 13 values use both the
- * 8-at-a-time path and the one-value tail of each function. */
+ * Where the machine lacks F16C, AVX-512 or AVX2 the same calls run the
+ * portable loops, and the test still holds. Calls of 29 values use the
+ * 16-at-a-time path, the 8-at-a-time one and the one-value tail. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -20,9 +21,9 @@
 #include "kernels/float_bits.h"
 #include "kernels/fp16.h"
 
-/* Calls of 13 values: 8 at a time, then 5 the one-value way, so that both
- * paths of each call are used. */
-enum { PIECE = 13 };
+/* Calls of 29 values: 16 at a time (where there is AVX-512), 8 at a time,
+ * then 5 the one-value way, so that every path of each call is used. */
+enum { PIECE = 29 };
 
 static size_t piece_at(size_t first, size_t count)
 {
@@ -84,8 +85,8 @@ static void every_boundary_narrows_to_its_bits(void)
         wrong_half += halves[i] != half_from_float_portable(floats[i]);
         wrong_bf16 += bf16s[i] != bf16_from_float(floats[i]);
     }
-    EXPECT(wrong_half == 0, "%zu of %zu floats round to other fp16 bits 8 at a time", wrong_half, count);
-    EXPECT(wrong_bf16 == 0, "%zu of %zu floats round to other bf16 bits 8 at a time", wrong_bf16, count);
+    EXPECT(wrong_half == 0, "%zu of %zu floats round to other fp16 bits in blocks", wrong_half, count);
+    EXPECT(wrong_bf16 == 0, "%zu of %zu floats round to other bf16 bits in blocks", wrong_bf16, count);
     array_free(floats);
     array_free(halves);
     array_free(bf16s);
@@ -97,6 +98,13 @@ int main(void)
     printf("fp16: F16C, 8 at a time\n");
 #else
     printf("fp16: portable loops\n");
+#endif
+#if defined(__AVX512BW__)
+    printf("bf16 rounding: AVX-512, 16 at a time, then AVX2\n");
+#elif defined(__AVX2__)
+    printf("bf16 rounding: AVX2, 8 at a time\n");
+#else
+    printf("bf16 rounding: portable loop\n");
 #endif
     every_half_widens_to_its_bits();
     every_boundary_narrows_to_its_bits();

@@ -39,6 +39,23 @@ HOST_DEVICE static inline uint16_t bf16_from_float(float x)
     return (uint16_t)((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
+#if defined(__AVX512BW__) && !defined(__CUDA_ARCH__)
+#define BF16_AVX512 1
+/* 16 floats rounded to bf16: bf16_from_float's operations, 16 lanes wide.
+ * The NaN test is a mask, the select a masked or, and the narrowing to 16
+ * bits one instruction. */
+static inline __m256i bf16s16_from_floats(__m512 values)
+{
+    __m512i bits = _mm512_castps_si512(values), top = _mm512_srli_epi32(bits, 16);
+    __m512i odd = _mm512_and_si512(top, _mm512_set1_epi32(1));
+    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, _mm512_set1_epi32(0x7fff)), odd), 16);
+    __mmask16 is_nan =
+        _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    __m512i result = _mm512_mask_or_epi32(rounded, is_nan, top, _mm512_set1_epi32(0x0040));
+    return _mm512_cvtepi32_epi16(result);
+}
+#endif
+
 /* count floats rounded to bf16. bf16_from_float's integer arithmetic,
  * 16 lanes at a time where there is AVX-512 and 8 where there is AVX2: in a
  * loop of 8 or 16 values (a block of a row) the compiler leaves the select
@@ -48,19 +65,9 @@ HOST_DEVICE static inline uint16_t bf16_from_float(float x)
 static inline void bf16s_from_floats(uint16_t *out, const float *in, size_t count)
 {
     size_t k = 0;
-#if defined(__AVX512BW__) && !defined(__CUDA_ARCH__)
-    /* 16 at a time: the NaN test is a mask, the select a masked move, and
-     * the narrowing to 16 bits one instruction. */
-    const __m512i just_under_half16 = _mm512_set1_epi32(0x7fff), one16 = _mm512_set1_epi32(1);
-    const __m512i magnitude_mask16 = _mm512_set1_epi32(0x7fffffff), infinity16 = _mm512_set1_epi32(0x7f800000);
-    for (; k + 16 <= count; k += 16) {
-        __m512i bits = _mm512_castps_si512(_mm512_loadu_ps(in + k)), top = _mm512_srli_epi32(bits, 16);
-        __m512i odd = _mm512_and_si512(top, one16);
-        __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(bits, just_under_half16), odd), 16);
-        __mmask16 is_nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, magnitude_mask16), infinity16);
-        __m512i result = _mm512_mask_or_epi32(rounded, is_nan, top, _mm512_set1_epi32(0x0040));
-        _mm256_storeu_si256((__m256i *)(out + k), _mm512_cvtepi32_epi16(result));
-    }
+#ifdef BF16_AVX512
+    for (; k + 16 <= count; k += 16)
+        _mm256_storeu_si256((__m256i *)(out + k), bf16s16_from_floats(_mm512_loadu_ps(in + k)));
 #endif
 #if defined(__AVX2__) && !defined(__CUDA_ARCH__)
     const __m256i magnitude_mask = _mm256_set1_epi32(0x7fffffff), infinity = _mm256_set1_epi32(0x7f800000);

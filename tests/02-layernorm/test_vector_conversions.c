@@ -94,7 +94,9 @@ static void every_boundary_narrows_to_its_bits(void)
 
 int main(void)
 {
-#ifdef FP16_F16C
+#if defined(FP16_AVX512)
+    printf("fp16: AVX-512, 16 at a time, then F16C, 8 at a time\n");
+#elif defined(FP16_F16C)
     printf("fp16: F16C, 8 at a time\n");
 #else
     printf("fp16: portable loops\n");

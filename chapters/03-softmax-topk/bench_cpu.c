@@ -142,8 +142,20 @@ static void run_sampling_case(void *ctx)
 enum { SAMPLING_ROUNDS = 15 };
 typedef struct {
     BenchStats fused, sampled, ratio;
-    BenchStats step; /* the sampling step alone, one thread, seconds per row */
+    BenchStats step;   /* the sampling step alone, one thread, seconds per row */
+    BenchStats region; /* an empty parallel region over the rows, seconds per row */
 } SamplingOverhead;
+
+/* An empty parallel region over the rows: what a second pass over them,
+ * after the fused one, costs before it does anything. A SamplingCase. */
+static void run_empty_region(void *ctx)
+{
+    SamplingCase *c = ctx;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+    for (size_t row = 0; row < c->rows; row++) {
+        c->tokens[row] = (int64_t)row;
+    }
+}
 
 /* The sampling step alone, on each row's K candidates held in memory (a
  * SamplingCase whose logits are the candidates', [rows, K]): what
@@ -212,6 +224,7 @@ static SamplingOverhead sampling_overhead(const BenchData *data, size_t vocab, i
     overhead.fused = seconds_per_row(bench_stats_from_times(fused_seconds, SAMPLING_ROUNDS), rows);
     overhead.sampled = seconds_per_row(bench_stats_from_times(sampled_seconds, SAMPLING_ROUNDS), rows);
     overhead.step = sampling_step_stats(data, vocab, &sampled);
+    overhead.region = seconds_per_row(bench_run(run_empty_region, &sampled, 1, SAMPLING_ROUNDS), rows);
     array_free(fused.probs);
     array_free(fused.indices);
     array_free(sampled.tokens);
@@ -236,8 +249,9 @@ static void print_sampling_overhead(const BenchData *data, int threads, TableFor
                              "fused + top-p 0.9 + a draw, µs per row",
                              "the step alone, µs per row, 1 thread (least–most)",
                              "predicted extra time",
-                             "measured extra time, round by round (least–most)"};
-    Table *table = table_new(8, headers, "rrrrrrrr");
+                             "measured extra time, round by round (least–most)",
+                             "an empty parallel region, µs per row (least–most)"};
+    Table *table = table_new(9, headers, "rrrrrrrrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         SamplingOverhead overhead = sampling_overhead(data, vocab, ks[t], threads);
         table_cell(table, "%zu", vocab);
@@ -250,6 +264,8 @@ static void print_sampling_overhead(const BenchData *data, int threads, TableFor
         table_cell(table, "%.1f%%", 100.0 * overhead.step.median / (threads * overhead.fused.median));
         table_cell(table, "%.1f%% (%.1f–%.1f%%)", 100.0 * (overhead.ratio.median - 1.0),
                    100.0 * (overhead.ratio.min - 1.0), 100.0 * (overhead.ratio.max - 1.0));
+        table_cell(table, "%.3f (%.3f–%.3f)", overhead.region.median * 1e6, overhead.region.min * 1e6,
+                   overhead.region.max * 1e6);
     }
     printf("\nSampling after the fused pass, %d rounds, the two timed in turns:\n\n", SAMPLING_ROUNDS);
     table_print(table, stdout, format);

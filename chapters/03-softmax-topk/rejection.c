@@ -49,7 +49,9 @@ static int draw_below_pivot(const RejectionCandidates *c, int pivot, double targ
     }
     return last_possible;
 }
+// ANCHOR_END: draw_below_the_pivot
 
+// ANCHOR: test_one_candidate
 /* The weight of the candidates that rank before place j. */
 static double weight_before(const RejectionCandidates *c, int j)
 {
@@ -59,9 +61,7 @@ static double weight_before(const RejectionCandidates *c, int j)
     }
     return before;
 }
-// ANCHOR_END: draw_below_the_pivot
 
-// ANCHOR: accept_or_raise_the_pivot
 /* Does a candidate survive top-p and min-p? Top-p keeps the shortest
  * prefix, in rank order, holding p of the total: a candidate is in it when
  * what ranks before it holds less than p. Min-p: its weight, relative to
@@ -71,6 +71,7 @@ static bool survives(double before, double own, double total, SamplingParams par
     bool in_top_p = params.top_p >= 1.0 || before < params.top_p * total;
     return in_top_p && own >= params.min_p;
 }
+// ANCHOR_END: test_one_candidate
 
 /* The control the tests must see fail: "before and its own weight below
  * p" keeps the prefix one shorter than top-p's. */
@@ -82,6 +83,7 @@ static bool survives_wrongly(double before, double own, double total, SamplingPa
 
 typedef bool (*Acceptance)(double before, double own, double total, SamplingParams params);
 
+// ANCHOR: accept_or_raise_the_pivot
 /* Draw below the pivot; accept, or raise the pivot to the candidate drawn:
  * it is cut, and so is every candidate that ranks after it (what ranks
  * before them holds even more; their weights are no larger). What stays

@@ -80,10 +80,9 @@ typedef struct {
     int64_t *tokens;
 } RowSampler;
 
-static void sample_found_row(void *ctx, size_t row_number, StoredLogits row, const float *candidate_logits,
-                             float *probs, int64_t *indices)
+static void sample_found_row(void *ctx, size_t row_number, const float *candidate_logits, float *probs,
+                             int64_t *indices)
 {
-    (void)row;
     const RowSampler *s = ctx;
     sample_candidates(candidate_logits, s->params, s->method, s->seed, row_number, 0, s->samples,
                       s->tokens + row_number * (size_t)s->samples, probs, indices);

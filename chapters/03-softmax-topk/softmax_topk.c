@@ -548,6 +548,7 @@ void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int
     row_with_lookahead(version, float32_logits(logits), vocab, vocab * sizeof(float), k, scratch, probs, indices, NULL);
 }
 
+// ANCHOR: sample_each_row_where_its_top_k_is_found
 /* `then`, when not NULL, takes each row's top K on the thread that found
  * it, with the candidates' logits. */
 static void rows_with_lookahead(CpuVersion version, StoredLogits logits, size_t rows, size_t vocab, int k, int threads,
@@ -567,13 +568,14 @@ static void rows_with_lookahead(CpuVersion version, StoredLogits logits, size_t 
             row_with_lookahead(version, this_row, vocab, (rows - row) * row_bytes, k, &scratch, row_probs, row_indices,
                                candidate_logits);
             if (then != NULL) {
-                then->take(then->ctx, row, this_row, candidate_logits, row_probs, row_indices);
+                then->take(then->ctx, row, candidate_logits, row_probs, row_indices);
             }
         }
         array_free(candidate_logits);
         row_scratch_free(&scratch);
     }
 }
+// ANCHOR_END: sample_each_row_where_its_top_k_is_found
 
 void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,
                        float *probs, int64_t *indices)

@@ -68,13 +68,12 @@ void softmax_topk_stored_rows(StoredLogits logits, size_t rows, size_t vocab, in
 
 /* What a caller does with each row's top K as soon as the fused pass has
  * found it, on the thread that found it, inside the pass's one parallel
- * region: `row` (its number and its stored logits), the K candidates'
- * logits, as floats, in rank order, and their probabilities and indices
- * (which it may overwrite). The sampler draws its tokens here: no second
- * read of the logits, and no second parallel region. */
+ * region: the row's number, the K candidates' logits, as floats, in rank
+ * order, and their probabilities and indices (which it may overwrite).
+ * The sampler draws its tokens here: no second read of the logits, and no
+ * second parallel region. */
 typedef struct {
-    void (*take)(void *ctx, size_t row_number, StoredLogits row, const float *candidate_logits, float *probs,
-                 int64_t *indices);
+    void (*take)(void *ctx, size_t row_number, const float *candidate_logits, float *probs, int64_t *indices);
     void *ctx;
 } TopkRowConsumer;
 

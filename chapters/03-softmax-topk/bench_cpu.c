@@ -139,10 +139,57 @@ static void run_sampling_case(void *ctx)
  * turns: seconds per row of each, and sampling's extra time as the ratio of
  * the two times of each round, which a busy machine disturbs far less than
  * it disturbs either time. */
-enum { SAMPLING_ROUNDS = 9 };
+enum { SAMPLING_ROUNDS = 15 };
 typedef struct {
     BenchStats fused, sampled, ratio;
+    BenchStats step;   /* the sampling step alone, one thread, seconds per row */
+    BenchStats region; /* an empty parallel region over the rows, seconds per row */
 } SamplingOverhead;
+
+/* An empty parallel region over the rows: what a second pass over them,
+ * after the fused one, costs before it does anything. A SamplingCase. */
+static void run_empty_region(void *ctx)
+{
+    SamplingCase *c = ctx;
+#pragma omp parallel for num_threads(c->threads) schedule(static)
+    for (size_t row = 0; row < c->rows; row++) {
+        c->tokens[row] = (int64_t)row;
+    }
+}
+
+/* The sampling step alone, on each row's K candidates held in memory (a
+ * SamplingCase whose logits are the candidates', [rows, K]): what
+ * sample_rows does after the fused pass finds them, on one thread. */
+static void run_sampling_step(void *ctx)
+{
+    SamplingCase *c = ctx;
+    size_t k = (size_t)c->params.top_k;
+    for (size_t row = 0; row < c->rows; row++) {
+        sample_candidates(c->logits + row * k, c->params, DRAW_INVERSE_CDF, 1, row, 0, 1, c->tokens + row,
+                          c->probs + row * k, c->indices + row * k);
+    }
+}
+
+/* The step alone, timed on one thread over the rows' candidates, which the
+ * sampling case has just found: seconds per row. A few microseconds per
+ * row, far below what a busy machine adds to or takes from a pass over
+ * all V logits: measured apart, it is not lost in the pass's noise. */
+static BenchStats sampling_step_stats(const BenchData *data, size_t vocab, const SamplingCase *sampled)
+{
+    size_t k = (size_t)sampled->params.top_k, rows = sampled->rows;
+    float *candidate_logits = ALLOC_ARRAY(float, rows *k);
+    softmax_topk_stored_rows(float32_logits(data->logits), rows, vocab, (int)k, data->threads, sampled->probs,
+                             sampled->indices);
+    for (size_t i = 0; i < rows * k; i++) {
+        candidate_logits[i] = data->logits[i / k * vocab + (size_t)sampled->indices[i]];
+    }
+    SamplingCase step = *sampled;
+    step.logits = candidate_logits;
+    step.threads = 1;
+    BenchStats stats = seconds_per_row(bench_run(run_sampling_step, &step, 1, SAMPLING_ROUNDS), rows);
+    array_free(candidate_logits);
+    return stats;
+}
 
 static SamplingOverhead sampling_overhead(const BenchData *data, size_t vocab, int k, int threads)
 {
@@ -176,6 +223,8 @@ static SamplingOverhead sampling_overhead(const BenchData *data, size_t vocab, i
     overhead.ratio = bench_ratio_stats(sampled_seconds, fused_seconds, SAMPLING_ROUNDS);
     overhead.fused = seconds_per_row(bench_stats_from_times(fused_seconds, SAMPLING_ROUNDS), rows);
     overhead.sampled = seconds_per_row(bench_stats_from_times(sampled_seconds, SAMPLING_ROUNDS), rows);
+    overhead.step = sampling_step_stats(data, vocab, &sampled);
+    overhead.region = seconds_per_row(bench_run(run_empty_region, &sampled, 1, SAMPLING_ROUNDS), rows);
     array_free(fused.probs);
     array_free(fused.indices);
     array_free(sampled.tokens);
@@ -185,7 +234,10 @@ static SamplingOverhead sampling_overhead(const BenchData *data, size_t vocab, i
 }
 
 /* What sampling adds to the fused pass, on all threads. Sampling reads only
- * the K candidates' logits again, so its cost should not grow with V. */
+ * the K candidates' logits, which the pass holds, so its cost should not
+ * grow with V. Predicted: each thread samples its own rows after their
+ * pass, so the step alone, per row on one thread, over `threads` times the
+ * fused pass's time per row (all threads). */
 static void print_sampling_overhead(const BenchData *data, int threads, TableFormat format)
 {
     const size_t vocab = 128256;
@@ -193,10 +245,13 @@ static void print_sampling_overhead(const BenchData *data, int threads, TableFor
     const char *headers[] = {"V",
                              "K",
                              "threads",
-                             "fused, microseconds per row",
-                             "fused + top-p 0.9 + a draw, microseconds per row",
-                             "sampling's extra time, round by round (least–most)"};
-    Table *table = table_new(6, headers, "rrrrrr");
+                             "fused, µs per row",
+                             "fused + top-p 0.9 + a draw, µs per row",
+                             "the step alone, µs per row, 1 thread (least–most)",
+                             "predicted extra time",
+                             "measured extra time, round by round (least–most)",
+                             "an empty parallel region, µs per row (least–most)"};
+    Table *table = table_new(9, headers, "rrrrrrrrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         SamplingOverhead overhead = sampling_overhead(data, vocab, ks[t], threads);
         table_cell(table, "%zu", vocab);
@@ -204,8 +259,13 @@ static void print_sampling_overhead(const BenchData *data, int threads, TableFor
         table_cell(table, "%d", threads);
         table_cell(table, "%.1f", overhead.fused.median * 1e6);
         table_cell(table, "%.1f", overhead.sampled.median * 1e6);
+        table_cell(table, "%.3f (%.3f–%.3f)", overhead.step.median * 1e6, overhead.step.min * 1e6,
+                   overhead.step.max * 1e6);
+        table_cell(table, "%.1f%%", 100.0 * overhead.step.median / (threads * overhead.fused.median));
         table_cell(table, "%.1f%% (%.1f–%.1f%%)", 100.0 * (overhead.ratio.median - 1.0),
                    100.0 * (overhead.ratio.min - 1.0), 100.0 * (overhead.ratio.max - 1.0));
+        table_cell(table, "%.3f (%.3f–%.3f)", overhead.region.median * 1e6, overhead.region.min * 1e6,
+                   overhead.region.max * 1e6);
     }
     printf("\nSampling after the fused pass, %d rounds, the two timed in turns:\n\n", SAMPLING_ROUNDS);
     table_print(table, stdout, format);

@@ -13,6 +13,7 @@
 #include "chapters/03-softmax-topk/merge_demo.h"
 #include "chapters/03-softmax-topk/merge_tree.h"
 #include "chapters/03-softmax-topk/radix_select.h"
+#include "chapters/03-softmax-topk/rejection_table.h"
 #include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
@@ -487,5 +488,16 @@ int ties_command(int argc, char **argv)
         cli_fail("-k %ld is larger than V = %ld", k, vocab);
     }
     print_ties_table((size_t)vocab, (int)k, (size_t)rows, (uint64_t)seed, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    return 0;
+}
+
+int rejection_command(int argc, char **argv)
+{
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    print_rejection_table(markdown ? TABLE_MARKDOWN : TABLE_TEXT);
     return 0;
 }

@@ -14,7 +14,7 @@
 
 CliCommandFunction run_command, apply_command, sample_command, hard_inputs_command, traffic_command, accuracy_command,
     bench_command, merge_demo_command, admissions_data_command, ties_command, merge_tree_diagram_command,
-    radix_data_command, lanes_diagram_command;
+    radix_data_command, lanes_diagram_command, rejection_command;
 
 /* Rows of logits, loaded from a .npy file or made at random: as stored,
  * which the fused version reads, and as float32, which everything else

@@ -27,8 +27,11 @@ static DrawMethod draw_method_option(const char *text)
     if (strcmp(text, "inverse-cdf") == 0) {
         return DRAW_INVERSE_CDF;
     }
+    if (strcmp(text, "rejection") == 0) {
+        return DRAW_REJECTION;
+    }
     if (strcmp(text, "gumbel") != 0) {
-        cli_fail("--method expects inverse-cdf or gumbel, got '%s'", text);
+        cli_fail("--method expects inverse-cdf, gumbel or rejection, got '%s'", text);
     }
     return DRAW_GUMBEL_MAX;
 }
@@ -87,7 +90,8 @@ static size_t sample_options(const TopkDevice *device, SampleOptions *o, CliOpti
                         &o->method_text,
                         0,
                         0,
-                        "inverse-cdf: one uniform per draw; gumbel: Gumbel-max, one uniform per candidate per draw"};
+                        "inverse-cdf: one uniform per draw; gumbel: Gumbel-max, one uniform per candidate per draw; "
+                        "rejection: sorting-free top-p, one uniform per round"};
         options[count++] =
             (CliOption){"--threads", CLI_INT, &o->threads, 1, 1024, "CPU threads (the tokens do not depend on it)"};
     } else {

@@ -15,6 +15,7 @@ static const CliCommand COMMANDS[] = {
     {"accuracy",           accuracy_command,           "table: largest relative error of each version"                                        },
     {"bench",              bench_command,              "benchmark the CPU versions over V and K, on one thread and on all"                    },
     {"merge-demo",         merge_demo_command,         "table: the cross-warp merge, right and mixing rows"                                   },
+    {"rejection",          rejection_command,          "table: sorting-free top-p by rejection against the sort-based sampler"                },
     {"ties",               ties_command,               "table: the top K with every logit tied with the K-th kept"                            },
     {"admissions-data",    admissions_data_command,    "the data of the figure: logits admitted to the top K along a row"                     },
     {"merge-tree-diagram", merge_tree_diagram_command, "the figure of the warps' merge tree, as Graphviz DOT"                                 },

@@ -2,6 +2,7 @@
 
 #include <math.h>
 
+#include "chapters/03-softmax-topk/rejection.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
 #include "common/rng.h"
@@ -37,20 +38,33 @@ static int draw_place(DrawMethod method, const float *probs, int count, uint64_t
     return sample_inverse_cdf(probs, count, philox_uniform(seed, row, draw, 0));
 }
 
-/* Draws first_draw .. first_draw + samples - 1 of one row, stored in
- * `row`, whose top K indices (rank order) are in indices: probs and
- * indices become the survivors'. */
-static void sample_row(StoredLogits row, SamplingParams params, DrawMethod method, uint64_t seed, uint64_t row_number,
-                       uint32_t first_draw, int samples, float *candidate_logits, int64_t *tokens, float *probs,
+/* Draws by rejection over the K candidates, all of them, as they lie:
+ * the survivors are never computed for them (only for the file), so the
+ * draws check sampling_survivors' cut. The place drawn always survives. */
+static void draw_by_rejection(const float *candidate_logits, SamplingParams params, uint64_t seed, uint64_t row,
+                              uint32_t first_draw, int samples, const int64_t *indices, int64_t *tokens)
+{
+    double *weights = ALLOC_ARRAY(double, (size_t)params.top_k);
+    RejectionCandidates c = {candidate_logits, params.top_k, weights, 0.0};
+    bool drawable = rejection_weights(&c, params);
+    for (int d = 0; d < samples; d++) {
+        int place = drawable ? sample_by_rejection(&c, params, seed, row, first_draw + (uint32_t)d).place : -1;
+        tokens[d] = place < 0 ? -1 : indices[place];
+    }
+    array_free(weights);
+}
+
+void sample_candidates(const float *candidate_logits, SamplingParams params, DrawMethod method, uint64_t seed,
+                       uint64_t row_number, uint32_t first_draw, int samples, int64_t *tokens, float *probs,
                        int64_t *indices)
 {
-    int k = params.top_k;
-    for (int j = 0; j < k; j++) {
-        widen_logits(row, (size_t)indices[j], 1, &candidate_logits[j]);
-    }
     int count = sampling_survivors(candidate_logits, params, probs);
-    for (int j = count; j < k; j++) {
+    for (int j = count; j < params.top_k; j++) {
         indices[j] = -1;
+    }
+    if (method == DRAW_REJECTION) {
+        draw_by_rejection(candidate_logits, params, seed, row_number, first_draw, samples, indices, tokens);
+        return;
     }
     for (int d = 0; d < samples; d++) {
         int place = draw_place(method, probs, count, seed, row_number, first_draw + (uint32_t)d);
@@ -58,24 +72,31 @@ static void sample_row(StoredLogits row, SamplingParams params, DrawMethod metho
     }
 }
 
+typedef struct {
+    SamplingParams params;
+    DrawMethod method;
+    uint64_t seed;
+    int samples;
+    int64_t *tokens;
+} RowSampler;
+
+static void sample_found_row(void *ctx, size_t row_number, const float *candidate_logits, float *probs,
+                             int64_t *indices)
+{
+    const RowSampler *s = ctx;
+    sample_candidates(candidate_logits, s->params, s->method, s->seed, row_number, 0, s->samples,
+                      s->tokens + row_number * (size_t)s->samples, probs, indices);
+}
+
 void sample_rows(StoredLogits logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
                  uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices)
 {
-    size_t k = (size_t)params.top_k, row_bytes = vocab * logits_type_size(logits.type);
     /* The one read of the logits: the top K of each row, at temperature 1,
-     * whose order is that of every temperature. */
-    softmax_topk_stored_rows(logits, rows, vocab, params.top_k, threads, probs, indices);
-#pragma omp parallel num_threads(threads)
-    {
-        float *candidate_logits = ALLOC_ARRAY(float, k);
-#pragma omp for schedule(static)
-        for (size_t row = 0; row < rows; row++) {
-            StoredLogits this_row = {(const char *)logits.data + row * row_bytes, logits.type};
-            sample_row(this_row, params, method, seed, row, 0, samples, candidate_logits,
-                       tokens + row * (size_t)samples, probs + row * k, indices + row * k);
-        }
-        array_free(candidate_logits);
-    }
+     * whose order is that of every temperature; each row's draws follow
+     * its top K on the same thread, from the K logits the pass holds. */
+    RowSampler sampler = {params, method, seed, samples, tokens};
+    softmax_topk_stored_rows_then(logits, rows, vocab, params.top_k, threads, probs, indices,
+                                  (TopkRowConsumer){sample_found_row, &sampler});
 }
 
 int64_t sample_one_token(const float *logits, size_t vocab, SamplingParams params, DrawMethod method, uint64_t seed,
@@ -86,7 +107,10 @@ int64_t sample_one_token(const float *logits, size_t vocab, SamplingParams param
     int64_t *indices = ALLOC_ARRAY(int64_t, k), token;
     RowScratch scratch = row_scratch_new(CPU_FUSED, vocab, params.top_k);
     softmax_topk_row(CPU_FUSED, logits, vocab, params.top_k, &scratch, probs, indices);
-    sample_row(float32_logits(logits), params, method, seed, row, draw, 1, candidate_logits, &token, probs, indices);
+    for (size_t j = 0; j < k; j++) {
+        candidate_logits[j] = logits[indices[j]];
+    }
+    sample_candidates(candidate_logits, params, method, seed, row, draw, 1, &token, probs, indices);
     row_scratch_free(&scratch);
     array_free(probs);
     array_free(candidate_logits);

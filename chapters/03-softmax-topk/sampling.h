@@ -30,14 +30,25 @@ SamplingParams sampling_params_top_k(int top_k);
  * count is 0. */
 int sample_gumbel_max(const float *probs, int count, uint64_t seed, uint64_t row, uint32_t draw);
 
-typedef enum { DRAW_INVERSE_CDF = 1, DRAW_GUMBEL_MAX = 2 } DrawMethod;
+/* DRAW_REJECTION: rejection sampling with a rising pivot over the K
+ * candidates, sorting nothing (rejection.h); round r of draw d uses
+ * philox_uniform(seed, row, d, r). */
+typedef enum { DRAW_INVERSE_CDF = 1, DRAW_GUMBEL_MAX = 2, DRAW_REJECTION = 3 } DrawMethod;
+
+/* The sampler after the top K, on one row: its K candidates' logits in rank
+ * order (as the fused pass returns them) and their indices -> the
+ * survivors' probs and indices (the places cut: 0 and -1), and draws
+ * first_draw .. first_draw + samples - 1 into tokens. */
+void sample_candidates(const float *candidate_logits, SamplingParams params, DrawMethod method, uint64_t seed,
+                       uint64_t row, uint32_t first_draw, int samples, int64_t *tokens, float *probs, int64_t *indices);
 
 /* Rows of logits [rows, vocab], stored in any type (softmax_topk.h: the
  * fused pass reads 16-bit logits as they are) -> tokens [rows, samples] (-1 for a row
  * without survivors), and the survivors' probs and indices [rows, top_k]
  * (the places cut: probability 0, index -1). Draw d of row r uses the
  * uniform philox_uniform(seed, r, d, 0) (inverse CDF), so the tokens do not
- * depend on the number of threads. */
+ * depend on the number of threads. Each row's draws follow its top K in
+ * the fused pass, on the same thread (softmax_topk_stored_rows_then). */
 void sample_rows(StoredLogits logits, size_t rows, size_t vocab, SamplingParams params, DrawMethod method,
                  uint64_t seed, int samples, int threads, int64_t *tokens, float *probs, int64_t *indices);
 

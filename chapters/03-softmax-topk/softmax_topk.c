@@ -507,7 +507,7 @@ static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readabl
  * least the row's), for the fused version's prefetching. The naive and
  * online versions take float32 rows only. */
 static void row_with_lookahead(CpuVersion version, StoredLogits row, size_t vocab, size_t readable, int k,
-                               RowScratch *scratch, float *probs, int64_t *indices)
+                               RowScratch *scratch, float *probs, int64_t *indices, float *candidate_logits)
 {
     TopkCollector top;
     topk_collector_init(&top, k, scratch->candidates);
@@ -535,42 +535,64 @@ static void row_with_lookahead(CpuVersion version, StoredLogits row, size_t voca
         indices[j] = best[j].index;
     }
     // ANCHOR_END: normalise_only_the_winners
+    if (candidate_logits != NULL) {
+        for (int j = 0; j < k; j++) {
+            candidate_logits[j] = best[j].value;
+        }
+    }
 }
 
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
                       int64_t *indices)
 {
-    row_with_lookahead(version, float32_logits(logits), vocab, vocab * sizeof(float), k, scratch, probs, indices);
+    row_with_lookahead(version, float32_logits(logits), vocab, vocab * sizeof(float), k, scratch, probs, indices, NULL);
 }
 
+// ANCHOR: sample_each_row_where_its_top_k_is_found
+/* `then`, when not NULL, takes each row's top K on the thread that found
+ * it, with the candidates' logits. */
 static void rows_with_lookahead(CpuVersion version, StoredLogits logits, size_t rows, size_t vocab, int k, int threads,
-                                float *probs, int64_t *indices)
+                                float *probs, int64_t *indices, const TopkRowConsumer *then)
 {
     size_t row_bytes = vocab * logits_type_size(logits.type);
 #pragma omp parallel num_threads(threads)
     {
         RowScratch scratch = row_scratch_new(version, vocab, k);
+        float *candidate_logits = then != NULL ? ALLOC_ARRAY(float, (size_t)k) : NULL;
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
             /* The rows after this one follow it in memory. */
             StoredLogits this_row = {(const char *)logits.data + row * row_bytes, logits.type};
-            row_with_lookahead(version, this_row, vocab, (rows - row) * row_bytes, k, &scratch, probs + row * (size_t)k,
-                               indices + row * (size_t)k);
+            float *row_probs = probs + row * (size_t)k;
+            int64_t *row_indices = indices + row * (size_t)k;
+            row_with_lookahead(version, this_row, vocab, (rows - row) * row_bytes, k, &scratch, row_probs, row_indices,
+                               candidate_logits);
+            if (then != NULL) {
+                then->take(then->ctx, row, candidate_logits, row_probs, row_indices);
+            }
         }
+        array_free(candidate_logits);
         row_scratch_free(&scratch);
     }
 }
+// ANCHOR_END: sample_each_row_where_its_top_k_is_found
 
 void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,
                        float *probs, int64_t *indices)
 {
-    rows_with_lookahead(version, float32_logits(logits), rows, vocab, k, threads, probs, indices);
+    rows_with_lookahead(version, float32_logits(logits), rows, vocab, k, threads, probs, indices, NULL);
 }
 
 void softmax_topk_stored_rows(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
                               int64_t *indices)
 {
-    rows_with_lookahead(CPU_FUSED, logits, rows, vocab, k, threads, probs, indices);
+    rows_with_lookahead(CPU_FUSED, logits, rows, vocab, k, threads, probs, indices, NULL);
+}
+
+void softmax_topk_stored_rows_then(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
+                                   int64_t *indices, TopkRowConsumer then)
+{
+    rows_with_lookahead(CPU_FUSED, logits, rows, vocab, k, threads, probs, indices, &then);
 }
 
 static int compare_ranks(const void *a, const void *b)

@@ -66,6 +66,21 @@ void widen_logits(StoredLogits logits, size_t first, size_t n, float *out);
 void softmax_topk_stored_rows(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
                               int64_t *indices);
 
+/* What a caller does with each row's top K as soon as the fused pass has
+ * found it, on the thread that found it, inside the pass's one parallel
+ * region: the row's number, the K candidates' logits, as floats, in rank
+ * order, and their probabilities and indices (which it may overwrite).
+ * The sampler draws its tokens here: no second read of the logits, and no
+ * second parallel region. */
+typedef struct {
+    void (*take)(void *ctx, size_t row_number, const float *candidate_logits, float *probs, int64_t *indices);
+    void *ctx;
+} TopkRowConsumer;
+
+/* softmax_topk_stored_rows, then `then` on each row. */
+void softmax_topk_stored_rows_then(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
+                                   int64_t *indices, TopkRowConsumer then);
+
 /* One row of `vocab` logits -> k probabilities and indices (1 <= k <= vocab). */
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
                       int64_t *indices);

@@ -212,23 +212,46 @@ static void test_methods(void)
     array_free(logits);
 }
 
+/* --method rejection: sample_rows' tokens, the same on any thread count,
+ * survivors' tokens only, and -1 for the rows without survivors. */
+static void test_rejection_method(void)
+{
+    float *logits = make_logits();
+    Samples rejection = run_sample("rejection", "5", "3", scratch_path("rejection"));
+    Samples one_thread = run_sample("rejection", "5", "1", scratch_path("rejection-one-thread"));
+    EXPECT(same_tokens_as_library(logits, DRAW_REJECTION, &rejection), "--method rejection is not DRAW_REJECTION");
+    EXPECT(count_differences(&rejection.tokens, &one_thread.tokens) == 0,
+           "rejection, seed 5, on 1 and on 3 threads: %zu tokens differ",
+           count_differences(&rejection.tokens, &one_thread.tokens));
+    for (size_t row = 0; row < ROWS; row++) {
+        if (row == NAN_ROW || row == NEG_INF_ROW) {
+            check_row_without_survivors(row, &rejection);
+            continue;
+        }
+        check_finite_row(row, logits, &rejection);
+    }
+    free_samples(&rejection);
+    free_samples(&one_thread);
+    array_free(logits);
+}
+
 static void test_bad_input(void)
 {
     const char *logits = scratch_path("logits.npy"), *out = scratch_path("bad_out");
     const struct {
         const char *option, *value, *words;
     } refused[] = {
-        {"--top-p",       "0",          "--top-p 0 would keep no candidate"                       },
-        {"--top-p",       "1.5",        "--top-p expects a finite number in [0, 1]"               },
-        {"--top-p",       "nan",        "--top-p expects a finite number"                         },
-        {"--min-p",       "-0.1",       "--min-p expects a finite number in [0, 1]"               },
-        {"--min-p",       "2",          "--min-p expects a finite number in [0, 1]"               },
-        {"--temperature", "0",          "--temperature 0: the logits are"                         },
-        {"--temperature", "-1",         "--temperature expects a finite number"                   },
-        {"--temperature", "inf",        "--temperature expects a finite number"                   },
-        {"--samples",     "0",          "--samples expects an integer in [1,"                     },
-        {"-k",            "301",        "-k 301 is larger than V = 300"                           },
-        {"--method",      "gumbel-max", "--method expects inverse-cdf or gumbel, got 'gumbel-max'"},
+        {"--top-p",       "0",          "--top-p 0 would keep no candidate"                                  },
+        {"--top-p",       "1.5",        "--top-p expects a finite number in [0, 1]"                          },
+        {"--top-p",       "nan",        "--top-p expects a finite number"                                    },
+        {"--min-p",       "-0.1",       "--min-p expects a finite number in [0, 1]"                          },
+        {"--min-p",       "2",          "--min-p expects a finite number in [0, 1]"                          },
+        {"--temperature", "0",          "--temperature 0: the logits are"                                    },
+        {"--temperature", "-1",         "--temperature expects a finite number"                              },
+        {"--temperature", "inf",        "--temperature expects a finite number"                              },
+        {"--samples",     "0",          "--samples expects an integer in [1,"                                },
+        {"-k",            "301",        "-k 301 is larger than V = 300"                                      },
+        {"--method",      "gumbel-max", "--method expects inverse-cdf, gumbel or rejection, got 'gumbel-max'"},
     };
     for (size_t c = 0; c < sizeof refused / sizeof refused[0]; c++) {
         expect_refusal(run("sample", "--load", logits, "--seed", "1", "--samples", "10", "--save", out,
@@ -326,6 +349,7 @@ int main(void)
     }
     test_round_trip();
     test_methods();
+    test_rejection_method();
     test_bad_input();
     test_failed_writes();
     test_apply_temperature();

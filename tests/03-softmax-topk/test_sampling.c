@@ -13,6 +13,7 @@
 
 #include "chapters/03-softmax-topk/chi_square.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
+#include "chapters/03-softmax-topk/rejection.h"
 #include "chapters/03-softmax-topk/sampling.h"
 #include "common/alloc.h"
 #include "common/check.h"
@@ -100,6 +101,27 @@ static void test_tie_at_the_top_p_cut(void)
     EXPECT(count == 2 && indices[0] == 1 && indices[1] == 2 && probs[0] == 0.5f && probs[1] == 0.5f,
            "ties at the cut: %d survivors, indices %lld %lld, probabilities %g %g", count, (long long)indices[0],
            (long long)indices[1], (double)probs[0], (double)probs[1]);
+}
+
+/* The same row by rejection, over the whole row (the candidates as they
+ * lie): the draws fall on indices 1 and 2 only, about half each; the third
+ * tied logit, which a pivot on the value alone would keep, never. 4000
+ * draws: each share within 0.05 of 1/2 is 6 standard deviations. */
+static void test_tie_at_the_cut_by_rejection(void)
+{
+    enum { TIE_DRAWS = 4000 };
+    const float logits[] = {0.0f, 1.0f, 1.0f, 1.0f};
+    SamplingParams params = {1.0, 4, 0.5, 0.0};
+    double weights[4];
+    RejectionCandidates c = {logits, 4, weights, 0.0};
+    rejection_weights(&c, params);
+    int drawn[4] = {0, 0, 0, 0};
+    for (int d = 0; d < TIE_DRAWS; d++) {
+        int place = sample_by_rejection(&c, params, 7, 0, (uint32_t)d).place;
+        drawn[place < 0 ? 0 : place] += place < 0 ? TIE_DRAWS : 1;
+    }
+    EXPECT(drawn[0] == 0 && drawn[3] == 0 && fabs(drawn[1] / (double)TIE_DRAWS - 0.5) < 0.05,
+           "ties at the cut by rejection: drawn %d %d %d %d times", drawn[0], drawn[1], drawn[2], drawn[3]);
 }
 
 /* top_p = 1, min_p = 0 and K = V reduce the sampler to the softmax of x / T. */
@@ -271,6 +293,10 @@ static const FitCase FIT_CASES[] = {
     {"flat",         {1.0, 64, 1.0, 0.0},  flat        },
     {"heavy-tailed", {0.8, 64, 1.0, 0.01}, heavy_tailed},
     {"tied",         {1.0, 40, 0.7, 0.0},  tied        },
+ /* Top-p < 1 on the two rows above that keep it at 1: the rejection
+     * sampler's cut, where its rounds are many. */
+    {"flat, p 0.5",  {1.0, 64, 0.5, 0.0},  flat        },
+    {"heavy, p 0.8", {0.8, 64, 0.8, 0.01}, heavy_tailed},
 };
 
 /* The chi-square fit of the tokens drawn to the expected probabilities of
@@ -334,6 +360,92 @@ static ChiSquare fit_without_renormalising(const FitCase *c, const float *logits
     return fit;
 }
 
+/* The K candidates of a case, in rank order: their logits, indices and
+ * weights relative to the best. */
+typedef struct {
+    float *logits;
+    int64_t *indices;
+    double *weights;
+    int k;
+} RankedCandidates;
+
+static RankedCandidates ranked_candidates(const FitCase *c, const float *logits)
+{
+    int k = c->params.top_k;
+    RankedCandidates r = {ALLOC_ARRAY(float, (size_t)k), ALLOC_ARRAY(int64_t, (size_t)k),
+                          ALLOC_ARRAY(double, (size_t)k), k};
+    float *probs = ALLOC_ARRAY(float, (size_t)k);
+    int64_t token;
+    sample_one_row(logits, FIT_VOCAB, sampling_params_top_k(k), probs, r.indices, &token);
+    for (int j = 0; j < k; j++) {
+        r.logits[j] = logits[r.indices[j]];
+        r.weights[j] = exp(((double)r.logits[j] - (double)r.logits[0]) / c->params.temperature);
+    }
+    array_free(probs);
+    return r;
+}
+
+static void ranked_candidates_free(RankedCandidates *r)
+{
+    array_free(r->logits);
+    array_free(r->indices);
+    array_free(r->weights);
+}
+
+/* The wrong acceptance rule (rejection.h) over the case's K candidates:
+ * it never draws the last survivor. */
+static ChiSquare fit_of_wrong_rejection(const FitCase *c, const float *logits, int64_t *tokens)
+{
+    RankedCandidates r = ranked_candidates(c, logits);
+    double *expected = ALLOC_ARRAY(double, (size_t)r.k), *weights = ALLOC_ARRAY(double, (size_t)r.k);
+    int64_t *ref_indices = ALLOC_ARRAY(int64_t, (size_t)r.k);
+    int count = reference_survivors(logits, FIT_VOCAB, c->params, expected, ref_indices);
+    RejectionCandidates candidates = {r.logits, r.k, weights, 0.0};
+    rejection_weights(&candidates, c->params);
+    for (int d = 0; d < DRAWS; d++) {
+        int place = sample_by_rejection_wrongly(&candidates, c->params, 2024, 0, (uint32_t)d).place;
+        tokens[d] = place < 0 ? -1 : r.indices[place];
+    }
+    ChiSquare fit = fit_of_tokens(tokens, ref_indices, expected, count);
+    array_free(expected);
+    array_free(weights);
+    array_free(ref_indices);
+    ranked_candidates_free(&r);
+    return fit;
+}
+
+/* The rounds of DRAWS rejection draws over the case's K candidates: their
+ * mean against rejection_expected_rounds. The tolerance: 6 standard errors
+ * of the mean, from the rounds' own spread (with a floor for a case whose
+ * every draw takes one round); the derivation is exact, so only chance
+ * separates the two. */
+static void check_rounds(const FitCase *c, const float *logits)
+{
+    RankedCandidates r = ranked_candidates(c, logits);
+    double *weights = ALLOC_ARRAY(double, (size_t)r.k);
+    RejectionCandidates candidates = {r.logits, r.k, weights, 0.0};
+    rejection_weights(&candidates, c->params);
+    double sum = 0.0, sum_squares = 0.0;
+    for (int d = 0; d < DRAWS; d++) {
+        int rounds = sample_by_rejection(&candidates, c->params, 2024, 0, (uint32_t)d).rounds;
+        sum += rounds;
+        sum_squares += (double)rounds * rounds;
+    }
+    double mean = sum / DRAWS, variance = sum_squares / DRAWS - mean * mean;
+    double *probs = ALLOC_ARRAY(double, (size_t)r.k);
+    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)r.k);
+    int survivors = reference_survivors(logits, FIT_VOCAB, c->params, probs, indices);
+    double expected = rejection_expected_rounds(r.weights, r.k, survivors);
+    double tolerance = 6.0 * sqrt(variance / DRAWS) + 1e-12;
+    printf("%-12s  rejection    rounds per draw %.4f, expected %.4f\n", c->name, mean, expected);
+    EXPECT(fabs(mean - expected) <= tolerance, "%s: %.5f rounds per draw, expected %.5f (tolerance %.2g)", c->name,
+           mean, expected, tolerance);
+    array_free(weights);
+    array_free(probs);
+    array_free(indices);
+    ranked_candidates_free(&r);
+}
+
 /* p > 1e-3: a correct sampler fails one case in a thousand by chance; the
  * seeds are fixed, so this run passes or fails the same way every time. */
 #define FIT_P_MIN 1e-3
@@ -345,8 +457,8 @@ static void test_goodness_of_fit(void)
     for (size_t c = 0; c < sizeof FIT_CASES / sizeof FIT_CASES[0]; c++) {
         const FitCase *fit_case = &FIT_CASES[c];
         fit_case->fill(logits, FIT_VOCAB);
-        const char *methods[] = {"", "inverse CDF", "Gumbel-max"};
-        for (int method = DRAW_INVERSE_CDF; method <= DRAW_GUMBEL_MAX; method++) {
+        const char *methods[] = {"", "inverse CDF", "Gumbel-max", "rejection"};
+        for (int method = DRAW_INVERSE_CDF; method <= DRAW_REJECTION; method++) {
             ChiSquare fit = fit_of_draws(fit_case, (DrawMethod)method, logits, tokens);
             printf("%-12s  %-11s  chi2 %9.2f  df %3d  p %.3g\n", fit_case->name, methods[method], fit.statistic, fit.df,
                    fit.p_value);
@@ -359,7 +471,13 @@ static void test_goodness_of_fit(void)
                    methods[1], wrong.statistic, wrong.df, wrong.p_value);
             EXPECT(!(wrong.p_value > FIT_P_MIN), "%s: the wrong renormalisation passes (p %.3g)", fit_case->name,
                    wrong.p_value);
+            ChiSquare wrong_rule = fit_of_wrong_rejection(fit_case, logits, tokens);
+            printf("%-12s  %-11s  chi2 %9.2f  df %3d  p %.3g  (wrong acceptance rule)\n", fit_case->name, methods[3],
+                   wrong_rule.statistic, wrong_rule.df, wrong_rule.p_value);
+            EXPECT(!(wrong_rule.p_value > FIT_P_MIN), "%s: the wrong acceptance rule passes (p %.3g)", fit_case->name,
+                   wrong_rule.p_value);
         }
+        check_rounds(fit_case, logits);
     }
     array_free(logits);
     array_free(tokens);
@@ -369,6 +487,7 @@ int main(void)
 {
     test_semantics_against_reference();
     test_tie_at_the_top_p_cut();
+    test_tie_at_the_cut_by_rejection();
     test_reductions();
     test_hard_rows();
     test_thread_count_does_not_matter();

@@ -139,21 +139,25 @@ void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, c
 
 /* sum(g), sum(g * (x - mean)) and sum(x - mean), g = gamma * dy: the
  * sums ln_backward_means turns into mean(g), mean(g * xhat) and the residual. */
-static inline LnBackwardMeans backward_sums(const float *dy, const float *x, const float *gamma, size_t d, float mean,
-                                            float rstd)
+ROW_INLINE LnBackwardMeans backward_sums(const void *dy, const void *x, const float *gamma, size_t d, float mean,
+                                         float rstd, LnStorage storage)
 {
     float acc_g[LANES] = {0}, acc_g_centered[LANES] = {0}, acc_centered[LANES] = {0};
+    float dy_chunk[LANES], x_chunk[LANES];
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
+        const float *dyv = widen_chunk(dy_chunk, dy, i, LANES, storage),
+                    *xv = widen_chunk(x_chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++) {
-            float g = gamma[i + k] * dy[i + k], centered = x[i + k] - mean;
+            float g = gamma[i + k] * dyv[k], centered = xv[k] - mean;
             acc_g[k] += g;
             acc_g_centered[k] += g * centered;
             acc_centered[k] += centered;
         }
     }
+    const float *dyv = widen_chunk(dy_chunk, dy, i, d - i, storage), *xv = widen_chunk(x_chunk, x, i, d - i, storage);
     for (int k = 0; i < d; i++, k++) {
-        float g = gamma[i] * dy[i], centered = x[i] - mean;
+        float g = gamma[i] * dyv[k], centered = xv[k] - mean;
         acc_g[k] += g;
         acc_g_centered[k] += g * centered;
         acc_centered[k] += centered;
@@ -185,38 +189,33 @@ static void backward_span(float *restrict dx, float *restrict dgamma_part, float
     }
 }
 
-/* backward_span for the `count` (< BLOCK) elements from `first` on, dx
- * stored in its type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void backward_stored(void *dx, float *dgamma_part, float *dbeta_part, const float *dy, const float *x,
+/* backward_span for the `count` (< BLOCK) elements from `first` on, in the
+ * rows' storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void backward_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
                                 const float *gamma, size_t first, size_t count, const BackwardRow *r, LnStorage storage)
 {
-    float dx_chunk[BLOCK];
+    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
     float *out = result_chunk(dx_chunk, dx, first, storage);
-    backward_span(out, dgamma_part + first, dbeta_part + first, dy + first, x + first, gamma + first, count, r);
+    backward_span(out, dgamma_part + first, dbeta_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
+                  widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
     narrow_chunk(dx, first, out, count, storage);
 }
 // ANCHOR_END: differentiate_a_span
 
 // ANCHOR: differentiate_a_row
-/* dx for a whole row: its sums, then the spans, dx streamed. A 16-bit
- * row's x and dy are widened once each, as in the forward pass, and the
- * next row's are prefetched then. */
-ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, const void *dy_stored,
-                             const void *x_stored, const float *gamma, size_t d, BackwardRow r, WidenedRows widened,
-                             LnStorage storage)
+/* dx for a whole row: its sums, then the spans, dx streamed. */
+ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
+                             const float *gamma, size_t d, BackwardRow r, LnStorage storage)
 {
-    const float *x = row_as_floats(widened.x, x_stored, d, r.next_x, storage),
-                *dy = row_as_floats(widened.dy, dy_stored, d, r.next_dy, storage);
-    r.means = backward_sums(dy, x, gamma, d, r.mean, r.rstd);
+    r.means = backward_sums(dy, x, gamma, d, r.mean, r.rstd, storage);
     size_t j = unaligned_head(dx, d, storage);
     backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, 0, j, &r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float block[BLOCK];
-        if (storage == STORAGE_FLOAT32) {
-            __builtin_prefetch(stored_at(r.next_x, j, storage));
-            __builtin_prefetch(stored_at(r.next_dy, j, storage));
-        }
-        backward_span(block, dgamma_part + j, dbeta_part + j, dy + j, x + j, gamma + j, BLOCK, &r);
+        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(r.next_x, j, storage));
+        __builtin_prefetch(stored_at(r.next_dy, j, storage));
+        backward_span(block, dgamma_part + j, dbeta_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
+                      widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
         store_block_streaming(dx, j, block, storage);
     }
     backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, j, d - j, &r, storage);
@@ -224,9 +223,9 @@ ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, co
 
 /* backward_row compiled once for each storage type. */
 static void backward_row_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
-                                const float *gamma, size_t d, BackwardRow r, WidenedRows widened, LnStorage storage)
+                                const float *gamma, size_t d, BackwardRow r, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, widened, fixed_storage));
+    CALL_FOR_STORAGE(storage, backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, fixed_storage));
 }
 // ANCHOR_END: differentiate_a_row
 
@@ -251,7 +250,6 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
     size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
-        WidenedRows widened = widened_rows_alloc(d, storage); /* each thread's */
 #pragma omp for schedule(static)
         for (size_t chunk = 0; chunk < chunks; chunk++) {
             float *dgamma_part = scratch + chunk * 2 * d, *dbeta_part = dgamma_part + d;
@@ -264,11 +262,10 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
                                  .next_dy = stored_at(dy, next * d, storage)};
                 backward_row_stored((char *)dx + row * row_bytes, dgamma_part, dbeta_part,
                                     stored_at(dy, row * d, storage), stored_at(x, row * d, storage), gamma, d, r,
-                                    widened, storage);
+                                    storage);
             }
         }
         streaming_stores_done();
-        widened_rows_free(widened);
     }
     float *const sums[] = {dgamma, dbeta};
     add_chunk_partials(sums, 2, scratch, chunks, d);

@@ -137,15 +137,19 @@ void rmsnorm_forward_f32(float *y, float *rstd, const float *x, const float *gam
 
 // ANCHOR: sum_g_xhat_over_an_rms_row
 /* sum(g * xhat), g = gamma * dy, xhat = x * rstd recomputed from x. */
-static inline float sum_g_xhat(const float *dy, const float *x, const float *gamma, size_t d, float rstd)
+ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, size_t d, float rstd, LnStorage storage)
 {
-    float acc[LANES] = {0};
+    float acc[LANES] = {0}, dy_chunk[LANES], x_chunk[LANES];
     size_t i = 0;
-    for (; i + LANES <= d; i += LANES)
+    for (; i + LANES <= d; i += LANES) {
+        const float *dyv = widen_chunk(dy_chunk, dy, i, LANES, storage),
+                    *xv = widen_chunk(x_chunk, x, i, LANES, storage);
         for (int k = 0; k < LANES; k++)
-            acc[k] += gamma[i + k] * dy[i + k] * (x[i + k] * rstd);
+            acc[k] += gamma[i + k] * dyv[k] * (xv[k] * rstd);
+    }
+    const float *dyv = widen_chunk(dy_chunk, dy, i, d - i, storage), *xv = widen_chunk(x_chunk, x, i, d - i, storage);
     for (int k = 0; i < d; i++, k++)
-        acc[k] += gamma[i] * dy[i] * (x[i] * rstd);
+        acc[k] += gamma[i] * dyv[k] * (xv[k] * rstd);
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_g_xhat_over_an_rms_row
@@ -169,36 +173,33 @@ static void rms_backward_span(float *restrict dx, float *restrict dgamma_part, c
     }
 }
 
-/* rms_backward_span for the `count` (< BLOCK) elements from `first` on, dx
- * stored in its type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const float *dy, const float *x, const float *gamma,
+/* rms_backward_span for the `count` (< BLOCK) elements from `first` on, in
+ * the rows' storage type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
                                     size_t first, size_t count, const RmsBackwardRow *r, LnStorage storage)
 {
-    float dx_chunk[BLOCK];
+    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
     float *out = result_chunk(dx_chunk, dx, first, storage);
-    rms_backward_span(out, dgamma_part + first, dy + first, x + first, gamma + first, count, r);
+    rms_backward_span(out, dgamma_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
+                      widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
     narrow_chunk(dx, first, out, count, storage);
 }
 // ANCHOR_END: differentiate_a_span_of_an_rms_row
 
 // ANCHOR: differentiate_an_rms_row
-/* As layer norm's backward_row: 16-bit rows widened once, dx streamed, the
- * next row prefetched. */
-ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy_stored, const void *x_stored,
-                                 const float *gamma, size_t d, RmsBackwardRow r, WidenedRows widened, LnStorage storage)
+/* As layer norm's backward_row: dx streamed, the next row prefetched. */
+ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
+                                 size_t d, RmsBackwardRow r, LnStorage storage)
 {
-    const float *x = row_as_floats(widened.x, x_stored, d, r.next_x, storage),
-                *dy = row_as_floats(widened.dy, dy_stored, d, r.next_dy, storage);
-    r.mean_g_xhat = sum_g_xhat(dy, x, gamma, d, r.rstd) / (float)d;
+    r.mean_g_xhat = sum_g_xhat(dy, x, gamma, d, r.rstd, storage) / (float)d;
     size_t j = unaligned_head(dx, d, storage);
     rms_backward_stored(dx, dgamma_part, dy, x, gamma, 0, j, &r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
-        float block[BLOCK];
-        if (storage == STORAGE_FLOAT32) {
-            __builtin_prefetch(stored_at(r.next_x, j, storage));
-            __builtin_prefetch(stored_at(r.next_dy, j, storage));
-        }
-        rms_backward_span(block, dgamma_part + j, dy + j, x + j, gamma + j, BLOCK, &r);
+        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
+        __builtin_prefetch(stored_at(r.next_x, j, storage));
+        __builtin_prefetch(stored_at(r.next_dy, j, storage));
+        rms_backward_span(block, dgamma_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
+                          widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
         store_block_streaming(dx, j, block, storage);
     }
     rms_backward_stored(dx, dgamma_part, dy, x, gamma, j, d - j, &r, storage);
@@ -206,9 +207,9 @@ ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy_st
 
 /* rms_backward_row compiled once for each storage type. */
 static void rms_backward_row_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
-                                    size_t d, RmsBackwardRow r, WidenedRows widened, LnStorage storage)
+                                    size_t d, RmsBackwardRow r, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, widened, fixed_storage));
+    CALL_FOR_STORAGE(storage, rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, fixed_storage));
 }
 // ANCHOR_END: differentiate_an_rms_row
 
@@ -225,7 +226,6 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
     size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
-        WidenedRows widened = widened_rows_alloc(d, storage); /* each thread's */
 #pragma omp for schedule(static)
         for (size_t chunk = 0; chunk < chunks; chunk++) {
             float *dgamma_part = scratch + chunk * d;
@@ -236,11 +236,10 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
                                     .next_x = stored_at(x, next * d, storage),
                                     .next_dy = stored_at(dy, next * d, storage)};
                 rms_backward_row_stored((char *)dx + row * row_bytes, dgamma_part, stored_at(dy, row * d, storage),
-                                        stored_at(x, row * d, storage), gamma, d, r, widened, storage);
+                                        stored_at(x, row * d, storage), gamma, d, r, storage);
             }
         }
         streaming_stores_done();
-        widened_rows_free(widened);
     }
     float *const sums[] = {dgamma};
     add_chunk_partials(sums, 1, scratch, chunks, d);

@@ -191,25 +191,6 @@ ROW_INLINE const float *row_as_floats(float *widened, const void *x, size_t d, c
 }
 // ANCHOR_END: widen_a_16_bit_row_once
 
-/* A thread's buffers for the backward passes' two 16-bit rows, x and dy
- * (none for float32 rows, which are read where they lie). */
-typedef struct {
-    float *x, *dy;
-} WidenedRows;
-
-static inline WidenedRows widened_rows_alloc(size_t d, LnStorage storage)
-{
-    if (storage == STORAGE_FLOAT32)
-        return (WidenedRows){NULL, NULL};
-    return (WidenedRows){ALLOC_ARRAY(float, d), ALLOC_ARRAY(float, d)};
-}
-
-static inline void widened_rows_free(WidenedRows widened)
-{
-    array_free(widened.x);
-    array_free(widened.dy);
-}
-
 // ANCHOR: stream_a_block_of_results
 /* Streaming stores: an ordinary store first reads the cache line it
  * writes into (to own it), so writing y costs a read of y as well. A

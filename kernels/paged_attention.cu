@@ -1,4 +1,4 @@
-/* Paged decode attention kernels, versions 1 and 2 (see
+/* Paged decode attention kernels, versions 1 to 4 (see
  * kernels/paged_attention_gpu.h; their launcher is
  * kernels/paged_attention_launch.cu). The block layout, the dequantization
  * steps and the online softmax come from kernels/kv_quant.h, kernels/fp16.h
@@ -202,6 +202,60 @@ template <int kChannels> struct LaneState {
     float acc[kChannels];
 };
 
+// ANCHOR: load_a_lanes_queries
+/* A lane's channels of the kGroup queries, times `scale` and, channel by
+ * channel, `channel_scale` (KIVI's key scales; none for the others); a
+ * head past `heads` gets a zero query. */
+template <int kGroup, int kChannels, int kScales>
+__device__ __forceinline__ void load_queries(const KernelParams &p, int seq, int first_head, int heads,
+                                             int first_channel, int head_dim, float scale,
+                                             const float (&channel_scale)[kScales], float (&q)[kGroup][kChannels])
+{
+#pragma unroll
+    for (int g = 0; g < kGroup; g++) {
+        const float4 *q4 = reinterpret_cast<const float4 *>(
+            p.queries + (static_cast<size_t>(seq) * p.n_heads + first_head + min(g, heads - 1)) * head_dim +
+            first_channel);
+#pragma unroll
+        for (int i = 0; i < kChannels / 4; i++) {
+            float4 v = g < heads ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                q[g][4 * i + j] = x[j] * scale * (kScales == kChannels ? channel_scale[(4 * i + j) % kScales] : 1.0f);
+            }
+        }
+    }
+}
+
+// ANCHOR_END: load_a_lanes_queries
+
+/* Every head's accumulator times `scale`. */
+template <int kChannels, int kGroup>
+__device__ __forceinline__ void scale_values(float scale, LaneState<kChannels> (&state)[kGroup])
+{
+#pragma unroll
+    for (int g = 0; g < kGroup; g++) {
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            state[g].acc[i] *= scale;
+        }
+    }
+}
+
+/* Every head's state empty: no score seen, a zero accumulator. */
+template <int kChannels, int kGroup> __device__ __forceinline__ void empty_states(LaneState<kChannels> (&state)[kGroup])
+{
+#pragma unroll
+    for (int g = 0; g < kGroup; g++) {
+        state[g].softmax = softmax_state_empty();
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            state[g].acc[i] = 0.0f;
+        }
+    }
+}
+
 // ANCHOR: merge_lanes_warps_and_blocks
 /* Merge the token groups of a warp: lanes kLanes apart hold the same
  * channels, so a butterfly over offsets kLanes, 2 kLanes, ... < 32 merges
@@ -291,23 +345,8 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
     // ANCHOR_END: give_every_head_of_the_group_its_query
     // ANCHOR: load_the_queries_and_empty_the_states
     float q[kGroup][kChannels];
-#pragma unroll
-    for (int g = 0; g < kGroup; g++) {
-        const float4 *q4 = reinterpret_cast<const float4 *>(
-            p.queries + (static_cast<size_t>(seq) * p.n_heads + first_head + min(g, heads - 1)) * kHeadDim +
-            first_channel);
-#pragma unroll
-        for (int i = 0; i < kChannels / 4; i++) {
-            float4 v = g < heads ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            q[g][4 * i] = v.x * key_scale, q[g][4 * i + 1] = v.y * key_scale;
-            q[g][4 * i + 2] = v.z * key_scale, q[g][4 * i + 3] = v.w * key_scale;
-        }
-        state[g].softmax = softmax_state_empty();
-#pragma unroll
-        for (int i = 0; i < kChannels; i++) {
-            state[g].acc[i] = 0.0f;
-        }
-    }
+    load_queries(p, seq, first_head, heads, first_channel, kHeadDim, key_scale, {1.0f}, q);
+    empty_states(state);
     const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
     // ANCHOR_END: load_the_queries_and_empty_the_states
 
@@ -400,14 +439,7 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
     // ANCHOR: scale_the_values_once_and_attend_one_head
     /* FP8: the values' one scale multiplies their weighted sum, once. */
     if constexpr (Plan::kScaledPerTensor) {
-        const float value_scale = kv_fp8_row_scale(kv_head_layout(p.values, kv_head));
-#pragma unroll
-        for (int g = 0; g < kGroup; g++) {
-#pragma unroll
-            for (int i = 0; i < kChannels; i++) {
-                state[g].acc[i] *= value_scale;
-            }
-        }
+        scale_values(kv_fp8_row_scale(kv_head_layout(p.values, kv_head)), state);
     }
 }
 
@@ -520,50 +552,63 @@ __device__ __forceinline__ uint32_t byte_under_magic(uint32_t x, int b)
 }
 
 // ANCHOR: unpack_with_a_magic_exponent
-/* Version 4's unpacking: no shifts per number and no int-to-float
- * conversions. A float whose bits are 0x4B000000 | m (m < 2^23) is exactly
- * 2^23 + m, so ORing an integer into the mantissa of 2^23 makes it a float.
- * INT4: nibble n of a word, masked where it lies (bits 4n .. 4n + 3, one
- * LOP3 that masks and ORs), gives 2^23 + 2^(4n) (q + 8); one FFMA times
- * 2^(-4n) minus (2^(23 - 4n) + 8) leaves q. Every step is exact: the product
- * by a power of two is exact, and the FFMA rounds once a result, q, that is
- * a small integer. Only nibbles 0 to 4 fit under the exponent (2^16 15 <
- * 2^23), so the word's top three are shifted down by 12 once, into places 2
- * to 4. INT8: XOR 0x80 makes each byte q + 128; one PRMT puts a byte under
- * 0x4B and one FADD subtracts 2^23 + 128, exact for the same reason. The
- * other formats unpack as versions 1 to 3 do. */
+/* Version 4's INT4 unpacking: no shift per number and no int-to-float
+ * conversion. A float whose bits are 0x4B000000 | m (m < 2^23) is exactly
+ * 2^23 + m. Nibble n of a word, masked where it lies (bits 4n .. 4n + 3)
+ * under that exponent, is 2^23 + 2^(4n) (q + 8); one FFMA times 2^(-4n)
+ * minus (2^(23 - 4n) + 8) leaves q. Every step is exact: the product by a
+ * power of two is exact, and the FFMA rounds once a result, q, that is a
+ * small integer. Only nibbles 0 to 4 fit under the exponent (2^16 15 <
+ * 2^23), so the word's top three are shifted down by 12 once, into places
+ * 2 to 4. */
+template <int kChannels, int kWords>
+__device__ __forceinline__ void unpack_int4(const uint32_t (&words)[kWords], float (&x)[kChannels])
+{
+    constexpr float kPlace[5] = {1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f}; /* 2^(-4n) */
+    constexpr uint32_t kMagic = 0x4B000000u;
+#pragma unroll
+    for (int w = 0; w < kWords; w++) {
+        /* (word & mask) | magic is (word | magic) & (mask | magic): one OR
+         * per word, then one AND with a constant per number. */
+        const uint32_t low = words[w] | kMagic, top = (words[w] >> 12) | kMagic;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            const int place = n < 5 ? n : n - 3;
+            const uint32_t bits = and_with(n < 5 ? low : top, (0xfu << (4 * place)) | kMagic);
+            x[8 * w + n] = fmaf(__uint_as_float(bits), kPlace[place], -(0x1p23f * kPlace[place] + 8.0f));
+        }
+    }
+}
+// ANCHOR_END: unpack_with_a_magic_exponent
+
+/* INT8 the same way: XOR 0x80 makes each byte q + 128; one PRMT puts a
+ * byte under the exponent, and one FADD subtracts 2^23 + 128, exactly. */
+template <int kChannels, int kWords>
+__device__ __forceinline__ void unpack_int8(const uint32_t (&words)[kWords], float (&x)[kChannels])
+{
+#pragma unroll
+    for (int w = 0; w < kWords; w++) {
+        const uint32_t biased = words[w] ^ 0x80808080u; /* q + 128 in every byte */
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            x[4 * w + b] = __uint_as_float(byte_under_magic(biased, b)) - (0x1p23f + 128.0f);
+        }
+    }
+}
+
+/* A lane's numbers of one row, version 4's way; the formats other than the
+ * integers unpack as versions 1 to 3 do. */
 template <KvNumber kNumber, int kChannels, int kWords>
 __device__ __forceinline__ void unpack(const uint32_t (&words)[kWords], float (&x)[kChannels])
 {
     if constexpr (kNumber == KV_NUMBER_INT4) {
-        constexpr float kPlace[5] = {1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f}; /* 2^(-4n) */
-        constexpr uint32_t kMagic = 0x4B000000u;
-#pragma unroll
-        for (int w = 0; w < kWords; w++) {
-            /* (word & mask) | magic is (word | magic) & (mask | magic): one OR
-             * per word, then one AND with a constant per number. */
-            const uint32_t low = words[w] | kMagic, top = (words[w] >> 12) | kMagic; /* nibbles 5 to 7 in 2 to 4 */
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                const int place = n < 5 ? n : n - 3;
-                const uint32_t bits = and_with(n < 5 ? low : top, (0xfu << (4 * place)) | kMagic);
-                x[8 * w + n] = fmaf(__uint_as_float(bits), kPlace[place], -(0x1p23f * kPlace[place] + 8.0f));
-            }
-        }
+        unpack_int4(words, x);
     } else if constexpr (kNumber == KV_NUMBER_INT8) {
-#pragma unroll
-        for (int w = 0; w < kWords; w++) {
-            const uint32_t biased = words[w] ^ 0x80808080u; /* q + 128 in every byte */
-#pragma unroll
-            for (int b = 0; b < 4; b++) {
-                x[4 * w + b] = __uint_as_float(byte_under_magic(biased, b)) - (0x1p23f + 128.0f);
-            }
-        }
+        unpack_int8(words, x);
     } else {
         dequantize<kNumber>(words, x);
     }
 }
-// ANCHOR_END: unpack_with_a_magic_exponent
 
 // ANCHOR: push_a_group_of_scores
 /* Push kCount scores into one head's state at once: the group's maximum
@@ -650,7 +695,6 @@ __host__ __device__ constexpr int push_group_positions(KvNumber number)
     return number == KV_NUMBER_INT8 || number == KV_NUMBER_INT4 ? 8 : 4;
 }
 
-// ANCHOR: score_a_group_then_push_it_once
 /* Version 4's loop: version 3's, with a softmax rescale per group of
  * push_group_positions positions instead of per position, loads without branches, the
  * unpacking above, and 1 / sqrt(head_dim) (and FP8's key scale) folded into
@@ -670,24 +714,15 @@ __device__ void attend_positions_grouped(const KernelParams &p, int seq, int fir
     if constexpr (Plan::kScaledPerTensor) {
         query_scale *= kv_fp8_row_scale(kv_head_layout(p.keys, kv_head));
     }
+    /* KIVI loads its queries again for every block, scaled by the block's
+     * key scales (below), from L1: holding both the queries and a scaled
+     * copy would take four queries' more registers, and scaling each key
+     * instead one multiplication per number. */
     float q[kGroup][kChannels];
-#pragma unroll
-    for (int g = 0; g < kGroup; g++) {
-        const float4 *q4 = reinterpret_cast<const float4 *>(
-            p.queries + (static_cast<size_t>(seq) * p.n_heads + first_head + min(g, heads - 1)) * kHeadDim +
-            first_channel);
-#pragma unroll
-        for (int i = 0; i < kChannels / 4; i++) {
-            float4 v = g < heads ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            q[g][4 * i] = v.x * query_scale, q[g][4 * i + 1] = v.y * query_scale;
-            q[g][4 * i + 2] = v.z * query_scale, q[g][4 * i + 3] = v.w * query_scale;
-        }
-        state[g].softmax = softmax_state_empty();
-#pragma unroll
-        for (int i = 0; i < kChannels; i++) {
-            state[g].acc[i] = 0.0f;
-        }
+    if constexpr (!Plan::kKeysPerChannel) {
+        load_queries(p, seq, first_head, heads, first_channel, kHeadDim, query_scale, {1.0f}, q);
     }
+    empty_states(state);
     const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
     const int first_block = begin / block_size, blocks = paged_kv_blocks_for(end, block_size) - first_block;
     for (int round = 0; round < blocks; round += kGroups) {
@@ -696,13 +731,13 @@ __device__ void attend_positions_grouped(const KernelParams &p, int seq, int fir
         const int b = has_block ? first_block + round + token_group : first_block;
         const int count = has_block ? min(block_size, end - b * block_size) : 0;
         const LaneRows rows = lane_rows<Plan>(p, offsets, table[b], kv_head);
-        /* KIVI: the per-channel scales multiply each key (a copy of the
-         * queries scaled by them would hold four queries' more registers). */
-        float channel_scale[Plan::kKeysPerChannel ? kChannels : 1];
         if constexpr (Plan::kKeysPerChannel) {
+            float channel_scale[kChannels];
             load_channel_scales<Plan>(offsets, rows.key_scale - offsets.key_scales.first, channel_scale);
+            load_queries(p, seq, first_head, heads, first_channel, kHeadDim, query_scale, channel_scale, q);
         }
         const int warp_count = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(count)));
+        // ANCHOR: score_a_group
         for (int slot = 0; slot < warp_count; slot += kPushGroup) {
             LaneSlot<Plan> loaded[kPushGroup];
             load_group<Plan, kHeadDim>(rows, offsets, slot, max(count - 1, 0), loaded);
@@ -711,12 +746,6 @@ __device__ void attend_positions_grouped(const KernelParams &p, int seq, int fir
             for (int u = 0; u < kPushGroup; u++) {
                 float k[kChannels];
                 unpack<Plan::kNumber>(loaded[u].key, k);
-                if constexpr (Plan::kKeysPerChannel) {
-#pragma unroll
-                    for (int i = 0; i < kChannels; i++) {
-                        k[i] *= channel_scale[i];
-                    }
-                }
 #pragma unroll
                 for (int g = 0; g < kGroup; g++) {
                     float dot = 0.0f;
@@ -732,6 +761,8 @@ __device__ void attend_positions_grouped(const KernelParams &p, int seq, int fir
                     score[g][u] = slot + u < count ? dot : -INFINITY;
                 }
             }
+            // ANCHOR_END: score_a_group
+            // ANCHOR: push_the_group_and_add_its_values
             float weight[kGroup][kPushGroup];
 #pragma unroll
             for (int g = 0; g < kGroup; g++) {
@@ -755,19 +786,12 @@ __device__ void attend_positions_grouped(const KernelParams &p, int seq, int fir
                 }
             }
         }
+        // ANCHOR_END: push_the_group_and_add_its_values
     }
     if constexpr (Plan::kScaledPerTensor) {
-        const float value_scale = kv_fp8_row_scale(kv_head_layout(p.values, kv_head));
-#pragma unroll
-        for (int g = 0; g < kGroup; g++) {
-#pragma unroll
-            for (int i = 0; i < kChannels; i++) {
-                state[g].acc[i] *= value_scale;
-            }
-        }
+        scale_values(kv_fp8_row_scale(kv_head_layout(p.values, kv_head)), state);
     }
 }
-// ANCHOR_END: score_a_group_then_push_it_once
 
 // ANCHOR: give_a_group_of_query_heads_a_block
 /* Version 3, first kernel: block (kv head and chunk of its query heads,
@@ -809,12 +833,13 @@ __device__ void attend_group_partition(const KernelParams &p)
     }
 }
 
+// ANCHOR_END: give_a_group_of_query_heads_a_block
+
 template <KvFormat kFormat, int kHeadDim>
 __global__ void __launch_bounds__(kThreads) group_partition_kernel(KernelParams p)
 {
     attend_group_partition<kFormat, kHeadDim, false>(p);
 }
-// ANCHOR_END: give_a_group_of_query_heads_a_block
 
 // ANCHOR: push_groups_kernel
 /* Version 4, first kernel: version 3's block, version 4's loop. */

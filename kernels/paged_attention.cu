@@ -1,4 +1,4 @@
-/* Paged decode attention kernels, versions 1 and 2 (see
+/* Paged decode attention kernels, versions 1 to 4 (see
  * kernels/paged_attention_gpu.h; their launcher is
  * kernels/paged_attention_launch.cu). The block layout, the dequantization
  * steps and the online softmax come from kernels/kv_quant.h, kernels/fp16.h
@@ -202,6 +202,60 @@ template <int kChannels> struct LaneState {
     float acc[kChannels];
 };
 
+// ANCHOR: load_a_lanes_queries
+/* A lane's channels of the kGroup queries, times `scale` and, channel by
+ * channel, `channel_scale` (KIVI's key scales; none for the others); a
+ * head past `heads` gets a zero query. */
+template <int kGroup, int kChannels, int kScales>
+__device__ __forceinline__ void load_queries(const KernelParams &p, int seq, int first_head, int heads,
+                                             int first_channel, int head_dim, float scale,
+                                             const float (&channel_scale)[kScales], float (&q)[kGroup][kChannels])
+{
+#pragma unroll
+    for (int g = 0; g < kGroup; g++) {
+        const float4 *q4 = reinterpret_cast<const float4 *>(
+            p.queries + (static_cast<size_t>(seq) * p.n_heads + first_head + min(g, heads - 1)) * head_dim +
+            first_channel);
+#pragma unroll
+        for (int i = 0; i < kChannels / 4; i++) {
+            float4 v = g < heads ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                q[g][4 * i + j] = x[j] * scale * (kScales == kChannels ? channel_scale[(4 * i + j) % kScales] : 1.0f);
+            }
+        }
+    }
+}
+
+// ANCHOR_END: load_a_lanes_queries
+
+/* Every head's accumulator times `scale`. */
+template <int kChannels, int kGroup>
+__device__ __forceinline__ void scale_values(float scale, LaneState<kChannels> (&state)[kGroup])
+{
+#pragma unroll
+    for (int g = 0; g < kGroup; g++) {
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            state[g].acc[i] *= scale;
+        }
+    }
+}
+
+/* Every head's state empty: no score seen, a zero accumulator. */
+template <int kChannels, int kGroup> __device__ __forceinline__ void empty_states(LaneState<kChannels> (&state)[kGroup])
+{
+#pragma unroll
+    for (int g = 0; g < kGroup; g++) {
+        state[g].softmax = softmax_state_empty();
+#pragma unroll
+        for (int i = 0; i < kChannels; i++) {
+            state[g].acc[i] = 0.0f;
+        }
+    }
+}
+
 // ANCHOR: merge_lanes_warps_and_blocks
 /* Merge the token groups of a warp: lanes kLanes apart hold the same
  * channels, so a butterfly over offsets kLanes, 2 kLanes, ... < 32 merges
@@ -291,23 +345,8 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
     // ANCHOR_END: give_every_head_of_the_group_its_query
     // ANCHOR: load_the_queries_and_empty_the_states
     float q[kGroup][kChannels];
-#pragma unroll
-    for (int g = 0; g < kGroup; g++) {
-        const float4 *q4 = reinterpret_cast<const float4 *>(
-            p.queries + (static_cast<size_t>(seq) * p.n_heads + first_head + min(g, heads - 1)) * kHeadDim +
-            first_channel);
-#pragma unroll
-        for (int i = 0; i < kChannels / 4; i++) {
-            float4 v = g < heads ? q4[i] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            q[g][4 * i] = v.x * key_scale, q[g][4 * i + 1] = v.y * key_scale;
-            q[g][4 * i + 2] = v.z * key_scale, q[g][4 * i + 3] = v.w * key_scale;
-        }
-        state[g].softmax = softmax_state_empty();
-#pragma unroll
-        for (int i = 0; i < kChannels; i++) {
-            state[g].acc[i] = 0.0f;
-        }
-    }
+    load_queries(p, seq, first_head, heads, first_channel, kHeadDim, key_scale, {1.0f}, q);
+    empty_states(state);
     const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
     // ANCHOR_END: load_the_queries_and_empty_the_states
 
@@ -400,14 +439,7 @@ __device__ void attend_positions(const KernelParams &p, int seq, int first_head,
     // ANCHOR: scale_the_values_once_and_attend_one_head
     /* FP8: the values' one scale multiplies their weighted sum, once. */
     if constexpr (Plan::kScaledPerTensor) {
-        const float value_scale = kv_fp8_row_scale(kv_head_layout(p.values, kv_head));
-#pragma unroll
-        for (int g = 0; g < kGroup; g++) {
-#pragma unroll
-            for (int i = 0; i < kChannels; i++) {
-                state[g].acc[i] *= value_scale;
-            }
-        }
+        scale_values(kv_fp8_row_scale(kv_head_layout(p.values, kv_head)), state);
     }
 }
 
@@ -493,15 +525,284 @@ __global__ void merge_partitions_kernel(KernelParams p, int head_dim)
 }
 // ANCHOR_END: merge_the_partitions_in_order
 
+/* x & mask, with mask a constant: in PTX on the GPU, so that the compiler
+ * cannot merge it with the OR before it into an AND and an OR per number
+ * (a LOP3 takes one 32-bit constant, not two); plain C++ in the emulator. */
+__device__ __forceinline__ uint32_t and_with(uint32_t x, uint32_t mask)
+{
+#ifdef __CUDA_ARCH__
+    uint32_t bits;
+    asm("and.b32 %0, %1, %2;" : "=r"(bits) : "r"(x), "r"(mask));
+    return bits;
+#else
+    return x & mask;
+#endif
+}
+
+/* Byte b of x (0 = lowest) under the exponent 0x4B: the bits
+ * 0x4B0000xx, one PRMT on the GPU; shifts and masks in the emulator. */
+__device__ __forceinline__ uint32_t byte_under_magic(uint32_t x, int b)
+{
+#ifdef __CUDA_ARCH__
+    /* Result bytes 0..3: byte b of x, then bytes 0, 0 and 3 of 0x4B000000. */
+    return __byte_perm(x, 0x4B000000u, 0x7440u | b);
+#else
+    return (x >> (8 * b) & 0xffu) | 0x4B000000u;
+#endif
+}
+
+// ANCHOR: unpack_with_a_magic_exponent
+/* Version 4's INT4 unpacking: no shift per number and no int-to-float
+ * conversion. A float whose bits are 0x4B000000 | m (m < 2^23) is exactly
+ * 2^23 + m. Nibble n of a word, masked where it lies (bits 4n .. 4n + 3)
+ * under that exponent, is 2^23 + 2^(4n) (q + 8); one FFMA times 2^(-4n)
+ * minus (2^(23 - 4n) + 8) leaves q. Every step is exact: the product by a
+ * power of two is exact, and the FFMA rounds once a result, q, that is a
+ * small integer. Only nibbles 0 to 4 fit under the exponent (2^16 15 <
+ * 2^23), so the word's top three are shifted down by 12 once, into places
+ * 2 to 4. */
+template <int kChannels, int kWords>
+__device__ __forceinline__ void unpack_int4(const uint32_t (&words)[kWords], float (&x)[kChannels])
+{
+    constexpr float kPlace[5] = {1.0f, 0x1p-4f, 0x1p-8f, 0x1p-12f, 0x1p-16f}; /* 2^(-4n) */
+    constexpr uint32_t kMagic = 0x4B000000u;
+#pragma unroll
+    for (int w = 0; w < kWords; w++) {
+        /* (word & mask) | magic is (word | magic) & (mask | magic): one OR
+         * per word, then one AND with a constant per number. */
+        const uint32_t low = words[w] | kMagic, top = (words[w] >> 12) | kMagic;
+#pragma unroll
+        for (int n = 0; n < 8; n++) {
+            const int place = n < 5 ? n : n - 3;
+            const uint32_t bits = and_with(n < 5 ? low : top, (0xfu << (4 * place)) | kMagic);
+            x[8 * w + n] = fmaf(__uint_as_float(bits), kPlace[place], -(0x1p23f * kPlace[place] + 8.0f));
+        }
+    }
+}
+// ANCHOR_END: unpack_with_a_magic_exponent
+
+/* INT8 the same way: XOR 0x80 makes each byte q + 128; one PRMT puts a
+ * byte under the exponent, and one FADD subtracts 2^23 + 128, exactly. */
+template <int kChannels, int kWords>
+__device__ __forceinline__ void unpack_int8(const uint32_t (&words)[kWords], float (&x)[kChannels])
+{
+#pragma unroll
+    for (int w = 0; w < kWords; w++) {
+        const uint32_t biased = words[w] ^ 0x80808080u; /* q + 128 in every byte */
+#pragma unroll
+        for (int b = 0; b < 4; b++) {
+            x[4 * w + b] = __uint_as_float(byte_under_magic(biased, b)) - (0x1p23f + 128.0f);
+        }
+    }
+}
+
+/* A lane's numbers of one row, version 4's way; the formats other than the
+ * integers unpack as versions 1 to 3 do. */
+template <KvNumber kNumber, int kChannels, int kWords>
+__device__ __forceinline__ void unpack(const uint32_t (&words)[kWords], float (&x)[kChannels])
+{
+    if constexpr (kNumber == KV_NUMBER_INT4) {
+        unpack_int4(words, x);
+    } else if constexpr (kNumber == KV_NUMBER_INT8) {
+        unpack_int8(words, x);
+    } else {
+        dequantize<kNumber>(words, x);
+    }
+}
+
+// ANCHOR: push_a_group_of_scores
+/* Push kCount scores into one head's state at once: the group's maximum
+ * first, then one rescale of the sum (and of the accumulator, by the
+ * returned factor), then a weight per score, measured from that maximum
+ * without a branch, as softmax_state_push4 does (kernels/online_softmax.h,
+ * which says why the reference is raised to -FLT_MAX and how +inf and NaN
+ * come out). The exponentials are softmax_exp_in_sum's: a weight is off by
+ * about 2 + 1.2 |x| ulp (x the score's distance below the maximum, under 104
+ * where a weight is not flushed), a few millionths at most, which the
+ * output, a weighted mean, carries over as a relative error of the same
+ * size, far inside the GPU check's tolerance. */
+template <int kCount>
+__device__ __forceinline__ float push_group(SoftmaxState &state, const float (&score)[kCount], float (&weight)[kCount])
+{
+    float max = state.max;
+#pragma unroll
+    for (int u = 0; u < kCount; u++) {
+        max = fmaxf(max, score[u]);
+    }
+    const float reference = fmaxf(max, -FLT_MAX);
+    const float rescale = softmax_weight_in_sum(state.max, reference);
+    state.sum *= rescale;
+#pragma unroll
+    for (int u = 0; u < kCount; u++) {
+        weight[u] = softmax_weight_in_sum(score[u], reference);
+        state.sum += weight[u];
+    }
+    state.max = max;
+    return rescale;
+}
+// ANCHOR_END: push_a_group_of_scores
+
+/* Where a lane reads one block: its part of the first key and value rows,
+ * and the first of its scales. */
+struct LaneRows {
+    const uint8_t *key, *value, *key_scale, *value_scale;
+};
+
+template <class Plan>
+__device__ __forceinline__ LaneRows lane_rows(const KernelParams &p, const LaneOffsets &o, int32_t physical,
+                                              int kv_head)
+{
+    const uint8_t *key_head = p.key_pool + kv_head_offset(p.keys, physical, kv_head);
+    const uint8_t *value_head = p.value_pool + kv_head_offset(p.values, physical, kv_head);
+    return {key_head + o.channel_bytes, value_head + o.channel_bytes, key_head + o.key_scales.first,
+            value_head + o.value_scales.first};
+}
+
+// ANCHOR: load_a_group_without_branches
+/* Load kUnroll positions, from `slot` on, with no branch: a slot past the
+ * block's last position `last` loads the last one again (its score is then
+ * -inf), so every load of the group is issued before the first is used. */
+template <class Plan, int kHeadDim, int kUnroll>
+__device__ __forceinline__ void load_group(const LaneRows &rows, const LaneOffsets &o, int slot, int last,
+                                           LaneSlot<Plan> (&loaded)[kUnroll])
+{
+    constexpr uint32_t kRowBytes = kHeadDim * Plan::kBits / 8;
+#pragma unroll
+    for (int u = 0; u < kUnroll; u++) {
+        /* 32-bit offsets: a kv head's part of a block is far below 4 GiB. */
+        const uint32_t at = static_cast<uint32_t>(min(slot + u, last));
+        load_words(rows.key + at * kRowBytes, loaded[u].key);
+        load_words(rows.value + at * kRowBytes, loaded[u].value);
+        loaded[u].key_scale = loaded[u].value_scale = 1.0f;
+        if constexpr (Plan::kScaledPerToken) {
+            loaded[u].value_scale = half_to_float(*reinterpret_cast<const uint16_t *>(
+                rows.value_scale + at * static_cast<uint32_t>(o.value_scales.stride)));
+            if constexpr (!Plan::kKeysPerChannel) {
+                loaded[u].key_scale = half_to_float(*reinterpret_cast<const uint16_t *>(
+                    rows.key_scale + at * static_cast<uint32_t>(o.key_scales.stride)));
+            }
+        }
+    }
+}
+// ANCHOR_END: load_a_group_without_branches
+
+/* Positions a token group of version 4 loads, scores and pushes at once:
+ * eight for INT8 and INT4, whose rows are short, so that a thread keeps
+ * more bytes in flight and rescales less often; four for the others, whose
+ * registers eight positions would crowd (the budget table shows both). */
+__host__ __device__ constexpr int push_group_positions(KvNumber number)
+{
+    return number == KV_NUMBER_INT8 || number == KV_NUMBER_INT4 ? 8 : 4;
+}
+
+/* Version 4's loop: version 3's, with a softmax rescale per group of
+ * push_group_positions positions instead of per position, loads without branches, the
+ * unpacking above, and 1 / sqrt(head_dim) (and FP8's key scale) folded into
+ * the query once. */
+template <KvFormat kFormat, int kHeadDim, int kGroup>
+__device__ void attend_positions_grouped(const KernelParams &p, int seq, int first_head, int heads, int begin, int end,
+                                         LaneState<LanePlan<kFormat, kHeadDim>::kChannels> (&state)[kGroup])
+{
+    using Plan = LanePlan<kFormat, kHeadDim>;
+    constexpr int kPushGroup = push_group_positions(Plan::kNumber);
+    constexpr int kChannels = Plan::kChannels, kLanes = Plan::kLanes, kGroups = kWarps * Plan::kTokens;
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int first_channel = lane % kLanes * kChannels, token_group = warp * Plan::kTokens + lane / kLanes;
+    const int kv_head = first_head / (p.n_heads / p.keys.shape.n_kv_heads), block_size = p.keys.shape.block_size;
+    const int32_t *table = p.block_tables + static_cast<size_t>(seq) * p.max_blocks;
+    float query_scale = 1.0f / sqrtf(static_cast<float>(kHeadDim));
+    if constexpr (Plan::kScaledPerTensor) {
+        query_scale *= kv_fp8_row_scale(kv_head_layout(p.keys, kv_head));
+    }
+    /* KIVI loads its queries again for every block, scaled by the block's
+     * key scales (below), from L1: holding both the queries and a scaled
+     * copy would take four queries' more registers, and scaling each key
+     * instead one multiplication per number. */
+    float q[kGroup][kChannels];
+    if constexpr (!Plan::kKeysPerChannel) {
+        load_queries(p, seq, first_head, heads, first_channel, kHeadDim, query_scale, {1.0f}, q);
+    }
+    empty_states(state);
+    const LaneOffsets offsets = lane_offsets<Plan>(p, first_channel);
+    const int first_block = begin / block_size, blocks = paged_kv_blocks_for(end, block_size) - first_block;
+    for (int round = 0; round < blocks; round += kGroups) {
+        /* A token group without a block reads the first one and keeps nothing. */
+        const bool has_block = round + token_group < blocks;
+        const int b = has_block ? first_block + round + token_group : first_block;
+        const int count = has_block ? min(block_size, end - b * block_size) : 0;
+        const LaneRows rows = lane_rows<Plan>(p, offsets, table[b], kv_head);
+        if constexpr (Plan::kKeysPerChannel) {
+            float channel_scale[kChannels];
+            load_channel_scales<Plan>(offsets, rows.key_scale - offsets.key_scales.first, channel_scale);
+            load_queries(p, seq, first_head, heads, first_channel, kHeadDim, query_scale, channel_scale, q);
+        }
+        const int warp_count = static_cast<int>(__reduce_max_sync(kFullMask, static_cast<unsigned>(count)));
+        // ANCHOR: score_a_group
+        for (int slot = 0; slot < warp_count; slot += kPushGroup) {
+            LaneSlot<Plan> loaded[kPushGroup];
+            load_group<Plan, kHeadDim>(rows, offsets, slot, max(count - 1, 0), loaded);
+            float score[kGroup][kPushGroup];
+#pragma unroll
+            for (int u = 0; u < kPushGroup; u++) {
+                float k[kChannels];
+                unpack<Plan::kNumber>(loaded[u].key, k);
+#pragma unroll
+                for (int g = 0; g < kGroup; g++) {
+                    float dot = 0.0f;
+#pragma unroll
+                    for (int i = 0; i < kChannels; i++) {
+                        dot += q[g][i] * k[i];
+                    }
+                    dot *= loaded[u].key_scale;
+#pragma unroll
+                    for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+                        dot += __shfl_xor_sync(kFullMask, dot, offset);
+                    }
+                    score[g][u] = slot + u < count ? dot : -INFINITY;
+                }
+            }
+            // ANCHOR_END: score_a_group
+            // ANCHOR: push_the_group_and_add_its_values
+            float weight[kGroup][kPushGroup];
+#pragma unroll
+            for (int g = 0; g < kGroup; g++) {
+                const float rescale = push_group(state[g].softmax, score[g], weight[g]);
+#pragma unroll
+                for (int i = 0; i < kChannels; i++) {
+                    state[g].acc[i] *= rescale;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kPushGroup; u++) {
+                float v[kChannels];
+                unpack<Plan::kNumber>(loaded[u].value, v);
+#pragma unroll
+                for (int g = 0; g < kGroup; g++) {
+                    const float scaled_weight = weight[g][u] * loaded[u].value_scale;
+#pragma unroll
+                    for (int i = 0; i < kChannels; i++) {
+                        state[g].acc[i] = fmaf(scaled_weight, v[i], state[g].acc[i]);
+                    }
+                }
+            }
+        }
+        // ANCHOR_END: push_the_group_and_add_its_values
+    }
+    if constexpr (Plan::kScaledPerTensor) {
+        scale_values(kv_fp8_row_scale(kv_head_layout(p.values, kv_head)), state);
+    }
+}
+
 // ANCHOR: give_a_group_of_query_heads_a_block
 /* Version 3, first kernel: block (kv head and chunk of its query heads,
  * sequence, partition) reads the partition's keys and values once for up to
  * kGroupHeads query heads of the kv head's group, then merges and writes
  * each head's partial state as version 2 does, so that version 2's merge
  * kernel finishes the job. With 4 query heads per kv head (Llama 3 8B), a
- * key is read from L2 and unpacked once instead of four times. */
-template <KvFormat kFormat, int kHeadDim>
-__global__ void __launch_bounds__(kThreads) group_partition_kernel(KernelParams p)
+ * key is read from L2 and unpacked once instead of four times. Version 4
+ * is the same block with another loop over positions (kPushGroups). */
+template <KvFormat kFormat, int kHeadDim, bool kPushGroups>
+__device__ void attend_group_partition(const KernelParams &p)
 {
     using Plan = LanePlan<kFormat, kHeadDim>;
     __shared__ float block_acc[kHeadDim];
@@ -516,7 +817,11 @@ __global__ void __launch_bounds__(kThreads) group_partition_kernel(KernelParams 
     }
     const int end = min(length, begin + p.partition_tokens);
     LaneState<Plan::kChannels> state[kGroupHeads];
-    attend_positions<kFormat, kHeadDim, kGroupHeads>(p, seq, first_head, heads, begin, end, state);
+    if constexpr (kPushGroups) {
+        attend_positions_grouped<kFormat, kHeadDim, kGroupHeads>(p, seq, first_head, heads, begin, end, state);
+    } else {
+        attend_positions<kFormat, kHeadDim, kGroupHeads>(p, seq, first_head, heads, begin, end, state);
+    }
 #pragma unroll
     for (int g = 0; g < kGroupHeads; g++) {
         if (g < heads) { /* the same for the whole block */
@@ -527,14 +832,31 @@ __global__ void __launch_bounds__(kThreads) group_partition_kernel(KernelParams 
         }
     }
 }
+
 // ANCHOR_END: give_a_group_of_query_heads_a_block
+
+template <KvFormat kFormat, int kHeadDim>
+__global__ void __launch_bounds__(kThreads) group_partition_kernel(KernelParams p)
+{
+    attend_group_partition<kFormat, kHeadDim, false>(p);
+}
+
+// ANCHOR: push_groups_kernel
+/* Version 4, first kernel: version 3's block, version 4's loop. */
+template <KvFormat kFormat, int kHeadDim>
+__global__ void __launch_bounds__(kThreads, kPushGroupsBlocksPerSm) push_groups_kernel(KernelParams p)
+{
+    attend_group_partition<kFormat, kHeadDim, true>(p);
+}
+// ANCHOR_END: push_groups_kernel
 
 /* The instances the launcher dispatches to: every format, head_dim 64, 128
  * and 256. One missing here fails the link. */
-#define INSTANTIATE(FORMAT, HEAD_DIM)                                                \
-    template __global__ void whole_context_kernel<FORMAT, HEAD_DIM>(KernelParams p); \
-    template __global__ void partition_kernel<FORMAT, HEAD_DIM>(KernelParams p);     \
-    template __global__ void group_partition_kernel<FORMAT, HEAD_DIM>(KernelParams p)
+#define INSTANTIATE(FORMAT, HEAD_DIM)                                                  \
+    template __global__ void whole_context_kernel<FORMAT, HEAD_DIM>(KernelParams p);   \
+    template __global__ void partition_kernel<FORMAT, HEAD_DIM>(KernelParams p);       \
+    template __global__ void group_partition_kernel<FORMAT, HEAD_DIM>(KernelParams p); \
+    template __global__ void push_groups_kernel<FORMAT, HEAD_DIM>(KernelParams p)
 #define INSTANTIATE_HEAD_DIMS(FORMAT) \
     INSTANTIATE(FORMAT, 64);          \
     INSTANTIATE(FORMAT, 128);         \

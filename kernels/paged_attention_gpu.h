@@ -2,7 +2,7 @@
  * sequence attends over the sequence's keys and values, found through its
  * block table in a pool of blocks in any format of kernels/kv_quant.h
  * (float32, fp16, INT8, INT4, INT4 with keys per channel, FP8 E4M3 and E5M2
- * with a scale per tensor or per kv head), dequantized in registers as they are read. Three versions:
+ * with a scale per tensor or per kv head), dequantized in registers as they are read. Four versions:
  *
  *   1  one thread block per (sequence, query head) walks the whole context,
  *      with an online softmax; a query head reads the kv head of its group;
@@ -12,7 +12,10 @@
  *      partitions with Chapter 3's (max, sum) rescaling;
  *   3  split-K with a thread block per (kv head, partition) carrying up to
  *      four query heads of the kv head's group: each key and value is read
- *      and unpacked once for them all; version 2's merge finishes.
+ *      and unpacked once for them all; version 2's merge finishes;
+ *   4  version 3 with one softmax rescale per group of four positions,
+ *      loads without branches, and INT4 and INT8 unpacked through the
+ *      exponent of a float (no shifts, no int-to-float conversions).
  *
  * Inside a thread block, a few lanes share one position (16 bytes of its
  * key row each), the lanes of a warp take several positions at once, and
@@ -39,7 +42,7 @@
 
 COMMON_BEGIN_C
 
-#define PAGED_ATTENTION_GPU_VERSIONS 3
+#define PAGED_ATTENTION_GPU_VERSIONS 4
 /* One line describing a version, e.g. "split-K: partitions, then a merge". */
 const char *paged_attention_gpu_version_name(int version);
 

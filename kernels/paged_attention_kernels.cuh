@@ -32,6 +32,10 @@ struct KernelParams {
 template <KvFormat kFormat, int kHeadDim> __global__ void whole_context_kernel(KernelParams p);
 template <KvFormat kFormat, int kHeadDim> __global__ void partition_kernel(KernelParams p);
 template <KvFormat kFormat, int kHeadDim> __global__ void group_partition_kernel(KernelParams p);
+template <KvFormat kFormat, int kHeadDim> __global__ void push_groups_kernel(KernelParams p);
+/* Version 4's blocks per SM, for __launch_bounds__: see the resource table
+ * in chapters/04-kv-cache/chapter.md. */
+constexpr int kPushGroupsBlocksPerSm = 2;
 
 /* Version 3: the query heads one thread block carries, at most, and the
  * blocks a kv head's group of `group` query heads takes. */

@@ -27,8 +27,10 @@ template <KvFormat kFormat, int kHeadDim> void launch_format(int version, const 
         whole_context_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
     } else if (version == 2) {
         partition_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
-    } else {
+    } else if (version == 3) {
         group_partition_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
+    } else {
+        push_groups_kernel<kFormat, kHeadDim><<<grid, kThreads>>>(p);
     }
 }
 
@@ -91,6 +93,7 @@ extern "C" const char *paged_attention_gpu_version_name(int version)
         "a thread block per (sequence, query head), whole context",
         "split-K: a thread block per partition, then a merge",
         "split-K, a thread block per kv head's group of query heads: keys and values read once per group",
+        "version 3 with a softmax rescale per group of positions and unpacking through the float's exponent",
     };
     static_assert(std::size(names) == PAGED_ATTENTION_GPU_VERSIONS, "a name for every version");
     return version >= 1 && version <= PAGED_ATTENTION_GPU_VERSIONS ? names[version - 1] : "?";
@@ -238,7 +241,7 @@ extern "C" const char *paged_attention_gpu_run_launch(PagedAttentionGpuRun *run,
         CUDA_CHECK(cudaGetLastError());
         return nullptr;
     }
-    if (version != 2 && version != 3) {
+    if (version < 2 || version > PAGED_ATTENTION_GPU_VERSIONS) {
         return gpu_refusal("no version %d: there are 1 .. %d", version, PAGED_ATTENTION_GPU_VERSIONS);
     }
     const char *why = paged_attention_gpu_partition(run, partition_tokens, &p.partition_tokens);
@@ -256,7 +259,7 @@ extern "C" const char *paged_attention_gpu_run_launch(PagedAttentionGpuRun *run,
     }
     p.partial_acc = run->partial_acc;
     p.partial_state = run->partial_state;
-    /* Version 2: a block per query head; 3: per chunk of a kv head's group. */
+    /* Version 2: a block per query head; 3 and 4: per chunk of a kv head's group. */
     int query_blocks = version == 2 ? pr.n_heads : pr.shape.n_kv_heads * group_chunks(pr.n_heads / pr.shape.n_kv_heads);
     launch(version, pr.format, pr.shape.head_dim, p, dim3(query_blocks, pr.batch, p.max_partitions));
     CUDA_CHECK(cudaGetLastError());

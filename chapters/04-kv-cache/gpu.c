@@ -68,7 +68,7 @@ typedef struct {
 
 /* Lengths that are not multiples of any block size used, one of them a
  * single position; several sequences, so blocks of one never serve another.
- * GQA groups of 1, 4, 6 and 8 query heads: version 3 carries up to 4 in a
+ * GQA groups of 1, 4, 6 and 8 query heads: versions 3 and 4 carry up to 4 in a
  * thread block, so 6 leaves a chunk of 2 and 1 leaves 3 of 4 unused. */
 static const CheckCase CHECK_CASES[] = {
     {4,                      4,                          64,  16, 1, {1}                                     },
@@ -94,9 +94,10 @@ static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_g
     if (why != NULL)
         cli_fail_status(1, "a check case was refused: %s", why);
     float *result = ALLOC_ARRAY(float, (size_t)c->batch * c->n_heads * c->head_dim);
-    const int versions[] = {1, 2, 2, 3, 3}, partitions[] = {0, 0, 3 * c->block_size, 0, 3 * c->block_size};
+    const int versions[] = {1, 2, 2, 3, 3, 4, 4};
+    const int partitions[] = {0, 0, 3 * c->block_size, 0, 3 * c->block_size, 0, 3 * c->block_size};
     int failures = 0;
-    for (int v = 0; v < 5; v++) {
+    for (size_t v = 0; v < CLI_COUNT(versions); v++) {
         char what[200];
         snprintf(what, sizeof what, "version %d%s, %-29s %2d/%d heads of %3d, blocks of %2d, %d sequences", versions[v],
                  partitions[v] != 0 ? " (partitions of 3 blocks)"
@@ -330,7 +331,7 @@ int gpu_bench_command(int argc, char **argv)
 /* The head dimensions the launcher has an instance for. */
 static const int HEAD_DIMS[] = {64, 128, 256};
 
-/* Version 1 and the first kernels of versions 2 and 3 for every cache
+/* Version 1 and the first kernels of versions 2, 3 and 4 for every cache
  * format and head_dim; the merge they share, one instance, at each head_dim. */
 static void paged_attention_launches(const KernelSignature *kernel, ResourceTableRows *rows)
 {
@@ -347,9 +348,12 @@ static void paged_attention_launches(const KernelSignature *kernel, ResourceTabl
     else if (kernel_signature_is(kernel, "group_partition_kernel", 2))
         resource_table_add(rows, threads, "version 3, %s, head_dim %d", kv_format_name((KvFormat)arguments[0]),
                            arguments[1]);
+    else if (kernel_signature_is(kernel, "push_groups_kernel", 2))
+        resource_table_add(rows, threads, "version 4, %s, head_dim %d", kv_format_name((KvFormat)arguments[0]),
+                           arguments[1]);
     else if (kernel_signature_is(kernel, "merge_partitions_kernel", 0))
         for (size_t i = 0; i < CLI_COUNT(HEAD_DIMS); i++)
-            resource_table_add(rows, HEAD_DIMS[i], "versions 2 and 3, merge, head_dim %d", HEAD_DIMS[i]);
+            resource_table_add(rows, HEAD_DIMS[i], "versions 2 to 4, merge, head_dim %d", HEAD_DIMS[i]);
 }
 
 int gpu_resources_command(int argc, char **argv)

@@ -1,5 +1,5 @@
 /* The CUDA decode kernels against the double-precision reference: every
- * cache format, every version, versions 2 and 3 with default and with small
+ * cache format, every version, versions 2 to 4 with default and with small
  * partitions, head_dim 64, 128 and 256, GQA groups of 1, 4, 6 and 8, batches of
  * 1 to 8 sequences whose lengths are not multiples of the block size
  * (kv_cache gpu-check prints the same cases); the same output twice, bit for bit;

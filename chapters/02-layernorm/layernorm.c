@@ -8,16 +8,13 @@
 #include "common/alloc.h"
 #include "kernels/layernorm_row.h"
 
-/* sum(x - center) and sum((x - center)^2) in one pass, prefetching the
- * next row (of floats: the row itself for a widened 16-bit row, whose next
- * row was prefetched as it was widened). */
-static inline void deviation_sums(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center,
-                                  const void *next_row)
+/* sum(x - center) and sum((x - center)^2) in one pass over a row that the
+ * first pass brought into cache. */
+static inline void deviation_sums(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center)
 {
     float acc[LANES] = {0}, acc_sq[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES) {
-        prefetch_lanes(next_row, i, STORAGE_FLOAT32);
         for (int k = 0; k < LANES; k++) {
             float dev = x[i + k] - center;
             acc[k] += dev;
@@ -54,15 +51,16 @@ ROW_INLINE void normalize_stored(void *y, const float *x, const float *gamma, co
 // ANCHOR_END: normalize_a_span
 
 // ANCHOR: take_the_row_statistics
-/* The corrected two-pass statistics of a row; where its sums overflow,
- * those of the row scaled by a power of two, scaled back (exact). */
+/* The corrected two-pass statistics of a row whose sum the first pass
+ * took; where its sums overflow, those of the row scaled by a power of
+ * two, scaled back (exact). */
 static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowStats plain);
 
-static inline LnRowStats row_stats(const float *x, size_t d, float eps, const void *next_row)
+static LnRowStats row_stats(const float *x, size_t d, float eps, float sum)
 {
-    float first_mean = sum_f32(x, d) / (float)d;
+    float first_mean = sum / (float)d;
     float sum_dev, sum_dev_sq;
-    deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean, next_row);
+    deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean);
     LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
     return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats(x, d, eps, stats) : stats;
 }
@@ -75,23 +73,23 @@ static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowS
     float *scaled = rescaled_row_f32(x, d, &k);
     if (scaled == NULL)
         return plain;
-    LnRowStats stats = ln_unscaled_stats(row_stats(scaled, d, ln_scaled_eps(eps, k), scaled), k);
+    LnRowStats stats =
+        ln_unscaled_stats(row_stats(scaled, d, ln_scaled_eps(eps, k), sum_in_lanes(scaled, d, SUM_VALUES)), k);
     array_free(scaled);
     return stats;
 }
 // ANCHOR_END: take_the_row_statistics
 
 // ANCHOR: normalize_rows
-/* One row, read from memory once: the first pass brings it into the L1
- * cache (a row of 4096 floats is 16 KiB) and the other two read it there.
- * A 16-bit row's first pass widens it, and the next row was prefetched
- * then: the statistics prefetch the row itself, which is in L1 already. */
+/* One row, read from memory once: the first pass takes its sum and brings
+ * it into the L1 cache (a row of 4096 floats is 16 KiB; a 16-bit row is
+ * widened to floats there), and the other two read it there. */
 ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
                             const float *beta, size_t d, float eps, float *widened, LnStorage storage)
 {
-    const float *row = row_as_floats(widened, x, d, ahead.next, storage);
-    const void *ahead_of_stats = storage == STORAGE_FLOAT32 ? (const void *)ahead.next : row;
-    LnRowStats stats = row_stats(row, d, eps, ahead_of_stats);
+    float sum;
+    const float *row = read_row_once(widened, &sum, x, d, ahead.next, SUM_VALUES, storage);
+    const LnRowStats stats = row_stats(row, d, eps, sum);
     size_t j = unaligned_head(y, d, storage);
     normalize_stored(y, row, gamma, beta, 0, j, stats, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
@@ -120,7 +118,7 @@ void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, 
     size_t row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
-        float *widened = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(float, d); /* each thread's */
+        float *widened = ALLOC_ARRAY(float, d); /* each thread's; unused for float32 */
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             forward_row_stored((char *)y + row * row_bytes, mean + row, rstd + row, stored_at(x, row * d, storage),

@@ -22,32 +22,15 @@ bool norm_kind_parse(const char *name, NormKind *norm)
     return true;
 }
 
-// ANCHOR: sum_the_squares_of_a_row
-/* sum(x^2) in lanes: no cancellation to guard against, so one pass. It
- * prefetches the next row, as layer norm's deviation_sums does. */
-static inline float sum_squares(const float *x, size_t n, const void *next_row)
-{
-    float acc[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= n; i += LANES) {
-        prefetch_lanes(next_row, i, STORAGE_FLOAT32);
-        for (int k = 0; k < LANES; k++)
-            acc[k] += x[i + k] * x[i + k];
-    }
-    for (int k = 0; i < n; i++, k++)
-        acc[k] += x[i] * x[i];
-    return add_lanes(acc);
-}
-// ANCHOR_END: sum_the_squares_of_a_row
-
 // ANCHOR: take_the_rms_of_a_row_that_may_overflow
-/* rstd of a row; where its sum of squares overflows, that of the row
- * scaled by a power of two, scaled back (as layer norm's row_stats). */
+/* rstd of a row whose sum of squares the first pass took; where that sum
+ * overflows, the rstd of the row scaled by a power of two, scaled back (as
+ * layer norm's row_stats). */
 static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain);
 
-static inline float rms_row_rstd(const float *x, size_t d, float eps, const void *next_row)
+static inline float rms_row_rstd(const float *x, size_t d, float eps, float sum_squares)
 {
-    float rstd = rms_rstd(sum_squares(x, d, next_row), (float)d, eps);
+    float rstd = rms_rstd(sum_squares, (float)d, eps);
     return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd) : rstd;
 }
 
@@ -59,7 +42,8 @@ static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain)
     float *scaled = rescaled_row_f32(x, d, &k);
     if (scaled == NULL)
         return plain;
-    float rstd = ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), scaled), k);
+    float rstd =
+        ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), sum_in_lanes(scaled, d, SUM_SQUARES)), k);
     array_free(scaled);
     return rstd;
 }
@@ -89,8 +73,9 @@ ROW_INLINE void rms_scale_stored(void *y, const float *x, const float *gamma, si
 ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x_stored, RowsAhead ahead, const float *gamma,
                                 size_t d, float eps, float *widened, LnStorage storage)
 {
-    const float *x = row_as_floats(widened, x_stored, d, ahead.next, storage);
-    float r = rms_row_rstd(x, d, eps, storage == STORAGE_FLOAT32 ? (const void *)ahead.next : x);
+    float sum_squares;
+    const float *x = read_row_once(widened, &sum_squares, x_stored, d, ahead.next, SUM_SQUARES, storage);
+    float r = rms_row_rstd(x, d, eps, sum_squares);
     size_t j = unaligned_head(y, d, storage);
     rms_scale_stored(y, x, gamma, 0, j, r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
@@ -119,7 +104,7 @@ void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *ga
     size_t row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
-        float *widened = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(float, d); /* each thread's */
+        float *widened = ALLOC_ARRAY(float, d); /* each thread's; unused for float32 */
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             rms_forward_row_stored((char *)y + row * row_bytes, rstd + row, stored_at(x, row * d, storage),

@@ -125,15 +125,23 @@ static inline float add_lanes(float *acc)
     return acc[0];
 }
 
-static inline float sum_f32(const float *x, size_t n)
+/* What a row's first pass sums: layer norm's mean needs the values,
+ * RMSNorm's rms their squares. */
+typedef enum { SUM_VALUES, SUM_SQUARES } LaneSum;
+
+ROW_INLINE void add_into_lanes(float *acc, const float *x, size_t count, LaneSum what)
+{
+    for (size_t k = 0; k < count; k++)
+        acc[k] += what == SUM_SQUARES ? x[k] * x[k] : x[k];
+}
+
+ROW_INLINE float sum_in_lanes(const float *x, size_t n, LaneSum what)
 {
     float acc[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES)
-        for (int k = 0; k < LANES; k++)
-            acc[k] += x[i + k];
-    for (int k = 0; i < n; i++, k++)
-        acc[k] += x[i];
+        add_into_lanes(acc, x + i, LANES, what);
+    add_into_lanes(acc, x + i, n - i, what);
     return add_lanes(acc);
 }
 // ANCHOR_END: sum_in_lanes
@@ -142,7 +150,8 @@ static inline float sum_f32(const float *x, size_t n)
 /* Prefetch: while a row is worked on in cache, nothing is loading from
  * memory; asking for the rows ahead during that work keeps memory busy.
  * One prefetch per 64-byte cache line. The next row is asked for during
- * the second pass, into L1, where the first pass of that row will read it.
+ * the first pass (read_row_once), where the first pass of that row will
+ * read it.
  * The row after it is asked for during the third pass, one line for each
  * line of y written: otherwise memory would see a phase of reads only (the
  * first pass) and then one of writes only (the third), and with rows of
@@ -170,26 +179,30 @@ ROW_INLINE void prefetch_lanes(const void *next_row, size_t i, LnStorage storage
 }
 // ANCHOR_END: prefetch_the_rows_ahead
 
-// ANCHOR: widen_a_16_bit_row_once
-/* A 16-bit row is widened once, into `widened` (d floats: 16 KiB at
- * d = 4096, which stays in L1 or L2), while the next row is prefetched; the
- * passes over the row then read floats. Widening a chunk at a time in each
- * pass would convert every element two or three times, and leave the
- * 16-bit passes limited by those instructions, not by memory. A float32
- * row is used where it lies. */
-ROW_INLINE const float *row_as_floats(float *widened, const void *x, size_t d, const void *next_row, LnStorage storage)
+// ANCHOR: read_a_row_once
+/* The first pass over a row, the only one that reads it from memory: it
+ * takes the row's sum (of the values or of their squares) in lanes, the
+ * same bits as sum_in_lanes, while it prefetches the next row. A 16-bit row
+ * is widened on the way into `widened`, d floats of the thread's own
+ * (16 KiB at d = 4096, which stays in L1 or L2), and the passes after this
+ * one read floats there: widening a chunk at a time in each pass would
+ * convert every element two or three times, and leave the 16-bit passes
+ * limited by those instructions, not by memory. A float32 row is used
+ * where it lies. */
+ROW_INLINE const float *read_row_once(float *widened, float *sum, const void *x, size_t d, const void *next_row,
+                                      LaneSum what, LnStorage storage)
 {
-    if (storage == STORAGE_FLOAT32)
-        return x;
+    float acc[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
         prefetch_lanes(next_row, i, storage);
-        widen_chunk(widened + i, x, i, LANES, storage);
+        add_into_lanes(acc, widen_chunk(widened + i, x, i, LANES, storage), LANES, what);
     }
-    widen_chunk(widened + i, x, i, d - i, storage);
-    return widened;
+    add_into_lanes(acc, widen_chunk(widened + i, x, i, d - i, storage), d - i, what);
+    *sum = add_lanes(acc);
+    return storage == STORAGE_FLOAT32 ? (const float *)x : widened;
 }
-// ANCHOR_END: widen_a_16_bit_row_once
+// ANCHOR_END: read_a_row_once
 
 // ANCHOR: stream_a_block_of_results
 /* Streaming stores: an ordinary store first reads the cache line it

@@ -405,7 +405,7 @@ static void unscaled_run(LnProblem *p)
     size_t d = p->d;
     for (size_t row = 0; row < p->n; row++) {
         const float *x = p->x + row * d;
-        float first_mean = sum_f32(x, d) / (float)d, sum_dev = 0.0f, sum_dev_sq = 0.0f;
+        float first_mean = sum_in_lanes(x, d, SUM_VALUES) / (float)d, sum_dev = 0.0f, sum_dev_sq = 0.0f;
         for (size_t j = 0; j < d; j++) {
             sum_dev += x[j] - first_mean;
             sum_dev_sq += (x[j] - first_mean) * (x[j] - first_mean);

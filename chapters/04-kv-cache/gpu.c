@@ -4,6 +4,8 @@
 #include "chapters/04-kv-cache/gpu.h"
 
 #include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "chapters/04-kv-cache/accuracy.h"
 #include "chapters/04-kv-cache/decode_batch.h"
@@ -266,20 +268,32 @@ static Table *formats_table(int batch, int context, double read_gbs)
     return t;
 }
 
-/* Versions 1, 2 and 3, fp16, over context lengths and batch sizes. */
+/* Every version, fp16, over context lengths and batch sizes: each
+ * version's time, and each one's speed-up over the version before it. */
+enum { SPLIT_TABLE_COLUMNS = 3 + PAGED_ATTENTION_GPU_VERSIONS + (PAGED_ATTENTION_GPU_VERSIONS - 1) };
+
 static Table *split_table(const int *contexts, int n_contexts, const int *batches, int n_batches)
 {
-    const char *headers[] = {"context", "sequences", "thread blocks, v1",          "v1 ms",
-                             "v2 ms",   "v3 ms",     "v1's time / v2's (min–max)", "v2's time / v3's (min–max)"};
-    Table *t = table_new(8, headers, "rrrrrrrr");
+    char names[SPLIT_TABLE_COLUMNS][64];
+    const char *headers[SPLIT_TABLE_COLUMNS] = {"context", "sequences", "thread blocks, v1"};
+    int column = 3;
+    for (int version = 1; version <= PAGED_ATTENTION_GPU_VERSIONS; version++, column++)
+        snprintf(names[column], sizeof names[column], "v%d ms", version);
+    for (int version = 2; version <= PAGED_ATTENTION_GPU_VERSIONS; version++, column++)
+        snprintf(names[column], sizeof names[column], "v%d's time / v%d's (min–max)", version - 1, version);
+    for (column = 3; column < SPLIT_TABLE_COLUMNS; column++)
+        headers[column] = names[column];
+    char align[SPLIT_TABLE_COLUMNS + 1] = "";
+    memset(align, 'r', SPLIT_TABLE_COLUMNS);
+    Table *t = table_new(SPLIT_TABLE_COLUMNS, headers, align);
     for (int c = 0; c < n_contexts; c++)
         for (int s = 0; s < n_batches; s++) {
             DecodeBatch b = bench_batch(batches[s], contexts[c], KV_FORMAT_FP16);
             char why[256] = "";
             PagedAttentionGpuRun *run = bench_run_new(&b);
-            Timing v[4];
+            Timing v[PAGED_ATTENTION_GPU_VERSIONS + 1];
             bool all_ok = true;
-            for (int version = 1; version <= 3; version++) {
+            for (int version = 1; version <= PAGED_ATTENTION_GPU_VERSIONS; version++) {
                 v[version] = validated_timing(run, &b, version, why, sizeof why);
                 all_ok = all_ok && v[version].ok;
             }
@@ -287,12 +301,12 @@ static Table *split_table(const int *contexts, int n_contexts, const int *batche
             table_cell(t, "%d", batches[s]);
             table_cell(t, "%d", batches[s] * BENCH_HEADS);
             if (all_ok) {
-                for (int version = 1; version <= 3; version++)
+                for (int version = 1; version <= PAGED_ATTENTION_GPU_VERSIONS; version++)
                     table_cell(t, "%.3f", 1e3 * v[version].stats.median);
-                bench_speedup_cell(t, v[1].stats, v[2].stats);
-                bench_speedup_cell(t, v[2].stats, v[3].stats);
+                for (int version = 2; version <= PAGED_ATTENTION_GPU_VERSIONS; version++)
+                    bench_speedup_cell(t, v[version - 1].stats, v[version].stats);
             } else {
-                results_wrong_cells(t, why, 4);
+                results_wrong_cells(t, why, SPLIT_TABLE_COLUMNS - 4); /* after the cell that says why */
             }
             paged_attention_gpu_run_free(run);
             decode_batch_free(&b);
@@ -320,8 +334,8 @@ int gpu_bench_command(int argc, char **argv)
     bench_report_add(
         report,
         options.quick ? split_table(quick_contexts, 2, quick_batches, 2) : split_table(all_contexts, 3, all_batches, 3),
-        "fp16, version 1 (a thread block per query head), version 2 (split-K) and version 3 (split-K, a thread "
-        "block per kv head's group):");
+        "fp16, version 1 (a thread block per query head), version 2 (split-K), version 3 (split-K, a thread "
+        "block per kv head's group) and version 4 (version 3's loop over positions in groups):");
     char device[256];
     cuda_device_describe(device, sizeof device);
     results_publish(report, &options, "kv_cache", device);

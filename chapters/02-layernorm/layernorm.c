@@ -165,67 +165,86 @@ ROW_INLINE LnBackwardMeans backward_sums(const void *dy, const void *x, const fl
     return ln_backward_means(add_lanes(acc_g), add_lanes(acc_g_centered), add_lanes(acc_centered), (float)d, rstd);
 }
 
-// ANCHOR: differentiate_a_span
-/* dx for `count` elements of a row, and their share of dgamma and dbeta
- * added to the partial sums of the row's chunk. xhat is recomputed from x,
- * the saved mean and rstd, and the residual the row sums recovered: three
- * operations per element instead of a stored n x d tensor. Also prefetches
- * the next row's x and dy. */
+// ANCHOR: differentiate_an_element
+/* One element of a row: its dx, and its shares of dgamma and dbeta added
+ * to the partial sums. xhat is recomputed from x, the saved mean and rstd,
+ * and the residual the row sums recovered: three operations per element
+ * instead of a stored n x d tensor. */
 typedef struct {
     float mean, rstd;
     LnBackwardMeans means;
-    const char *next_x, *next_dy;
 } BackwardRow;
 
+static inline float backward_element(float *dgamma_part, float *dbeta_part, float dy, float x, float gamma,
+                                     const BackwardRow *r)
+{
+    float xhat = ln_normalize(x, r->mean, r->means.residual, r->rstd);
+    *dgamma_part += dy * xhat;
+    *dbeta_part += dy;
+    return ln_dx(gamma * dy, xhat, r->means.mean_g, r->means.mean_g_xhat, r->rstd);
+}
+
+// ANCHOR_END: differentiate_an_element
+
+// ANCHOR: differentiate_a_span
+/* `count` elements of one row, and of two: each partial element loaded
+ * once, the first row's shares added before the second's. */
 static void backward_span(float *restrict dx, float *restrict dgamma_part, float *restrict dbeta_part,
                           const float *restrict dy, const float *restrict x, const float *restrict gamma, size_t count,
                           const BackwardRow *r)
 {
+    for (size_t j = 0; j < count; j++)
+        dx[j] = backward_element(&dgamma_part[j], &dbeta_part[j], dy[j], x[j], gamma[j], r);
+}
+
+static void backward_span_pair(float *restrict dx0, float *restrict dx1, float *restrict dgamma_part,
+                               float *restrict dbeta_part, const float *restrict dy0, const float *restrict x0,
+                               const float *restrict dy1, const float *restrict x1, const float *restrict gamma,
+                               size_t count, const BackwardRow *r0, const BackwardRow *r1)
+{
     for (size_t j = 0; j < count; j++) {
-        float xhat = ln_normalize(x[j], r->mean, r->means.residual, r->rstd);
-        dx[j] = ln_dx(gamma[j] * dy[j], xhat, r->means.mean_g, r->means.mean_g_xhat, r->rstd);
-        dgamma_part[j] += dy[j] * xhat;
-        dbeta_part[j] += dy[j];
+        float dgamma = dgamma_part[j], dbeta = dbeta_part[j];
+        dx0[j] = backward_element(&dgamma, &dbeta, dy0[j], x0[j], gamma[j], r0);
+        dx1[j] = backward_element(&dgamma, &dbeta, dy1[j], x1[j], gamma[j], r1);
+        dgamma_part[j] = dgamma;
+        dbeta_part[j] = dbeta;
     }
 }
 
-/* backward_span for the `count` (< BLOCK) elements from `first` on, in the
- * rows' storage type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void backward_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
-                                const float *gamma, size_t first, size_t count, const BackwardRow *r, LnStorage storage)
-{
-    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
-    float *out = result_chunk(dx_chunk, dx, first, storage);
-    backward_span(out, dgamma_part + first, dbeta_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
-                  widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
-    narrow_chunk(dx, first, out, count, storage);
-}
 // ANCHOR_END: differentiate_a_span
 
 // ANCHOR: differentiate_a_row
-/* dx for a whole row: its sums, then the spans, dx streamed. */
-ROW_INLINE void backward_row(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
-                             const float *gamma, size_t d, BackwardRow r, LnStorage storage)
+/* A chunk's partial rows, gamma, and the statistics of the rows of a sweep
+ * (row_loops.h: backward_rows). */
+typedef struct {
+    float *dgamma_part, *dbeta_part;
+    const float *gamma;
+    BackwardRow row[ROWS_AT_ONCE];
+} LnBackwardRows;
+
+static inline void differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
 {
-    r.means = backward_sums(dy, x, gamma, d, r.mean, r.rstd, storage);
-    size_t j = unaligned_head(dx, d, storage);
-    backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, 0, j, &r, storage);
-    for (; j + BLOCK <= d; j += BLOCK) {
-        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
-        __builtin_prefetch(stored_at(r.next_x, j, storage));
-        __builtin_prefetch(stored_at(r.next_dy, j, storage));
-        backward_span(block, dgamma_part + j, dbeta_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
-                      widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
-        store_block_streaming(dx, j, block, storage);
-    }
-    backward_stored(dx, dgamma_part, dbeta_part, dy, x, gamma, j, d - j, &r, storage);
+    const LnBackwardRows *c = norm;
+    float *dgamma_part = c->dgamma_part + first, *dbeta_part = c->dbeta_part + first;
+    if (s->count == 1)
+        backward_span(s->dx[0], dgamma_part, dbeta_part, s->dy[0], s->x[0], c->gamma + first, count, &c->row[0]);
+    else
+        backward_span_pair(s->dx[0], s->dx[1], dgamma_part, dbeta_part, s->dy[0], s->x[0], s->dy[1], s->x[1],
+                           c->gamma + first, count, &c->row[0], &c->row[1]);
 }
 
-/* backward_row compiled once for each storage type. */
-static void backward_row_stored(void *dx, float *dgamma_part, float *dbeta_part, const void *dy, const void *x,
-                                const float *gamma, size_t d, BackwardRow r, LnStorage storage)
+/* One or two rows: each row's sums, then one sweep over both. */
+ROW_INLINE void backward_sweep(const BackwardRows *rows, LnBackwardRows c, size_t d, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, backward_row(dx, dgamma_part, dbeta_part, dy, x, gamma, d, r, fixed_storage));
+    for (size_t r = 0; r < rows->count; r++)
+        c.row[r].means = backward_sums(rows->dy[r], rows->x[r], c.gamma, d, c.row[r].mean, c.row[r].rstd, storage);
+    backward_rows(rows, d, differentiate_span, &c, storage);
+}
+
+/* backward_sweep compiled once for each storage type. */
+static void backward_sweep_stored(const BackwardRows *rows, LnBackwardRows c, size_t d, LnStorage storage)
+{
+    CALL_FOR_STORAGE(storage, backward_sweep(rows, c, d, fixed_storage));
 }
 // ANCHOR_END: differentiate_a_row
 
@@ -247,22 +266,21 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
                                const float *mean, const float *rstd, const float *gamma, size_t n, size_t d,
                                LnStorage storage)
 {
-    size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
+    size_t chunks = backward_chunks(n);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (size_t chunk = 0; chunk < chunks; chunk++) {
             float *dgamma_part = scratch + chunk * 2 * d, *dbeta_part = dgamma_part + d;
             memset(dgamma_part, 0, 2 * d * sizeof *dgamma_part);
-            for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
-                size_t next = row + 1 < n ? row + 1 : row;
-                BackwardRow r = {.mean = mean[row],
-                                 .rstd = rstd[row],
-                                 .next_x = stored_at(x, next * d, storage),
-                                 .next_dy = stored_at(dy, next * d, storage)};
-                backward_row_stored((char *)dx + row * row_bytes, dgamma_part, dbeta_part,
-                                    stored_at(dy, row * d, storage), stored_at(x, row * d, storage), gamma, d, r,
-                                    storage);
+            size_t end = (chunk + 1) * n / chunks;
+            for (size_t row = chunk * n / chunks; row < end;) {
+                BackwardRows rows = backward_rows_from(dx, dy, x, row, end, n, d, storage);
+                LnBackwardRows c = {.dgamma_part = dgamma_part, .dbeta_part = dbeta_part, .gamma = gamma};
+                for (size_t r = 0; r < rows.count; r++)
+                    c.row[r] = (BackwardRow){.mean = mean[row + r], .rstd = rstd[row + r]};
+                backward_sweep_stored(&rows, c, d, storage);
+                row += rows.count;
             }
         }
         streaming_stores_done();

@@ -140,61 +140,74 @@ ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, s
 // ANCHOR_END: sum_g_xhat_over_an_rms_row
 
 // ANCHOR: differentiate_a_span_of_an_rms_row
-/* dx for `count` elements of a row, and their share of dgamma added to the
- * partial sums of the row's chunk. */
+/* One element of a row: its dx, and its share of dgamma added to the
+ * partial sum. */
 typedef struct {
     float rstd, mean_g_xhat;
-    const char *next_x, *next_dy;
 } RmsBackwardRow;
 
+static inline float rms_backward_element(float *dgamma_part, float dy, float x, float gamma, const RmsBackwardRow *r)
+{
+    float xhat = x * r->rstd;
+    *dgamma_part += dy * xhat;
+    return rms_dx(gamma * dy, xhat, r->mean_g_xhat, r->rstd);
+}
+
+/* `count` elements of one row, and of two, as layer norm's backward_span
+ * and backward_span_pair. */
 static void rms_backward_span(float *restrict dx, float *restrict dgamma_part, const float *restrict dy,
                               const float *restrict x, const float *restrict gamma, size_t count,
                               const RmsBackwardRow *r)
 {
+    for (size_t j = 0; j < count; j++)
+        dx[j] = rms_backward_element(&dgamma_part[j], dy[j], x[j], gamma[j], r);
+}
+
+static void rms_backward_span_pair(float *restrict dx0, float *restrict dx1, float *restrict dgamma_part,
+                                   const float *restrict dy0, const float *restrict x0, const float *restrict dy1,
+                                   const float *restrict x1, const float *restrict gamma, size_t count,
+                                   const RmsBackwardRow *r0, const RmsBackwardRow *r1)
+{
     for (size_t j = 0; j < count; j++) {
-        float xhat = x[j] * r->rstd;
-        dx[j] = rms_dx(gamma[j] * dy[j], xhat, r->mean_g_xhat, r->rstd);
-        dgamma_part[j] += dy[j] * xhat;
+        float dgamma = dgamma_part[j];
+        dx0[j] = rms_backward_element(&dgamma, dy0[j], x0[j], gamma[j], r0);
+        dx1[j] = rms_backward_element(&dgamma, dy1[j], x1[j], gamma[j], r1);
+        dgamma_part[j] = dgamma;
     }
 }
 
-/* rms_backward_span for the `count` (< BLOCK) elements from `first` on, in
- * the rows' storage type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void rms_backward_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
-                                    size_t first, size_t count, const RmsBackwardRow *r, LnStorage storage)
-{
-    float dy_chunk[BLOCK], x_chunk[BLOCK], dx_chunk[BLOCK];
-    float *out = result_chunk(dx_chunk, dx, first, storage);
-    rms_backward_span(out, dgamma_part + first, widen_chunk(dy_chunk, dy, first, count, storage),
-                      widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, r);
-    narrow_chunk(dx, first, out, count, storage);
-}
 // ANCHOR_END: differentiate_a_span_of_an_rms_row
 
 // ANCHOR: differentiate_an_rms_row
-/* As layer norm's backward_row: dx streamed, the next row prefetched. */
-ROW_INLINE void rms_backward_row(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
-                                 size_t d, RmsBackwardRow r, LnStorage storage)
+/* A chunk's partial row, gamma, and the statistics of a sweep's rows. */
+typedef struct {
+    float *dgamma_part;
+    const float *gamma;
+    RmsBackwardRow row[ROWS_AT_ONCE];
+} RmsBackwardRows;
+
+static inline void rms_differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
 {
-    r.mean_g_xhat = sum_g_xhat(dy, x, gamma, d, r.rstd, storage) / (float)d;
-    size_t j = unaligned_head(dx, d, storage);
-    rms_backward_stored(dx, dgamma_part, dy, x, gamma, 0, j, &r, storage);
-    for (; j + BLOCK <= d; j += BLOCK) {
-        float dy_chunk[BLOCK], x_chunk[BLOCK], block[BLOCK];
-        __builtin_prefetch(stored_at(r.next_x, j, storage));
-        __builtin_prefetch(stored_at(r.next_dy, j, storage));
-        rms_backward_span(block, dgamma_part + j, widen_chunk(dy_chunk, dy, j, BLOCK, storage),
-                          widen_chunk(x_chunk, x, j, BLOCK, storage), gamma + j, BLOCK, &r);
-        store_block_streaming(dx, j, block, storage);
-    }
-    rms_backward_stored(dx, dgamma_part, dy, x, gamma, j, d - j, &r, storage);
+    const RmsBackwardRows *c = norm;
+    if (s->count == 1)
+        rms_backward_span(s->dx[0], c->dgamma_part + first, s->dy[0], s->x[0], c->gamma + first, count, &c->row[0]);
+    else
+        rms_backward_span_pair(s->dx[0], s->dx[1], c->dgamma_part + first, s->dy[0], s->x[0], s->dy[1], s->x[1],
+                               c->gamma + first, count, &c->row[0], &c->row[1]);
 }
 
-/* rms_backward_row compiled once for each storage type. */
-static void rms_backward_row_stored(void *dx, float *dgamma_part, const void *dy, const void *x, const float *gamma,
-                                    size_t d, RmsBackwardRow r, LnStorage storage)
+/* As layer norm's backward_sweep: each row's sum, then one sweep. */
+ROW_INLINE void rms_backward_sweep(const BackwardRows *rows, RmsBackwardRows c, size_t d, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, rms_backward_row(dx, dgamma_part, dy, x, gamma, d, r, fixed_storage));
+    for (size_t r = 0; r < rows->count; r++)
+        c.row[r].mean_g_xhat = sum_g_xhat(rows->dy[r], rows->x[r], c.gamma, d, c.row[r].rstd, storage) / (float)d;
+    backward_rows(rows, d, rms_differentiate_span, &c, storage);
+}
+
+/* rms_backward_sweep compiled once for each storage type. */
+static void rms_backward_sweep_stored(const BackwardRows *rows, RmsBackwardRows c, size_t d, LnStorage storage)
+{
+    CALL_FOR_STORAGE(storage, rms_backward_sweep(rows, c, d, fixed_storage));
 }
 // ANCHOR_END: differentiate_an_rms_row
 
@@ -208,20 +221,21 @@ size_t rmsnorm_backward_f32_scratch_floats(size_t n, size_t d)
 void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
                              const float *gamma, size_t n, size_t d, LnStorage storage)
 {
-    size_t chunks = backward_chunks(n), row_bytes = d * ln_storage_bytes(storage);
+    size_t chunks = backward_chunks(n);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
         for (size_t chunk = 0; chunk < chunks; chunk++) {
             float *dgamma_part = scratch + chunk * d;
             memset(dgamma_part, 0, d * sizeof *dgamma_part);
-            for (size_t row = chunk * n / chunks; row < (chunk + 1) * n / chunks; row++) {
-                size_t next = row + 1 < n ? row + 1 : row;
-                RmsBackwardRow r = {.rstd = rstd[row],
-                                    .next_x = stored_at(x, next * d, storage),
-                                    .next_dy = stored_at(dy, next * d, storage)};
-                rms_backward_row_stored((char *)dx + row * row_bytes, dgamma_part, stored_at(dy, row * d, storage),
-                                        stored_at(x, row * d, storage), gamma, d, r, storage);
+            size_t end = (chunk + 1) * n / chunks;
+            for (size_t row = chunk * n / chunks; row < end;) {
+                BackwardRows rows = backward_rows_from(dx, dy, x, row, end, n, d, storage);
+                RmsBackwardRows c = {.dgamma_part = dgamma_part, .gamma = gamma};
+                for (size_t r = 0; r < rows.count; r++)
+                    c.row[r].rstd = rstd[row + r];
+                rms_backward_sweep_stored(&rows, c, d, storage);
+                row += rows.count;
             }
         }
         streaming_stores_done();

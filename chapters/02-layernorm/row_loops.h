@@ -6,6 +6,7 @@
 #define CHAPTERS_02_LAYERNORM_ROW_LOOPS_H
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -312,6 +313,120 @@ static inline size_t backward_chunks(size_t n)
 {
     return n < LN_BACKWARD_CHUNKS ? n : LN_BACKWARD_CHUNKS;
 }
+
+// ANCHOR: differentiate_rows_in_pairs
+/* Each row of a chunk adds its shares of the parameter gradients into the
+ * chunk's partial rows, and at d = 4096 those (16 KiB a parameter) do not
+ * fit in L1 beside the rows of x and dy: a row that updates them on its
+ * own loads and stores every partial element from L2. Two rows of a chunk
+ * differentiated in one sweep load and store each partial element once for
+ * both, adding the first row's share and then the second's: the additions
+ * of one row after the other, as one row at a time makes them, so the same
+ * bits. */
+enum { ROWS_AT_ONCE = 2 };
+
+typedef struct {
+    size_t count; /* ROWS_AT_ONCE, or 1 (below) */
+    void *dx[ROWS_AT_ONCE];
+    const void *dy[ROWS_AT_ONCE], *x[ROWS_AT_ONCE];
+    const char *next_x[ROWS_AT_ONCE], *next_dy[ROWS_AT_ONCE]; /* the rows after them, prefetched */
+} BackwardRows;
+
+/* The rows of a chunk (up to `end`) that one sweep takes from `row` on:
+ * two, or one where one is left, or where the two dx rows lie differently
+ * about a block boundary (rows that are not a whole number of blocks, as
+ * at odd d): their streamed blocks would not line up. The rows after them are
+ * prefetched; the last rows prefetch themselves (an address must stay
+ * inside the tensor to be valid C). */
+static inline BackwardRows backward_rows_from(void *dx, const void *dy, const void *x, size_t row, size_t end, size_t n,
+                                              size_t d, LnStorage storage)
+{
+    BackwardRows rows = {.count = 1};
+    for (size_t r = 0; r < ROWS_AT_ONCE && row + r < end; r++) {
+        size_t next = row + r + ROWS_AT_ONCE < n ? row + r + ROWS_AT_ONCE : row + r;
+        rows.dx[r] = (char *)dx + (row + r) * d * ln_storage_bytes(storage);
+        rows.dy[r] = stored_at(dy, (row + r) * d, storage);
+        rows.x[r] = stored_at(x, (row + r) * d, storage);
+        rows.next_dy[r] = stored_at(dy, next * d, storage);
+        rows.next_x[r] = stored_at(x, next * d, storage);
+    }
+    if (row + 1 < end && unaligned_head(rows.dx[0], d, storage) == unaligned_head(rows.dx[1], d, storage))
+        rows.count = 2;
+    return rows;
+}
+
+// ANCHOR_END: differentiate_rows_in_pairs
+
+// ANCHOR: widen_a_span_of_the_rows
+/* A span of those rows in floats: dy and x widened, dx to be computed. */
+typedef struct {
+    size_t count;
+    float *dx[ROWS_AT_ONCE];
+    const float *dy[ROWS_AT_ONCE], *x[ROWS_AT_ONCE];
+} BackwardSpan;
+
+/* A norm's work on the elements first .. first + count - 1 of a span: dx
+ * of each row, and the rows' shares added to the chunk's partials (which,
+ * with gamma and the rows' statistics, `norm` holds). */
+typedef void BackwardSpanFn(const BackwardSpan *span, size_t first, size_t count, const void *norm);
+
+/* One span of `row_count` rows, widened from their storage type; dx
+ * streamed out for a whole block, rounded into its row at the ends. The
+ * loops over the rows are unrolled by request: GCC kept the one over two
+ * bf16 rows as a loop, and that sweep came out slower than a row at a
+ * time (measured). */
+ROW_INLINE void backward_span_stored(const BackwardRows *rows, size_t row_count, size_t first, size_t count,
+                                     bool streamed, BackwardSpanFn *differentiate, const void *norm, LnStorage storage)
+{
+    float dy_chunk[ROWS_AT_ONCE][BLOCK], x_chunk[ROWS_AT_ONCE][BLOCK], dx_chunk[ROWS_AT_ONCE][BLOCK];
+    BackwardSpan span = {.count = row_count};
+#pragma GCC unroll 2
+    for (size_t r = 0; r < row_count; r++) {
+        span.dy[r] = widen_chunk(dy_chunk[r], rows->dy[r], first, count, storage);
+        span.x[r] = widen_chunk(x_chunk[r], rows->x[r], first, count, storage);
+        span.dx[r] = streamed ? dx_chunk[r] : result_chunk(dx_chunk[r], rows->dx[r], first, storage);
+    }
+    differentiate(&span, first, count, norm);
+#pragma GCC unroll 2
+    for (size_t r = 0; r < row_count; r++)
+        if (streamed)
+            store_block_streaming(rows->dx[r], first, span.dx[r], storage);
+        else
+            narrow_chunk(rows->dx[r], first, span.dx[r], count, storage);
+}
+
+// ANCHOR_END: widen_a_span_of_the_rows
+
+// ANCHOR: sweep_the_rows
+/* The sweep over `row_count` rows, in the forward pass's shape: a head up
+ * to a block boundary, the whole blocks, streamed out while the rows after
+ * these are prefetched, and the tail. */
+ROW_INLINE void backward_rows_of(BackwardRows rows, size_t row_count, size_t d, BackwardSpanFn *differentiate,
+                                 const void *norm, LnStorage storage)
+{
+    size_t j = unaligned_head(rows.dx[0], d, storage);
+    backward_span_stored(&rows, row_count, 0, j, false, differentiate, norm, storage);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        for (size_t r = 0; r < row_count; r++) {
+            __builtin_prefetch(stored_at(rows.next_x[r], j, storage));
+            __builtin_prefetch(stored_at(rows.next_dy[r], j, storage));
+        }
+        backward_span_stored(&rows, row_count, j, BLOCK, true, differentiate, norm, storage);
+    }
+    backward_span_stored(&rows, row_count, j, d - j, false, differentiate, norm, storage);
+}
+
+/* The sweep compiled for two rows and for one: in each the number of rows
+ * is a constant, and the loops over the rows disappear. */
+ROW_INLINE void backward_rows(const BackwardRows *rows, size_t d, BackwardSpanFn *differentiate, const void *norm,
+                              LnStorage storage)
+{
+    if (rows->count == ROWS_AT_ONCE)
+        backward_rows_of(*rows, ROWS_AT_ONCE, d, differentiate, norm, storage);
+    else
+        backward_rows_of(*rows, 1, d, differentiate, norm, storage);
+}
+// ANCHOR_END: sweep_the_rows
 
 /* Each chunk left `count` partial rows of d floats in scratch, one after
  * the other; add them in chunk order, in double (chunks * d additions,

@@ -317,6 +317,8 @@ static void run_cached_row(void *ctx)
     }
 }
 
+// ANCHOR_END: time_the_arithmetic_on_a_row_in_cache
+
 /* Seconds per logit of the fused pass on a row in L2, one thread: the
  * median, slowest and fastest run. */
 static BenchStats cached_logit_stats(StoredLogits row, size_t vocab, int k)
@@ -340,7 +342,6 @@ static BenchStats cached_logit_stats(StoredLogits row, size_t vocab, int k)
     array_free(c.indices);
     return stats;
 }
-// ANCHOR_END: time_the_arithmetic_on_a_row_in_cache
 
 /* The fused version on the same logits stored as float32, fp16 and bf16,
  * on all threads: logits per second, and the bytes actually read per

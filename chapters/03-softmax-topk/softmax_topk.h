@@ -85,6 +85,11 @@ void softmax_topk_stored_rows_then(StoredLogits logits, size_t rows, size_t voca
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
                       int64_t *indices);
 
+/* The fused version on one row stored as any type (scratch from
+ * row_scratch_new(CPU_FUSED, ...)). */
+void softmax_topk_stored_row(StoredLogits row, size_t vocab, int k, RowScratch *scratch, float *probs,
+                             int64_t *indices);
+
 /* Many rows: logits [rows, vocab] -> probs and indices [rows, k], rows split
  * across `threads` OpenMP threads (the results do not depend on it). */
 void softmax_topk_rows(CpuVersion version, const float *logits, size_t rows, size_t vocab, int k, int threads,

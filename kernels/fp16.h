@@ -45,6 +45,7 @@ HOST_DEVICE static inline float half_to_float(uint16_t h)
 #ifdef __CUDA_ARCH__
     return __half2float(__ushort_as_half(h));
 #else
+    // ANCHOR: widen_a_half_without_a_branch
     /* Without a branch, so that a loop of them becomes vector instructions.
      * Moved up 13 bits, the exponent and mantissa of a finite half read as
      * a float 2^-112 times the half (a subnormal half becomes a subnormal
@@ -56,6 +57,7 @@ HOST_DEVICE static inline float half_to_float(uint16_t h)
     uint32_t scaled = float_bits(float_from_bits(magnitude << 13) * 0x1p112f);
     uint32_t infinite = magnitude >= 0x7c00u ? 0x7f800000u : 0u;
     return float_from_bits(sign | scaled | infinite);
+    // ANCHOR_END: widen_a_half_without_a_branch
 #endif
 }
 
@@ -105,6 +107,7 @@ static inline __m256i halves16_from_floats(__m512 values)
 }
 #endif
 
+// ANCHOR: widen_halves_a_chunk_at_a_time
 /* count halves widened to floats, and count floats rounded to halves: 16
  * at a time with AVX-512, 8 with F16C, else a loop the compiler
  * vectorises. (Only a signalling NaN half widens to other bits: quiet, see
@@ -123,6 +126,7 @@ static inline void halves_to_floats(float *out, const uint16_t *in, size_t count
     for (; k < count; k++)
         out[k] = half_to_float(in[k]);
 }
+// ANCHOR_END: widen_halves_a_chunk_at_a_time
 
 static inline void halves_from_floats(uint16_t *out, const float *in, size_t count)
 {

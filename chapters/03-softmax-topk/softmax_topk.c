@@ -4,13 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __F16C__
-#include <immintrin.h>
-#endif
-
 #include "common/alloc.h"
 #include "kernels/bf16.h"
 #include "kernels/float_bits.h"
+#include "kernels/fp16.h"
 
 const char *cpu_version_name(CpuVersion version)
 {
@@ -31,24 +28,6 @@ size_t logits_type_size(LogitsType type)
     return type == LOGITS_FLOAT32 ? sizeof(float) : sizeof(uint16_t);
 }
 
-// ANCHOR: widen_a_half_without_a_branch
-/* An IEEE half's bits as a float, without a branch, so that a loop of them
- * becomes vector instructions (kernels/fp16.h's half_to_float branches on
- * the kind of number, and stays scalar). Moved up 13 bits, the exponent
- * and mantissa of a finite half read as a float 2^-112 times the half (a
- * subnormal half becomes a subnormal float), and one multiplication, exact,
- * puts it right. Infinities and NaN, exponent 31, come out of it with the
- * float exponent 143 and the payload in place; or-ing in the exponent 255
- * makes them infinities and NaN again, as half_to_float does. */
-static inline float half_bits_to_float(uint16_t h)
-{
-    uint32_t magnitude = h & 0x7fffu, sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t scaled = float_bits(float_from_bits(magnitude << 13) * 0x1p112f);
-    uint32_t infinite = magnitude >= 0x7c00u ? 0x7f800000u : 0u;
-    return float_from_bits(sign | scaled | infinite);
-}
-// ANCHOR_END: widen_a_half_without_a_branch
-
 // ANCHOR: widen_one_logit
 /* Logit i of a chunk stored as `type`, as a float. always_inline: called
  * with a constant type, the switch disappears. */
@@ -56,7 +35,7 @@ static inline __attribute__((always_inline)) float logit_at(const void *chunk, L
 {
     switch (type) {
     case LOGITS_FLOAT16:
-        return half_bits_to_float(((const uint16_t *)chunk)[i]);
+        return half_to_float(((const uint16_t *)chunk)[i]);
     case LOGITS_BFLOAT16:
         return bf16_to_float(((const uint16_t *)chunk)[i]);
     case LOGITS_FLOAT32:
@@ -73,7 +52,7 @@ void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
     switch (logits.type) {
     case LOGITS_FLOAT16:
         for (size_t i = 0; i < n; i++) {
-            out[i] = half_bits_to_float(bits[i]);
+            out[i] = half_to_float(bits[i]);
         }
         return;
     case LOGITS_BFLOAT16:
@@ -285,43 +264,25 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
 }
 // ANCHOR_END: sum_a_chunk_on_a_guess
 
-// ANCHOR: widen_halves_with_one_instruction
-/* n IEEE halves (a multiple of 8) as floats, where the processor converts
- * them itself: x86's F16C instruction vcvtph2ps widens 8 halves at once,
- * exactly, as half_bits_to_float does, except that a signalling NaN comes
- * out quiet (its payload changes). So it serves only the fused pass's
- * loops, where a NaN is never an output: a row with a NaN is started again
- * from widen_logits (see fused_row). Without F16C, half_bits_to_float. */
-static inline void widen_halves_in_pass(const uint16_t *bits, size_t n, float *out)
-{
-#ifdef __F16C__
-    for (size_t i = 0; i < n; i += 8) {
-        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(bits + i))));
-    }
-#else
-    for (size_t i = 0; i < n; i++) {
-        out[i] = half_bits_to_float(bits[i]);
-    }
-#endif
-}
-// ANCHOR_END: widen_halves_with_one_instruction
-
 // ANCHOR: add_a_stored_chunk
 /* The chunk of n logits from `begin` on, as stored: the same code for each
  * type, which add_chunk's inlining turns into loops, each with the type's
  * widening inside it, in registers. A 16-bit row moves half the bytes from
  * memory. fp16 is the exception where the processor widens halves itself:
- * one instruction per 8 halves into a buffer of a chunk (1 KiB, in L1)
- * costs less than the arithmetic of half_bits_to_float on every logit, the
- * second time too when the chunk is summed again. */
+ * one instruction per 8 halves (halves_to_floats, kernels/fp16.h) into a
+ * buffer of a chunk (1 KiB, in L1) costs less than the arithmetic of
+ * half_to_float on every logit, the second time too when the chunk is
+ * summed again. A signalling NaN comes out of it quiet, and in the fused
+ * pass a NaN is never an output: a row with one is started again from
+ * widen_logits (see fused_row). */
 static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, int n)
 {
     const uint16_t *bits = (const uint16_t *)logits.data + begin;
     switch (logits.type) {
     case LOGITS_FLOAT16: {
-#ifdef __F16C__
+#ifdef FP16_F16C
         float widened[FUSED_CHUNK];
-        widen_halves_in_pass(bits, (size_t)n, widened);
+        halves_to_floats(widened, bits, (size_t)n);
         return add_chunk(row, widened, LOGITS_FLOAT32, n);
 #else
         return add_chunk(row, bits, LOGITS_FLOAT16, n);
@@ -429,7 +390,7 @@ static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n
         return (const float *)row.data + begin;
     }
     if (row.type == LOGITS_FLOAT16) {
-        widen_halves_in_pass((const uint16_t *)row.data + begin, n, buffer);
+        halves_to_floats(buffer, (const uint16_t *)row.data + begin, n);
     } else {
         widen_logits(row, begin, n, buffer);
     }

@@ -2,8 +2,8 @@
  * bf16), read as they are: the same results, to the bit, as on the same
  * logits widened to float32 first (widening is exact, so there is nothing
  * to tolerate), for irregular V, every K structure, the special values,
- * and several threads; and the branch-free widening of halves agrees with
- * kernels/fp16.h on every one of the 65536. */
+ * and several threads; and widen_logits gives each type's widening
+ * (kernels/fp16.h, kernels/bf16.h) on every one of the 65536 patterns. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>

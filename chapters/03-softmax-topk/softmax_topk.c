@@ -342,9 +342,13 @@ static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOO
 
 // ANCHOR: bound_the_kth_best_from_below
 /* The maxima are different logits of the row, so their k-th largest is at
- * most the row's k-th largest. It is the smallest maximum with fewer than k
- * others above it. Counting the others above every maximum at once, one
- * other at a time, takes n vector comparisons per vector and no branch. */
+ * most the row's k-th largest. It is found one bit at a time, from the top,
+ * on the maxima's ordered keys (topk_radix_key): the k-th largest key is the
+ * largest key that at least k keys reach, so each bit is kept if the keys
+ * found so far, with that bit set, are still reached by k of them. That is
+ * 32 counts of n comparisons each, vector instructions without a branch,
+ * where comparing every maximum with every other would take n^2. The
+ * floor is then the maximum with that key (no NaN: the maxima ignore it). */
 float lane_sums_topk_floor(const LaneSums *row, int k)
 {
     if (k > LANES) {
@@ -354,17 +358,24 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
         return row->max; /* the largest lane maximum, without counting */
     }
     float maxima[FLOOR_GROUPS * LANES];
+    uint32_t keys[FLOOR_GROUPS * LANES];
     int n = merge_group_maxima(row, lane_sums_floor_groups(k), maxima);
-    int above[FLOOR_GROUPS * LANES] = {0};
-    for (int other = 0; other < n; other++) {
+    for (int i = 0; i < n; i++) {
+        keys[i] = topk_radix_key(maxima[i]);
+    }
+    uint32_t kth_key = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+        uint32_t trial = kth_key | 1u << bit;
+        int reaching = 0;
         for (int i = 0; i < n; i++) {
-            above[i] += maxima[other] > maxima[i];
+            reaching += keys[i] >= trial;
         }
+        kth_key = reaching >= k ? trial : kth_key;
     }
     float floor = INFINITY;
 #pragma omp simd reduction(min : floor)
     for (int i = 0; i < n; i++) {
-        floor = above[i] < k && maxima[i] < floor ? maxima[i] : floor;
+        floor = keys[i] == kth_key && maxima[i] < floor ? maxima[i] : floor;
     }
     return floor;
 }

@@ -26,22 +26,22 @@
  * float, 2^-149, and rounds to 0. */
 #define SOFTMAX_EXP_UNDERFLOW (-103.972077f)
 
+/* ln(2^-126), rounded up: from it on, x log2(e) rounds to n >= -126, whose
+ * 2^n is a normal float. */
+#define SOFTMAX_EXP_LEAST_NORMAL (-87.3365402f)
+
+/* x = n ln2 + r with n an integer and |r| <= ln2/2, so exp(x) = 2^n e^r:
+ * n (modulo 2^32) and e^r - 1, as exp_split computes them for the host (the
+ * GPU uses its own exponentials). */
+typedef struct {
+    uint32_t n_mod_2_32;
+    float expm1_r;
+} ExpSplit;
+
 // ANCHOR: compute_exp_in_plain_arithmetic
-/* exp(x) for x <= 0 (softmax only ever needs exp(x - max)), within about
- * 2 ulp; exp(-inf) = 0, exp(NaN) = NaN. On the CPU, libm's expf is a
- * function call that a loop cannot vectorise; this is plain arithmetic on
- * floats and their bits, so a loop calling it vectorises. Like expf (and
- * PyTorch), it keeps results down to the smallest subnormal float, 2^-149,
- * within one step of 2^-149 there. On the GPU, CUDA's own
- * expf is already a few instructions (it uses the special function unit)
- * and as accurate, so it is used. */
-HOST_DEVICE static inline float softmax_exp(float x)
+static inline ExpSplit exp_split(float x)
 {
-#ifdef __CUDA_ARCH__
-    return expf(x);
-#else
-    /* x = n ln2 + r with n an integer and |r| <= ln2/2, so exp(x) = 2^n e^r.
-     * Adding 1.5 * 2^23 rounds x log2(e) to the integer n and leaves n in the
+    /* Adding 1.5 * 2^23 rounds x log2(e) to the integer n and leaves n in the
      * low bits of t: no float-to-int conversion, which is undefined for NaN. */
     const float shifter = 12582912.0f;
     float t = fmaf(x, 1.44269504f, shifter);
@@ -60,15 +60,34 @@ HOST_DEVICE static inline float softmax_exp(float x)
     p = fmaf(p, r, 0.5f);
     float expm1_r = fmaf(p, r * r, r);
     // ANCHOR_END: approximate_e_to_the_r
+    ExpSplit split;
+    split.n_mod_2_32 = float_bits(t) - float_bits(shifter);
+    split.expm1_r = expm1_r;
+    return split;
+}
+
+/* exp(x) for x <= 0 (softmax only ever needs exp(x - max)), within about
+ * 2 ulp; exp(-inf) = 0, exp(NaN) = NaN. On the CPU, libm's expf is a
+ * function call that a loop cannot vectorise; this is plain arithmetic on
+ * floats and their bits, so a loop calling it vectorises. Like expf (and
+ * PyTorch), it keeps results down to the smallest subnormal float, 2^-149,
+ * within one step of 2^-149 there. On the GPU, CUDA's own
+ * expf is already a few instructions (it uses the special function unit)
+ * and as accurate, so it is used. */
+HOST_DEVICE static inline float softmax_exp(float x)
+{
+#ifdef __CUDA_ARCH__
+    return expf(x);
+#else
+    ExpSplit split = exp_split(x);
     // ANCHOR: build_two_to_the_n
     /* 2^n is built in the exponent field, which holds only normal floats,
      * 2^-126 and up; n goes down to -150 for a subnormal result. So build
      * 2^(n + 64) instead and multiply by 2^-64 last: exact for a normal
      * result, and one more rounding, to the subnormal grid, otherwise. */
-    uint32_t n_mod_2_32 = float_bits(t) - float_bits(shifter);
-    float two_to_n_plus_64 = float_from_bits((n_mod_2_32 + 127u + 64u) << 23);
+    float two_to_n_plus_64 = float_from_bits((split.n_mod_2_32 + 127u + 64u) << 23);
     /* 2^n e^r = 2^n + 2^n (e^r - 1), in one rounding. */
-    float scaled = fmaf(expm1_r, two_to_n_plus_64, two_to_n_plus_64);
+    float scaled = fmaf(split.expm1_r, two_to_n_plus_64, two_to_n_plus_64);
     return x < SOFTMAX_EXP_UNDERFLOW ? 0.0f : scaled * 0x1p-64f;
     // ANCHOR_END: build_two_to_the_n
 #endif
@@ -114,14 +133,19 @@ HOST_DEVICE static inline SoftmaxState softmax_state_push(SoftmaxState state, fl
 }
 // ANCHOR_END: update_running_max_and_sum
 
+// ANCHOR: exp_that_only_adds_to_a_sum
 /* exp(x) for x <= 0 where it only adds to a sum of weights, never where it
- * is a probability itself. On the GPU, 2^(x log2 e) on the special function
- * unit, flushing subnormal results to 0 (.ftz): an FMUL and a MUFU.EX2, where
- * expf takes about eight instructions and __expf five (it rescales to keep
- * subnormals). The error is about 2 + 1.2 |x| ulp, growing with |x| as the
- * weight falls faster, and a flushed weight is below 2^-126: a sum of
- * weights, at least 1 (the maximum's), is off by less than about 4 2^-24.
- * On the CPU, softmax_exp. */
+ * is a probability itself. Such a sum is at least 1 (the maximum's weight),
+ * so weights below 2^-126 cannot move it: flushed to 0, they change it by
+ * less than V 2^-126, far below its last bit. On the GPU, 2^(x log2 e) on
+ * the special function unit, flushing subnormal results to 0 (.ftz): an
+ * FMUL and a MUFU.EX2, where expf takes about eight instructions and __expf
+ * five (it rescales to keep subnormals). The error is about 2 + 1.2 |x|
+ * ulp, growing with |x| as the weight falls faster: a sum of weights is off
+ * by less than about 4 2^-24. On the CPU, softmax_exp's arithmetic with
+ * 2^n built directly, as only normal results are kept: one multiplication
+ * fewer, of the eleven that share the processor's multiply-add units, and
+ * exactly softmax_exp's result wherever that is 2^-126 or more. */
 HOST_DEVICE static inline float softmax_exp_in_sum(float x)
 {
 #ifdef __CUDA_ARCH__
@@ -129,9 +153,13 @@ HOST_DEVICE static inline float softmax_exp_in_sum(float x)
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(power) : "f"(x * 1.44269504f));
     return power;
 #else
-    return softmax_exp(x);
+    ExpSplit split = exp_split(x);
+    float two_to_n = float_from_bits((split.n_mod_2_32 + 127u) << 23);
+    float scaled = fmaf(split.expm1_r, two_to_n, two_to_n);
+    return x < SOFTMAX_EXP_LEAST_NORMAL ? 0.0f : scaled;
 #endif
 }
+// ANCHOR_END: exp_that_only_adds_to_a_sum
 
 /* exp(x - reference) without a branch, for x <= reference or NaN. x equals
  * the reference only as the maximum itself, whose weight is exactly 1 =

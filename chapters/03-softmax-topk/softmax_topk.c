@@ -209,7 +209,7 @@ add_weights_below(float sums[LANES], float maxima[LANES], const void *chunk, Log
         for (int lane = 0; lane < LANES; lane++) {
             float x = logit_at(chunk, type, i + lane);
             maxima[lane] = x > maxima[lane] ? x : maxima[lane];
-            sums[lane] += softmax_exp(x - reference);
+            sums[lane] += softmax_exp_in_sum(x - reference);
         }
     }
     float chunk_max = -INFINITY;

@@ -75,6 +75,33 @@ static void test_exp_subnormal_results(void)
     EXPECT(softmax_exp(-103.0f) > 0.0f, "exp(-103) = %g is not 0", (double)softmax_exp(-103.0f));
 }
 
+/* The exponential of a sum of weights is softmax_exp with its subnormal
+ * results flushed to 0: equal wherever softmax_exp gives 2^-126 or more, 0
+ * below, on every 7th float of [-104.5, 0] (~150 million), and the same
+ * special values. (On the GPU it is the special function unit's; the GPU
+ * tests hold those sums to their own tolerance.) */
+static void test_exp_in_sum(void)
+{
+    size_t checked = 0, different = 0;
+    float first_different = 0.0f;
+    for (float x = -0.0f; x >= -104.5f; checked++) {
+        float full = softmax_exp(x), expected = full >= FLT_MIN ? full : 0.0f;
+        if (softmax_exp_in_sum(x) != expected) {
+            first_different = different++ ? first_different : x;
+        }
+        x = float_from_bits(float_bits(x) + 7u);
+    }
+    EXPECT(different == 0,
+           "softmax_exp_in_sum: %zu of %zu values differ from softmax_exp flushed, the first at x = %.9g", different,
+           checked, (double)first_different);
+    EXPECT(softmax_exp_in_sum(-0.0f) == 1.0f && softmax_exp_in_sum(-INFINITY) == 0.0f &&
+               softmax_exp_in_sum(-FLT_MAX) == 0.0f && isnan(softmax_exp_in_sum(NAN)),
+           "softmax_exp_in_sum: exp(-0) = %g, exp(-inf) = %g, exp(-FLT_MAX) = %g, exp(NaN) = %g",
+           (double)softmax_exp_in_sum(-0.0f), (double)softmax_exp_in_sum(-INFINITY),
+           (double)softmax_exp_in_sum(-FLT_MAX), (double)softmax_exp_in_sum(NAN));
+    printf("softmax_exp_in_sum: %zu values, all softmax_exp's with subnormals flushed\n", checked);
+}
+
 static void test_weight_limits(void)
 {
     EXPECT(softmax_weight(INFINITY, INFINITY) == 1.0f, "+inf at an infinite max weighs 1");
@@ -406,6 +433,7 @@ int main(void)
     test_exp_accuracy();
     test_exp_special_values();
     test_exp_subnormal_results();
+    test_exp_in_sum();
     test_weight_limits();
     test_recurrence();
     test_merge();

@@ -77,7 +77,7 @@ static void test_exp_subnormal_results(void)
 
 /* The exponential of a sum of weights is softmax_exp with its subnormal
  * results flushed to 0: equal wherever softmax_exp gives 2^-126 or more, 0
- * below, on every 7th float of [-104.5, 0] (~150 million), and the same
+ * below, on every 7th float of [-104.5, 0] (~160 million), and the same
  * special values. (On the GPU it is the special function unit's; the GPU
  * tests hold those sums to their own tolerance.) */
 static void test_exp_in_sum(void)

@@ -216,18 +216,24 @@ __device__ void warp_pad_and_sort(TopkEntry *buffer, int count, int size)
     }
 }
 
-/* Sort the whole buffer (sentinels after the candidates), keep the best k
- * and take the k-th as the new threshold. */
+/* Sort the candidates (sentinels after them, up to topk_sort_size: the
+ * whole buffer when it is nearly full, a few entries after a short scan),
+ * keep the best k and take the k-th as the new threshold. */
 __device__ void warp_keep_best(WarpCandidates &candidates)
 {
-    warp_pad_and_sort(candidates.buffer, candidates.count, candidates.capacity);
+    warp_pad_and_sort(candidates.buffer, candidates.count, topk_sort_size(candidates.count, candidates.k));
     candidates.count = min(candidates.count, candidates.k);
     candidates.threshold = candidates.count == candidates.k ? candidates.buffer[candidates.k - 1] : topk_sentinel();
 }
 
+/* Room for the next step's offers, or sort first; and sort early, while
+ * the threshold is still the sentinel, when the candidates are enough to
+ * set a useful one (topk_buffer_needs_sort): waiting would let the next
+ * step's logits all in, and a sort of the whole buffer follow. */
 __device__ void warp_keep_best_if_nearly_full(WarpCandidates &candidates)
 {
-    if (candidates.count > candidates.capacity - kOffersPerStep) {
+    if (topk_buffer_needs_sort(candidates.count, candidates.capacity, candidates.k, candidates.threshold,
+                               kOffersPerStep)) {
         warp_keep_best(candidates);
     }
 }
@@ -330,17 +336,19 @@ __device__ void warp_merge_lists(TopkEntry *a, const TopkEntry *b, int k)
  * list i at lists + i * list_stride, list_stride >= 2k) in groups of
  * `group_size` consecutive partials, one group per row: partial i only ever
  * absorbs partials of its own group. Warps take the merges of each round in
- * turn; the whole block takes part in every round (it syncs). */
+ * turn, by their number (merge_tree_target), so that a round of many
+ * merges (the slices of a row) keeps every warp busy; the whole block takes
+ * part in every round (it syncs). */
 __device__ void block_merge_partials(TopkEntry *lists, int list_stride, SoftmaxState *states, int count, int group_size,
                                      int k)
 {
     for (int span = 1; span < group_size; span *= 2) {
-        for (int i = warp_id(); i < count; i += kBlockWarps) {
-            if (merge_tree_absorbs(i % group_size, span, group_size)) {
-                warp_merge_lists(lists + i * list_stride, lists + (i + span) * list_stride, k);
-                if (lane_id() == 0) {
-                    states[i] = softmax_state_merge(states[i], states[i + span]);
-                }
+        const int merges = count / group_size * merge_tree_merges(group_size, span);
+        for (int m = warp_id(); m < merges; m += kBlockWarps) {
+            int i = merge_tree_target(m, span, group_size);
+            warp_merge_lists(lists + i * list_stride, lists + (i + span) * list_stride, k);
+            if (lane_id() == 0) {
+                states[i] = softmax_state_merge(states[i], states[i + span]);
             }
         }
         __syncthreads();
@@ -814,10 +822,13 @@ __device__ void warp_merge_fresh(RowCandidates &candidates)
 }
 // ANCHOR_END: merge_the_fresh_candidates_into_the_kept
 
-/* Room for the next step's offers, or merge first. */
+/* Room for the next step's offers, or merge first; and merge early when
+ * the fresh candidates can set the row's first threshold (as version 3,
+ * topk_buffer_needs_sort). */
 __device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates)
 {
-    if (candidates.count > candidates.fresh_size - kOffersPerStep) {
+    if (topk_buffer_needs_sort(candidates.count, candidates.fresh_size, candidates.k, candidates.threshold,
+                               kOffersPerStep)) {
         warp_merge_fresh(candidates);
     }
 }

@@ -237,6 +237,23 @@ HOST_DEVICE static inline bool merge_tree_absorbs(int i, int span, int count)
 {
     return i % (2 * span) == 0 && i + span < count;
 }
+
+/* The same round's merges, numbered: in a group of `count` partials there
+ * are merge_tree_merges(count, span) of them, and merge m of a round over
+ * several groups of `count` is the one into partial merge_tree_target.
+ * Numbered, they can be dealt to the warps in turn: dealt by the partial's
+ * own index, a round with span >= the warps' count would fall to warp 0
+ * alone. */
+HOST_DEVICE static inline int merge_tree_merges(int count, int span)
+{
+    return count > span ? (count - span + 2 * span - 1) / (2 * span) : 0;
+}
+
+HOST_DEVICE static inline int merge_tree_target(int m, int span, int count)
+{
+    int per_group = merge_tree_merges(count, span);
+    return (m / per_group) * count + (m % per_group) * 2 * span;
+}
 // ANCHOR_END: pair_partial_states_in_a_tree
 
 // ANCHOR: split_a_slice_for_vector_loads
@@ -267,6 +284,33 @@ HOST_DEVICE static inline int float4_scalar_index(Float4Split split, int length,
     return lane < split.head ? lane : lane >= 4 && lane - 4 < tail ? split.tail_begin + lane - 4 : -1;
 }
 // ANCHOR_END: split_a_slice_for_vector_loads
+
+/* The entries a sort of a candidate buffer must cover: its count of
+ * candidates, and at least k, since the best k are read as a list of k
+ * (sentinels fill what the candidates do not); a power of two, as the
+ * bitonic network needs. A buffer sorted at the end of a scan holds few
+ * candidates: sorting its whole capacity would cost more for nothing. */
+HOST_DEVICE static inline int topk_sort_size(int count, int k)
+{
+    int size = 1;
+    while (size < count || size < k) {
+        size *= 2;
+    }
+    return size;
+}
+
+/* After a step of offers (at most offers_per_step more to come), must a
+ * buffer of `capacity` holding `count` candidates be sorted? When the next
+ * step might not fit; and, while the threshold is still the sentinel, which
+ * lets every logit in, as soon as it holds 4k: the threshold a sort sets
+ * then, the k-th of 4k, lets in about a quarter of what follows (in random
+ * order). Sorted at k already, the threshold would be so low that the
+ * buffer filled again and needed a whole sort all the same. */
+HOST_DEVICE static inline bool topk_buffer_needs_sort(int count, int capacity, int k, TopkEntry threshold,
+                                                      int offers_per_step)
+{
+    return count > capacity - offers_per_step || (topk_is_sentinel(threshold) && count >= 4 * k);
+}
 
 /* One compare-exchange of a bitonic sorting network that sorts `list` best
  * first: element i at the stage that builds sorted runs of `run` elements,

@@ -67,6 +67,10 @@ size_t softmax_topk_gpu_scan_shared_bytes(int k);
 size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors);
 /* Version 8's, whose one kernel scans then merges: the larger of the two. */
 size_t softmax_topk_gpu_slice_and_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors);
+/* Versions 3, 4 and 8: the entries of a warp's candidate buffer at this K,
+ * and the blocks per row that versions 4 and 8 choose for this shape. */
+int softmax_topk_gpu_candidate_capacity(int k);
+int softmax_topk_gpu_splits_for(int rows, int vocab, int k, int multiprocessors);
 /* Version 6's at this K (0 for K = 1, the argmax). */
 size_t softmax_topk_gpu_shared_threshold_bytes(int k);
 

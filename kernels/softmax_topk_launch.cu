@@ -206,6 +206,16 @@ size_t softmax_topk_gpu_shared_threshold_bytes(int k)
     return k == 1 ? 0 : shared_threshold_bytes(k);
 }
 
+int softmax_topk_gpu_candidate_capacity(int k)
+{
+    return candidate_capacity(k);
+}
+
+int softmax_topk_gpu_splits_for(int rows, int vocab, int k, int multiprocessors)
+{
+    return splits_for(rows, vocab, k, multiprocessors);
+}
+
 size_t softmax_topk_gpu_merge_shared_bytes(int rows, int vocab, int k, int multiprocessors)
 {
     return merge_shared_bytes(splits_for(rows, vocab, k, multiprocessors), k);

@@ -7,6 +7,7 @@
 #include "chapters/03-softmax-topk/admissions.h"
 #include "chapters/03-softmax-topk/bench_cpu.h"
 #include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/gpu.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/keep_ties.h"
 #include "chapters/03-softmax-topk/lanes_diagram.h"
@@ -501,3 +502,17 @@ int rejection_command(int argc, char **argv)
     print_rejection_table(markdown ? TABLE_MARKDOWN : TABLE_TEXT);
     return 0;
 }
+
+#ifndef HAVE_CUDA
+int gpu_latency_without_cuda_command(int argc, char **argv)
+{
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    printf("This build was configured without CUDA: the kernels' launcher, which chooses the slices and buffers "
+           "the model counts, was not built.\n");
+    return 0;
+}
+#endif

@@ -8,6 +8,7 @@
 #include "chapters/03-softmax-topk/bench_cpu.h"
 #include "chapters/03-softmax-topk/commands.h"
 #include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/decode_step_model.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/sampling.h"
 #include "common/alloc.h"
@@ -491,4 +492,94 @@ static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRo
 int gpu_resources_command(int argc, char **argv)
 {
     return resource_table_command(argc, argv, "softmax_topk.resources", softmax_topk_launches);
+}
+
+/* The second edition's goal for one row of V = 128K on an H100. */
+#define DECODE_STEP_GOAL_S 10e-6
+
+/* "256 + 8": the sizes of the costliest warp's sorts. */
+static void sort_sizes_cell(Table *table, const DecodeStepCounts *counts)
+{
+    char cell[128] = "";
+    size_t used = 0;
+    int shown = counts->buffer_sorts < DECODE_STEP_MAX_SORTS_SHOWN ? counts->buffer_sorts : DECODE_STEP_MAX_SORTS_SHOWN;
+    for (int s = 0; s < shown; s++)
+        used += (size_t)snprintf(cell + used, sizeof cell - used, "%s%d", s > 0 ? " + " : "", counts->sort_sizes[s]);
+    if (counts->buffer_sorts > shown)
+        snprintf(cell + used, sizeof cell - used, " + %d more", counts->buffer_sorts - shown);
+    table_cell(table, "%s", cell);
+}
+
+static int kernel_warps(void)
+{
+    return softmax_topk_gpu_threads_per_block() / 32;
+}
+
+/* One row of V = 128256, the decode step of gpu-bench: versions 4 and 8
+ * at K = 1, 8 and 64, with the slices and buffers their launcher chooses
+ * on an H100, counted on the benchmark's own row (decode_step_model.h). */
+int gpu_latency_command(int argc, char **argv)
+{
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    const int ks[] = {1, 8, 64}, versions[] = {4, 8};
+    const char *verdicts[3];
+    float *row = bench_logits_new(TABLE_VOCAB, 1);
+    const char *headers[] = {"K",
+                             "version",
+                             "slices",
+                             "loads in sequence",
+                             "entries sorted, sort by sort",
+                             "list merges in sequence x dependent loads",
+                             "L2 round trips after the scan",
+                             "kernels",
+                             "sorts' share",
+                             "predicted microseconds"};
+    Table *table = table_new(10, headers, "rrrrrrrrrr");
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
+            DecodeStepKernel kernel = {versions[v],
+                                       TABLE_VOCAB,
+                                       ks[t],
+                                       softmax_topk_gpu_splits_for(1, TABLE_VOCAB, ks[t], H100_SXM.sms),
+                                       softmax_topk_gpu_candidate_capacity(ks[t]),
+                                       kernel_warps()};
+            DecodeStepCounts counts = decode_step_counts(row, kernel);
+            double low = decode_step_seconds(&counts, &DECODE_STEP_LOW);
+            double high = decode_step_seconds(&counts, &DECODE_STEP_HIGH);
+            double sorts_low = decode_step_sort_seconds(&counts, &DECODE_STEP_LOW);
+            double sorts_high = decode_step_sort_seconds(&counts, &DECODE_STEP_HIGH);
+            table_cell(table, "%d", ks[t]);
+            table_cell(table, "%d", versions[v]);
+            table_cell(table, "%d of %d", kernel.splits, counts.slice_length);
+            table_cell(table, "%d", counts.scan_loads);
+            sort_sizes_cell(table, &counts);
+            table_cell(table, "%d x %d", counts.block_merges, counts.search_steps);
+            table_cell(table, "%d", counts.round_trips_after);
+            table_cell(table, "%d", counts.kernels);
+            table_cell(table, "%.0f-%.0f%%", 100 * sorts_low / low, 100 * sorts_high / high);
+            table_cell(table, "%.1f-%.1f", low * 1e6, high * 1e6);
+            if (versions[v] == 8)
+                verdicts[t] = high <= DECODE_STEP_GOAL_S  ? "within it at both ends"
+                              : low <= DECODE_STEP_GOAL_S ? "within it at the low costs, above it at the high"
+                                                          : "above it at both ends";
+        }
+    }
+    decode_step_print_costs(stdout);
+    printf("\n");
+    table_print(table, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    int splits = softmax_topk_gpu_splits_for(1, TABLE_VOCAB, 8, H100_SXM.sms), warps = kernel_warps();
+    printf("\nThe last block's merge of the %d slices at K = 8: %d merges in sequence for its busiest warp, with "
+           "each round's merges dealt to the warps in turn; %d if each warp took the partials whose index is its "
+           "own modulo %d.\n",
+           splits, decode_step_merges_in_sequence(splits, warps, false),
+           decode_step_merges_in_sequence(splits, warps, true), warps);
+    printf("\nVersion 8 against the goal of %.0f microseconds for one row: at K = 1 %s; at K = 8 %s; at K = 64 %s.\n",
+           DECODE_STEP_GOAL_S * 1e6, verdicts[0], verdicts[1], verdicts[2]);
+    table_free(table);
+    array_free(row);
+    return 0;
 }

@@ -32,6 +32,11 @@ CliCommandFunction gpu_run_command, gpu_apply_command, gpu_sample_command;
  * threads per block and the occupancy they allow (common/resource_table.h),
  * from softmax_topk.resources, the build's copy of kernels/softmax_topk.resources. */
 CliCommandFunction gpu_resources_command;
+
+/* softmax_topk gpu-latency [--markdown]: the model of decode_step_model.h
+ * for one row of V = 128256, versions 4 and 8, K in {1, 8, 64}, with the
+ * slices and buffers their launcher chooses on an H100. Needs no GPU. */
+CliCommandFunction gpu_latency_command;
 #else
 /* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
 #define gpu_check_command cli_without_cuda
@@ -42,6 +47,10 @@ CliCommandFunction gpu_resources_command;
 /* The resource table needs no GPU, but the record of a CUDA build: without
  * one it says there is none, exit 0. */
 #define gpu_resources_command resource_table_without_cuda_command
+/* The model takes its slices and buffers from the launcher: without CUDA
+ * there is none, and it says so, exit 0. */
+CliCommandFunction gpu_latency_without_cuda_command;
+#define gpu_latency_command gpu_latency_without_cuda_command
 #endif
 
 #endif

@@ -27,6 +27,7 @@ static const CliCommand COMMANDS[] = {
     {"gpu-check",          gpu_check_command,          "every GPU kernel against the double reference"                                        },
     {"gpu-bench",          gpu_bench_command,          "validate, then time every GPU kernel; --results writes a stamped file"                },
     {"gpu-resources",      gpu_resources_command,      "registers, spills, occupancy of each kernel, from ptxas"                              },
+    {"gpu-latency",        gpu_latency_command,        "a model of one decode step's latency on a GPU, versions 4 and 8"                      },
     {"gpu-results",        results_command,            "print a GPU results file, or say that there is none"                                  },
 };
 

@@ -1,5 +1,5 @@
 /* The top-K building blocks of kernels/softmax_topk.h (order, radix key, insert,
- * merge, bitonic step, merge tree) and the CPU collector built on them,
+ * merge, bitonic step, merge tree and its numbered rounds, sort sizes) and the CPU collector built on them,
  * against a plain sort of everything. */
 #include <float.h>
 #include <math.h>
@@ -277,6 +277,44 @@ static void test_merge_tree(void)
     EXPECT(bad == 0, "merge tree: %d violations over counts 1..64", bad);
 }
 
+/* Numbered, a round's merges are exactly the ones merge_tree_absorbs
+ * names, each once, in every group of several: what block_merge_partials
+ * deals to its warps in turn. */
+static void test_merge_tree_numbered(void)
+{
+    int bad = 0;
+    for (int count = 1; count <= 40; count++) {
+        for (int groups = 1; groups <= 3; groups++) {
+            for (int span = 1; span < count; span *= 2) {
+                int named[120] = {0};
+                int merges = groups * merge_tree_merges(count, span);
+                for (int m = 0; m < merges; m++) {
+                    int i = merge_tree_target(m, span, count);
+                    bad += i < 0 || i >= groups * count || named[i]++ > 0;
+                }
+                for (int i = 0; i < groups * count; i++)
+                    bad += named[i] != (int)merge_tree_absorbs(i % count, span, count);
+            }
+        }
+    }
+    EXPECT(bad == 0, "numbered merge tree: %d violations over counts 1..40, 1-3 groups", bad);
+}
+
+/* A sort of a candidate buffer covers the count and k, in a power of two,
+ * and no more: the next power down would miss one of them. */
+static void test_sort_size(void)
+{
+    int bad = 0;
+    for (int k = 1; k <= 300; k++) {
+        for (int count = 0; count <= 600; count++) {
+            int size = topk_sort_size(count, k);
+            bool power_of_two = size > 0 && (size & (size - 1)) == 0;
+            bad += !power_of_two || size < count || size < k || (size > 1 && size / 2 >= count && size / 2 >= k);
+        }
+    }
+    EXPECT(bad == 0, "topk_sort_size: %d wrong sizes", bad);
+}
+
 static void test_select_and_sort(void)
 {
     Rng rng;
@@ -381,6 +419,8 @@ int main(void)
     test_merge();
     test_bitonic_network();
     test_merge_tree();
+    test_merge_tree_numbered();
+    test_sort_size();
     test_select_and_sort();
     test_collector();
     test_collector_floor();

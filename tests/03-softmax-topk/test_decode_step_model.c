@@ -1,0 +1,87 @@
+/* The decode-step model's counts (chapters/03-softmax-topk/decode_step_model.h)
+ * on rows whose replay can be followed by hand: the buffer sorts of a warp
+ * when every later logit loses to the earlier ones, and when every one
+ * wins; and the merges in sequence of the last block's tree. */
+#include <stdio.h>
+
+#include "chapters/03-softmax-topk/decode_step_model.h"
+#include "common/alloc.h"
+#include "common/testing.h"
+
+/* One slice of 8 warps x 4 steps x 128 floats, aligned (no scalar step),
+ * K = 8, a buffer of 256: each warp makes 4 loads. */
+enum { WARPS = 8, STEPS = 4, VOCAB = WARPS * STEPS * 128, K = 8, CAPACITY = 256 };
+
+static DecodeStepCounts counts_of(const float *row)
+{
+    DecodeStepKernel kernel = {8, VOCAB, K, 1, CAPACITY, WARPS};
+    return decode_step_counts(row, kernel);
+}
+
+static void expect_sorts(const char *what, DecodeStepCounts counts, int sorts, const int *sizes)
+{
+    bool same = counts.buffer_sorts == sorts;
+    for (int s = 0; same && s < sorts; s++)
+        same = counts.sort_sizes[s] == sizes[s];
+    EXPECT(same, "%s: %d sorts, of %d, %d, ...; expected %d", what, counts.buffer_sorts, counts.sort_sizes[0],
+           counts.sort_sizes[1], sorts);
+    EXPECT(counts.scan_loads == STEPS, "%s: %d loads in sequence, expected %d", what, counts.scan_loads, STEPS);
+}
+
+/* Falling logits. Step 1 admits its 128 (the threshold is the sentinel):
+ * they are 4K or more, so the warp sorts them, 128 entries, and the 8th
+ * becomes the threshold. Steps 2 to 4 lose to it: the vote skips them. The
+ * final sort holds the 8 kept: a sort of 8. */
+static void test_falling_row(float *row)
+{
+    for (int i = 0; i < VOCAB; i++)
+        row[i] = (float)(VOCAB - i);
+    const int sizes[] = {128, 8};
+    expect_sorts("falling row", counts_of(row), 2, sizes);
+}
+
+/* Rising logits: every logit beats every threshold. Step 1 as above (a
+ * sort of 128), then steps 2 to 4 each admit 128 on top of the 8 kept:
+ * 136 > 256 - 128, a sort of 256 each. The final sort: 8. */
+static void test_rising_row(float *row)
+{
+    for (int i = 0; i < VOCAB; i++)
+        row[i] = (float)i;
+    const int sizes[] = {128, 256, 256, 256, 8};
+    expect_sorts("rising row", counts_of(row), 5, sizes);
+}
+
+/* 125 slices merged by 8 warps: rounds of 62, 31, 16, 8, 4, 2 and 1
+ * merges. Dealt in turn, the busiest warp makes 8 + 4 + 2 + 1 + 1 + 1 + 1
+ * = 18. Dealt by index, the merges into 0, 2, 4, ... fall to the even
+ * warps, 16 each; into 0, 4, 8, ... to warps 0 and 4, 16 each; and from
+ * span 8 on to warp 0 alone: 16 + 16 + 16 + 8 + 4 + 2 + 1 = 63. */
+static void test_merges_in_sequence(void)
+{
+    int in_turn = decode_step_merges_in_sequence(125, 8, false);
+    int by_index = decode_step_merges_in_sequence(125, 8, true);
+    EXPECT(in_turn == 18 && by_index == 63, "125 partials, 8 warps: %d merges in turn (18), %d by index (63)", in_turn,
+           by_index);
+}
+
+/* The predicted time adds its parts: the high costs give more than the
+ * low ones, and the sorts are part of it. */
+static void test_time_has_its_parts(float *row)
+{
+    DecodeStepCounts counts = counts_of(row);
+    double low = decode_step_seconds(&counts, &DECODE_STEP_LOW);
+    double high = decode_step_seconds(&counts, &DECODE_STEP_HIGH);
+    double sorts = decode_step_sort_seconds(&counts, &DECODE_STEP_LOW);
+    EXPECT(low > 0 && high > low && sorts > 0 && sorts < low, "low %g s, high %g s, sorts %g s", low, high, sorts);
+}
+
+int main(void)
+{
+    float *row = ALLOC_ARRAY(float, VOCAB);
+    test_falling_row(row);
+    test_rising_row(row);
+    test_merges_in_sequence();
+    test_time_has_its_parts(row);
+    array_free(row);
+    return test_finish();
+}

@@ -36,7 +36,7 @@ enum { DECODE_STEP_MAX_SORTS_SHOWN = 8 };
 typedef struct {
     int kernels;
     int slice_length;
-    int scan_loads;         /* loads in sequence of the busiest warp: its float4 steps and its scalar step */
+    int scan_loads; /* loads in sequence of the busiest warp: its float4 steps and its scalar step */
     /* The sorts of the warp whose sorts cost the most, the last one
      * included: their sizes (topk_sort_size: a power of two), their stages
      * in all (each a compare-exchange of every pair, then a wait for
@@ -45,20 +45,20 @@ typedef struct {
     int sort_sizes[DECODE_STEP_MAX_SORTS_SHOWN];
     int sort_stages;
     int sort_exchanges_per_lane;
-    int search_steps;       /* dependent shared loads of one list merge, per lane */
-    int block_merges;       /* merges in sequence: the block's warps, then the last block's slices */
-    int round_trips_after;  /* global: partial written and fenced, ticket, partials read */
+    int search_steps;      /* dependent shared loads of one list merge, per lane */
+    int block_merges;      /* merges in sequence: the block's warps, then the last block's slices */
+    int round_trips_after; /* global: partial written and fenced, ticket, partials read */
 } DecodeStepCounts;
 
 /* Each step's cost, assumed: the low and the high end of what we expect on
  * an H100 SXM, in cycles of the clock of its model (H100_SXM,
  * common/instruction_budget.h). */
 typedef struct {
-    double kernel_seconds;     /* a kernel's start and end, replayed in a CUDA graph */
-    double l2_cycles;          /* a load that hits L2, or a fence or an atomic, issue to completion */
-    double shared_cycles;      /* a shared-memory load, issue to use */
-    double exchange_cycles;    /* the instructions of one compare-exchange or search step of a lane */
-    int warps_per_scheduler;   /* a block's warps that share an issue slot (8 warps, 4 schedulers) */
+    double kernel_seconds;   /* a kernel's start and end, replayed in a CUDA graph */
+    double l2_cycles;        /* a load that hits L2, or a fence or an atomic, issue to completion */
+    double shared_cycles;    /* a shared-memory load, issue to use */
+    double exchange_cycles;  /* the instructions of one compare-exchange or search step of a lane */
+    int warps_per_scheduler; /* a block's warps that share an issue slot (8 warps, 4 schedulers) */
 } DecodeStepCosts;
 
 extern const DecodeStepCosts DECODE_STEP_LOW, DECODE_STEP_HIGH;

@@ -536,7 +536,7 @@ int gpu_latency_command(int argc, char **argv)
                              "list merges in sequence x dependent loads",
                              "L2 round trips after the scan",
                              "kernels",
-                             "sorts' share",
+                             "sorts' share, low and high costs",
                              "predicted microseconds"};
     Table *table = table_new(10, headers, "rrrrrrrrrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
@@ -560,7 +560,7 @@ int gpu_latency_command(int argc, char **argv)
             table_cell(table, "%d x %d", counts.block_merges, counts.search_steps);
             table_cell(table, "%d", counts.round_trips_after);
             table_cell(table, "%d", counts.kernels);
-            table_cell(table, "%.0f-%.0f%%", 100 * sorts_low / low, 100 * sorts_high / high);
+            table_cell(table, "%.0f%%, %.0f%%", 100 * sorts_low / low, 100 * sorts_high / high);
             table_cell(table, "%.1f-%.1f", low * 1e6, high * 1e6);
             if (versions[v] == 8)
                 verdicts[t] = high <= DECODE_STEP_GOAL_S  ? "within it at both ends"

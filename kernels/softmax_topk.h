@@ -242,8 +242,8 @@ HOST_DEVICE static inline bool merge_tree_absorbs(int i, int span, int count)
  * are merge_tree_merges(count, span) of them, and merge m of a round over
  * several groups of `count` is the one into partial merge_tree_target.
  * Numbered, they can be dealt to the warps in turn: dealt by the partial's
- * own index, a round with span >= the warps' count would fall to warp 0
- * alone. */
+ * own index, a round whose 2 span is a multiple of the warps' count (span
+ * 4 on, with 8 warps) would fall to warp 0 alone. */
 HOST_DEVICE static inline int merge_tree_merges(int count, int span)
 {
     return count > span ? (count - span + 2 * span - 1) / (2 * span) : 0;

@@ -130,8 +130,8 @@ static WarpChain replay_warp(const float *row, int begin, int end, int member, i
 /* block_merge_partials over `count` partials of one group: per round, the
  * most merges any warp makes. The kernel deals a round's merges to the
  * warps in turn (merge_tree_target); dealt by the partial's index instead
- * (i = warp, warp + warps, ...), every merge of a round with span >= warps
- * falls to warp 0. */
+ * (i = warp, warp + warps, ...), every merge of a round whose 2 span is a
+ * multiple of warps falls to warp 0. */
 int decode_step_merges_in_sequence(int count, int warps, bool dealt_by_index)
 {
     int total = 0;

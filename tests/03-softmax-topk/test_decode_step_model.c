@@ -55,7 +55,8 @@ static void test_rising_row(float *row)
  * merges. Dealt in turn, the busiest warp makes 8 + 4 + 2 + 1 + 1 + 1 + 1
  * = 18. Dealt by index, the merges into 0, 2, 4, ... fall to the even
  * warps, 16 each; into 0, 4, 8, ... to warps 0 and 4, 16 each; and from
- * span 8 on to warp 0 alone: 16 + 16 + 16 + 8 + 4 + 2 + 1 = 63. */
+ * span 4 on (into multiples of 8) to warp 0 alone, all of them:
+ * 16 + 16 + 16 + 8 + 4 + 2 + 1 = 63. */
 static void test_merges_in_sequence(void)
 {
     int in_turn = decode_step_merges_in_sequence(125, 8, false);

@@ -165,7 +165,7 @@ __global__ void warp_per_row_kernel(const float *logits, int rows, int vocab, in
  * in every lane. */
 struct WarpCandidates {
     TopkEntry *buffer;
-    int capacity; /* a power of two >= max(2k, k + kOffersPerStep) */
+    int capacity; /* a power of two >= k + kOffersPerStep */
     int k;
     int count;
     TopkEntry threshold;
@@ -208,8 +208,8 @@ __device__ void warp_pad_and_sort(TopkEntry *buffer, int count, int size)
     __syncwarp();
     for (int run = 2; run <= size; run *= 2) {
         for (int stride = run / 2; stride > 0; stride /= 2) {
-            for (int i = lane; i < size; i += kWarpSize) {
-                topk_bitonic_step(buffer, i, run, stride);
+            for (int pair = lane; pair < size / 2; pair += kWarpSize) {
+                topk_bitonic_step(buffer, pair, run, stride);
             }
             __syncwarp();
         }
@@ -226,14 +226,15 @@ __device__ void warp_keep_best(WarpCandidates &candidates)
     candidates.threshold = candidates.count == candidates.k ? candidates.buffer[candidates.k - 1] : topk_sentinel();
 }
 
-/* Room for the next step's offers, or sort first; and sort early, while
+/* Room for the next step's offers (offers_to_come, at most), or sort
+ * first; and sort early, while
  * the threshold is still the sentinel, when the candidates are enough to
  * set a useful one (topk_buffer_needs_sort): waiting would let the next
  * step's logits all in, and a sort of the whole buffer follow. */
-__device__ void warp_keep_best_if_nearly_full(WarpCandidates &candidates)
+__device__ void warp_keep_best_if_nearly_full(WarpCandidates &candidates, int offers_to_come)
 {
     if (topk_buffer_needs_sort(candidates.count, candidates.capacity, candidates.k, candidates.threshold,
-                               kOffersPerStep)) {
+                               offers_to_come)) {
         warp_keep_best(candidates);
     }
 }
@@ -244,9 +245,11 @@ __device__ void warp_keep_best_if_nearly_full(WarpCandidates &candidates)
  * needs 16-byte aligned addresses: a row starts anywhere when V is not a
  * multiple of 4, so the up to 3 logits before the first aligned address (the
  * head) and the up to 3 after the last whole float4 (the tail) are read one
- * by one, by member 0, after the bulk (so they get the full comparison: the
- * head's indices are smaller than the threshold's). kSoftmax = false only
- * selects (version 1). */
+ * by one, after the bulk, by the last member, which has the fewest
+ * float4s (float4_reads_scalars; they get the full comparison: the head's
+ * indices are smaller than the threshold's). The visit of a float4 is told
+ * how many offers the warp's next step can make (float4_offers_at).
+ * kSoftmax = false only selects (version 1). */
 template <typename VisitVector, typename VisitScalar>
 __device__ void warp_scan_float4s(const float *row, int begin, int end, int member, int members,
                                   VisitVector visit_vector, VisitScalar visit_scalar)
@@ -257,13 +260,20 @@ __device__ void warp_scan_float4s(const float *row, int begin, int end, int memb
     Float4Split split = float4_split(reinterpret_cast<uintptr_t>(slice), length);
     const float4 *body = reinterpret_cast<const float4 *>(slice + split.head);
 
-    for (int base = member * kWarpSize; base < split.vectors; base += members * kWarpSize) {
+    const int step = members * kWarpSize;
+    const bool reads_scalars = float4_reads_scalars(member, members);
+    const int scalar_offers = reads_scalars ? float4_scalar_count(split, length) : 0;
+    for (int base = member * kWarpSize; base < split.vectors; base += step) {
         int v = base + lane;
         bool valid = v < split.vectors;
         float4 q = valid ? body[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        visit_vector(q, begin + split.head + 4 * v, valid);
+        /* Called only by a visit that offers: the fast path skips it. */
+        auto offers_to_come = [&] {
+            return float4_offers_at(base + step, split.vectors, kOffersPerStep, scalar_offers);
+        };
+        visit_vector(q, begin + split.head + 4 * v, valid, offers_to_come);
     }
-    if (member == 0) {
+    if (reads_scalars) {
         int local = float4_scalar_index(split, length, lane);
         bool valid = local >= 0;
         visit_scalar(valid ? slice[local] : 0.0f, begin + local, valid);
@@ -279,7 +289,7 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
                                 WarpCandidates &candidates, SoftmaxState &state)
 {
     // ANCHOR: offer_a_float4_after_one_vote
-    auto visit_vector = [&](float4 q, int first, bool valid) {
+    auto visit_vector = [&](float4 q, int first, bool valid, auto offers_to_come) {
         float values[4] = {q.x, q.y, q.z, q.w};
         if (kSoftmax && valid) {
             for (int e = 0; e < 4; e++) {
@@ -297,7 +307,7 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
             for (int e = 0; e < 4; e++) {
                 warp_offer(candidates, topk_entry(values[e], first + e), valid);
             }
-            warp_keep_best_if_nearly_full(candidates);
+            warp_keep_best_if_nearly_full(candidates, offers_to_come());
         }
     };
     // ANCHOR_END: offer_a_float4_after_one_vote
@@ -306,50 +316,79 @@ __device__ void warp_scan_slice(const float *row, int begin, int end, int member
             state = softmax_state_push(state, value);
         }
         warp_offer(candidates, topk_entry(value, index), valid);
-        warp_keep_best_if_nearly_full(candidates);
     };
     warp_scan_float4s(row, begin, end, member, members, visit_vector, visit_scalar);
 }
 // ANCHOR_END: offer_each_float4_of_the_scan
 
 // ANCHOR: merge_two_lists_with_a_warp
-/* List a absorbs list b (both sorted, k long): each lane places entries by
- * binary search into a[k .. 2k), then the result is copied down. */
-__device__ void warp_merge_lists(TopkEntry *a, const TopkEntry *b, int k)
+/* One merge of two sorted lists: `kept` absorbs `other`. */
+struct ListMerge {
+    TopkEntry *kept;
+    const TopkEntry *other;
+};
+
+/* A warp's `merges` list merges, merge_of(0 .. merges - 1), each as
+ * topk_list_merge makes it, in place: both lists sorted best first, `size`
+ * entries (a power of two), and the kept list ends with the best `size` of
+ * the two. The better of each reversed pair, then the last stage of a
+ * bitonic sort: 1 + log2(size) steps, each a compare-exchange per lane
+ * (per 32 pairs) and one wait for shared memory. The merges take each step
+ * together, so that a warp with several waits once per step for all of
+ * them. */
+template <typename MergeOf> __device__ void warp_merge_sorted(int merges, MergeOf merge_of, int size)
 {
     const int lane = lane_id();
-    TopkEntry *merged = a + k;
-    for (int j = lane; j < k; j += kWarpSize) {
-        topk_merge_entry(a, b, k, j, merged);
-        topk_merge_entry(b, a, k, j, merged);
+    for (int m = 0; m < merges; m++) {
+        ListMerge merge = merge_of(m);
+        for (int i = lane; i < size; i += kWarpSize) {
+            topk_keep_better_of_pair(merge.kept, merge.other, size, i);
+        }
     }
     __syncwarp();
-    for (int j = lane; j < k; j += kWarpSize) {
-        a[j] = merged[j];
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+        for (int m = 0; m < merges; m++) {
+            ListMerge merge = merge_of(m);
+            for (int pair = lane; pair < size / 2; pair += kWarpSize) {
+                topk_bitonic_step(merge.kept, pair, size, stride);
+            }
+        }
+        __syncwarp();
     }
-    __syncwarp();
 }
 // ANCHOR_END: merge_two_lists_with_a_warp
 
 // ANCHOR: merge_partial_states_in_shared_memory
-/* Merge `count` partial states (an online state and a sorted list of k,
- * list i at lists + i * list_stride, list_stride >= 2k) in groups of
+/* Merge `count` partial states (an online state and a sorted list,
+ * list i at lists + i * list_stride: the topk_list_size(k) entries that
+ * warp_merge_sorted merges, sentinels after the k if fewer) in groups of
  * `group_size` consecutive partials, one group per row: partial i only ever
  * absorbs partials of its own group. Warps take the merges of each round in
  * turn, by their number (merge_tree_target), so that a round of many
- * merges (the slices of a row) keeps every warp busy; the whole block takes
- * part in every round (it syncs). */
+ * merges (the slices of a row) keeps every warp busy, and a warp makes its
+ * merges of a round together; the whole block takes part in every round
+ * (it syncs). */
 __device__ void block_merge_partials(TopkEntry *lists, int list_stride, SoftmaxState *states, int count, int group_size,
                                      int k)
 {
+    const int warp = warp_id(), groups = count / group_size;
     for (int span = 1; span < group_size; span *= 2) {
-        const int merges = count / group_size * merge_tree_merges(group_size, span);
-        for (int m = warp_id(); m < merges; m += kBlockWarps) {
-            int i = merge_tree_target(m, span, group_size);
-            warp_merge_lists(lists + i * list_stride, lists + (i + span) * list_stride, k);
-            if (lane_id() == 0) {
-                states[i] = softmax_state_merge(states[i], states[i + span]);
-            }
+        const int merges = groups * merge_tree_merges(group_size, span);
+        /* This warp's merges, numbers warp, warp + kBlockWarps, ...: evenly
+         * spaced, since groups divides kBlockWarps (one row's slices, or a
+         * power of two of rows of warps). */
+        const int mine = (merges - warp + kBlockWarps - 1) / kBlockWarps;
+        const int first = merge_tree_target(warp, span, group_size, groups);
+        const int spacing = kBlockWarps / groups * 2 * span;
+        auto list = [&](int i) { return lists + static_cast<size_t>(i) * list_stride; };
+        auto merge_of = [&](int m) {
+            int i = first + m * spacing;
+            return ListMerge{list(i), list(i + span)};
+        };
+        warp_merge_sorted(mine, merge_of, topk_list_size(k));
+        for (int m = lane_id(); m < mine; m += kWarpSize) {
+            int i = first + m * spacing;
+            states[i] = softmax_state_merge(states[i], states[i + span]);
         }
         __syncthreads();
     }
@@ -479,22 +518,25 @@ __global__ void slice_partials_kernel(const float *logits, int rows, int vocab, 
 
 // ANCHOR: merge_the_slices_of_a_row
 /* The `splits` partial states of `row`, copied from global memory into
- * `shared` (lists 2k apart: room to merge, then the states), merged by the
- * whole block, and the row's top k written out. */
+ * `shared` (each list padded with sentinels to topk_list_size(k) entries,
+ * then the states), merged by the whole block, and the row's top k written
+ * out. */
 __device__ void block_merge_row(const TopkEntry *partial_lists, const SoftmaxState *partial_states, int row, int k,
                                 int splits, unsigned char *shared, float *probs, int64_t *indices)
 {
+    const int list_size = topk_list_size(k);
     TopkEntry *lists = reinterpret_cast<TopkEntry *>(shared);
-    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(lists + static_cast<size_t>(splits) * 2 * k);
+    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(lists + static_cast<size_t>(splits) * list_size);
     const TopkEntry *row_lists = partial_lists + static_cast<size_t>(row) * splits * k;
-    for (int i = threadIdx.x; i < splits * k; i += blockDim.x) {
-        lists[(i / k) * 2 * k + i % k] = row_lists[i];
+    for (int i = threadIdx.x; i < splits * list_size; i += blockDim.x) {
+        int split = i / list_size, j = i % list_size;
+        lists[i] = j < k ? row_lists[split * k + j] : topk_sentinel();
     }
     for (int i = threadIdx.x; i < splits; i += blockDim.x) {
         states[i] = partial_states[static_cast<size_t>(row) * splits + i];
     }
     __syncthreads();
-    block_merge_partials(lists, 2 * k, states, splits, splits, k);
+    block_merge_partials(lists, list_size, states, splits, splits, k);
     for (int j = threadIdx.x; j < k; j += blockDim.x) {
         size_t out = static_cast<size_t>(row) * k + j;
         probs[out] = softmax_probability(states[0], lists[j].value);
@@ -700,8 +742,8 @@ __device__ void block_sort_list(TopkEntry *list, int k)
     __syncthreads();
     for (int run = 2; run <= padded; run *= 2) {
         for (int stride = run / 2; stride > 0; stride /= 2) {
-            for (int i = threadIdx.x; i < padded; i += blockDim.x) {
-                topk_bitonic_step(list, i, run, stride);
+            for (int pair = threadIdx.x; pair < padded / 2; pair += blockDim.x) {
+                topk_bitonic_step(list, pair, run, stride);
             }
             __syncthreads();
         }
@@ -790,33 +832,19 @@ __device__ void warp_publish_threshold(RowCandidates &candidates)
 
 // ANCHOR: merge_the_fresh_candidates_into_the_kept
 /* Sort only the fresh candidates (padded to a power of two, at least
- * kept_size), then keep the best kept_size of both sorted lists: kept[i]
- * against fresh[kept_size - 1 - i], the better of each pair, is a sequence
- * that falls then rises (bitonic) and holds exactly the best kept_size of
- * the two lists; the last stage of a bitonic sort puts it in order. The
- * sort costs log2(n) (log2(n) + 1) / 2 steps over the n fresh entries, the
+ * kept_size), then merge the best kept_size of them into the kept list, as
+ * the merge tree merges two warps' lists (warp_merge_sorted). The sort
+ * costs log2(n) (log2(n) + 1) / 2 steps over the n fresh entries, the
  * merge 1 + log2(kept_size) over the kept: not a sort of the whole buffer. */
 __device__ void warp_merge_fresh(RowCandidates &candidates)
 {
-    const int lane = lane_id();
     int size = candidates.kept_size;
     while (size < candidates.count) {
         size *= 2;
     }
     warp_pad_and_sort(candidates.fresh, candidates.count, size);
-    for (int i = lane; i < candidates.kept_size; i += kWarpSize) {
-        TopkEntry other = candidates.fresh[candidates.kept_size - 1 - i];
-        if (topk_ranks_before(other, candidates.kept[i])) {
-            candidates.kept[i] = other;
-        }
-    }
-    __syncwarp();
-    for (int stride = candidates.kept_size / 2; stride > 0; stride /= 2) {
-        for (int i = lane; i < candidates.kept_size; i += kWarpSize) {
-            topk_bitonic_step(candidates.kept, i, candidates.kept_size, stride);
-        }
-        __syncwarp();
-    }
+    auto fresh_into_kept = [&](int) { return ListMerge{candidates.kept, candidates.fresh}; };
+    warp_merge_sorted(1, fresh_into_kept, candidates.kept_size);
     candidates.count = 0;
     warp_publish_threshold(candidates);
 }
@@ -825,10 +853,10 @@ __device__ void warp_merge_fresh(RowCandidates &candidates)
 /* Room for the next step's offers, or merge first; and merge early when
  * the fresh candidates can set the row's first threshold (as version 3,
  * topk_buffer_needs_sort). */
-__device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates)
+__device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates, int offers_to_come)
 {
     if (topk_buffer_needs_sort(candidates.count, candidates.fresh_size, candidates.k, candidates.threshold,
-                               kOffersPerStep)) {
+                               offers_to_come)) {
         warp_merge_fresh(candidates);
     }
 }
@@ -846,7 +874,7 @@ __device__ void warp_scan_shared_threshold(const float *row, int begin, int end,
                                            RowCandidates &candidates, SoftmaxState &state)
 {
     // ANCHOR: offer_a_float4_against_the_row_threshold
-    auto visit_vector = [&](float4 q, int first, bool valid) {
+    auto visit_vector = [&](float4 q, int first, bool valid, auto offers_to_come) {
         if (kSoftmax && valid) {
             state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
         }
@@ -859,7 +887,7 @@ __device__ void warp_scan_shared_threshold(const float *row, int begin, int end,
                 warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(values[e], first + e),
                             valid);
             }
-            warp_merge_fresh_if_nearly_full(candidates);
+            warp_merge_fresh_if_nearly_full(candidates, offers_to_come());
         }
     };
     // ANCHOR_END: offer_a_float4_against_the_row_threshold
@@ -1029,7 +1057,7 @@ __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int
         // ANCHOR: scan_the_row_keeping_the_best
         /* Version 7 needs no online state, but the quick test's NaN check
          * reads its sum: it keeps it. */
-        auto visit_vector = [&](float4 q, int first, bool valid) {
+        auto visit_vector = [&](float4 q, int first, bool valid, auto) {
             if (valid) {
                 state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
                 best = lane_best_after(best, q, first, state.sum);

@@ -190,45 +190,6 @@ HOST_DEVICE static inline void topk_list_insert(TopkEntry *list, int k, TopkEntr
 }
 // ANCHOR_END: insert_into_sorted_topk_list
 
-/* How many entries of a list sorted best first rank before `entry`. */
-HOST_DEVICE static inline int topk_count_before(const TopkEntry *list, int k, TopkEntry entry)
-{
-    int low = 0, high = k;
-    while (low < high) {
-        int middle = low + (high - low) / 2;
-        if (topk_ranks_before(list[middle], entry)) {
-            low = middle + 1;
-        } else {
-            high = middle;
-        }
-    }
-    return low;
-}
-
-// ANCHOR: merge_two_sorted_topk_lists
-/* Merging two sorted lists of k: entry j of one list lands at position j plus
- * the number of entries of the other list that rank before it (a binary
- * search); positions k and beyond drop out. Each entry finds its place
- * alone, so on a GPU one lane per entry merges the lists in parallel.
- * Sentinels share one key, but the ones that land below k are identical. */
-HOST_DEVICE static inline void topk_merge_entry(const TopkEntry *from, const TopkEntry *other, int k, int j,
-                                                TopkEntry *out)
-{
-    int position = j + topk_count_before(other, k, from[j]);
-    if (position < k) {
-        out[position] = from[j];
-    }
-}
-
-HOST_DEVICE static inline void topk_list_merge(const TopkEntry *a, const TopkEntry *b, int k, TopkEntry *out)
-{
-    for (int j = 0; j < k; j++) {
-        topk_merge_entry(a, b, k, j, out);
-        topk_merge_entry(b, a, k, j, out);
-    }
-}
-// ANCHOR_END: merge_two_sorted_topk_lists
-
 // ANCHOR: pair_partial_states_in_a_tree
 /* Partial states 0 .. count-1 of one row are merged in rounds with
  * span = 1, 2, 4, ... < count: in each round, state i absorbs state i + span
@@ -238,21 +199,23 @@ HOST_DEVICE static inline bool merge_tree_absorbs(int i, int span, int count)
     return i % (2 * span) == 0 && i + span < count;
 }
 
-/* The same round's merges, numbered: in a group of `count` partials there
- * are merge_tree_merges(count, span) of them, and merge m of a round over
- * several groups of `count` is the one into partial merge_tree_target.
- * Numbered, they can be dealt to the warps in turn: dealt by the partial's
- * own index, a round whose 2 span is a multiple of the warps' count (span
- * 4 on, with 8 warps) would fall to warp 0 alone. */
+/* The same round's merges, numbered: in each of `groups` groups of
+ * `count` partials there are merge_tree_merges(count, span) of them,
+ * numbered a group at a time in turn: merge m is the (m / groups)-th of
+ * group m % groups, the one into partial merge_tree_target. Numbered, they
+ * can be dealt to the warps in turn: dealt by the partial's own index, a
+ * round whose 2 span is a multiple of the warps' count (span 4 on, with 8
+ * warps) would fall to warp 0 alone. And when groups divides the warps'
+ * count, the merges a warp takes (m, m + warps, m + 2 warps, ...) are all
+ * in one group, evenly spaced: 2 span warps / groups partials apart. */
 HOST_DEVICE static inline int merge_tree_merges(int count, int span)
 {
     return count > span ? (count - span + 2 * span - 1) / (2 * span) : 0;
 }
 
-HOST_DEVICE static inline int merge_tree_target(int m, int span, int count)
+HOST_DEVICE static inline int merge_tree_target(int m, int span, int count, int groups)
 {
-    int per_group = merge_tree_merges(count, span);
-    return (m / per_group) * count + (m % per_group) * 2 * span;
+    return (m % groups) * count + (m / groups) * 2 * span;
 }
 // ANCHOR_END: pair_partial_states_in_a_tree
 
@@ -285,6 +248,33 @@ HOST_DEVICE static inline int float4_scalar_index(Float4Split split, int length,
 }
 // ANCHOR_END: split_a_slice_for_vector_loads
 
+// ANCHOR: count_the_offers_still_to_come
+/* Of `members` warps that take the float4s in turns, the one that reads
+ * the head and the tail: the last, which never has more turns than
+ * another. The others' scans end with their float4s, and the last sort of
+ * a buffer covers what their last step brought, with no sort before it for
+ * a few scalars still to come. */
+HOST_DEVICE static inline bool float4_reads_scalars(int member, int members)
+{
+    return member == members - 1;
+}
+
+/* The logits of the head and the tail, read one by one. */
+HOST_DEVICE static inline int float4_scalar_count(Float4Split split, int length)
+{
+    return split.head + length - split.tail_begin;
+}
+
+/* The most offers a warp's next step can make, when its next float4 step
+ * would start at float4 `next`: a full step's, offers_per_step, while
+ * float4s are left; past the last, scalar_offers (float4_scalar_count if
+ * the warp reads the head and the tail, else none: its scan is over). */
+HOST_DEVICE static inline int float4_offers_at(int next, int vectors, int offers_per_step, int scalar_offers)
+{
+    return next < vectors ? offers_per_step : scalar_offers;
+}
+// ANCHOR_END: count_the_offers_still_to_come
+
 /* The entries a sort of a candidate buffer must cover: its count of
  * candidates, and at least k, since the best k are read as a list of k
  * (sentinels fill what the candidates do not); a power of two, as the
@@ -299,31 +289,44 @@ HOST_DEVICE static inline int topk_sort_size(int count, int k)
     return size;
 }
 
-/* After a step of offers (at most offers_per_step more to come), must a
- * buffer of `capacity` holding `count` candidates be sorted? When the next
- * step might not fit; and, while the threshold is still the sentinel, which
- * lets every logit in, as soon as it holds 4k: the threshold a sort sets
- * then, the k-th of 4k, lets in about a quarter of what follows (in random
- * order). Sorted at k already, the threshold would be so low that the
- * buffer filled again and needed a whole sort all the same. */
-HOST_DEVICE static inline bool topk_buffer_needs_sort(int count, int capacity, int k, TopkEntry threshold,
-                                                      int offers_per_step)
+/* The length lists of k are merged at on a GPU: the smallest power of two
+ * that holds k (the bitonic merge below needs one), sentinels after the k. */
+HOST_DEVICE static inline int topk_list_size(int k)
 {
-    return count > capacity - offers_per_step || (topk_is_sentinel(threshold) && count >= 4 * k);
+    return topk_sort_size(0, k);
 }
 
-/* One compare-exchange of a bitonic sorting network that sorts `list` best
- * first: element i at the stage that builds sorted runs of `run` elements,
- * comparing partners `stride` apart. The full sort of 2^m elements runs
- * run = 2, 4, ..., 2^m and, for each, stride = run/2, ..., 1, calling this
- * for every i; calls within one stride touch disjoint pairs, so threads may
- * make them at the same time. */
-HOST_DEVICE static inline void topk_bitonic_step(TopkEntry *list, int i, int run, int stride)
+/* After a step of offers, must a buffer of `capacity` holding `count`
+ * candidates be sorted? When the next step's offers (offers_to_come, at
+ * most) might not fit; and, while the threshold is still the sentinel,
+ * which lets every logit in, as soon as it holds 4k: the threshold a sort
+ * sets then, the k-th of 4k, lets in about a quarter of what follows (in
+ * random order). Sorted at k already, the threshold would be so low that
+ * the buffer filled again and needed a whole sort all the same. Never
+ * when no offers are to come: the sort that ends the scan follows, and a
+ * sort now would only come before it. */
+HOST_DEVICE static inline bool topk_buffer_needs_sort(int count, int capacity, int k, TopkEntry threshold,
+                                                      int offers_to_come)
 {
-    int partner = i ^ stride;
-    if (partner <= i) {
-        return;
-    }
+    return offers_to_come > 0 && (count > capacity - offers_to_come || (topk_is_sentinel(threshold) && count >= 4 * k));
+}
+
+// ANCHOR: sort_with_a_bitonic_network
+/* One compare-exchange of a bitonic sorting network that sorts `list` best
+ * first: pair number `pair` of the stage that builds sorted runs of `run`
+ * elements, comparing partners `stride` apart. The full sort of 2^m
+ * elements runs run = 2, 4, ..., 2^m and, for each, stride = run/2, ..., 1,
+ * calling this for every pair 0 .. 2^(m-1) - 1; the pairs of a stage are
+ * disjoint, so threads may make them at the same time. Threads take pairs,
+ * not elements: taking elements, half of them would find their partner
+ * below and have nothing to do, and on a GPU they would wait, idle, while
+ * the other half of their warp made the exchange. */
+HOST_DEVICE static inline void topk_bitonic_step(TopkEntry *list, int pair, int run, int stride)
+{
+    /* The pair's first element has the bit `stride` clear: the pair's
+     * bits below it stay where they are, those above move up one place. */
+    int i = (pair & (stride - 1)) | ((pair & ~(stride - 1)) << 1);
+    int partner = i + stride;
     bool best_first = (i & run) == 0;
     if (topk_ranks_before(list[partner], list[i]) == best_first) {
         TopkEntry swap = list[i];
@@ -331,5 +334,42 @@ HOST_DEVICE static inline void topk_bitonic_step(TopkEntry *list, int i, int run
         list[partner] = swap;
     }
 }
+// ANCHOR_END: sort_with_a_bitonic_network
+
+// ANCHOR: merge_two_sorted_topk_lists
+/* The first step of merging two lists of `size` entries (a power of two),
+ * both sorted best first, into the best `size` of the two: entry i of
+ * `kept` against entry size - 1 - i of `other`, the better one kept. The
+ * kept entries fall from i = 0 and the other's, read backwards, rise, so
+ * the better of each pair falls and then rises (a bitonic sequence), and
+ * it is exactly the best `size` of the two lists: where the kept list's
+ * entry wins a pair, every entry before it in the kept list is better
+ * still, and so is every entry after the other's in the other. The last
+ * stage of a bitonic sort (topk_bitonic_step with run = size) then puts
+ * it in order. The pairs are disjoint, so threads may take them at once. */
+HOST_DEVICE static inline void topk_keep_better_of_pair(TopkEntry *kept, const TopkEntry *other, int size, int i)
+{
+    TopkEntry challenger = other[size - 1 - i];
+    if (topk_ranks_before(challenger, kept[i])) {
+        kept[i] = challenger;
+    }
+}
+
+/* `kept` absorbs `other`: both sorted best first, `size` entries (a power
+ * of two; sentinels after the real ones), and `kept` ends with the best
+ * `size` of the two, sorted. Here one thread takes every pair in turn; on
+ * a GPU (warp_merge_sorted) each lane takes its own. */
+HOST_DEVICE static inline void topk_list_merge(TopkEntry *kept, const TopkEntry *other, int size)
+{
+    for (int i = 0; i < size; i++) {
+        topk_keep_better_of_pair(kept, other, size, i);
+    }
+    for (int stride = size / 2; stride > 0; stride /= 2) {
+        for (int pair = 0; pair < size / 2; pair++) {
+            topk_bitonic_step(kept, pair, size, stride);
+        }
+    }
+}
+// ANCHOR_END: merge_two_sorted_topk_lists
 
 #endif

@@ -30,11 +30,11 @@ int next_power_of_two(int n)
     return p;
 }
 
-/* Buffer entries per warp: room for k kept plus one step of offers, and
- * at least 2k (a list merge writes its result behind the list). */
+/* Buffer entries per warp: room for k kept plus one step of offers (and
+ * so for the topk_list_size(k) entries that the merges read). */
 int candidate_capacity(int k)
 {
-    return next_power_of_two(std::max(2 * k, k + kOffersPerStep));
+    return next_power_of_two(k + kOffersPerStep);
 }
 
 /* Warps per row in version 3: each warp should get at least ~16 float4
@@ -48,9 +48,11 @@ int warps_per_row_for(int vocab)
     return warps;
 }
 
+/* The merge of a row's slices: each slice's list, padded to
+ * topk_list_size(k) entries, and its online state. */
 size_t merge_shared_bytes(int splits, int k)
 {
-    return static_cast<size_t>(splits) * (2 * k * sizeof(TopkEntry) + sizeof(SoftmaxState));
+    return static_cast<size_t>(splits) * (topk_list_size(k) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }
 
 /* The merge kernel holds every split's list in shared memory. */

@@ -6,15 +6,15 @@
 #include "common/instruction_budget.h"
 #include "kernels/softmax_topk.h"
 
-enum { WARP_LANES = 32, OFFERS_PER_STEP = WARP_LANES * 4 };
+enum { WARP_LANES = 32 };
 
 /* The costs, low and high. A kernel replayed in a graph still starts its
  * grid and drains it. L2 hits take some 250 cycles from the near half of
  * H100's L2 and more from the far half; a fence waits for the writes it
  * orders, an atomic is done at L2, so each is a round trip too. A
  * shared-memory load is used some 30 cycles after its issue. A lane's step
- * of a sort (two 8-byte loads, the comparison of value then index, the swap)
- * or of a binary search is 8 to 14 instructions. */
+ * of a sort or a merge (two 8-byte loads, the comparison of value then
+ * index, the swap) is 8 to 14 instructions. */
 const DecodeStepCosts DECODE_STEP_LOW = {
     .kernel_seconds = 1.0e-6, .l2_cycles = 250, .shared_cycles = 25, .exchange_cycles = 8, .warps_per_scheduler = 2};
 const DecodeStepCosts DECODE_STEP_HIGH = {
@@ -42,6 +42,12 @@ static int log2_of_power_of_two(int n)
     return log;
 }
 
+/* A warp's lanes taking `items` in turn: the most a lane takes. */
+static int per_lane(int items)
+{
+    return (items + WARP_LANES - 1) / WARP_LANES;
+}
+
 /* warp_keep_best: pad with sentinels to topk_sort_size, sort with the
  * bitonic network, keep the best k, the k-th is the threshold. */
 static void replay_keep_best(ReplayedBuffer *b)
@@ -51,8 +57,8 @@ static void replay_keep_best(ReplayedBuffer *b)
         b->buffer[i] = topk_sentinel();
     for (int run = 2; run <= size; run *= 2)
         for (int stride = run / 2; stride > 0; stride /= 2)
-            for (int i = 0; i < size; i++)
-                topk_bitonic_step(b->buffer, i, run, stride);
+            for (int pair = 0; pair < size / 2; pair++)
+                topk_bitonic_step(b->buffer, pair, run, stride);
     b->count = b->count < b->k ? b->count : b->k;
     b->threshold = b->count == b->k ? b->buffer[b->k - 1] : topk_sentinel();
     int log_size = log2_of_power_of_two(size), stages = log_size * (log_size + 1) / 2;
@@ -60,13 +66,13 @@ static void replay_keep_best(ReplayedBuffer *b)
         b->work.sizes[b->work.sorts] = size;
     b->work.sorts++;
     b->work.stages += stages;
-    /* A lane takes i = lane, lane + 32, ... < size at every stage. */
-    b->work.exchanges_per_lane += stages * ((size + WARP_LANES - 1) / WARP_LANES);
+    /* A lane takes pairs lane, lane + 32, ... < size / 2 at every stage. */
+    b->work.exchanges_per_lane += stages * per_lane(size / 2);
 }
 
-static void replay_keep_best_if_nearly_full(ReplayedBuffer *b)
+static void replay_keep_best_if_nearly_full(ReplayedBuffer *b, int offers_to_come)
 {
-    if (topk_buffer_needs_sort(b->count, b->capacity, b->k, b->threshold, OFFERS_PER_STEP))
+    if (topk_buffer_needs_sort(b->count, b->capacity, b->k, b->threshold, offers_to_come))
         replay_keep_best(b);
 }
 
@@ -84,8 +90,9 @@ typedef struct {
 
 /* One warp's scan of [begin, end): warp_scan_float4s with version 3's
  * visits (member `member` of `members`): per step one vote over the warp's
- * float4s and, if a lane may hold a candidate, four offers; then member 0's
- * scalar step; then the final sort. */
+ * float4s and, if a lane may hold a candidate, four offers; then, if it
+ * reads them (float4_reads_scalars), the head and the tail in one scalar
+ * step; then the final sort. */
 static WarpChain replay_warp(const float *row, int begin, int end, int member, int members, ReplayedBuffer *b)
 {
     WarpChain chain = {0};
@@ -95,7 +102,10 @@ static WarpChain replay_warp(const float *row, int begin, int end, int member, i
     b->count = 0;
     b->threshold = topk_sentinel();
     b->work = (SortWork){0};
-    for (int base = member * WARP_LANES; base < split.vectors; base += members * WARP_LANES) {
+    const int step = members * WARP_LANES;
+    const bool reads_scalars = float4_reads_scalars(member, members);
+    const int scalar_offers = reads_scalars ? float4_scalar_count(split, length) : 0;
+    for (int base = member * WARP_LANES; base < split.vectors; base += step) {
         chain.loads++;
         bool maybe = false;
         for (int v = base; v < base + WARP_LANES && v < split.vectors; v++)
@@ -106,9 +116,9 @@ static WarpChain replay_warp(const float *row, int begin, int end, int member, i
         for (int e = 0; e < 4; e++)
             for (int v = base; v < base + WARP_LANES && v < split.vectors; v++)
                 replay_offer(b, topk_entry(slice[split.head + 4 * v + e], begin + split.head + 4 * v + e));
-        replay_keep_best_if_nearly_full(b);
+        replay_keep_best_if_nearly_full(b, float4_offers_at(base + step, split.vectors, 4 * WARP_LANES, scalar_offers));
     }
-    if (member == 0) {
+    if (reads_scalars) {
         bool loaded = false;
         for (int lane = 0; lane < WARP_LANES; lane++) {
             int local = float4_scalar_index(split, length, lane);
@@ -118,7 +128,6 @@ static WarpChain replay_warp(const float *row, int begin, int end, int member, i
             }
         }
         chain.loads += loaded;
-        replay_keep_best_if_nearly_full(b);
     }
     replay_keep_best(b);
     chain.sorts = b->work;
@@ -126,6 +135,15 @@ static WarpChain replay_warp(const float *row, int begin, int end, int member, i
 }
 
 /* ---- The merges -------------------------------------------------------- */
+
+/* The rounds of block_merge_partials over `count` partials. */
+static int merge_rounds(int count)
+{
+    int rounds = 0;
+    for (int span = 1; span < count; span *= 2)
+        rounds++;
+    return rounds;
+}
 
 /* block_merge_partials over `count` partials of one group: per round, the
  * most merges any warp makes. The kernel deals a round's merges to the
@@ -153,9 +171,7 @@ int decode_step_merges_in_sequence(int count, int warps, bool dealt_by_index)
     return total;
 }
 
-/* warp_merge_lists: a lane places ceil(k / 32) entries of each list by a
- * binary search of the other (topk_count_before: ceil(log2(k + 1)) steps). */
-static int merge_search_steps(int k)
+int decode_step_search_merge_loads(int k)
 {
     int depth = 0;
     while ((1 << depth) < k + 1)
@@ -187,7 +203,13 @@ DecodeStepCounts decode_step_counts(const float *row, DecodeStepKernel kernel)
     memcpy(counts.sort_sizes, costliest.sizes, sizeof counts.sort_sizes);
     counts.sort_stages = costliest.stages;
     counts.sort_exchanges_per_lane = costliest.exchanges_per_lane;
-    counts.search_steps = merge_search_steps(kernel.k);
+    /* warp_merge_sorted over topk_list_size(k) entries: the better of
+     * each reversed pair, a lane taking every 32nd entry, then log2(size)
+     * stages, a lane taking every 32nd pair. */
+    int list_size = topk_list_size(kernel.k), stages = log2_of_power_of_two(list_size);
+    counts.merge_steps = 1 + stages;
+    counts.merge_exchanges_per_lane = per_lane(list_size) + stages * per_lane(list_size / 2);
+    counts.merge_rounds = merge_rounds(kernel.block_warps) + merge_rounds(kernel.splits);
     counts.block_merges = decode_step_merges_in_sequence(kernel.block_warps, kernel.block_warps, false) +
                           decode_step_merges_in_sequence(kernel.splits, kernel.block_warps, false);
     /* Version 8: the partial's fence, the ticket's atomic, the merging
@@ -197,21 +219,27 @@ DecodeStepCounts decode_step_counts(const float *row, DecodeStepKernel kernel)
     return counts;
 }
 
+/* Stages that each wait for shared memory once, and compare-exchanges
+ * issued by a warp that shares its scheduler with others doing the same at
+ * the same time (a row's warps end their scans together, and the first
+ * rounds of a merge keep every warp busy). */
+static double stage_cycles(int stages, int exchanges_per_lane, const DecodeStepCosts *costs)
+{
+    return stages * costs->shared_cycles + costs->warps_per_scheduler * exchanges_per_lane * costs->exchange_cycles;
+}
+
 double decode_step_sort_seconds(const DecodeStepCounts *counts, const DecodeStepCosts *costs)
 {
-    /* Each stage waits for shared memory once; its compare-exchanges are
-     * issued by the warp, which shares its scheduler with others sorting
-     * at the same time (a row's warps end their scans together). */
-    double cycles = counts->sort_stages * costs->shared_cycles +
-                    costs->warps_per_scheduler * counts->sort_exchanges_per_lane * costs->exchange_cycles;
-    return cycles / H100_SXM.clock_hz;
+    return stage_cycles(counts->sort_stages, counts->sort_exchanges_per_lane, costs) / H100_SXM.clock_hz;
 }
 
 double decode_step_seconds(const DecodeStepCounts *counts, const DecodeStepCosts *costs)
 {
-    /* A merge: its searches, then the copy of the result down. */
-    double merge = counts->search_steps * (costs->shared_cycles + costs->exchange_cycles) + costs->shared_cycles;
-    double cycles = (counts->scan_loads + counts->round_trips_after) * costs->l2_cycles + counts->block_merges * merge;
+    /* A round's merges take each step together: one wait per step, and
+     * the exchanges of all of them. */
+    double merges = stage_cycles(counts->merge_rounds * counts->merge_steps,
+                                 counts->block_merges * counts->merge_exchanges_per_lane, costs);
+    double cycles = (counts->scan_loads + counts->round_trips_after) * costs->l2_cycles + merges;
     return counts->kernels * costs->kernel_seconds + cycles / H100_SXM.clock_hz +
            decode_step_sort_seconds(counts, costs);
 }

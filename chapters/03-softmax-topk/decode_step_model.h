@@ -7,8 +7,8 @@
  * is the chain of steps that wait for one another: the loads of the scan,
  * in sequence because each step's logits are used before the next are
  * read; the buffer sorts, a bitonic network whose stages each wait for the
- * last one's shared-memory stores; the list merges, binary searches of
- * dependent shared-memory loads; the global round trips between the scan
+ * last one's shared-memory stores; the list merges, whose steps do the
+ * same; the global round trips between the scan
  * and the merge; and the kernels themselves.
  *
  * The counts are the code's: the slices and buffer sizes its launcher
@@ -45,8 +45,15 @@ typedef struct {
     int sort_sizes[DECODE_STEP_MAX_SORTS_SHOWN];
     int sort_stages;
     int sort_exchanges_per_lane;
-    int search_steps;      /* dependent shared loads of one list merge, per lane */
-    int block_merges;      /* merges in sequence: the block's warps, then the last block's slices */
+    /* One list merge (warp_merge_sorted): its steps, each a wait for
+     * shared memory, and the compare-exchanges a lane makes in them. */
+    int merge_steps;
+    int merge_exchanges_per_lane;
+    /* The merge tree's rounds (the block's warps, then the last block's
+     * slices), each waiting for the last, and the merges of the busiest
+     * warp in them, which a round makes step by step together. */
+    int merge_rounds;
+    int block_merges;
     int round_trips_after; /* global: partial written and fenced, ticket, partials read */
 } DecodeStepCounts;
 
@@ -57,7 +64,7 @@ typedef struct {
     double kernel_seconds;   /* a kernel's start and end, replayed in a CUDA graph */
     double l2_cycles;        /* a load that hits L2, or a fence or an atomic, issue to completion */
     double shared_cycles;    /* a shared-memory load, issue to use */
-    double exchange_cycles;  /* the instructions of one compare-exchange or search step of a lane */
+    double exchange_cycles;  /* the instructions of one compare-exchange of a lane */
     int warps_per_scheduler; /* a block's warps that share an issue slot (8 warps, 4 schedulers) */
 } DecodeStepCosts;
 
@@ -76,6 +83,13 @@ double decode_step_sort_seconds(const DecodeStepCounts *counts, const DecodeStep
  * merges in turn, or, dealt_by_index, those whose partial index is theirs
  * modulo the warps' count. */
 int decode_step_merges_in_sequence(int count, int warps, bool dealt_by_index);
+
+/* The dependent shared-memory loads of a lane in one merge of two lists
+ * of k by binary searches (the kernels' merge before warp_merge_sorted:
+ * each entry lands at its own place plus the count of the other list's
+ * entries before it): ceil(k / 32) entries of each list, each placed by a
+ * search of ceil(log2(k + 1)) steps. */
+int decode_step_search_merge_loads(int k);
 
 /* One line: the costs assumed, low and high. */
 void decode_step_print_costs(FILE *out);

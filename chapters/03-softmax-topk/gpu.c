@@ -527,13 +527,14 @@ int gpu_latency_command(int argc, char **argv)
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     const int ks[] = {1, 8, 64}, versions[] = {4, 8};
     const char *verdicts[3];
+    int largest_k_merge_steps = 0; /* the loop's last K is the largest */
     float *row = bench_logits_new(TABLE_VOCAB, 1);
     const char *headers[] = {"K",
                              "version",
                              "slices",
                              "loads in sequence",
                              "entries sorted, sort by sort",
-                             "list merges in sequence x dependent loads",
+                             "merge rounds x steps, busiest warp's merges",
                              "L2 round trips after the scan",
                              "kernels",
                              "sorts' share, low and high costs",
@@ -548,6 +549,7 @@ int gpu_latency_command(int argc, char **argv)
                                        softmax_topk_gpu_candidate_capacity(ks[t]),
                                        kernel_warps()};
             DecodeStepCounts counts = decode_step_counts(row, kernel);
+            largest_k_merge_steps = counts.merge_steps;
             double low = decode_step_seconds(&counts, &DECODE_STEP_LOW);
             double high = decode_step_seconds(&counts, &DECODE_STEP_HIGH);
             double sorts_low = decode_step_sort_seconds(&counts, &DECODE_STEP_LOW);
@@ -557,7 +559,7 @@ int gpu_latency_command(int argc, char **argv)
             table_cell(table, "%d of %d", kernel.splits, counts.slice_length);
             table_cell(table, "%d", counts.scan_loads);
             sort_sizes_cell(table, &counts);
-            table_cell(table, "%d x %d", counts.block_merges, counts.search_steps);
+            table_cell(table, "%d x %d, %d", counts.merge_rounds, counts.merge_steps, counts.block_merges);
             table_cell(table, "%d", counts.round_trips_after);
             table_cell(table, "%d", counts.kernels);
             table_cell(table, "%.0f%%, %.0f%%", 100 * sorts_low / low, 100 * sorts_high / high);
@@ -577,6 +579,10 @@ int gpu_latency_command(int argc, char **argv)
            "own modulo %d.\n",
            splits, decode_step_merges_in_sequence(splits, warps, false),
            decode_step_merges_in_sequence(splits, warps, true), warps);
+    const int largest_k = ks[sizeof ks / sizeof ks[0] - 1];
+    printf("\nA merge of two lists of K = %d (warp_merge_sorted): %d steps, each a wait for shared memory; by "
+           "binary searches, the merge it replaced, %d dependent shared-memory loads for each lane.\n",
+           largest_k, largest_k_merge_steps, decode_step_search_merge_loads(largest_k));
     printf("\nVersion 8 against the goal of %.0f microseconds for one row: at K = 1 %s; at K = 8 %s; at K = 64 %s.\n",
            DECODE_STEP_GOAL_S * 1e6, verdicts[0], verdicts[1], verdicts[2]);
     table_free(table);

@@ -53,8 +53,8 @@ static void write_warp_per_row(FILE *out, int vocab)
 
 /* The scan: each warp's loop over float4s as warp_scan_float4s runs it,
  * its trips put in the order of the addresses they read (warp `member`
- * starts at float4 32 * member and steps 32 * warps), then the scalars of
- * warp 0. */
+ * starts at float4 32 * member and steps 32 * warps), then the scalars,
+ * read by the last warp (float4_reads_scalars). */
 static void write_float4_scan(FILE *out, int vocab, int row, int warps)
 {
     uintptr_t address = (uintptr_t)row * (uintptr_t)vocab * sizeof(float);
@@ -81,7 +81,7 @@ static void write_float4_scan(FILE *out, int vocab, int row, int warps)
         }
         fprintf(out, "</TR>\n");
     }
-    fprintf(out, "    <TR><TD BORDER=\"0\" ALIGN=\"RIGHT\">warp 0, scalars</TD>");
+    fprintf(out, "    <TR><TD BORDER=\"0\" ALIGN=\"RIGHT\">warp %d, scalars</TD>", warps - 1);
     for (int lane = 0; lane < WARP_LANES; lane++) {
         int local = float4_scalar_index(split, vocab, lane);
         write_cell(out, local, local < split.head ? HEAD_COLOUR : TAIL_COLOUR);

@@ -14,7 +14,7 @@ enum { LOGITS_PER_WARP_STEP = 128 };
 void scan_warp_share(const float *row, size_t vocab, int member, int members, int k, Partial *partial)
 {
     partial->state = softmax_state_empty();
-    topk_fill_sentinels(partial->list, k);
+    topk_fill_sentinels(partial->list, topk_list_size(k));
     for (size_t i = 0; i < vocab; i++) {
         if ((int)(i / LOGITS_PER_WARP_STEP % (size_t)members) == member) {
             partial->state = softmax_state_push(partial->state, row[i]);
@@ -28,11 +28,11 @@ void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, 
                          int64_t *indices)
 {
     const int warps_per_row = EMULATED_BLOCK_WARPS / rows_per_block;
+    const int list_size = topk_list_size(k);
     Partial partials[EMULATED_BLOCK_WARPS];
-    TopkEntry *lists = ALLOC_ARRAY(TopkEntry, (size_t)(EMULATED_BLOCK_WARPS + 1) * (size_t)k);
-    TopkEntry *merged = lists + EMULATED_BLOCK_WARPS * k;
+    TopkEntry *lists = ALLOC_ARRAY(TopkEntry, (size_t)EMULATED_BLOCK_WARPS * (size_t)list_size);
     for (int warp = 0; warp < EMULATED_BLOCK_WARPS; warp++) {
-        partials[warp].list = lists + warp * k;
+        partials[warp].list = lists + warp * list_size;
         scan_warp_share(logits + (size_t)(warp / warps_per_row) * vocab, vocab, warp % warps_per_row, warps_per_row, k,
                         &partials[warp]);
     }
@@ -41,10 +41,7 @@ void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, 
             if (merge_tree_absorbs(warp % merge_group, span, merge_group)) {
                 Partial *into = &partials[warp], *from = &partials[warp + span];
                 into->state = softmax_state_merge(into->state, from->state);
-                topk_list_merge(into->list, from->list, k, merged);
-                for (int j = 0; j < k; j++) {
-                    into->list[j] = merged[j];
-                }
+                topk_list_merge(into->list, from->list, list_size);
             }
         }
     }

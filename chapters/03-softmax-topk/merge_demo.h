@@ -24,7 +24,7 @@
 /* A warp's partial state of its share of a row. */
 typedef struct {
     SoftmaxState state;
-    TopkEntry *list; /* k entries, sorted best first */
+    TopkEntry *list; /* k entries, sorted best first, then sentinels up to topk_list_size(k) */
 } Partial;
 
 /* The partial state of member `member` of the `members` warps that share

@@ -1,9 +1,11 @@
 #include "chapters/03-softmax-topk/bench_cpu.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
 #include "chapters/03-softmax-topk/compare.h"
+#include "chapters/03-softmax-topk/exp16.h"
 #include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
@@ -395,6 +397,95 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
     array_free(bits);
 }
 
+#if defined(EXP16_AVX512)
+/* The sum's exponential alone, as the fused pass sums it: 64 lane sums of
+ * exp(x) over the 256 logits of a chunk in L1, again and again, on one
+ * thread, by its own CPU time. First softmax_exp_in_sum, as gcc vectorises
+ * it; then exp16_in_sum. Seconds per logit. Each pass tells the compiler
+ * that the chunk may have changed (an empty asm that clobbers memory), or
+ * it would compute the exponentials once and add them 20000 times. */
+enum { EXP_CHUNK = 256, EXP_LANES = 64, EXP_PASSES = 20000, EXP_TIMED_RUNS = 7 };
+
+static inline void chunk_may_have_changed(const float *x)
+{
+    __asm__ volatile("" : : "r"(x) : "memory");
+}
+
+static float sum_exp_in_sum(const float *x)
+{
+    float sums[EXP_LANES] = {0};
+    for (int pass = 0; pass < EXP_PASSES; pass++) {
+        chunk_may_have_changed(x);
+        for (int i = 0; i < EXP_CHUNK; i += EXP_LANES) {
+            for (int lane = 0; lane < EXP_LANES; lane++) {
+                sums[lane] += softmax_exp_in_sum(x[i + lane]);
+            }
+        }
+    }
+    float total = 0.0f;
+    for (int lane = 0; lane < EXP_LANES; lane++) {
+        total += sums[lane];
+    }
+    return total;
+}
+
+static float sum_exp16(const float *x)
+{
+    const __m512 powers = exp16_powers();
+    __m512 sums[EXP_LANES / 16];
+    for (int v = 0; v < EXP_LANES / 16; v++) {
+        sums[v] = _mm512_setzero_ps();
+    }
+    for (int pass = 0; pass < EXP_PASSES; pass++) {
+        chunk_may_have_changed(x);
+        for (int i = 0; i < EXP_CHUNK; i += EXP_LANES) {
+            for (int v = 0; v < EXP_LANES / 16; v++) {
+                sums[v] = _mm512_add_ps(sums[v], exp16_in_sum(_mm512_loadu_ps(x + i + 16 * v), powers));
+            }
+        }
+    }
+    float total = 0.0f;
+    for (int v = 0; v < EXP_LANES / 16; v++) {
+        total += _mm512_reduce_add_ps(sums[v]);
+    }
+    return total;
+}
+
+static BenchStats exp_stats(const float *x, float (*sum)(const float *), float *total)
+{
+    double seconds[EXP_TIMED_RUNS];
+    for (int run = 0; run < EXP_TIMED_RUNS; run++) {
+        double start = thread_cpu_seconds();
+        *total = sum(x);
+        seconds[run] = thread_cpu_seconds() - start;
+    }
+    return seconds_per_row(bench_stats_from_times(seconds, EXP_TIMED_RUNS), (size_t)EXP_PASSES * EXP_CHUNK);
+}
+
+/* The two side by side, on the benchmark's first 256 logits less their
+ * maximum. Their sums must agree to float rounding, or the timing is of a
+ * wrong result. */
+static void print_exp_bench(const BenchData *data)
+{
+    float x[EXP_CHUNK], max = data->logits[0];
+    for (int i = 0; i < EXP_CHUNK; i++) {
+        max = data->logits[i] > max ? data->logits[i] : max;
+    }
+    for (int i = 0; i < EXP_CHUNK; i++) {
+        x[i] = data->logits[i] - max;
+    }
+    float plain_total, table_total;
+    BenchStats plain = exp_stats(x, sum_exp_in_sum, &plain_total);
+    BenchStats table = exp_stats(x, sum_exp16, &table_total);
+    printf("\nThe sum's exponential alone, one thread, a chunk of %d logits in L1 summed %d times: "
+           "softmax_exp_in_sum %.4f ns per logit (%.4f–%.4f), exp16_in_sum %.4f (%.4f–%.4f), %.0f%% of the time; "
+           "the two sums differ by %.1e of their value.\n",
+           EXP_CHUNK, EXP_PASSES, plain.median * 1e9, plain.min * 1e9, plain.max * 1e9, table.median * 1e9,
+           table.min * 1e9, table.max * 1e9, 100.0 * table.median / plain.median,
+           fabs((double)table_total - plain_total) / plain_total);
+}
+#endif
+
 static void print_bench_header(const BenchData *data)
 {
     printf("logits: %.0f MiB (the last-level cache holds %.0f MiB); fused timed on all rows, naive and online "
@@ -454,6 +545,9 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
     print_sampling_overhead(&data, threads, format);
     measure_read_bandwidth(&data);
     print_16_bit_bench(&data, ks, k_count, threads, format);
+#if defined(EXP16_AVX512)
+    print_exp_bench(&data);
+#endif
     bench_data_free(&data);
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chapters/03-softmax-topk/exp16.h"
 #include "common/alloc.h"
 #include "kernels/bf16.h"
 #include "kernels/float_bits.h"
@@ -44,6 +45,25 @@ static inline __attribute__((always_inline)) float logit_at(const void *chunk, L
     }
 }
 // ANCHOR_END: widen_one_logit
+
+#if defined(EXP16_AVX512)
+/* Logits i .. i + 15 of a chunk stored as `type`, as floats in a register:
+ * fp16 widened by the processor (vcvtph2ps), bf16 by moving its 16 bits to
+ * the top of a float's 32. */
+static inline __attribute__((always_inline)) __m512 logits16_at(const void *chunk, LogitsType type, int i)
+{
+    const __m256i *halves = (const __m256i *)((const uint16_t *)chunk + i);
+    switch (type) {
+    case LOGITS_FLOAT16:
+        return _mm512_cvtph_ps(_mm256_loadu_si256(halves));
+    case LOGITS_BFLOAT16:
+        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(halves)), 16));
+    case LOGITS_FLOAT32:
+    default:
+        return _mm512_loadu_ps((const float *)chunk + i);
+    }
+}
+#endif
 
 // ANCHOR: widen_a_chunk_of_logits
 void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
@@ -187,6 +207,37 @@ LaneSums lane_sums_empty(void)
     return empty;
 }
 
+#if defined(EXP16_AVX512)
+// ANCHOR: add_a_chunk_sixteen_lanes_at_a_time
+/* add_weights_below's loop with AVX-512, written out: the same lanes and
+ * the same sums, in registers, and the exponential of exp16.h, whose table
+ * lookup gcc does not make of softmax_exp_in_sum. max_ps(x, m) is m when x
+ * is NaN, as x > m ? x : m is. */
+static inline __attribute__((always_inline)) void
+add_weights_below16(float sums[LANES], float maxima[LANES], const void *chunk, LogitsType type, int n, float reference)
+{
+    enum { VECTORS = LANES / 16 };
+    const __m512 powers = exp16_powers(), subtrahend = _mm512_set1_ps(reference);
+    __m512 sum[VECTORS], top[VECTORS];
+    for (int v = 0; v < VECTORS; v++) {
+        sum[v] = _mm512_loadu_ps(sums + 16 * v);
+        top[v] = _mm512_set1_ps(-INFINITY);
+    }
+    for (int i = 0; i < n; i += LANES) {
+        for (int v = 0; v < VECTORS; v++) {
+            __m512 x = logits16_at(chunk, type, i + 16 * v);
+            top[v] = _mm512_max_ps(x, top[v]);
+            sum[v] = _mm512_add_ps(sum[v], exp16_in_sum(_mm512_sub_ps(x, subtrahend), powers));
+        }
+    }
+    for (int v = 0; v < VECTORS; v++) {
+        _mm512_storeu_ps(sums + 16 * v, sum[v]);
+        _mm512_storeu_ps(maxima + 16 * v, top[v]);
+    }
+}
+// ANCHOR_END: add_a_chunk_sixteen_lanes_at_a_time
+#endif
+
 // ANCHOR: add_chunk_to_lane_sums
 /* One pass over a chunk of n logits (n a multiple of LANES): adds
  * exp(x - max) of each logit to its lane's sum, keeps each lane's largest
@@ -202,6 +253,9 @@ static inline __attribute__((always_inline)) float
 add_weights_below(float sums[LANES], float maxima[LANES], const void *chunk, LogitsType type, int n, float max)
 {
     float reference = max == -INFINITY ? 0.0f : max;
+#if defined(EXP16_AVX512)
+    add_weights_below16(sums, maxima, chunk, type, n, reference);
+#else
     for (int lane = 0; lane < LANES; lane++) {
         maxima[lane] = -INFINITY;
     }
@@ -212,6 +266,7 @@ add_weights_below(float sums[LANES], float maxima[LANES], const void *chunk, Log
             sums[lane] += softmax_exp_in_sum(x - reference);
         }
     }
+#endif
     float chunk_max = -INFINITY;
 #pragma omp simd reduction(max : chunk_max)
     for (int lane = 0; lane < LANES; lane++) {

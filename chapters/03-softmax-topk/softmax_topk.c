@@ -29,6 +29,7 @@ size_t logits_type_size(LogitsType type)
     return type == LOGITS_FLOAT32 ? sizeof(float) : sizeof(uint16_t);
 }
 
+#if !defined(EXP16_AVX512)
 // ANCHOR: widen_one_logit
 /* Logit i of a chunk stored as `type`, as a float. always_inline: called
  * with a constant type, the switch disappears. */
@@ -45,8 +46,7 @@ static inline __attribute__((always_inline)) float logit_at(const void *chunk, L
     }
 }
 // ANCHOR_END: widen_one_logit
-
-#if defined(EXP16_AVX512)
+#else
 /* Logits i .. i + 15 of a chunk stored as `type`, as floats in a register:
  * fp16 widened by the processor (vcvtph2ps), bf16 by moving its 16 bits to
  * the top of a float's 32. */

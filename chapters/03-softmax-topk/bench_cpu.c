@@ -463,8 +463,10 @@ static BenchStats exp_stats(const float *x, float (*sum)(const float *), float *
 }
 
 /* The two side by side, on the benchmark's first 256 logits less their
- * maximum. Their sums must agree to float rounding, or the timing is of a
- * wrong result. */
+ * maximum. The line ends with how far apart their sums are, for the reader
+ * to see that both timed the same result: far beyond float rounding, one
+ * of them would be wrong. (test_softmax_state checks the exponentials
+ * themselves.) */
 static void print_exp_bench(const BenchData *data)
 {
     float x[EXP_CHUNK], max = data->logits[0];

@@ -150,7 +150,7 @@ static int merge_rounds(int count)
  * warps in turn (merge_tree_target); dealt by the partial's index instead
  * (i = warp, warp + warps, ...), every merge of a round whose 2 span is a
  * multiple of warps falls to warp 0. */
-int decode_step_merges_in_sequence(int count, int warps, bool dealt_by_index)
+int decode_step_busiest_warp_merges(int count, int warps, bool dealt_by_index)
 {
     int total = 0;
     for (int span = 1; span < count; span *= 2) {
@@ -210,8 +210,8 @@ DecodeStepCounts decode_step_counts(const float *row, DecodeStepKernel kernel)
     counts.merge_steps = 1 + stages;
     counts.merge_exchanges_per_lane = per_lane(list_size) + stages * per_lane(list_size / 2);
     counts.merge_rounds = merge_rounds(kernel.block_warps) + merge_rounds(kernel.splits);
-    counts.block_merges = decode_step_merges_in_sequence(kernel.block_warps, kernel.block_warps, false) +
-                          decode_step_merges_in_sequence(kernel.splits, kernel.block_warps, false);
+    counts.block_merges = decode_step_busiest_warp_merges(kernel.block_warps, kernel.block_warps, false) +
+                          decode_step_busiest_warp_merges(kernel.splits, kernel.block_warps, false);
     /* Version 8: the partial's fence, the ticket's atomic, the merging
      * block's loads of the partials. Version 4: those loads only (the
      * first kernel's end makes the partials visible). */

@@ -78,11 +78,11 @@ DecodeStepCounts decode_step_counts(const float *row, DecodeStepKernel kernel);
 double decode_step_seconds(const DecodeStepCounts *counts, const DecodeStepCosts *costs);
 double decode_step_sort_seconds(const DecodeStepCounts *counts, const DecodeStepCosts *costs);
 
-/* The merges in sequence of a block's busiest warp when it merges `count`
+/* The merges of a block's busiest warp, all rounds, when it merges `count`
  * partials (block_merge_partials, one group): its warps take a round's
  * merges in turn, or, dealt_by_index, those whose partial index is theirs
  * modulo the warps' count. */
-int decode_step_merges_in_sequence(int count, int warps, bool dealt_by_index);
+int decode_step_busiest_warp_merges(int count, int warps, bool dealt_by_index);
 
 /* The dependent shared-memory loads of a lane in one merge of two lists
  * of k by binary searches (the kernels' merge before warp_merge_sorted:

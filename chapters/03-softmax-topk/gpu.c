@@ -574,11 +574,11 @@ int gpu_latency_command(int argc, char **argv)
     printf("\n");
     table_print(table, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
     int splits = softmax_topk_gpu_splits_for(1, TABLE_VOCAB, 8, H100_SXM.sms), warps = kernel_warps();
-    printf("\nThe last block's merge of the %d slices at K = 8: %d merges in sequence for its busiest warp, with "
-           "each round's merges dealt to the warps in turn; %d if each warp took the partials whose index is its "
-           "own modulo %d.\n",
-           splits, decode_step_merges_in_sequence(splits, warps, false),
-           decode_step_merges_in_sequence(splits, warps, true), warps);
+    printf("\nThe last block's merge of the %d slices at K = 8: %d merges for its busiest warp, with each "
+           "round's merges dealt to the warps in turn; %d if each warp took the partials whose index is its own "
+           "modulo %d.\n",
+           splits, decode_step_busiest_warp_merges(splits, warps, false),
+           decode_step_busiest_warp_merges(splits, warps, true), warps);
     const int largest_k = ks[sizeof ks / sizeof ks[0] - 1];
     printf("\nA merge of two lists of K = %d (warp_merge_sorted): %d steps, each a wait for shared memory; by "
            "binary searches, the merge it replaced, %d dependent shared-memory loads for each lane.\n",

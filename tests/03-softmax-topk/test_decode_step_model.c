@@ -61,8 +61,8 @@ static void test_rising_row(float *row)
  * 16 + 16 + 16 + 8 + 4 + 2 + 1 = 63. */
 static void test_merges_in_sequence(void)
 {
-    int in_turn = decode_step_merges_in_sequence(125, 8, false);
-    int by_index = decode_step_merges_in_sequence(125, 8, true);
+    int in_turn = decode_step_busiest_warp_merges(125, 8, false);
+    int by_index = decode_step_busiest_warp_merges(125, 8, true);
     EXPECT(in_turn == 18 && by_index == 63, "125 partials, 8 warps: %d merges in turn (18), %d by index (63)", in_turn,
            by_index);
 }

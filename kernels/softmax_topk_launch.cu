@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "common/cuda_util.h"
+#include "common/occupancy.h"
 #include "kernels/softmax_topk.h"
 #include "kernels/softmax_topk_gpu.h"
 #include "kernels/softmax_topk_kernels.cuh"
@@ -16,10 +17,10 @@ namespace
 {
 
 constexpr int kMaxK = 256;
-/* Shared memory a block may use without opting in to more. */
-constexpr size_t kSharedBytes = 48 * 1024;
-/* Version 4 gives each block at least this many logits of a row. */
-constexpr int kMinSliceLength = 1024;
+/* A slice of a row that a block of versions 4 and 8 reads in one step,
+ * one float4 per thread: each warp then offers its share, 128 logits at
+ * most (the head and tail scalars included), and sorts it once. */
+constexpr int kSliceLength = kBlockThreads * 4;
 
 int next_power_of_two(int n)
 {
@@ -55,10 +56,17 @@ size_t merge_shared_bytes(int splits, int k)
     return static_cast<size_t>(splits) * (topk_list_size(k) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }
 
-/* The merge kernel holds every split's list in shared memory. */
+/* The merge holds every split's list in one block's shared memory, up to
+ * the most a block may have once its launcher opts in (opt_in_shared_bytes):
+ * the kernels are built for compute capability 9.0 alone (sm_90), whose
+ * limit SM90_LIMITS records, 227 KiB, not the 48 KiB of a plain launch.
+ * The limit counts static shared memory too: 1 KiB is left for it
+ * (version 8's flag, last_of_row). */
 int max_splits(int vocab, int k)
 {
-    return std::min(vocab, static_cast<int>(kSharedBytes / merge_shared_bytes(1, k)));
+    const size_t static_reserve = 1024;
+    size_t dynamic_limit = SM90_LIMITS.max_shared_bytes_per_block - static_reserve;
+    return std::min(vocab, static_cast<int>(dynamic_limit / merge_shared_bytes(1, k)));
 }
 
 int multiprocessor_count()
@@ -69,12 +77,15 @@ int multiprocessor_count()
     return count;
 }
 
-/* Blocks per row for version 4: enough blocks in all to fill the GPU a few
- * times over, but slices no shorter than kMinSliceLength. */
+/* Blocks per row for versions 4 and 8: enough blocks in all to fill the
+ * GPU a few times over, but no more than it takes to cut the row into
+ * slices of kSliceLength: a block's warps then each sort their share once,
+ * and at most 128 entries (a slice three logits longer gave one warp 131
+ * candidates, and a sort of 256). */
 int splits_for(int rows, int vocab, int k, int multiprocessors)
 {
     int wanted = (4 * multiprocessors + rows - 1) / rows;
-    int by_length = std::max(1, vocab / kMinSliceLength);
+    int by_length = (vocab + kSliceLength - 1) / kSliceLength;
     return std::max(1, std::min({wanted, by_length, max_splits(vocab, k)}));
 }
 
@@ -155,6 +166,14 @@ bool splits_rows(int version)
 size_t slice_and_merge_shared_bytes(int splits, int k)
 {
     return std::max(scan_shared_bytes(candidate_capacity(k)), merge_shared_bytes(splits, k));
+}
+
+/* A launch may ask for more than 48 KiB of dynamic shared memory only once
+ * its kernel opts in; without this, versions 4 and 8 would fail to launch
+ * on rows cut into many slices at large K. */
+template <class... Params> void opt_in_shared_bytes(void (*kernel)(Params...), size_t bytes)
+{
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 int row_groups_for(int rows, int warps_per_row)
@@ -307,7 +326,11 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, cons
         CUDA_CHECK(cudaMalloc(&run->partial_lists, outputs * run->splits * sizeof(TopkEntry)));
         CUDA_CHECK(cudaMalloc(&run->partial_states, rows * run->splits * sizeof(SoftmaxState)));
     }
+    if (version == 4) {
+        opt_in_shared_bytes(merge_partials_kernel, merge_shared_bytes(run->splits, k));
+    }
     if (version == 8) {
+        opt_in_shared_bytes(slice_and_merge_kernel, slice_and_merge_shared_bytes(run->splits, k));
         CUDA_CHECK(cudaMalloc(&run->row_tickets, rows * sizeof(unsigned)));
         CUDA_CHECK(cudaMemset(run->row_tickets, 0, rows * sizeof(unsigned)));
     }

@@ -53,6 +53,24 @@ static void test_rising_row(float *row)
     expect_sorts("rising row", counts_of(row), 4, sizes);
 }
 
+/* One slice of a block's step (1024 logits, a float4 per lane of 8 warps),
+ * and one three logits longer, as the launcher cut V = 128256 into 125
+ * slices: the last warp reads the 3 scalars too, holds 131 candidates at
+ * K = 64, and its one sort, at the end, covers 256. At 1024 it covers 128. */
+static void test_slice_of_a_block_step(float *row)
+{
+    for (int i = 0; i < VOCAB; i++)
+        row[i] = (float)(VOCAB - i);
+    const int lengths[] = {1024, 1027}, sorted[] = {128, 256};
+    for (int t = 0; t < 2; t++) {
+        DecodeStepKernel kernel = {8, lengths[t], 64, 1, CAPACITY, WARPS};
+        DecodeStepCounts counts = decode_step_counts(row, kernel);
+        EXPECT(counts.buffer_sorts == 1 && counts.sort_sizes[0] == sorted[t],
+               "a slice of %d at K = 64: %d sorts, the first of %d (1 of %d)", lengths[t], counts.buffer_sorts,
+               counts.sort_sizes[0], sorted[t]);
+    }
+}
+
 /* 125 slices merged by 8 warps: rounds of 62, 31, 16, 8, 4, 2 and 1
  * merges. Dealt in turn, the busiest warp makes 8 + 4 + 2 + 1 + 1 + 1 + 1
  * = 18. Dealt by index, the merges into 0, 2, 4, ... fall to the even
@@ -104,6 +122,7 @@ int main(void)
     float *row = ALLOC_ARRAY(float, VOCAB);
     test_falling_row(row);
     test_rising_row(row);
+    test_slice_of_a_block_step(row);
     test_merges_in_sequence();
     test_merge_counts(row);
     test_time_has_its_parts(row);

@@ -35,7 +35,8 @@ int main(void)
     EXPECT(refused(5, 1, 1000, 1001, automatic, "K = 1001 must be in [1, V = 1000]"), "K > V for version 5");
     EXPECT(refused(3, 0, 10, 1, automatic, "rows 0"), "no rows");
     EXPECT(refused(4, 1, 10, 1, (SoftmaxTopkGpuConfig){0, 11}, "at most 10 splits"), "more splits than logits");
-    EXPECT(refused(4, 1, 100000, 256, (SoftmaxTopkGpuConfig){0, 100}, "at most"), "splits over shared memory");
+    EXPECT(refused(4, 1, 100000, 256, (SoftmaxTopkGpuConfig){0, 200}, "at most 112 splits"),
+           "splits over shared memory");
     EXPECT(refused(3, 1, 10, 1, (SoftmaxTopkGpuConfig){-1, 0}, ">= 0"), "negative max_blocks");
     EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256 && softmax_topk_gpu_max_k(5) == 1024,
            "limits");

@@ -1,6 +1,7 @@
 /* The row kernels convert 16-bit rows 8 or 16 values at a time
  * (halves_to_floats, halves_from_floats with F16C; bf16s_from_floats with
- * AVX-512 and AVX2). Each must
+ * AVX-512, through AVX512-BF16's one instruction where there is one and the
+ * integer path for 16 values holding a subnormal, and with AVX2). Each must
  * give the bits of the one-value conversions (kernels/fp16.h, bf16.h),
  * which tests/04-kv-cache/test_fp16.c and
  * tests/common/test_npy_as_float32.c check against the formats'
@@ -101,7 +102,9 @@ int main(void)
 #else
     printf("fp16: portable loops\n");
 #endif
-#if defined(__AVX512BW__)
+#if defined(__AVX512BW__) && defined(__AVX512BF16__)
+    printf("bf16 rounding: AVX512-BF16 (integers where a subnormal is), 16 at a time, then AVX2\n");
+#elif defined(__AVX512BW__)
     printf("bf16 rounding: AVX-512, 16 at a time, then AVX2\n");
 #elif defined(__AVX2__)
     printf("bf16 rounding: AVX2, 8 at a time\n");

@@ -42,7 +42,15 @@ BenchStats bench_stats_from_times(double *seconds, int runs)
     return (BenchStats){.median = median, .min = seconds[0], .max = seconds[runs - 1], .runs = runs};
 }
 
-BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs)
+double thread_cpu_seconds(void)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+static BenchStats run_on_clock(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs,
+                               double (*clock)(void))
 {
     if (timed_runs < 1) {
         cli_fail_status(1, "bench_run: need at least one timed run, got %d", timed_runs);
@@ -52,13 +60,23 @@ BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int ti
     }
     double *seconds = array_alloc((size_t)timed_runs, sizeof *seconds);
     for (int i = 0; i < timed_runs; i++) {
-        double start = clock_seconds();
+        double start = clock();
         body(ctx);
-        seconds[i] = clock_seconds() - start;
+        seconds[i] = clock() - start;
     }
     BenchStats stats = bench_stats_from_times(seconds, timed_runs);
     array_free(seconds);
     return stats;
+}
+
+BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs)
+{
+    return run_on_clock(body, ctx, warmup_runs, timed_runs, clock_seconds);
+}
+
+BenchStats bench_run_thread_cpu(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs)
+{
+    return run_on_clock(body, ctx, warmup_runs, timed_runs, thread_cpu_seconds);
 }
 
 void bench_run_in_turns(const BenchBody *bodies, int count, int warmup_runs, int timed_runs, double *seconds)

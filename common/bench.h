@@ -24,8 +24,18 @@ typedef struct {
 /* Monotonic wall-clock time in seconds. */
 double clock_seconds(void);
 
+/* The CPU time the calling thread has used, in seconds. On a shared
+ * machine a thread waits for a core for milliseconds at a time; the wall
+ * clock counts those waits, this clock does not. */
+double thread_cpu_seconds(void);
+
 /* Run body(ctx) warmup_runs times untimed, then timed_runs times (>= 1), timing each. */
 BenchStats bench_run(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs);
+
+/* The same, timed by the calling thread's CPU time (thread_cpu_seconds):
+ * for a body that runs on that thread alone, on data in cache, whose own
+ * work is what is measured. */
+BenchStats bench_run_thread_cpu(void (*body)(void *ctx), void *ctx, int warmup_runs, int timed_runs);
 
 /* The statistics of `runs` (>= 1) measured times in seconds; sorts `seconds`
  * in place. The median of an even count is the mean of the middle two. */

@@ -191,6 +191,94 @@ static void add_kernel_row(Table *table, int threads, bool all_cores, const Pass
         table_cell(table, "%s", "");
 }
 
+// ANCHOR: time_the_arithmetic_on_rows_in_cache
+/* A forward pass on rows that stay in L2 (CACHED_TENSOR_BYTES of x, as
+ * much of y), again and again on one thread, timed by the thread's own CPU
+ * time: the pass's own work, with no load waiting for memory. All the
+ * cores at that pace would move the bytes that the benchmark's first table
+ * compares with memcpy; where that falls short of the goal, the pass's work
+ * is the limit, and no prefetching reaches the goal. The backward passes are not timed this
+ * way: each call ends by adding its chunks' partial rows of the parameter
+ * gradients, a cost that the benchmark's many rows amortise and that would
+ * be most of a call on a few. */
+enum { CACHED_TENSOR_BYTES = 256 * 1024, CACHED_PASSES = 256, CACHED_TIMED_RUNS = 7 };
+
+typedef struct {
+    const Pass *pass;
+    BenchArrays *arrays;
+} CachedPass;
+
+static void run_cached_pass(void *ctx)
+{
+    CachedPass *c = ctx;
+    for (int i = 0; i < CACHED_PASSES; i++)
+        c->pass->body(c->arrays);
+}
+// ANCHOR_END: time_the_arithmetic_on_rows_in_cache
+
+/* Seconds per element of a forward pass on rows in L2, one thread: the
+ * median, slowest and fastest run. */
+static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size_t d)
+{
+    size_t n = CACHED_TENSOR_BYTES / ln_storage_bytes(storage) / d;
+    n = n > 0 ? n : 1;
+    BenchArrays a = {.n = n, .d = d, .storage = storage};
+    a.x = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
+    a.y = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
+    a.gamma = ALLOC_ARRAY(float, d);
+    a.beta = ALLOC_ARRAY(float, d);
+    a.mean = ALLOC_ARRAY(float, n);
+    a.rstd = ALLOC_ARRAY(float, n);
+    fill_stored_in_parallel(a.x, n * d, storage);
+    fill_in_parallel(a.gamma, d);
+    set_threads(1);
+    CachedPass c = {pass, &a};
+    BenchStats stats = bench_run_thread_cpu(run_cached_pass, &c, 1, CACHED_TIMED_RUNS);
+    double elements = (double)CACHED_PASSES * (double)(n * d);
+    stats.median /= elements;
+    stats.min /= elements;
+    stats.max /= elements;
+    void *arrays[] = {a.x, a.y, a.gamma, a.beta, a.mean, a.rstd};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+    return stats;
+}
+
+/* The forward passes' time per element on rows in L2, and what `threads`
+ * cores at the fastest run's pace would move (whatever slows a run on rows
+ * in cache is not the pass's work), counted as the last table counts its
+ * tensors of `bytes`, against `copy_gbs`, memcpy on as many threads in the
+ * same run. */
+static void print_cached_forward(FILE *out, TableFormat format, const size_t *widths, size_t width_count, size_t bytes,
+                                 int threads, double copy_gbs)
+{
+    char all_threads[64];
+    snprintf(all_threads, sizeof all_threads, "%d threads at that pace / memcpy", threads);
+    const char *headers[] = {"pass", "storage", "d", "ns per element, rows in L2, 1 thread (least–most)", all_threads};
+    Table *table = table_new(5, headers, "llrrr");
+    for (size_t w = 0; w < width_count; w++)
+        for (int s = 0; s < STORAGES; s++)
+            for (int p = 0; p < PASS_COUNT; p++) {
+                if (PASSES[p].tensors != 2)
+                    continue; /* the forward passes: x read, y written */
+                BenchStats stats = cached_element_stats(&PASSES[p], (LnStorage)s, widths[w]);
+                size_t rows = bytes / ln_storage_bytes((LnStorage)s) / widths[w];
+                double bytes_per_element =
+                    bytes_moved(&PASSES[p], (LnStorage)s, rows, widths[w]) / (double)(rows * widths[w]);
+                table_cell(table, "%s", PASSES[p].pass);
+                table_cell(table, "%s", ln_storage_name((LnStorage)s));
+                table_cell(table, "%zu", widths[w]);
+                table_cell(table, "%.3f (%.3f–%.3f)", 1e9 * stats.median, 1e9 * stats.min, 1e9 * stats.max);
+                table_cell(table, "%.0f%%", 100.0 * gb_per_s(bytes_per_element * threads, stats.min) / copy_gbs);
+            }
+    fprintf(out,
+            "\nThe forward passes' own work: rows in L2 (%d KiB of x; y streamed to memory, as always), %d passes "
+            "a run, one thread, by its CPU time, median of %d runs.\n\n",
+            CACHED_TENSOR_BYTES / 1024, CACHED_PASSES, CACHED_TIMED_RUNS);
+    table_print(table, out, format);
+    table_free(table);
+}
+
 /* memcpy is measured before and after the kernels, with the same threads,
  * and each kernel is compared with the mean of the two: on a machine
  * shared with other work the two differ, and the table then shows it.
@@ -219,6 +307,7 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     const char *headers[] = {"threads", "pass",       "storage",           "d",      "rows",
                              "GB/s",    "elements/s", "of memcpy (range)", "verdict"};
     Table *table = table_new(COLUMNS, headers, "rllrrrrrl");
+    double all_cores_copy = 0.0;
     for (int t = 0; t < 2 && (t == 0 || thread_counts[1] != thread_counts[0]); t++) {
         int threads = thread_counts[t];
         bool all_cores = threads == thread_counts[1];
@@ -232,6 +321,8 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
         }
         double copy_after = quick ? copy_before : memcpy_bandwidth_gbs(bytes, threads);
         double copy = 0.5 * (copy_before + copy_after);
+        if (all_cores)
+            all_cores_copy = copy;
         for (size_t w = 0; w < width_count; w++)
             for (int s = 0; s < STORAGES; s++)
                 for (int p = 0; p < PASS_COUNT; p++)
@@ -244,4 +335,5 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     table_free(table);
     for (size_t i = 0; i < 4; i++)
         array_free(*tensors[i]);
+    print_cached_forward(out, format, widths, width_count, bytes, thread_counts[1], all_cores_copy);
 }

@@ -2,7 +2,6 @@
 
 #include <math.h>
 #include <stdio.h>
-#include <time.h>
 
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/exp16.h"
@@ -290,17 +289,10 @@ static void round_to_16_bits(const BenchData *data, LogitsType type, uint16_t *b
 /* The fused pass over one row again and again, on one thread: after the
  * first pass the row is in L2 (half a megabyte of float32), so what is
  * timed is the pass's own work, with no wait for memory. It is timed by
- * the thread's own CPU time, not the wall clock: on a shared machine a
- * thread waits for a core for milliseconds at a time, and a wall clock
- * would add that to the pass's work. */
+ * the thread's own CPU time, not the wall clock (bench_run_thread_cpu): on
+ * a shared machine a thread waits for a core for milliseconds at a time,
+ * and a wall clock would add that to the pass's work. */
 enum { CACHED_PASSES = 50, CACHED_TIMED_RUNS = 9 };
-
-static double thread_cpu_seconds(void)
-{
-    struct timespec now;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
-    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
-}
 
 typedef struct {
     StoredLogits row;
@@ -331,14 +323,9 @@ static BenchStats cached_logit_stats(StoredLogits row, size_t vocab, int k)
                        row_scratch_new(CPU_FUSED, vocab, k),
                        ALLOC_ARRAY(float, (size_t)k),
                        ALLOC_ARRAY(int64_t, (size_t)k)};
-    double seconds[CACHED_TIMED_RUNS];
-    run_cached_row(&c); /* brings the row into L2 */
-    for (int run = 0; run < CACHED_TIMED_RUNS; run++) {
-        double start = thread_cpu_seconds();
-        run_cached_row(&c);
-        seconds[run] = thread_cpu_seconds() - start;
-    }
-    BenchStats stats = seconds_per_row(bench_stats_from_times(seconds, CACHED_TIMED_RUNS), CACHED_PASSES * vocab);
+    /* The warm-up run brings the row into L2. */
+    BenchStats stats =
+        seconds_per_row(bench_run_thread_cpu(run_cached_row, &c, 1, CACHED_TIMED_RUNS), CACHED_PASSES * vocab);
     row_scratch_free(&c.scratch);
     array_free(c.probs);
     array_free(c.indices);

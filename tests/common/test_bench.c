@@ -1,4 +1,5 @@
 #include <math.h>
+#include <time.h>
 
 #include "common/bench.h"
 #include "common/testing.h"
@@ -38,6 +39,35 @@ static void test_bench_run(void)
     EXPECT(gb_per_s(3e9, 1.5) == 2.0, "3e9 bytes in 1.5 s is 2 GB/s");
 }
 
+/* A body that sleeps uses no CPU time: bench_run sees the 20 ms it waits,
+ * bench_run_thread_cpu does not (a thread that waits for a core is the
+ * same to it). A body that spins uses CPU time, which it sees. */
+static void sleep_20_ms(void *ctx)
+{
+    (void)ctx;
+    struct timespec wait = {0, 20 * 1000 * 1000};
+    nanosleep(&wait, NULL);
+}
+
+static void spin_20_ms(void *ctx)
+{
+    (void)ctx;
+    double start = thread_cpu_seconds();
+    while (thread_cpu_seconds() - start < 0.02) {
+    }
+}
+
+static void test_thread_cpu_time(void)
+{
+    BenchStats wall = bench_run(sleep_20_ms, NULL, 0, 3);
+    BenchStats asleep = bench_run_thread_cpu(sleep_20_ms, NULL, 0, 3);
+    BenchStats spinning = bench_run_thread_cpu(spin_20_ms, NULL, 0, 3);
+    EXPECT(wall.min >= 0.02, "a sleep of 20 ms took %g s of wall time", wall.min);
+    EXPECT(asleep.max < 0.005, "a sleep of 20 ms took %g s of the thread's CPU time, expected about 0", asleep.max);
+    EXPECT(spinning.min >= 0.02 && spinning.max < 0.1, "a spin of 20 ms took %g to %g s of CPU time", spinning.min,
+           spinning.max);
+}
+
 static void test_probes(void)
 {
     /* A test is not a benchmark: a few MiB is enough to check that the
@@ -67,6 +97,7 @@ int main(void)
 {
     test_stats_of_known_times();
     test_bench_run();
+    test_thread_cpu_time();
     test_probes();
     test_large_bytes();
     return test_finish();

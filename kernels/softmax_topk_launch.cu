@@ -56,17 +56,22 @@ size_t merge_shared_bytes(int splits, int k)
     return static_cast<size_t>(splits) * (topk_list_size(k) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }
 
-/* The merge holds every split's list in one block's shared memory, up to
- * the most a block may have once its launcher opts in (opt_in_shared_bytes):
- * the kernels are built for compute capability 9.0 alone (sm_90), whose
- * limit SM90_LIMITS records, 227 KiB, not the 48 KiB of a plain launch.
- * The limit counts static shared memory too: 1 KiB is left for it
- * (version 8's flag, last_of_row). */
-int max_splits(int vocab, int k)
+/* The most dynamic shared memory a merge may ask for: what a block may have
+ * once its kernel opts in (opt_in_to_merge_shared_bytes), for compute
+ * capability 9.0, the only one the kernels are built for (sm_90), as
+ * SM90_LIMITS records it: 227 KiB, not the 48 KiB of a plain launch. The
+ * limit counts static shared memory too: 1 KiB is left for it (version 8's
+ * flag, last_of_row). */
+size_t merge_shared_limit()
 {
     const size_t static_reserve = 1024;
-    size_t dynamic_limit = SM90_LIMITS.max_shared_bytes_per_block - static_reserve;
-    return std::min(vocab, static_cast<int>(dynamic_limit / merge_shared_bytes(1, k)));
+    return SM90_LIMITS.max_shared_bytes_per_block - static_reserve;
+}
+
+/* The merge holds every split's list in one block's shared memory. */
+int max_splits(int vocab, int k)
+{
+    return std::min(vocab, static_cast<int>(merge_shared_limit() / merge_shared_bytes(1, k)));
 }
 
 int multiprocessor_count()
@@ -170,10 +175,13 @@ size_t slice_and_merge_shared_bytes(int splits, int k)
 
 /* A launch may ask for more than 48 KiB of dynamic shared memory only once
  * its kernel opts in; without this, versions 4 and 8 would fail to launch
- * on rows cut into many slices at large K. */
-template <class... Params> void opt_in_shared_bytes(void (*kernel)(Params...), size_t bytes)
+ * on rows cut into many slices at large K. The opt-in is the kernel's, not
+ * a run's: to the limit, so that no run lowers it below what another, made
+ * before it, launches with. */
+template <class... Params> void opt_in_to_merge_shared_bytes(void (*kernel)(Params...))
 {
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(merge_shared_limit())));
 }
 
 int row_groups_for(int rows, int warps_per_row)
@@ -327,10 +335,10 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, cons
         CUDA_CHECK(cudaMalloc(&run->partial_states, rows * run->splits * sizeof(SoftmaxState)));
     }
     if (version == 4) {
-        opt_in_shared_bytes(merge_partials_kernel, merge_shared_bytes(run->splits, k));
+        opt_in_to_merge_shared_bytes(merge_partials_kernel);
     }
     if (version == 8) {
-        opt_in_shared_bytes(slice_and_merge_kernel, slice_and_merge_shared_bytes(run->splits, k));
+        opt_in_to_merge_shared_bytes(slice_and_merge_kernel);
         CUDA_CHECK(cudaMalloc(&run->row_tickets, rows * sizeof(unsigned)));
         CUDA_CHECK(cudaMemset(run->row_tickets, 0, rows * sizeof(unsigned)));
     }

@@ -192,6 +192,42 @@ static void test_splits(void)
     }
 }
 
+/* The shared-memory opt-in is a kernel's, not a run's: a run made after
+ * another, with a merge far smaller, must leave the first one able to
+ * launch its merge in 226 KiB (a planted opt-in to each run's own bytes
+ * fails here, with an invalid argument). */
+static void test_runs_made_before_either_launches(void)
+{
+    enum { ROWS = 1 };
+    const size_t vocab = 128256;
+    float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+    fill_tied_logits(logits, ROWS * vocab, 909);
+    for (int version = 4; version <= 8; version += 4) {
+        SoftmaxTopkGpuConfig large = {0, 112}, small = {0, 2};
+        SoftmaxTopkGpuRun *first, *second;
+        const char *why = softmax_topk_gpu_run_new(&first, version, logits, ROWS, vocab, 256, &large);
+        EXPECT(why == NULL, "version %d, K = 256, 112 splits: %s", version, why);
+        why = softmax_topk_gpu_run_new(&second, version, logits, ROWS, vocab, 1, &small);
+        EXPECT(why == NULL, "version %d, K = 1, 2 splits: %s", version, why);
+        if (first == NULL || second == NULL) {
+            softmax_topk_gpu_run_free(first);
+            softmax_topk_gpu_run_free(second);
+            continue;
+        }
+        float *probs = ALLOC_ARRAY(float, ROWS * 256);
+        int64_t *indices = ALLOC_ARRAY(int64_t, ROWS * 256);
+        softmax_topk_gpu_run_once(first, probs, indices);
+        EXPECT(topk_matches_reference("the first of two runs, K = 256, 112 splits", logits, ROWS, vocab, 256, probs,
+                                      indices, topk_rtol_gpu(vocab)),
+               "version %d", version);
+        array_free(probs);
+        array_free(indices);
+        softmax_topk_gpu_run_free(first);
+        softmax_topk_gpu_run_free(second);
+    }
+    array_free(logits);
+}
+
 /* Version 6 with 8 warps on a row (V >= 4096) sharing one threshold, at
  * every size of its kept list (K = 1 is the argmax): rows of ties (one
  * warp's threshold meets another's equal logits, whose indices may be
@@ -305,6 +341,7 @@ int main(void)
     test_mixed_rows();
     test_large_k();
     test_splits();
+    test_runs_made_before_either_launches();
     test_last_block_merge();
     test_version_6();
     return test_finish();

@@ -196,11 +196,11 @@ static void add_kernel_row(Table *table, int threads, bool all_cores, const Pass
  * much of y), again and again on one thread, timed by the thread's own CPU
  * time: the pass's own work, with no load waiting for memory. All the
  * cores at that pace would move the bytes that the benchmark's first table
- * compares with memcpy; where that falls short of the goal, the pass's work
- * is the limit, and no prefetching reaches the goal. The backward passes are not timed this
- * way: each call ends by adding its chunks' partial rows of the parameter
- * gradients, a cost that the benchmark's many rows amortise and that would
- * be most of a call on a few. */
+ * compares with memcpy; where that falls short of the goal, the pass's
+ * work is the limit, and no prefetching reaches the goal. The backward
+ * passes are not timed this way: each call ends by adding its chunks'
+ * partial rows of the parameter gradients, a cost that the benchmark's
+ * many rows amortise and that would be most of a call on a few. */
 enum { CACHED_TENSOR_BYTES = 256 * 1024, CACHED_PASSES = 256, CACHED_TIMED_RUNS = 7 };
 
 typedef struct {
@@ -216,8 +216,8 @@ static void run_cached_pass(void *ctx)
 }
 // ANCHOR_END: time_the_arithmetic_on_rows_in_cache
 
-/* Seconds per element of a forward pass on rows in L2, one thread: the
- * median, slowest and fastest run. */
+/* Seconds per element of a forward pass on rows in L2, one thread (it
+ * leaves OpenMP at one thread): the median, slowest and fastest run. */
 static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size_t d)
 {
     size_t n = CACHED_TENSOR_BYTES / ln_storage_bytes(storage) / d;
@@ -246,7 +246,7 @@ static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size
 
 /* The forward passes' time per element on rows in L2, and what `threads`
  * cores at the fastest run's pace would move (whatever slows a run on rows
- * in cache is not the pass's work), counted as the last table counts its
+ * in cache is not the pass's work), counted as the first table counts its
  * tensors of `bytes`, against `copy_gbs`, memcpy on as many threads in the
  * same run. */
 static void print_cached_forward(FILE *out, TableFormat format, const size_t *widths, size_t width_count, size_t bytes,

@@ -438,15 +438,24 @@ static float sum_exp16(const float *x)
     return total;
 }
 
+typedef struct {
+    const float *x;
+    float (*sum)(const float *);
+    float total;
+} ExpSum;
+
+static void run_exp_sum(void *ctx)
+{
+    ExpSum *e = ctx;
+    e->total = e->sum(e->x);
+}
+
 static BenchStats exp_stats(const float *x, float (*sum)(const float *), float *total)
 {
-    double seconds[EXP_TIMED_RUNS];
-    for (int run = 0; run < EXP_TIMED_RUNS; run++) {
-        double start = thread_cpu_seconds();
-        *total = sum(x);
-        seconds[run] = thread_cpu_seconds() - start;
-    }
-    return seconds_per_row(bench_stats_from_times(seconds, EXP_TIMED_RUNS), (size_t)EXP_PASSES * EXP_CHUNK);
+    ExpSum e = {x, sum, 0.0f};
+    BenchStats stats = bench_run_thread_cpu(run_exp_sum, &e, 0, EXP_TIMED_RUNS);
+    *total = e.total;
+    return seconds_per_row(stats, (size_t)EXP_PASSES * EXP_CHUNK);
 }
 
 /* The two side by side, on the benchmark's first 256 logits less their

@@ -184,6 +184,131 @@ HOST_DEVICE static inline float ln_affine(float xhat, float gamma, float beta)
 }
 // ANCHOR_END: normalize_an_element
 
+// ANCHOR: keep_statistics_in_double
+/* A 16-bit row's statistics in double, each with a bound on its own error:
+ * what the float path's results are checked against (ln_cancellation_guard)
+ * and what the elements it cannot vouch for are computed from. mean_error
+ * bounds |mean - exact mean| * rstd (in units of xhat); rstd_error bounds
+ * |rstd / exact rstd - 1|. */
+typedef struct {
+    double mean, rstd, mean_error, rstd_error;
+} LnExactStats;
+
+/* From a shift c near the row (its first float mean) and the double sums
+ * sum(x - c) and sum((x - c)^2) of its d elements. Each of the d + 1
+ * roundings on the way to a sum is at most 2^-53 of the magnitudes summed;
+ * sum |x - c| <= d sqrt(mean of (x - c)^2) (Cauchy-Schwarz); the variance
+ * subtracts a square no larger than its first term, and rstd halves the
+ * variance's relative error and rounds three times more. */
+HOST_DEVICE static inline LnExactStats ln_exact_stats(double shift, double sum_dev, double sum_dev_sq, double d,
+                                                      double eps)
+{
+    const double unit = 0x1p-53, sum_error = (d + 2.0) * unit;
+    double correction = sum_dev / d, mean_sq = sum_dev_sq / d;
+    double var = mean_sq - correction * correction;
+    var = var < 0.0 ? 0.0 : var; /* as in ln_stats_from_deviations: a NaN stays NaN */
+    LnExactStats s;
+    s.mean = shift + correction;
+    s.rstd = 1.0 / sqrt(var + eps);
+    s.mean_error = (unit * fabs(s.mean) + sum_error * sqrt(mean_sq)) * s.rstd;
+    s.rstd_error = 2.0 * sum_error * mean_sq / (var + eps) + 3.0 * unit;
+    return s;
+}
+
+/* What the float path normalises with, rounded from those: the float
+ * mean, what it dropped, and rstd. */
+HOST_DEVICE static inline LnRowStats ln_rounded_stats(LnExactStats s)
+{
+    float mean = (float)s.mean;
+    LnRowStats stats = {mean, (float)s.rstd, (float)(s.mean - mean)};
+    return stats;
+}
+// ANCHOR_END: keep_statistics_in_double
+
+// ANCHOR: guard_against_cancellation
+/* A float result v of a value w = t + b, where the float path computed t
+ * with an error of at most relative |t| + absolute, and rounded the sum
+ * once, is within half an ulp of w in a storage type of p significant
+ * bits, and so rounds to within one ulp of it, where
+ *     |v| >= scale |b| + floor.
+ * Derivation: the error e = |v - w| is at most relative |t| + absolute +
+ * u |v|, with |t| <= |w| + |b| <= |v| + e + |b|; half an ulp of w is at
+ * least h |w| >= h (|v| - e), h = 2^-(p+1). Solving e <= h (|v| - e) for
+ * |v| with q = (1 + h) / (1 - relative) gives
+ *     |v| (h - q (relative + u)) >= q (relative |b| + absolute).
+ * Near cancellation (|w| small next to |b|) no float path can promise it;
+ * where relative is too large for any |v|, the guard is infinite, and the
+ * caller computes every element in double. */
+typedef struct {
+    double scale, floor;
+} LnCancellationGuard;
+
+HOST_DEVICE static inline LnCancellationGuard ln_cancellation_guard(double relative, double absolute,
+                                                                    int significant_bits)
+{
+    const double u = 0x1p-24, h = ldexp(1.0, -(significant_bits + 1));
+    double q = (1.0 + h) / (1.0 - relative), room = h - q * (relative + u);
+    LnCancellationGuard guard = {INFINITY, INFINITY};
+    if (room > 0.0 && absolute < INFINITY) { /* false for a NaN too */
+        guard.scale = q * relative / room;
+        guard.floor = q * absolute / room;
+    }
+    return guard;
+}
+// ANCHOR_END: guard_against_cancellation
+
+// ANCHOR: test_an_element_against_the_guard
+/* The kernels test one product per element, |v| >= s * weight, with a
+ * weight per column computed once, |b| + 2^-10 |c| (the absolute error is
+ * a multiple of |c|, gamma or the like, and vanishes with it), and a
+ * factor per row, s = max(scale, floor 2^10): then s weight >= scale |b| +
+ * floor |c|. Rounded up, with room for the float roundings of the weight
+ * and of the test. A NaN v fails it, and so does every v where s is
+ * infinite: those go to double. */
+#define LN_GUARD_WEIGHT_OF_C 0x1p-10f
+
+HOST_DEVICE static inline float ln_guard_weight(float b, float c)
+{
+    return fabsf(b) + LN_GUARD_WEIGHT_OF_C * fabsf(c);
+}
+
+HOST_DEVICE static inline float ln_guard_factor(LnCancellationGuard guard)
+{
+    const double room_for_the_test = 1.0 + 0x1p-20;
+    double factor = fmax(guard.scale, guard.floor / (double)LN_GUARD_WEIGHT_OF_C) * room_for_the_test;
+    return isnan(factor) ? INFINITY : (float)factor;
+}
+
+HOST_DEVICE static inline bool ln_within_guard(float v, float weight, float factor)
+{
+    return fabsf(v) >= factor * weight;
+}
+// ANCHOR_END: test_an_element_against_the_guard
+
+// ANCHOR: guard_the_normalized_elements
+/* The float path's y = gamma * xhat + beta, xhat = ((x - mean) - residual)
+ * * rstd, from statistics rounded from `exact`: centring rounds twice (2u,
+ * relative; u of the residual, absolute) and misses the exact mean by the
+ * residual's rounding (u/2 of it) and the double mean's own error; rstd is
+ * off by its rounding to float, measured here, and by the double's own
+ * error; the two products round once each. The absolute part of xhat's
+ * error reaches y times |gamma|: the guard's c. */
+HOST_DEVICE static inline float ln_forward_guard_factor(LnExactStats exact, LnRowStats rounded, int significant_bits)
+{
+    const double u = 0x1p-24;
+    double rstd_off = fabs((double)rounded.rstd - exact.rstd) / exact.rstd + exact.rstd_error;
+    double relative = 4.1 * u + 1.01 * rstd_off;
+    double absolute = 1.01 * (1.5 * u * fabs((double)rounded.residual) * exact.rstd + exact.mean_error);
+    return ln_guard_factor(ln_cancellation_guard(relative, absolute, significant_bits));
+}
+
+/* y in double from the double statistics, for the caller to round once. */
+HOST_DEVICE static inline double ln_y_in_double(float x, float gamma, float beta, LnExactStats exact)
+{
+    return (double)gamma * (((double)x - exact.mean) * exact.rstd) + (double)beta;
+}
+// ANCHOR_END: guard_the_normalized_elements
+
 // ANCHOR: recover_the_residual_in_the_backward_pass
 /* The backward pass has the saved mean m but not the residual. Per row it
  * sums g = gamma * dy, g * (x - m) and x - m, in the one pass it already

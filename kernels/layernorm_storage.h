@@ -21,6 +21,12 @@ HOST_DEVICE static inline size_t ln_storage_bytes(LnStorage storage)
     return storage == STORAGE_FLOAT32 ? 4 : 2;
 }
 
+/* Significant bits of a stored value, the implicit one counted: 24, 11, 8. */
+HOST_DEVICE static inline int ln_storage_significant_bits(LnStorage storage)
+{
+    return storage == STORAGE_FLOAT32 ? 24 : storage == STORAGE_FP16 ? 11 : 8;
+}
+
 COMMON_END_C
 
 #endif

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chapters/02-layernorm/row_loops.h"
+#include "chapters/02-layernorm/storage.h"
 #include "common/alloc.h"
 #include "kernels/layernorm_row.h"
 
@@ -58,7 +59,7 @@ ROW_INLINE void normalize_stored(void *y, const float *x, const float *gamma, co
  * scalar, at a third of the speed. */
 static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowStats plain);
 
-static LnRowStats row_stats(const float *x, size_t d, float eps, float sum)
+__attribute__((noinline)) static LnRowStats row_stats(const float *x, size_t d, float eps, float sum)
 {
     float first_mean = sum / (float)d;
     float sum_dev, sum_dev_sq;
@@ -106,28 +107,156 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
 }
 // ANCHOR_END: normalize_rows
 
-// ANCHOR: share_the_rows_among_the_threads
-/* forward_row compiled once for each storage type. */
-static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
-                               const float *beta, size_t d, float eps, float *widened, LnStorage storage)
+// ANCHOR: read_a_16_bit_row_once
+/* The first pass over a 16-bit row: widen it into `widened`, and take
+ * sum(x - shift) and sum((x - shift)^2) in double on the way, lane by
+ * lane, about its first element. A double holds each difference of two
+ * floats (exactly, unless their exponents lie 29 apart) and the square of
+ * any float, so nothing overflows, and the first element is never so far
+ * from the mean that the variance loses more than log2(d) of double's
+ * 53 bits: (x0 - mean)^2 <= d var. One pass, where float32 takes two. */
+typedef struct {
+    double shift, sum_dev, sum_dev_sq;
+} ShiftedSums;
+
+ROW_INLINE void add_deviations_in_double(double *acc, double *acc_sq, const float *x, size_t count, double shift)
 {
-    CALL_FOR_STORAGE(storage, forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, widened, fixed_storage));
+    for (size_t k = 0; k < count; k++) {
+        double dev = (double)x[k] - shift;
+        acc[k] += dev;
+        acc_sq[k] = fma(dev, dev, acc_sq[k]);
+    }
+}
+
+ROW_INLINE ShiftedSums read_16_bit_row_once(float *widened, const void *x, size_t d, const void *next_row,
+                                            LnStorage storage)
+{
+    double acc[LANES] = {0}, acc_sq[LANES] = {0};
+    ShiftedSums sums = {*widen_chunk(widened, x, 0, 1, storage), 0.0, 0.0};
+    size_t i = 0;
+    for (; i + LANES <= d; i += LANES) {
+        prefetch_lanes(next_row, i, storage);
+        add_deviations_in_double(acc, acc_sq, widen_chunk(widened + i, x, i, LANES, storage), LANES, sums.shift);
+    }
+    add_deviations_in_double(acc, acc_sq, widen_chunk(widened + i, x, i, d - i, storage), d - i, sums.shift);
+    for (int k = 0; k < LANES; k++) {
+        sums.sum_dev += acc[k];
+        sums.sum_dev_sq += acc_sq[k];
+    }
+    return sums;
+}
+// ANCHOR_END: read_a_16_bit_row_once
+
+// ANCHOR: normalize_a_16_bit_row
+/* y of a span of a 16-bit row, in place of its widened x (one loop the
+ * compiler vectorises), and whether any element fails the guard
+ * (kernels/layernorm_row.h). */
+static int normalize_guarded(float *restrict row, const float *restrict gamma, const float *restrict beta,
+                             const float *restrict guard_weights, size_t count, LnRowStats stats, float factor)
+{
+    int outside = 0;
+    for (size_t j = 0; j < count; j++) {
+        float y = ln_affine(ln_normalize(row[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
+        outside |= !ln_within_guard(y, guard_weights[j], factor);
+        row[j] = y;
+    }
+    return outside;
+}
+
+/* The elements of a span that the guard cannot vouch for, computed again
+ * in double from x as stored and rounded once into the storage type (held
+ * as a float: a 16-bit value is one, and narrowing leaves it as it is). */
+static void resolve_cancellations(float *y, const void *x, const float *gamma, const float *beta,
+                                  const float *guard_weights, size_t first, size_t count, LnExactStats exact,
+                                  float factor, LnStorage storage)
+{
+    for (size_t j = first; j < first + count; j++) {
+        if (ln_within_guard(y[j], guard_weights[j], factor))
+            continue;
+        float stored_x;
+        CALL_FOR_STORAGE(storage, widen_chunk(&stored_x, x, j, 1, fixed_storage));
+        y[j] = (float)ln_storage_round_exact(storage, ln_y_in_double(stored_x, gamma[j], beta[j], exact));
+    }
+}
+
+// ANCHOR_END: normalize_a_16_bit_row
+
+// ANCHOR: finish_a_16_bit_row
+/* The row of results, rounded to 16 bits and streamed out as the float32
+ * pass stores them, asking for the row after next on the way. */
+ROW_INLINE void stream_out(void *y, const float *row, size_t d, const char *after_next, LnStorage storage)
+{
+    size_t j = unaligned_head(y, d, storage);
+    narrow_chunk(y, 0, row, j, storage);
+    for (; j + BLOCK <= d; j += BLOCK) {
+        __builtin_prefetch(stored_at(after_next, j, storage), 0, 2);
+        store_block_streaming(y, j, row + j, storage);
+    }
+    narrow_chunk(y, j, row + j, d - j, storage);
+}
+
+/* One 16-bit row: its statistics in double, saved and used rounded to
+ * float; y in float, guarded, a span of GUARD_SPAN at a time, and the rare
+ * elements near cancellation in double. */
+enum { GUARD_SPAN = 256 };
+
+ROW_INLINE void forward_16_bit_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead,
+                                   const float *gamma, const float *beta, const float *guard_weights, size_t d,
+                                   float eps, float *widened, LnStorage storage)
+{
+    ShiftedSums sums = read_16_bit_row_once(widened, x, d, ahead.next, storage);
+    LnExactStats exact = ln_exact_stats(sums.shift, sums.sum_dev, sums.sum_dev_sq, (double)d, eps);
+    LnRowStats stats = ln_rounded_stats(exact);
+    float factor = ln_forward_guard_factor(exact, stats, ln_storage_significant_bits(storage));
+    for (size_t first = 0; first < d; first += GUARD_SPAN) {
+        size_t count = d - first < GUARD_SPAN ? d - first : GUARD_SPAN;
+        if (normalize_guarded(widened + first, gamma + first, beta + first, guard_weights + first, count, stats,
+                              factor))
+            resolve_cancellations(widened, x, gamma, beta, guard_weights, first, count, exact, factor, storage);
+    }
+    stream_out(y, widened, d, ahead.after_next, storage);
+    *mean = stats.mean;
+    *rstd = stats.rstd;
+}
+// ANCHOR_END: finish_a_16_bit_row
+
+// ANCHOR: share_the_rows_among_the_threads
+/* A float32 row, or a 16-bit one compiled once for each type. */
+static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
+                               const float *beta, const float *guard_weights, size_t d, float eps, float *widened,
+                               LnStorage storage)
+{
+    switch (storage) {
+    case STORAGE_FP16:
+        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, widened, STORAGE_FP16);
+        return;
+    case STORAGE_BF16:
+        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, widened, STORAGE_BF16);
+        return;
+    case STORAGE_FLOAT32:
+    default:
+        forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, widened, STORAGE_FLOAT32);
+    }
 }
 
 void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
                               size_t n, size_t d, float eps, LnStorage storage)
 {
     size_t row_bytes = d * ln_storage_bytes(storage);
+    float *guard_weights = ALLOC_ARRAY(float, d); /* the 16-bit rows' guard, per column */
+    for (size_t j = 0; j < d; j++)
+        guard_weights[j] = ln_guard_weight(beta[j], gamma[j]);
 #pragma omp parallel
     {
         float *widened = ALLOC_ARRAY(float, d); /* each thread's; unused for float32 */
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             forward_row_stored((char *)y + row * row_bytes, mean + row, rstd + row, stored_at(x, row * d, storage),
-                               rows_ahead(x, row, n, d, storage), gamma, beta, d, eps, widened, storage);
+                               rows_ahead(x, row, n, d, storage), gamma, beta, guard_weights, d, eps, widened, storage);
         streaming_stores_done();
         array_free(widened);
     }
+    array_free(guard_weights);
 }
 // ANCHOR_END: share_the_rows_among_the_threads
 

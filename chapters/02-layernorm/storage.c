@@ -74,19 +74,19 @@ void ln_storage_widen_bits(LnStorage storage, float *values, const uint16_t *bit
         values[i] = storage == STORAGE_FP16 ? half_to_float(bits[i]) : bf16_to_float(bits[i]);
 }
 
-/* Each type's significant bits p, its smallest normal exponent and its
- * largest finite value. */
+/* Each type's smallest normal exponent and largest finite value (its
+ * significant bits: ln_storage_significant_bits). */
 typedef struct {
-    int precision, min_exponent;
+    int min_exponent;
     double max;
 } StorageFormat;
 
 static StorageFormat storage_format(LnStorage storage)
 {
     const StorageFormat formats[] = {
-        {24, -126, FLT_MAX                                   },
-        {11, -14,  65504.0                                   },
-        {8,  -126, (2.0 - 0x1p-7) * 0x1p127 /* 0x7f7f bits */},
+        {-126, FLT_MAX                                   },
+        {-14,  65504.0                                   },
+        {-126, (2.0 - 0x1p-7) * 0x1p127 /* 0x7f7f bits */},
     };
     return formats[storage];
 }
@@ -97,7 +97,8 @@ double ln_storage_ulp(LnStorage storage, double v)
     if (!isfinite(v))
         return NAN;
     int exponent = v == 0.0 ? f.min_exponent : ilogb(v);
-    return ldexp(1.0, (exponent < f.min_exponent ? f.min_exponent : exponent) - f.precision + 1);
+    return ldexp(1.0,
+                 (exponent < f.min_exponent ? f.min_exponent : exponent) - ln_storage_significant_bits(storage) + 1);
 }
 
 // ANCHOR: round_a_double_once

@@ -2,8 +2,10 @@
  * arithmetic, the statistics and the parameters in float32.
  *
  * A 16-bit input widens to float exactly (kernels/fp16.h, kernels/bf16.h),
- * the kernels compute in float32 as they do for float32 inputs, and y and
- * dx are rounded once, to nearest even, into the storage type. gamma, beta,
+ * the kernels compute in float32 as they do for float32 inputs (layer
+ * norm's forward pass takes the row's statistics in double, and computes
+ * the elements of y near cancellation in double), and y and dx are rounded
+ * once, to nearest even, into the storage type. gamma, beta,
  * their gradients and the saved mean and rstd stay float32 (the chapter
  * says why). The accuracy goal: y and dx within one ulp of the storage
  * type of the float64 result on the same stored inputs everywhere, and

@@ -3,7 +3,9 @@
  * random rows (other shapes, seeds and offsets than the book's table). */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "chapters/02-layernorm/problem.h"
 #include "chapters/02-layernorm/storage.h"
 #include "chapters/02-layernorm/storage_accuracy.h"
 #include "common/rng.h"
@@ -53,6 +55,11 @@ static void test_accuracy_goal(LnStorage storage)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         StoredResultsAccuracy layer = storage_case_accuracy(&cases[i], NORM_LAYER, storage, RSTD_SAVED_FLOAT32);
         expect_goal(&layer.y, storage, "layer norm y", &cases[i]);
+        /* Statistics in double and the guard (kernels/layernorm_row.h):
+         * within one ulp everywhere, cancellation or not. */
+        EXPECT(layer.y.max_ulps <= 1.0, "%s layer norm y, %ld x %ld offset %g: %.3g ulp at %.3g (%zu beyond one)",
+               ln_storage_name(storage), cases[i].n, cases[i].d, cases[i].offset, layer.y.max_ulps, layer.y.worst_ref,
+               layer.y.beyond_one_ulp);
         expect_goal(&layer.dx, storage, "layer norm dx", &cases[i]);
         StoredResultsAccuracy rms = storage_case_accuracy(&cases[i], NORM_RMS, storage, RSTD_SAVED_FLOAT32);
         expect_goal(&rms.dx, storage, "RMSNorm dx", &cases[i]);
@@ -73,11 +80,43 @@ static void test_bf16_rstd_breaks_the_goal(void)
            100.0 * ln_storage_correct_share(&a.dx));
 }
 
+/* Rows that cancel in every column: copies of one row, and beta chosen so
+ * that y = gamma xhat + beta is about 2^-20 of gamma xhat. The float
+ * path's few u of gamma xhat are then many ulps of y (seen failing with
+ * the guard's double path switched off: most elements beyond one ulp); the
+ * guard sends them to double, and every y is within one ulp. */
+static void test_forced_cancellation(LnStorage storage)
+{
+    enum { N = 8, D = 1000 };
+    LnProblem p = ln_problem_new(N, D, 1e-5f);
+    ln_problem_fill_random(&p, 27, 1.5, 1.0);
+    p.storage = storage;
+    ln_problem_narrow_inputs(&p);
+    for (size_t row = 1; row < N; row++)
+        memcpy(p.x + row * D, p.x, D * sizeof *p.x);
+    LnReference first = ln_reference_compute(&p);
+    for (size_t j = 0; j < D; j++) {
+        double t = p.gamma[j] * ((p.x[j] - first.mean[0]) * first.rstd[0]);
+        p.beta[j] = (float)(-t + (j % 2 ? 0x1p-20 : -0x1p-20) * fabs(t));
+    }
+    ln_reference_free(&first);
+    ln_problem_run_cpu(&p);
+    ln_problem_narrow_results(&p);
+    LnReference ref = ln_reference_compute(&p);
+    StorageAccuracy a = ln_storage_accuracy(storage, p.y, ref.y, (size_t)N * D);
+    EXPECT(a.max_ulps <= 1.0, "%s, rows that cancel: %zu of %d y beyond one ulp, up to %.3g ulp",
+           ln_storage_name(storage), a.beyond_one_ulp, N * D, a.max_ulps);
+    ln_reference_free(&ref);
+    ln_problem_free(&p);
+}
+
 int main(void)
 {
     test_narrowing_rounds_correctly(STORAGE_FP16);
     test_narrowing_rounds_correctly(STORAGE_BF16);
     test_accuracy_goal(STORAGE_FP16);
+    test_forced_cancellation(STORAGE_FP16);
+    test_forced_cancellation(STORAGE_BF16);
     test_accuracy_goal(STORAGE_BF16);
     test_bf16_rstd_breaks_the_goal();
     return test_finish();

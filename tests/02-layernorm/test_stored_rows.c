@@ -1,10 +1,17 @@
-/* The kernels on 16-bit rows (layernorm_*_stored, rmsnorm_*_stored) give
- * the bits of the float32 kernels run on x and dy widened first, with y and
- * dx rounded to the storage type afterwards: the widening is exact and the
- * arithmetic the same, so nothing may differ, not even in the last bit of
- * mean, rstd, dgamma or dbeta. Odd row lengths put the row ends on the
- * head and tail paths; a NaN row and (bf16, float's range) a row that
- * overflows the sums take the rare paths. */
+/* The kernels on 16-bit rows (layernorm_*_stored, rmsnorm_*_stored) against
+ * the float32 kernels run on x and dy widened first (exact), with y and dx
+ * rounded to the storage type afterwards.
+ * - RMSNorm, and the layer norm backward pass given the same statistics:
+ *   the same arithmetic, so the same bits, to the last bit of rstd, dx,
+ *   dgamma and dbeta.
+ * - The layer norm forward pass of a 16-bit row takes its statistics in
+ *   double and guards its float results (kernels/layernorm_row.h): mean and
+ *   rstd are the double reference's, rounded to float (within half a float
+ *   ulp, and the double's own error), and y is within one ulp of the
+ *   storage type of the double reference, everywhere; NaN where it is NaN.
+ * Odd row lengths put the row ends on the head and tail paths; a NaN row
+ * and (bf16, float's range) a row that overflows float's sums of squares
+ * take the rare paths. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,19 +46,26 @@ static void results_free(Results *r)
         array_free(arrays[i]);
 }
 
+static void run_backward(NormKind norm, LnStorage storage, void *dx, Results *r, const void *x, const void *dy,
+                         const float *gamma, size_t n, size_t d)
+{
+    float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(n, d));
+    if (norm == NORM_RMS)
+        rmsnorm_backward_stored(dx, r->dgamma, scratch, dy, x, r->rstd, gamma, n, d, storage);
+    else
+        layernorm_backward_stored(dx, r->dgamma, r->dbeta, scratch, dy, x, r->mean, r->rstd, gamma, n, d, storage);
+    array_free(scratch);
+}
+
 /* Forward then backward, rows in `storage` (x, dy, y, dx as void *). */
 static void run(NormKind norm, LnStorage storage, void *y, void *dx, Results *r, const void *x, const void *dy,
                 const float *gamma, const float *beta, size_t n, size_t d)
 {
-    float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(n, d));
-    if (norm == NORM_RMS) {
+    if (norm == NORM_RMS)
         rmsnorm_forward_stored(y, r->rstd, x, gamma, n, d, 1e-5f, storage);
-        rmsnorm_backward_stored(dx, r->dgamma, scratch, dy, x, r->rstd, gamma, n, d, storage);
-    } else {
+    else
         layernorm_forward_stored(y, r->mean, r->rstd, x, gamma, beta, n, d, 1e-5f, storage);
-        layernorm_backward_stored(dx, r->dgamma, r->dbeta, scratch, dy, x, r->mean, r->rstd, gamma, n, d, storage);
-    }
-    array_free(scratch);
+    run_backward(norm, storage, dx, r, x, dy, gamma, n, d);
 }
 
 static bool same_bits(const void *a, const void *b, size_t bytes)
@@ -76,6 +90,50 @@ static void fill_stored(uint16_t *bits, LnStorage storage, size_t n, size_t d, u
     array_free(values);
 }
 
+/* got within `ulps` ulps of the float nearest ref (NaN where ref is NaN). */
+static bool within_float_ulps(float got, double ref, double ulps)
+{
+    if (isnan(ref))
+        return isnan(got);
+    float nearest = (float)ref;
+    double ulp = (double)nextafterf(fabsf(nearest), INFINITY) - fabsf(nearest);
+    return fabs((double)got - ref) <= ulps * ulp;
+}
+
+/* y within one ulp of the storage type of the double reference, NaN where
+ * it is NaN; mean and rstd its statistics rounded to float. */
+static void check_layer_norm_forward(LnStorage storage, const uint16_t *y, const Results *got, const float *x_wide,
+                                     const float *gamma, const float *beta, size_t n, size_t d, int threads)
+{
+    size_t count = n * d;
+    double *x64 = ALLOC_ARRAY(double, count), *gamma64 = ALLOC_ARRAY(double, d), *beta64 = ALLOC_ARRAY(double, d);
+    double *y_ref = ALLOC_ARRAY(double, count), *mean_ref = ALLOC_ARRAY(double, n), *rstd_ref = ALLOC_ARRAY(double, n);
+    float *y_got = ALLOC_ARRAY(float, count);
+    widen_f32(x64, x_wide, count);
+    widen_f32(gamma64, gamma, d);
+    widen_f32(beta64, beta, d);
+    layernorm_forward_f64(y_ref, mean_ref, rstd_ref, x64, gamma64, beta64, n, d, (double)1e-5f);
+    ln_storage_widen_bits(storage, y_got, y, count);
+    size_t beyond = 0, stats_off = 0;
+    for (size_t i = 0; i < count; i++)
+        beyond +=
+            isnan(y_ref[i]) ? !isnan(y_got[i]) : !(fabs(y_got[i] - y_ref[i]) <= ln_storage_ulp(storage, y_ref[i]));
+    /* Half a float ulp, and 2^-20 of one for the two doubles' own errors.
+     * A row holding a NaN has a NaN mean, and its rstd is NaN too (the
+     * reference's fmax turns its variance into 0). */
+    for (size_t row = 0; row < n; row++)
+        stats_off += isnan(mean_ref[row]) ? !(isnan(got->mean[row]) && isnan(got->rstd[row]))
+                                          : !within_float_ulps(got->mean[row], mean_ref[row], 0.5 + 0x1p-20) +
+                                                !within_float_ulps(got->rstd[row], rstd_ref[row], 0.5 + 0x1p-20);
+    EXPECT(beyond == 0, "layer norm %s, %zu x %zu, %d threads: %zu of y beyond one ulp of the double reference",
+           ln_storage_name(storage), n, d, threads, beyond);
+    EXPECT(stats_off == 0, "layer norm %s, %zu x %zu, %d threads: %zu saved statistics not the reference's rounding",
+           ln_storage_name(storage), n, d, threads, stats_off);
+    void *arrays[] = {x64, gamma64, beta64, y_ref, mean_ref, rstd_ref, y_got};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+}
+
 static void check_case(NormKind norm, LnStorage storage, size_t n, size_t d, int threads)
 {
 #ifdef _OPENMP
@@ -96,19 +154,26 @@ static void check_case(NormKind norm, LnStorage storage, size_t n, size_t d, int
 
     Results got = results_new(n, d), expected = results_new(n, d);
     run(norm, storage, y, dx, &got, x, dy, gamma, beta, n, d);
-    /* The float32 path: widen, run, round y and dx. */
     ln_storage_widen_bits(storage, x_wide, x, count);
     ln_storage_widen_bits(storage, dy_wide, dy, count);
-    run(norm, STORAGE_FLOAT32, expected.y, expected.dx, &expected, x_wide, dy_wide, gamma, beta, n, d);
-    ln_storage_bits(storage, y_expected, expected.y, count);
-    ln_storage_bits(storage, dx_expected, expected.dx, count);
-
     bool layer = norm == NORM_LAYER;
-    EXPECT(same_bits(y, y_expected, count * 2) && same_bits(dx, dx_expected, count * 2),
-           "%s norm %s, %zu x %zu, %d threads: y and dx the bits of widen, float32, round", norm_kind_name(norm),
-           ln_storage_name(storage), n, d, threads);
-    EXPECT(same_bits(got.rstd, expected.rstd, n * 4) && (!layer || same_bits(got.mean, expected.mean, n * 4)),
-           "%s norm %s, %zu x %zu, %d threads: the saved statistics the float32 path's bits", norm_kind_name(norm),
+    if (layer) {
+        /* The backward pass alone on the float32 path, with the 16-bit
+         * forward pass's statistics. */
+        memcpy(expected.mean, got.mean, n * sizeof *got.mean);
+        memcpy(expected.rstd, got.rstd, n * sizeof *got.rstd);
+        run_backward(norm, STORAGE_FLOAT32, expected.dx, &expected, x_wide, dy_wide, gamma, n, d);
+        check_layer_norm_forward(storage, y, &got, x_wide, gamma, beta, n, d, threads);
+    } else {
+        run(norm, STORAGE_FLOAT32, expected.y, expected.dx, &expected, x_wide, dy_wide, gamma, beta, n, d);
+        ln_storage_bits(storage, y_expected, expected.y, count);
+        EXPECT(same_bits(y, y_expected, count * 2) && same_bits(got.rstd, expected.rstd, n * 4),
+               "RMSNorm %s, %zu x %zu, %d threads: y and rstd the bits of widen, float32, round",
+               ln_storage_name(storage), n, d, threads);
+    }
+    ln_storage_bits(storage, dx_expected, expected.dx, count);
+    EXPECT(same_bits(dx, dx_expected, count * 2),
+           "%s norm %s, %zu x %zu, %d threads: dx the bits of widen, float32, round", norm_kind_name(norm),
            ln_storage_name(storage), n, d, threads);
     EXPECT(same_bits(got.dgamma, expected.dgamma, d * 4) && (!layer || same_bits(got.dbeta, expected.dbeta, d * 4)),
            "%s norm %s, %zu x %zu, %d threads: dgamma (and dbeta) the float32 path's bits", norm_kind_name(norm),

@@ -339,4 +339,116 @@ HOST_DEVICE static inline float ln_dx(float g, float xhat, float mean_g, float m
 }
 // ANCHOR_END: compute_the_input_gradient
 
+// ANCHOR: keep_the_backward_sums_in_double
+/* The backward pass's sums over a 16-bit row, in double, with g = gamma dy
+ * (exact in double: 24 bits times at most 11) and dev = x - c about a
+ * centre c: the saved mean for layer norm, where they are sum(g),
+ * sum(g^2), sum(g dev), sum(dev) and sum(dev^2); 0 for RMSNorm, which
+ * centres nothing and leaves sum(g) and sum(dev) at 0. From them, the
+ * row's exact statistics (ln_exact_stats) and: */
+typedef struct {
+    double sum_g, sum_g_sq, sum_g_dev, sum_dev, sum_dev_sq;
+} LnBackwardSums;
+
+/* the exact terms of dx, for the elements computed in double, */
+typedef struct {
+    double mean, rstd, mean_g, mean_g_xhat;
+} LnExactBackward;
+
+/* and the guard of the float path's dx (ln_dx_within_guard). */
+typedef struct {
+    float factor, floor;
+} LnDxGuard;
+
+typedef struct {
+    LnBackwardMeans means; /* the float path's, with the saved rstd */
+    LnDxGuard guard;
+    LnExactBackward exact;
+} LnGuardedBackward;
+// ANCHOR_END: keep_the_backward_sums_in_double
+
+// ANCHOR: bound_the_error_of_dx
+/* The float path computes dx = rstd (g - mean_g - xhat mean_g_xhat) from
+ * g, xhat, the means rounded from double, and the saved rstd. Each term's
+ * error is a few u of that term, the saved rstd's distance from the exact
+ * one (measured: rstd_off) counts once in dx and twice more in the last
+ * term, and the double sums leave a tiny absolute part; in all, at most
+ *     eps T + absolute,  T = |g| + |mean_g| + |xhat mean_g_xhat|,
+ * eps = 3.5u + 3 rstd_off, in units of the bracket. That is the guard of
+ * ln_cancellation_guard with nothing relative and eps T + absolute as its
+ * absolute part: |bracket| >= f (T + absolute (1 + 1/eps)), f its floor
+ * per unit, made larger for rstd_off and for the roundings of T. One term
+ * less per element: |g| <= |bracket| + |mean_g| + |B|, B = xhat
+ * mean_g_xhat, up to two roundings, so with F = f / (1 - f) it holds where
+ *     |bracket| >= 2F |B| + F (2 |mean_g| + absolute (1 + 1/eps)):
+ * a factor per row times |B|, plus a floor per row. */
+HOST_DEVICE static inline LnDxGuard ln_dx_guard(LnBackwardSums s, LnExactStats exact, LnBackwardMeans means,
+                                                double mean_g_xhat, float saved_rstd, double d, int significant_bits)
+{
+    const double u = 0x1p-24, sum_error = (d + 4.0) * 0x1p-53;
+    double rstd_off = fabs((double)saved_rstd - exact.rstd) / exact.rstd + exact.rstd_error;
+    double eps = 3.5 * u + 3.0 * rstd_off;
+    double root_g_sq = sqrt(s.sum_g_sq), root_dev_sq = sqrt(s.sum_dev_sq);
+    double mean_g_error = sum_error * root_g_sq / sqrt(d);
+    double mean_g_xhat_error =
+        saved_rstd * sum_error * root_g_sq * (2.0 * root_dev_sq + fabs(s.sum_dev)) / (d * sqrt(d));
+    double xhat_error = 1.5 * u * fabs((double)means.residual) * exact.rstd + exact.mean_error;
+    /* |xhat| <= sqrt(d): the squares of a row's xhat add up to at most d. */
+    double absolute = mean_g_error + sqrt(d) * mean_g_xhat_error + fabs(mean_g_xhat) * xhat_error;
+
+    const double room = 1.0 + 0x1p-20; /* for the float roundings of the test */
+    double f = ln_cancellation_guard(0.0, eps, significant_bits).floor * (1.0 + 4.0 * u) / (1.0 - rstd_off);
+    double factor = 2.0 * f / (1.0 - f) * room;
+    double floor = f / (1.0 - f) * (2.0 * fabs((double)means.mean_g) + absolute * (1.0 + 1.0 / eps)) * room;
+    /* No float term may overflow: |g| and |mean_g| are at most the root
+     * of sum(g^2), and |B| at most that times (|x - m| + |residual|) rstd. */
+    double largest_b =
+        root_g_sq * (root_dev_sq + fabs(s.sum_dev / d)) * saved_rstd * fabs((double)means.mean_g_xhat) * 2.0;
+    bool usable = f < 0.5 && rstd_off < 0.5 && floor < INFINITY &&
+                  2.0 * root_g_sq + largest_b < 0x1p125; /* each false for a NaN too */
+    LnDxGuard guard = {usable ? (float)factor : INFINITY, usable ? (float)floor : INFINITY};
+    return guard;
+}
+// ANCHOR_END: bound_the_error_of_dx
+
+// ANCHOR: take_the_terms_of_dx_from_the_sums
+/* From the sums: the exact terms, the float path's (with the saved rstd,
+ * as the float32 path's ln_backward_means), and the guard. */
+HOST_DEVICE static inline LnGuardedBackward ln_guarded_backward(LnBackwardSums s, LnExactStats exact, float saved_rstd,
+                                                                double d, int significant_bits)
+{
+    double residual = s.sum_dev / d, g_centred = s.sum_g_dev - residual * s.sum_g;
+    LnGuardedBackward b;
+    b.exact.mean = exact.mean;
+    b.exact.rstd = exact.rstd;
+    b.exact.mean_g = s.sum_g / d;
+    b.exact.mean_g_xhat = exact.rstd * g_centred / d;
+    b.means.mean_g = (float)b.exact.mean_g;
+    b.means.mean_g_xhat = (float)(saved_rstd * g_centred / d);
+    b.means.residual = (float)residual;
+    b.guard = ln_dx_guard(s, exact, b.means, b.exact.mean_g_xhat, saved_rstd, d, significant_bits);
+    return b;
+}
+// ANCHOR_END: take_the_terms_of_dx_from_the_sums
+
+// ANCHOR: test_dx_against_the_guard
+/* Whether the guard vouches for the float path's dx: the bracket of ln_dx
+ * against a factor times |xhat mean_g_xhat| plus a floor, both per row.
+ * An element of a row whose guard is infinite fails it, and so does a
+ * NaN; the compiler shares the bracket and its product with ln_dx.
+ * RMSNorm's dx is this with mean_g = 0. */
+HOST_DEVICE static inline bool ln_dx_within_guard(float g, float xhat, float mean_g, float mean_g_xhat, LnDxGuard guard)
+{
+    float along_xhat = xhat * mean_g_xhat;
+    return fabsf(g - mean_g - along_xhat) >= fmaf(guard.factor, fabsf(along_xhat), guard.floor);
+}
+
+/* dx in double from the exact terms, for the caller to round once. */
+HOST_DEVICE static inline double ln_dx_in_double(float dy, float x, float gamma, LnExactBackward e)
+{
+    double g = (double)gamma * dy, xhat = ((double)x - e.mean) * e.rstd;
+    return e.rstd * (g - e.mean_g - xhat * e.mean_g_xhat);
+}
+// ANCHOR_END: test_dx_against_the_guard
+
 #endif

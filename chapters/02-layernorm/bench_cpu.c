@@ -30,7 +30,7 @@ static void run_backward(void *context)
 {
     BenchArrays *a = context;
     layernorm_backward_stored(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n,
-                              a->d, a->storage);
+                              a->d, 1e-5f, a->storage);
 }
 
 static void run_rms_forward(void *context)
@@ -42,31 +42,40 @@ static void run_rms_forward(void *context)
 static void run_rms_backward(void *context)
 {
     BenchArrays *a = context;
-    rmsnorm_backward_stored(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, a->storage);
+    rmsnorm_backward_stored(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 1e-5f,
+                            a->storage);
 }
 
 /* Values that vary, cheaply: the speed does not depend on them, as long as
- * they are ordinary numbers (no subnormals). Written by the threads that
- * will read them, so that each page sits next to its thread's cores. */
-static float varying_value(size_t i)
+ * they are ordinary numbers (no subnormals) and dy is no function of x.
+ * gamma, x and dy each take their own odd multiplier: with one for all,
+ * dy was x and g = gamma dy a function of x, whose dx nearly cancels in
+ * whole columns, and a 16-bit backward pass sent those elements to double
+ * (kernels/layernorm_row.h: the guard). Written by the threads that will
+ * read them, so that each page sits next to its thread's cores. */
+#define GAMMA_MIX 2654435761u
+#define X_MIX 2246822519u
+#define DY_MIX 3266489917u
+
+static float varying_value(size_t i, size_t mix)
 {
     /* In float before subtracting: in size_t, a residue below 512 minus
      * 512 wraps to about 1.8e19, beyond fp16's range (inf, NaN statistics). */
-    return ((float)((i * 2654435761u) % 1024) - 512.0f) / 512.0f;
+    return ((float)((i * mix) % 1024) - 512.0f) / 512.0f;
 }
 
-static void fill_in_parallel(float *values, size_t count)
+static void fill_in_parallel(float *values, size_t count, size_t mix)
 {
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < count; i++)
-        values[i] = varying_value(i);
+        values[i] = varying_value(i, mix);
 }
 
 /* The same values rounded to a 16-bit storage type, as its bits. */
-static void fill_stored_in_parallel(void *values, size_t count, LnStorage storage)
+static void fill_stored_in_parallel(void *values, size_t count, size_t mix, LnStorage storage)
 {
     if (storage == STORAGE_FLOAT32) {
-        fill_in_parallel(values, count);
+        fill_in_parallel(values, count, mix);
         return;
     }
     enum { FILL_CHUNK = 1024 }; /* converted a chunk at a time, 8 values per instruction */
@@ -75,7 +84,7 @@ static void fill_stored_in_parallel(void *values, size_t count, LnStorage storag
         float chunk[FILL_CHUNK];
         size_t chunk_count = count - first < FILL_CHUNK ? count - first : FILL_CHUNK;
         for (size_t k = 0; k < chunk_count; k++)
-            chunk[k] = varying_value(first + k);
+            chunk[k] = varying_value(first + k, mix);
         ln_storage_bits(storage, (uint16_t *)values + first, chunk, chunk_count);
     }
 }
@@ -159,12 +168,12 @@ static void time_width(BenchStats stats[STORAGES][PASS_COUNT], BenchArrays *a, s
         a->d, a->d, a->d, a->d, max_rows, max_rows, layernorm_backward_f32_scratch_floats(max_rows, a->d)};
     for (size_t i = 0; i < 7; i++)
         *per_width[i] = ALLOC_ARRAY(float, counts[i]);
-    fill_in_parallel(a->gamma, a->d);
+    fill_in_parallel(a->gamma, a->d, GAMMA_MIX);
     for (int s = 0; s < STORAGES; s++) {
         a->storage = (LnStorage)s;
         a->n = bytes / ln_storage_bytes(a->storage) / a->d;
-        fill_stored_in_parallel(a->x, a->n * a->d, a->storage);
-        fill_stored_in_parallel(a->dy, a->n * a->d, a->storage);
+        fill_stored_in_parallel(a->x, a->n * a->d, X_MIX, a->storage);
+        fill_stored_in_parallel(a->dy, a->n * a->d, DY_MIX, a->storage);
         for (int p = 0; p < PASS_COUNT; p++)
             stats[s][p] = bench_run(PASSES[p].body, a, 1, a->storage == STORAGE_FLOAT32 ? timed_runs : timed_runs_16);
     }
@@ -229,8 +238,8 @@ static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size
     a.beta = ALLOC_ARRAY(float, d);
     a.mean = ALLOC_ARRAY(float, n);
     a.rstd = ALLOC_ARRAY(float, n);
-    fill_stored_in_parallel(a.x, n * d, storage);
-    fill_in_parallel(a.gamma, d);
+    fill_stored_in_parallel(a.x, n * d, X_MIX, storage);
+    fill_in_parallel(a.gamma, d, GAMMA_MIX);
     set_threads(1);
     CachedPass c = {pass, &a};
     BenchStats stats = bench_run_thread_cpu(run_cached_pass, &c, 1, CACHED_TIMED_RUNS);
@@ -297,7 +306,7 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     set_threads(thread_counts[1]);
     for (size_t i = 0; i < 4; i++) {
         *tensors[i] = array_alloc_uninitialized(bytes / sizeof(float), sizeof(float));
-        fill_in_parallel(*tensors[i], bytes / sizeof(float));
+        fill_in_parallel(*tensors[i], bytes / sizeof(float), X_MIX);
     }
     bench_print_machine(out, thread_counts[1]);
     fprintf(out,

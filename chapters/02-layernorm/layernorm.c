@@ -298,19 +298,18 @@ ROW_INLINE LnBackwardMeans backward_sums(const void *dy, const void *x, const fl
 /* One element of a row: its dx, and its shares of dgamma and dbeta added
  * to the partial sums. xhat is recomputed from x, the saved mean and rstd,
  * and the residual the row sums recovered: three operations per element
- * instead of a stored n x d tensor. */
-typedef struct {
-    float mean, rstd;
-    LnBackwardMeans means;
-} BackwardRow;
-
-static inline float backward_element(float *dgamma_part, float *dbeta_part, float dy, float x, float gamma,
-                                     const BackwardRow *r)
+ * instead of a stored n x d tensor. A 16-bit row also asks whether the
+ * guard vouches for dx (kernels/layernorm_row.h), and flags it if not. */
+ROW_INLINE float backward_element(float *dgamma_part, float *dbeta_part, int *outside, float dy, float x, float gamma,
+                                  const BackwardRow *r, bool guarded)
 {
-    float xhat = ln_normalize(x, r->mean, r->means.residual, r->rstd);
+    const LnBackwardMeans *m = &r->terms.means;
+    float xhat = ln_normalize(x, r->mean, m->residual, r->rstd), g = gamma * dy;
     *dgamma_part += dy * xhat;
     *dbeta_part += dy;
-    return ln_dx(gamma * dy, xhat, r->means.mean_g, r->means.mean_g_xhat, r->rstd);
+    if (guarded)
+        *outside |= !ln_dx_within_guard(g, xhat, m->mean_g, m->mean_g_xhat, r->terms.guard);
+    return ln_dx(g, xhat, m->mean_g, m->mean_g_xhat, r->rstd);
 }
 
 // ANCHOR_END: differentiate_an_element
@@ -318,64 +317,90 @@ static inline float backward_element(float *dgamma_part, float *dbeta_part, floa
 // ANCHOR: differentiate_a_span
 /* `count` elements of one row, and of two: each partial element loaded
  * once, the first row's shares added before the second's. */
-static void backward_span(float *restrict dx, float *restrict dgamma_part, float *restrict dbeta_part,
-                          const float *restrict dy, const float *restrict x, const float *restrict gamma, size_t count,
-                          const BackwardRow *r)
+ROW_INLINE void backward_span(float *restrict dx, float *restrict dgamma_part, float *restrict dbeta_part, int *outside,
+                              const float *restrict dy, const float *restrict x, const float *restrict gamma,
+                              size_t count, const BackwardRow *r, bool guarded)
 {
+    int flag = 0;
     for (size_t j = 0; j < count; j++)
-        dx[j] = backward_element(&dgamma_part[j], &dbeta_part[j], dy[j], x[j], gamma[j], r);
+        dx[j] = backward_element(&dgamma_part[j], &dbeta_part[j], &flag, dy[j], x[j], gamma[j], r, guarded);
+    *outside = flag;
 }
 
-static void backward_span_pair(float *restrict dx0, float *restrict dx1, float *restrict dgamma_part,
-                               float *restrict dbeta_part, const float *restrict dy0, const float *restrict x0,
-                               const float *restrict dy1, const float *restrict x1, const float *restrict gamma,
-                               size_t count, const BackwardRow *r0, const BackwardRow *r1)
+ROW_INLINE void backward_span_pair(float *restrict dx0, float *restrict dx1, float *restrict dgamma_part,
+                                   float *restrict dbeta_part, int *outside, const float *restrict dy0,
+                                   const float *restrict x0, const float *restrict dy1, const float *restrict x1,
+                                   const float *restrict gamma, size_t count, const BackwardRow *r0,
+                                   const BackwardRow *r1, bool guarded)
 {
+    int flag = 0;
     for (size_t j = 0; j < count; j++) {
         float dgamma = dgamma_part[j], dbeta = dbeta_part[j];
-        dx0[j] = backward_element(&dgamma, &dbeta, dy0[j], x0[j], gamma[j], r0);
-        dx1[j] = backward_element(&dgamma, &dbeta, dy1[j], x1[j], gamma[j], r1);
+        dx0[j] = backward_element(&dgamma, &dbeta, &flag, dy0[j], x0[j], gamma[j], r0, guarded);
+        dx1[j] = backward_element(&dgamma, &dbeta, &flag, dy1[j], x1[j], gamma[j], r1, guarded);
         dgamma_part[j] = dgamma;
         dbeta_part[j] = dbeta;
     }
+    *outside = flag;
 }
 
 // ANCHOR_END: differentiate_a_span
 
 // ANCHOR: differentiate_a_row
-/* A chunk's partial rows, gamma, and the statistics of the rows of a sweep
- * (row_loops.h: backward_rows). */
+/* A chunk's partial rows, gamma, the statistics of the rows of a sweep
+ * (row_loops.h: backward_rows), and their storage type. */
 typedef struct {
     float *dgamma_part, *dbeta_part;
     const float *gamma;
+    const double *gamma_wide; /* 16-bit rows: gamma in double, for their sums */
     BackwardRow row[ROWS_AT_ONCE];
+    LnStorage storage;
 } LnBackwardRows;
 
-static inline void differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
+/* A span of the rows, and for 16-bit rows the elements the guard sent to
+ * double (row_loops.h: resolve_span_cancellations). The sweep sets the
+ * storage type to a constant, and the test on it disappears. */
+ROW_INLINE void differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
 {
     const LnBackwardRows *c = norm;
+    bool guarded = c->storage != STORAGE_FLOAT32;
     float *dgamma_part = c->dgamma_part + first, *dbeta_part = c->dbeta_part + first;
+    int outside = 0;
     if (s->count == 1)
-        backward_span(s->dx[0], dgamma_part, dbeta_part, s->dy[0], s->x[0], c->gamma + first, count, &c->row[0]);
+        backward_span(s->dx[0], dgamma_part, dbeta_part, &outside, s->dy[0], s->x[0], c->gamma + first, count,
+                      &c->row[0], guarded);
     else
-        backward_span_pair(s->dx[0], s->dx[1], dgamma_part, dbeta_part, s->dy[0], s->x[0], s->dy[1], s->x[1],
-                           c->gamma + first, count, &c->row[0], &c->row[1]);
+        backward_span_pair(s->dx[0], s->dx[1], dgamma_part, dbeta_part, &outside, s->dy[0], s->x[0], s->dy[1], s->x[1],
+                           c->gamma + first, count, &c->row[0], &c->row[1], guarded);
+    if (guarded && outside)
+        resolve_span_cancellations(s, first, count, c->gamma, c->row, c->storage);
 }
 
-/* One or two rows: each row's sums, then one sweep over both. */
-ROW_INLINE void backward_sweep(const BackwardRows *rows, LnBackwardRows c, size_t d, LnStorage storage)
+// ANCHOR_END: differentiate_a_row
+
+// ANCHOR: sum_then_sweep_the_rows
+/* One or two rows: each row's sums, then one sweep over both. A 16-bit
+ * row's sums are in double, and its sweep guarded. */
+ROW_INLINE void backward_sweep(const BackwardRows *rows, LnBackwardRows c, size_t d, float eps, LnStorage storage)
 {
-    for (size_t r = 0; r < rows->count; r++)
-        c.row[r].means = backward_sums(rows->dy[r], rows->x[r], c.gamma, d, c.row[r].mean, c.row[r].rstd, storage);
+    bool guarded = storage != STORAGE_FLOAT32;
+    c.storage = storage;
+    for (size_t r = 0; r < rows->count; r++) {
+        BackwardRow *row = &c.row[r];
+        if (guarded)
+            guard_backward_row(row, rows->dy[r], rows->x[r], c.gamma_wide, d, eps, true, storage);
+        else
+            row->terms.means = backward_sums(rows->dy[r], rows->x[r], c.gamma, d, row->mean, row->rstd, storage);
+    }
     backward_rows(rows, d, differentiate_span, &c, storage);
 }
 
 /* backward_sweep compiled once for each storage type. */
-static void backward_sweep_stored(const BackwardRows *rows, LnBackwardRows c, size_t d, LnStorage storage)
+static void backward_sweep_stored(const BackwardRows *rows, LnBackwardRows c, size_t d, float eps, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, backward_sweep(rows, c, d, fixed_storage));
+    CALL_FOR_STORAGE(storage, backward_sweep(rows, c, d, eps, fixed_storage));
 }
-// ANCHOR_END: differentiate_a_row
+// ANCHOR_END: sum_then_sweep_the_rows
 
 // ANCHOR: sum_parameter_gradients_in_chunks
 /* dgamma and dbeta are sums over all rows. Each of a fixed number of
@@ -392,10 +417,11 @@ size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
 
 // ANCHOR: differentiate_the_chunks_of_rows
 void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy, const void *x,
-                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d,
+                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d, float eps,
                                LnStorage storage)
 {
     size_t chunks = backward_chunks(n);
+    double *gamma_wide = gamma_for_double_sums(gamma, d, storage);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -405,15 +431,20 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
             size_t end = (chunk + 1) * n / chunks;
             for (size_t row = chunk * n / chunks; row < end;) {
                 BackwardRows rows = backward_rows_from(dx, dy, x, row, end, n, d, storage);
-                LnBackwardRows c = {.dgamma_part = dgamma_part, .dbeta_part = dbeta_part, .gamma = gamma};
+                LnBackwardRows c = {.dgamma_part = dgamma_part,
+                                    .dbeta_part = dbeta_part,
+                                    .gamma = gamma,
+                                    .gamma_wide = gamma_wide,
+                                    .storage = storage};
                 for (size_t r = 0; r < rows.count; r++)
                     c.row[r] = (BackwardRow){.mean = mean[row + r], .rstd = rstd[row + r]};
-                backward_sweep_stored(&rows, c, d, storage);
+                backward_sweep_stored(&rows, c, d, eps, storage);
                 row += rows.count;
             }
         }
         streaming_stores_done();
     }
+    array_free(gamma_wide);
     float *const sums[] = {dgamma, dbeta};
     add_chunk_partials(sums, 2, scratch, chunks, d);
 }
@@ -422,7 +453,8 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
 void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
                             const float *mean, const float *rstd, const float *gamma, size_t n, size_t d)
 {
-    layernorm_backward_stored(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, STORAGE_FLOAT32);
+    /* float32 rows do not use eps: their float path trusts the saved rstd */
+    layernorm_backward_stored(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, 0.0f, STORAGE_FLOAT32);
 }
 
 // ANCHOR: compute_the_reference

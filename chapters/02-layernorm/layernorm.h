@@ -32,16 +32,16 @@ void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scrat
 /* The same kernels on rows stored in `storage`: x and dy read, y and dx
  * written, as float32 or as the 16 bits of fp16 or bf16 (kernels/fp16.h,
  * kernels/bf16.h); mean, rstd, the parameters and their gradients are
- * float32. The backward pass gives the bits of the float32 kernel run on x
- * and dy widened, with dx rounded to the storage type, to nearest even.
- * The forward pass of a 16-bit row takes its statistics in double (saving
- * them rounded to float) and puts every y within one ulp of the storage
- * type of the exact result: the float path where a guard vouches for it,
- * double where y nearly cancels (kernels/layernorm_row.h). */
+ * float32. A 16-bit row's sums are taken in double, and every y and dx is
+ * within one ulp of the storage type of the exact result: the float path
+ * where a guard vouches for it, double where it nearly cancels
+ * (kernels/layernorm_row.h). The forward pass saves its statistics rounded
+ * to float; the backward pass takes eps too, which the exact rstd of a
+ * 16-bit row needs (a float32 row trusts the saved rstd and ignores it). */
 void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
                               size_t n, size_t d, float eps, LnStorage storage);
 void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy, const void *x,
-                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d,
+                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d, float eps,
                                LnStorage storage);
 
 /* The reference: double, two-pass, one thread. */

@@ -243,11 +243,11 @@ void ln_problem_backward_cpu(LnProblem *p)
     /* layer norm's scratch (dgamma and dbeta) holds RMSNorm's (dgamma) too */
     float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(p->n, p->d));
     if (p->norm == NORM_RMS)
-        rmsnorm_backward_stored(rows.out, p->dgamma, scratch, rows.dy, rows.x, p->rstd, p->gamma, p->n, p->d,
+        rmsnorm_backward_stored(rows.out, p->dgamma, scratch, rows.dy, rows.x, p->rstd, p->gamma, p->n, p->d, p->eps,
                                 p->storage);
     else
         layernorm_backward_stored(rows.out, p->dgamma, p->dbeta, scratch, rows.dy, rows.x, p->mean, p->rstd, p->gamma,
-                                  p->n, p->d, p->storage);
+                                  p->n, p->d, p->eps, p->storage);
     array_free(scratch);
     stored_rows_done(p, rows, p->dx);
 }

@@ -139,77 +139,105 @@ ROW_INLINE float sum_g_xhat(const void *dy, const void *x, const float *gamma, s
 }
 // ANCHOR_END: sum_g_xhat_over_an_rms_row
 
-// ANCHOR: differentiate_a_span_of_an_rms_row
+// ANCHOR: differentiate_an_rms_element
 /* One element of a row: its dx, and its share of dgamma added to the
- * partial sum. */
-typedef struct {
-    float rstd, mean_g_xhat;
-} RmsBackwardRow;
-
-static inline float rms_backward_element(float *dgamma_part, float dy, float x, float gamma, const RmsBackwardRow *r)
+ * partial sum; for a 16-bit row, whether the guard vouches for dx (layer
+ * norm's, with mean(g) = 0). */
+ROW_INLINE float rms_backward_element(float *dgamma_part, int *outside, float dy, float x, float gamma,
+                                      const BackwardRow *r, bool guarded)
 {
-    float xhat = x * r->rstd;
+    float xhat = x * r->rstd, g = gamma * dy, mean_g_xhat = r->terms.means.mean_g_xhat;
     *dgamma_part += dy * xhat;
-    return rms_dx(gamma * dy, xhat, r->mean_g_xhat, r->rstd);
+    if (guarded)
+        *outside |= !ln_dx_within_guard(g, xhat, 0.0f, mean_g_xhat, r->terms.guard);
+    return rms_dx(g, xhat, mean_g_xhat, r->rstd);
 }
+// ANCHOR_END: differentiate_an_rms_element
 
+// ANCHOR: differentiate_a_span_of_an_rms_row
 /* `count` elements of one row, and of two, as layer norm's backward_span
  * and backward_span_pair. */
-static void rms_backward_span(float *restrict dx, float *restrict dgamma_part, const float *restrict dy,
-                              const float *restrict x, const float *restrict gamma, size_t count,
-                              const RmsBackwardRow *r)
+ROW_INLINE void rms_backward_span(float *restrict dx, float *restrict dgamma_part, int *outside,
+                                  const float *restrict dy, const float *restrict x, const float *restrict gamma,
+                                  size_t count, const BackwardRow *r, bool guarded)
 {
+    int flag = 0;
     for (size_t j = 0; j < count; j++)
-        dx[j] = rms_backward_element(&dgamma_part[j], dy[j], x[j], gamma[j], r);
+        dx[j] = rms_backward_element(&dgamma_part[j], &flag, dy[j], x[j], gamma[j], r, guarded);
+    *outside = flag;
 }
 
-static void rms_backward_span_pair(float *restrict dx0, float *restrict dx1, float *restrict dgamma_part,
-                                   const float *restrict dy0, const float *restrict x0, const float *restrict dy1,
-                                   const float *restrict x1, const float *restrict gamma, size_t count,
-                                   const RmsBackwardRow *r0, const RmsBackwardRow *r1)
+ROW_INLINE void rms_backward_span_pair(float *restrict dx0, float *restrict dx1, float *restrict dgamma_part,
+                                       int *outside, const float *restrict dy0, const float *restrict x0,
+                                       const float *restrict dy1, const float *restrict x1, const float *restrict gamma,
+                                       size_t count, const BackwardRow *r0, const BackwardRow *r1, bool guarded)
 {
+    int flag = 0;
     for (size_t j = 0; j < count; j++) {
         float dgamma = dgamma_part[j];
-        dx0[j] = rms_backward_element(&dgamma, dy0[j], x0[j], gamma[j], r0);
-        dx1[j] = rms_backward_element(&dgamma, dy1[j], x1[j], gamma[j], r1);
+        dx0[j] = rms_backward_element(&dgamma, &flag, dy0[j], x0[j], gamma[j], r0, guarded);
+        dx1[j] = rms_backward_element(&dgamma, &flag, dy1[j], x1[j], gamma[j], r1, guarded);
         dgamma_part[j] = dgamma;
     }
+    *outside = flag;
 }
 
 // ANCHOR_END: differentiate_a_span_of_an_rms_row
 
 // ANCHOR: differentiate_an_rms_row
-/* A chunk's partial row, gamma, and the statistics of a sweep's rows. */
+/* A chunk's partial row, gamma, the statistics of a sweep's rows, and
+ * their storage type. */
 typedef struct {
     float *dgamma_part;
     const float *gamma;
-    RmsBackwardRow row[ROWS_AT_ONCE];
+    const double *gamma_wide; /* 16-bit rows: gamma in double, for their sums */
+    BackwardRow row[ROWS_AT_ONCE];
+    LnStorage storage;
 } RmsBackwardRows;
 
-static inline void rms_differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
+/* A span of the rows, guarded as layer norm's differentiate_span. */
+ROW_INLINE void rms_differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
 {
     const RmsBackwardRows *c = norm;
+    bool guarded = c->storage != STORAGE_FLOAT32;
+    int outside = 0;
     if (s->count == 1)
-        rms_backward_span(s->dx[0], c->dgamma_part + first, s->dy[0], s->x[0], c->gamma + first, count, &c->row[0]);
+        rms_backward_span(s->dx[0], c->dgamma_part + first, &outside, s->dy[0], s->x[0], c->gamma + first, count,
+                          &c->row[0], guarded);
     else
-        rms_backward_span_pair(s->dx[0], s->dx[1], c->dgamma_part + first, s->dy[0], s->x[0], s->dy[1], s->x[1],
-                               c->gamma + first, count, &c->row[0], &c->row[1]);
+        rms_backward_span_pair(s->dx[0], s->dx[1], c->dgamma_part + first, &outside, s->dy[0], s->x[0], s->dy[1],
+                               s->x[1], c->gamma + first, count, &c->row[0], &c->row[1], guarded);
+    if (guarded && outside)
+        resolve_span_cancellations(s, first, count, c->gamma, c->row, c->storage);
 }
 
-/* As layer norm's backward_sweep: each row's sum, then one sweep. */
-ROW_INLINE void rms_backward_sweep(const BackwardRows *rows, RmsBackwardRows c, size_t d, LnStorage storage)
+// ANCHOR_END: differentiate_an_rms_row
+
+// ANCHOR: sum_then_sweep_the_rms_rows
+/* As layer norm's backward_sweep: each row's sum (in double and guarded
+ * for a 16-bit row, about 0), then one sweep. */
+ROW_INLINE void rms_backward_sweep(const BackwardRows *rows, RmsBackwardRows c, size_t d, float eps, LnStorage storage)
 {
-    for (size_t r = 0; r < rows->count; r++)
-        c.row[r].mean_g_xhat = sum_g_xhat(rows->dy[r], rows->x[r], c.gamma, d, c.row[r].rstd, storage) / (float)d;
+    bool guarded = storage != STORAGE_FLOAT32;
+    c.storage = storage;
+    for (size_t r = 0; r < rows->count; r++) {
+        BackwardRow *row = &c.row[r];
+        if (guarded)
+            guard_backward_row(row, rows->dy[r], rows->x[r], c.gamma_wide, d, eps, false, storage);
+        else
+            row->terms.means.mean_g_xhat =
+                sum_g_xhat(rows->dy[r], rows->x[r], c.gamma, d, row->rstd, storage) / (float)d;
+    }
     backward_rows(rows, d, rms_differentiate_span, &c, storage);
 }
 
 /* rms_backward_sweep compiled once for each storage type. */
-static void rms_backward_sweep_stored(const BackwardRows *rows, RmsBackwardRows c, size_t d, LnStorage storage)
+static void rms_backward_sweep_stored(const BackwardRows *rows, RmsBackwardRows c, size_t d, float eps,
+                                      LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, rms_backward_sweep(rows, c, d, fixed_storage));
+    CALL_FOR_STORAGE(storage, rms_backward_sweep(rows, c, d, eps, fixed_storage));
 }
-// ANCHOR_END: differentiate_an_rms_row
+// ANCHOR_END: sum_then_sweep_the_rms_rows
 
 size_t rmsnorm_backward_f32_scratch_floats(size_t n, size_t d)
 {
@@ -219,9 +247,10 @@ size_t rmsnorm_backward_f32_scratch_floats(size_t n, size_t d)
 /* dgamma in chunks of rows, one partial row each, added in chunk order:
  * the same bits for any number of threads (layernorm_backward_stored). */
 void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
-                             const float *gamma, size_t n, size_t d, LnStorage storage)
+                             const float *gamma, size_t n, size_t d, float eps, LnStorage storage)
 {
     size_t chunks = backward_chunks(n);
+    double *gamma_wide = gamma_for_double_sums(gamma, d, storage);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -231,15 +260,17 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
             size_t end = (chunk + 1) * n / chunks;
             for (size_t row = chunk * n / chunks; row < end;) {
                 BackwardRows rows = backward_rows_from(dx, dy, x, row, end, n, d, storage);
-                RmsBackwardRows c = {.dgamma_part = dgamma_part, .gamma = gamma};
+                RmsBackwardRows c = {
+                    .dgamma_part = dgamma_part, .gamma = gamma, .gamma_wide = gamma_wide, .storage = storage};
                 for (size_t r = 0; r < rows.count; r++)
-                    c.row[r].rstd = rstd[row + r];
-                rms_backward_sweep_stored(&rows, c, d, storage);
+                    c.row[r] = (BackwardRow){.mean = 0.0f, .rstd = rstd[row + r]};
+                rms_backward_sweep_stored(&rows, c, d, eps, storage);
                 row += rows.count;
             }
         }
         streaming_stores_done();
     }
+    array_free(gamma_wide);
     float *const sums[] = {dgamma};
     add_chunk_partials(sums, 1, scratch, chunks, d);
 }
@@ -247,7 +278,7 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
 void rmsnorm_backward_f32(float *dx, float *dgamma, float *scratch, const float *dy, const float *x, const float *rstd,
                           const float *gamma, size_t n, size_t d)
 {
-    rmsnorm_backward_stored(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, STORAGE_FLOAT32);
+    rmsnorm_backward_stored(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, 0.0f, STORAGE_FLOAT32); /* eps unused */
 }
 
 // ANCHOR: compute_the_rms_reference

@@ -37,11 +37,13 @@ void rmsnorm_backward_f32(float *dx, float *dgamma, float *scratch, const float 
                           const float *gamma, size_t n, size_t d);
 
 /* The same on rows stored in `storage`, as layernorm_forward_stored: the
- * bits of the float32 kernels on x and dy widened, y and dx rounded. */
+ * forward pass the bits of the float32 kernel on x widened, y rounded; the
+ * backward pass, with eps, guarded as layer norm's: every dx within one
+ * ulp of the storage type of the exact result. */
 void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *gamma, size_t n, size_t d, float eps,
                             LnStorage storage);
 void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
-                             const float *gamma, size_t n, size_t d, LnStorage storage);
+                             const float *gamma, size_t n, size_t d, float eps, LnStorage storage);
 
 /* The reference: double, one thread. */
 void rmsnorm_forward_f64(double *y, double *rstd, const double *x, const double *gamma, size_t n, size_t d, double eps);

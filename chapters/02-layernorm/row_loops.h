@@ -15,6 +15,7 @@
 #include <immintrin.h>
 #endif
 
+#include "chapters/02-layernorm/storage.h"
 #include "common/alloc.h"
 #include "kernels/bf16.h"
 #include "kernels/fp16.h"
@@ -427,6 +428,118 @@ ROW_INLINE void backward_rows(const BackwardRows *rows, size_t d, BackwardSpanFn
         backward_rows_of(*rows, 1, d, differentiate, norm, storage);
 }
 // ANCHOR_END: sweep_the_rows
+
+// ANCHOR: keep_a_rows_terms_for_its_sweep
+/* A row's statistics for its sweep: the saved ones (RMSNorm's mean is 0),
+ * and the terms its sums gave. A float32 row fills only terms.means; a
+ * 16-bit one the guard and the exact terms too. */
+typedef struct {
+    float mean, rstd;
+    LnGuardedBackward terms;
+} BackwardRow;
+// ANCHOR_END: keep_a_rows_terms_for_its_sweep
+
+// ANCHOR: sum_the_backward_terms_in_double
+/* The sums of LnBackwardSums over a 16-bit row in double, lane by lane,
+ * as chunks of dy and x are widened: `centred` for layer norm (about its
+ * saved mean), not for RMSNorm (about 0, without sum(g) and sum(dev),
+ * whose additions the compiler then drops). */
+typedef struct {
+    double g[LANES], g_sq[LANES], g_dev[LANES], dev[LANES], dev_sq[LANES];
+} BackwardLanes;
+
+ROW_INLINE void add_backward_terms(BackwardLanes *acc, const float *dy, const float *x, const double *gamma,
+                                   size_t count, double centre, bool centred)
+{
+    for (size_t k = 0; k < count; k++) {
+        double g = gamma[k] * dy[k], dev = (double)x[k] - centre;
+        acc->g_sq[k] = fma(g, g, acc->g_sq[k]);
+        acc->g_dev[k] = fma(g, dev, acc->g_dev[k]);
+        acc->dev_sq[k] = fma(dev, dev, acc->dev_sq[k]);
+        if (centred) {
+            acc->g[k] += g;
+            acc->dev[k] += dev;
+        }
+    }
+}
+
+/* gamma in double for a 16-bit backward pass's sums (exact), converted
+ * once a call instead of once a row; NULL for float32 rows. The caller
+ * frees it. */
+static inline double *gamma_for_double_sums(const float *gamma, size_t d, LnStorage storage)
+{
+    if (storage == STORAGE_FLOAT32)
+        return NULL;
+    double *wide = ALLOC_ARRAY(double, d);
+    for (size_t j = 0; j < d; j++)
+        wide[j] = gamma[j];
+    return wide;
+}
+// ANCHOR_END: sum_the_backward_terms_in_double
+
+// ANCHOR: take_a_16_bit_rows_backward_sums
+ROW_INLINE LnBackwardSums backward_sums_in_double(const void *dy, const void *x, const double *gamma, size_t d,
+                                                  float centre, bool centred, LnStorage storage)
+{
+    BackwardLanes acc;
+    memset(&acc, 0, sizeof acc);
+    float dy_chunk[LANES], x_chunk[LANES];
+    size_t i = 0;
+    for (; i + LANES <= d; i += LANES)
+        add_backward_terms(&acc, widen_chunk(dy_chunk, dy, i, LANES, storage),
+                           widen_chunk(x_chunk, x, i, LANES, storage), gamma + i, LANES, centre, centred);
+    add_backward_terms(&acc, widen_chunk(dy_chunk, dy, i, d - i, storage), widen_chunk(x_chunk, x, i, d - i, storage),
+                       gamma + i, d - i, centre, centred);
+    LnBackwardSums s = {0.0, 0.0, 0.0, 0.0, 0.0};
+    for (int k = 0; k < LANES; k++) {
+        s.sum_g += acc.g[k];
+        s.sum_g_sq += acc.g_sq[k];
+        s.sum_g_dev += acc.g_dev[k];
+        s.sum_dev += acc.dev[k];
+        s.sum_dev_sq += acc.dev_sq[k];
+    }
+    return s;
+}
+
+/* A 16-bit row's terms: its sums in double, its exact statistics from
+ * them, and the guard of its float dx (kernels/layernorm_row.h). */
+ROW_INLINE void guard_backward_row(BackwardRow *r, const void *dy, const void *x, const double *gamma, size_t d,
+                                   float eps, bool centred, LnStorage storage)
+{
+    LnBackwardSums s = backward_sums_in_double(dy, x, gamma, d, r->mean, centred, storage);
+    LnExactStats exact = ln_exact_stats(r->mean, s.sum_dev, s.sum_dev_sq, (double)d, eps);
+    r->terms = ln_guarded_backward(s, exact, r->rstd, (double)d, ln_storage_significant_bits(storage));
+}
+
+// ANCHOR_END: take_a_16_bit_rows_backward_sums
+
+// ANCHOR: resolve_the_cancellations_in_dx
+/* The elements of a span whose float dx the guard does not vouch for (the
+ * same test on the same floats gives the same answer), computed again in
+ * double and rounded once into the storage type, held as a float. xhat is
+ * layer norm's; with RMSNorm's mean and residual at 0 it is x * rstd, the
+ * same bits. */
+static inline void resolve_dx_cancellations(float *dx, const float *dy, const float *x, const float *gamma,
+                                            size_t count, const BackwardRow *r, LnStorage storage)
+{
+    const LnBackwardMeans *m = &r->terms.means;
+    for (size_t j = 0; j < count; j++) {
+        float xhat = ln_normalize(x[j], r->mean, m->residual, r->rstd);
+        if (!ln_dx_within_guard(gamma[j] * dy[j], xhat, m->mean_g, m->mean_g_xhat, r->terms.guard))
+            dx[j] = (float)ln_storage_round_exact(storage, ln_dx_in_double(dy[j], x[j], gamma[j], r->terms.exact));
+    }
+}
+
+/* A span where some element of its rows did not pass: each row's. One
+ * flag for the rows of a span, where the kernels test it, costs them one
+ * reduction of a vector of flags instead of one a row. */
+static inline void resolve_span_cancellations(const BackwardSpan *s, size_t first, size_t count, const float *gamma,
+                                              const BackwardRow *rows, LnStorage storage)
+{
+    for (size_t r = 0; r < s->count; r++)
+        resolve_dx_cancellations(s->dx[r], s->dy[r], s->x[r], gamma + first, count, &rows[r], storage);
+}
+// ANCHOR_END: resolve_the_cancellations_in_dx
 
 /* Each chunk left `count` partial rows of d floats in scratch, one after
  * the other; add them in chunk order, in double (chunks * d additions,

@@ -109,9 +109,10 @@ static void check_case(NormKind norm, LnStorage storage, size_t rows_per_chunk, 
     float *want_g = ALLOC_ARRAY(float, d), *want_b = ALLOC_ARRAY(float, d);
     float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(n, d));
     if (norm == NORM_RMS)
-        rmsnorm_backward_stored(dx, dgamma, scratch, dy_stored, x_stored, rstd, gamma, n, d, storage);
+        rmsnorm_backward_stored(dx, dgamma, scratch, dy_stored, x_stored, rstd, gamma, n, d, 1e-5f, storage);
     else
-        layernorm_backward_stored(dx, dgamma, dbeta, scratch, dy_stored, x_stored, mean, rstd, gamma, n, d, storage);
+        layernorm_backward_stored(dx, dgamma, dbeta, scratch, dy_stored, x_stored, mean, rstd, gamma, n, d, 1e-5f,
+                                  storage);
     expected_sums(want_g, want_b, x, dy, n, d);
 
     bool layer = norm == NORM_LAYER;

@@ -2,6 +2,7 @@
  * rounding computed independently from a double, and the accuracy goal on
  * random rows (other shapes, seeds and offsets than the book's table). */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,15 +33,16 @@ static void test_narrowing_rounds_correctly(LnStorage storage)
            mismatches, checked);
 }
 
+/* The issue's goal, the whole of it: at least 99.9% correctly rounded,
+ * and every element within one ulp of the storage type of the double
+ * reference. Statistics in double and the guards of y and dx
+ * (kernels/layernorm_row.h) keep the cancellations within it too. */
 static void expect_goal(const StorageAccuracy *a, LnStorage storage, const char *what, const StorageCase *c)
 {
-    /* At least 99.9% correctly rounded: the goal. */
     EXPECT(ln_storage_correct_share(a) >= LN_STORAGE_GOAL_SHARE, "%s %s, %ld x %ld offset %g: %.4f%% correctly rounded",
            ln_storage_name(storage), what, c->n, c->d, c->offset, 100.0 * ln_storage_correct_share(a));
-    EXPECT(a->largest_beyond < ln_storage_unresolved_below(storage),
-           "%s %s, %ld x %ld offset %g: %zu elements beyond one ulp, one at |value| %.3g (allowed below %.3g)",
-           ln_storage_name(storage), what, c->n, c->d, c->offset, a->beyond_one_ulp, a->largest_beyond,
-           ln_storage_unresolved_below(storage));
+    EXPECT(a->max_ulps <= 1.0, "%s %s, %ld x %ld offset %g: %.3g ulp at %.3g (%zu beyond one)",
+           ln_storage_name(storage), what, c->n, c->d, c->offset, a->max_ulps, a->worst_ref, a->beyond_one_ulp);
 }
 
 static void test_accuracy_goal(LnStorage storage)
@@ -55,29 +57,58 @@ static void test_accuracy_goal(LnStorage storage)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         StoredResultsAccuracy layer = storage_case_accuracy(&cases[i], NORM_LAYER, storage, RSTD_SAVED_FLOAT32);
         expect_goal(&layer.y, storage, "layer norm y", &cases[i]);
-        /* Statistics in double and the guard (kernels/layernorm_row.h):
-         * within one ulp everywhere, cancellation or not. */
-        EXPECT(layer.y.max_ulps <= 1.0, "%s layer norm y, %ld x %ld offset %g: %.3g ulp at %.3g (%zu beyond one)",
-               ln_storage_name(storage), cases[i].n, cases[i].d, cases[i].offset, layer.y.max_ulps, layer.y.worst_ref,
-               layer.y.beyond_one_ulp);
         expect_goal(&layer.dx, storage, "layer norm dx", &cases[i]);
         StoredResultsAccuracy rms = storage_case_accuracy(&cases[i], NORM_RMS, storage, RSTD_SAVED_FLOAT32);
+        expect_goal(&rms.y, storage, "RMSNorm y", &cases[i]);
         expect_goal(&rms.dx, storage, "RMSNorm dx", &cases[i]);
-        /* RMSNorm's y = gamma x rstd is a product: a few u of relative
-         * error, within one ulp of any 16-bit type everywhere. */
-        EXPECT(rms.y.max_ulps <= 1.0, "%s RMSNorm y, %ld x %ld: %.3g ulp at %.3g", ln_storage_name(storage), cases[i].n,
-               cases[i].d, rms.y.max_ulps, rms.y.worst_ref);
     }
 }
 
-/* The rstd saved in bf16 instead: the point of float32 statistics is that
- * this fails the goal by far (with fp16's 11 bits, more so). */
+/* The rstd saved in bf16 instead: the backward pass measures how far the
+ * saved rstd is from the one its double sums give, and its guard widens
+ * with that distance, so dx stays within one ulp; but the float path now
+ * carries rstd's 2^-9 into dx, and the correct roundings fall short of the
+ * goal (with fp16's 11 bits, more so). The point of float32 statistics. */
 static void test_bf16_rstd_breaks_the_goal(void)
 {
     const StorageCase c = {256, 1024, 26, 0.0};
     StoredResultsAccuracy a = storage_case_accuracy(&c, NORM_LAYER, STORAGE_BF16, RSTD_SAVED_BF16);
-    EXPECT(ln_storage_correct_share(&a.dx) < 0.99, "bf16 rstd: dx still %.3f%% correctly rounded",
+    EXPECT(ln_storage_correct_share(&a.dx) < LN_STORAGE_GOAL_SHARE, "bf16 rstd: dx still %.3f%% correctly rounded",
            100.0 * ln_storage_correct_share(&a.dx));
+    EXPECT(a.dx.max_ulps <= 1.0, "bf16 rstd: dx %.3g ulp from the double reference, at %.3g", a.dx.max_ulps,
+           a.dx.worst_ref);
+}
+
+/* N copies of one random row in `storage` (x, and dy where it was set
+ * before narrowing), for the tests below to build cancellations on. */
+enum { COPIES = 8, COPY_D = 1000 };
+
+static LnProblem copies_of_one_row(NormKind norm, LnStorage storage, uint64_t seed, bool patterned_dy)
+{
+    LnProblem p = ln_problem_new(COPIES, COPY_D, 1e-5f);
+    p.norm = norm;
+    ln_problem_fill_random(&p, seed, 1.5, 1.0);
+    for (size_t j = 0; patterned_dy && j < COPY_D; j++)
+        p.dy[j] = (j % 2 ? 1.0f : -1.0f) * (1.0f + (float)(j % 7) / 8.0f); /* exact in 8 bits */
+    p.storage = storage;
+    ln_problem_narrow_inputs(&p);
+    for (size_t row = 1; row < COPIES; row++) {
+        memcpy(p.x + row * COPY_D, p.x, COPY_D * sizeof *p.x);
+        memcpy(p.dy + row * COPY_D, p.dy, COPY_D * sizeof *p.dy);
+    }
+    return p;
+}
+
+/* Its results, rounded to the storage type, against the double reference. */
+static StoredResultsAccuracy copies_accuracy(LnProblem *p)
+{
+    ln_problem_run_cpu(p);
+    ln_problem_narrow_results(p);
+    LnReference ref = ln_reference_compute(p);
+    StoredResultsAccuracy a = {ln_storage_accuracy(p->storage, p->y, ref.y, COPIES * COPY_D),
+                               ln_storage_accuracy(p->storage, p->dx, ref.dx, COPIES * COPY_D)};
+    ln_reference_free(&ref);
+    return a;
 }
 
 /* Rows that cancel in every column: copies of one row, and beta chosen so
@@ -87,26 +118,36 @@ static void test_bf16_rstd_breaks_the_goal(void)
  * guard sends them to double, and every y is within one ulp. */
 static void test_forced_cancellation(LnStorage storage)
 {
-    enum { N = 8, D = 1000 };
-    LnProblem p = ln_problem_new(N, D, 1e-5f);
-    ln_problem_fill_random(&p, 27, 1.5, 1.0);
-    p.storage = storage;
-    ln_problem_narrow_inputs(&p);
-    for (size_t row = 1; row < N; row++)
-        memcpy(p.x + row * D, p.x, D * sizeof *p.x);
+    LnProblem p = copies_of_one_row(NORM_LAYER, storage, 27, false);
     LnReference first = ln_reference_compute(&p);
-    for (size_t j = 0; j < D; j++) {
+    for (size_t j = 0; j < COPY_D; j++) {
         double t = p.gamma[j] * ((p.x[j] - first.mean[0]) * first.rstd[0]);
         p.beta[j] = (float)(-t + (j % 2 ? 0x1p-20 : -0x1p-20) * fabs(t));
     }
     ln_reference_free(&first);
-    ln_problem_run_cpu(&p);
-    ln_problem_narrow_results(&p);
-    LnReference ref = ln_reference_compute(&p);
-    StorageAccuracy a = ln_storage_accuracy(storage, p.y, ref.y, (size_t)N * D);
+    StorageAccuracy a = copies_accuracy(&p).y;
     EXPECT(a.max_ulps <= 1.0, "%s, rows that cancel: %zu of %d y beyond one ulp, up to %.3g ulp",
-           ln_storage_name(storage), a.beyond_one_ulp, N * D, a.max_ulps);
-    ln_reference_free(&ref);
+           ln_storage_name(storage), a.beyond_one_ulp, COPIES * COPY_D, a.max_ulps);
+    ln_problem_free(&p);
+}
+
+/* Rows whose dx cancels in every column: copies of one row, dy a fixed
+ * pattern of ordinary values, and gamma chosen so that g = gamma dy =
+ * a + b xhat (layer norm) or b xhat (RMSNorm). Then mean(g) = a and
+ * mean(g xhat) = b var / (var + eps), and the bracket of dx is about
+ * b xhat eps / var: 1e-5 of its terms, where the float path's few u of
+ * them are tens of ulps of dx (seen failing with the double path off). */
+static void test_forced_dx_cancellation(NormKind norm, LnStorage storage)
+{
+    LnProblem p = copies_of_one_row(norm, storage, 28, true);
+    LnReference first = ln_reference_compute(&p);
+    double centre = norm == NORM_RMS ? 0.0 : first.mean[0], a = norm == NORM_RMS ? 0.0 : 0.3;
+    for (size_t j = 0; j < COPY_D; j++)
+        p.gamma[j] = (float)((a + (p.x[j] - centre) * first.rstd[0]) / p.dy[j]);
+    ln_reference_free(&first);
+    StorageAccuracy acc = copies_accuracy(&p).dx;
+    EXPECT(acc.max_ulps <= 1.0, "%s %s, rows whose dx cancels: %zu of %d beyond one ulp, up to %.3g ulp",
+           norm_kind_name(norm), ln_storage_name(storage), acc.beyond_one_ulp, COPIES * COPY_D, acc.max_ulps);
     ln_problem_free(&p);
 }
 
@@ -117,6 +158,10 @@ int main(void)
     test_accuracy_goal(STORAGE_FP16);
     test_forced_cancellation(STORAGE_FP16);
     test_forced_cancellation(STORAGE_BF16);
+    for (int norm = NORM_LAYER; norm <= NORM_RMS; norm++) {
+        test_forced_dx_cancellation((NormKind)norm, STORAGE_FP16);
+        test_forced_dx_cancellation((NormKind)norm, STORAGE_BF16);
+    }
     test_accuracy_goal(STORAGE_BF16);
     test_bf16_rstd_breaks_the_goal();
     return test_finish();

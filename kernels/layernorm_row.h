@@ -400,10 +400,8 @@ HOST_DEVICE static inline LnDxGuard ln_dx_guard(LnBackwardSums s, LnExactStats e
     double f = ln_cancellation_guard(0.0, eps, significant_bits).floor * (1.0 + 4.0 * u) / (1.0 - rstd_off);
     double factor = 2.0 * f / (1.0 - f) * room;
     double floor = f / (1.0 - f) * (2.0 * fabs((double)means.mean_g) + absolute * (1.0 + 1.0 / eps)) * room;
-    /* No float term may overflow: |g| and |mean_g| are at most the root
-     * of sum(g^2), and |B| at most that times (|x - m| + |residual|) rstd. */
-    double largest_b =
-        root_g_sq * (root_dev_sq + fabs(s.sum_dev / d)) * saved_rstd * fabs((double)means.mean_g_xhat) * 2.0;
+    /* No float term may overflow: |g|, |mean_g| <= root_g_sq; |B| <= largest_b. */
+    double largest_b = (root_dev_sq + fabs(s.sum_dev / d)) * saved_rstd * fabs((double)means.mean_g_xhat) * 2.0;
     bool usable = f < 0.5 && rstd_off < 0.5 && floor < INFINITY &&
                   2.0 * root_g_sq + largest_b < 0x1p125; /* each false for a NaN too */
     LnDxGuard guard = {usable ? (float)factor : INFINITY, usable ? (float)floor : INFINITY};

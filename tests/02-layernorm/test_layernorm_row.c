@@ -210,6 +210,40 @@ static int bad_plans(LnStorage storage)
     return bad;
 }
 
+/* The dx guard from a row's double sums: finite, vouching for a bracket of
+ * the size of its terms and not for one that cancels, where the saved
+ * rstd is the exact one's rounding; infinite (every element to double)
+ * where the saved rstd is 1% off, where a float term could overflow, and
+ * where the sums are NaN. */
+static void test_dx_guard(void)
+{
+    const double x[] = {1.0, -0.5, 2.0, 0.25}, dy[] = {0.5, 1.0, -1.5, 2.0};
+    enum { D = 4 };
+    double mean = 0.6875;
+    LnBackwardSums s = {0};
+    for (int j = 0; j < D; j++) {
+        double dev = x[j] - mean;
+        s.sum_g += dy[j], s.sum_g_sq += dy[j] * dy[j], s.sum_g_dev += dy[j] * dev;
+        s.sum_dev += dev, s.sum_dev_sq += dev * dev;
+    }
+    LnExactStats exact = ln_exact_stats(mean, s.sum_dev, s.sum_dev_sq, D, 1e-5);
+    float rstd = (float)exact.rstd;
+    LnDxGuard guard = ln_guarded_backward(s, exact, rstd, D, 11).guard;
+    EXPECT(guard.factor < 0.01f && guard.floor < 0.01f, "fp16 guard of an ordinary row: factor %g, floor %g",
+           (double)guard.factor, (double)guard.floor);
+    EXPECT(ln_dx_within_guard(1.0f, 0.5f, 0.0f, 1.0f, guard), "a bracket of 0.5 on terms of 1 passes");
+    EXPECT(!ln_dx_within_guard(0.5f + 0x1p-20f, 0.5f, 0.0f, 1.0f, guard), "a bracket of 2^-20 on terms of 0.5 fails");
+    float off = ln_guarded_backward(s, exact, rstd * 1.01f, D, 11).guard.factor;
+    LnBackwardSums huge = s, nan = s;
+    huge.sum_g_sq = 0x1p260;
+    nan.sum_g_dev = NAN;
+    float overflowing = ln_guarded_backward(huge, exact, rstd, D, 11).guard.factor;
+    float not_a_number = ln_guarded_backward(nan, exact, rstd, D, 11).guard.floor;
+    EXPECT(isinf(off) && isinf(overflowing) && isinf(not_a_number),
+           "guard infinite for an rstd 1%% off (%g), terms that may overflow (%g), NaN sums (%g)", (double)off,
+           (double)overflowing, (double)not_a_number);
+}
+
 static void test_row_plan(void)
 {
     const LnStorage storages[] = {STORAGE_FLOAT32, STORAGE_FP16, STORAGE_BF16};
@@ -248,6 +282,7 @@ int main(void)
     test_statistics_held_in_double_rescale();
     test_backward_means_recover_the_residual();
     test_normalize_and_dx();
+    test_dx_guard();
     test_row_plan();
     test_alignment();
     return test_finish();

@@ -390,8 +390,9 @@ HOST_DEVICE static inline LnDxGuard ln_dx_guard(LnBackwardSums s, LnExactStats e
     double eps = 3.5 * u + 3.0 * rstd_off;
     double root_g_sq = sqrt(s.sum_g_sq), root_dev_sq = sqrt(s.sum_dev_sq);
     double mean_g_error = sum_error * root_g_sq / sqrt(d);
-    double mean_g_xhat_error =
-        saved_rstd * sum_error * root_g_sq * (2.0 * root_dev_sq + fabs(s.sum_dev)) / (d * sqrt(d));
+    /* mean_g_xhat = rstd (sum(g dev) - sum(dev) sum(g) / d) / d: each sum
+     * off by sum_error times its terms' sizes, bounded by Cauchy-Schwarz. */
+    double mean_g_xhat_error = saved_rstd * sum_error * root_g_sq * (2.0 * root_dev_sq + fabs(s.sum_dev) / sqrt(d)) / d;
     double xhat_error = 1.5 * u * fabs((double)means.residual) * exact.rstd + exact.mean_error;
     /* |xhat| <= sqrt(d): the squares of a row's xhat add up to at most d. */
     double absolute = mean_g_error + sqrt(d) * mean_g_xhat_error + fabs(mean_g_xhat) * xhat_error;

@@ -367,6 +367,26 @@ typedef struct {
 } LnGuardedBackward;
 // ANCHOR_END: keep_the_backward_sums_in_double
 
+// ANCHOR: bound_what_the_double_sums_miss
+/* The absolute part of the float path's error in the bracket of dx, from
+ * what the double sums miss: each sum is off by sum_error times its terms'
+ * sizes (Cauchy-Schwarz bounds those by the roots of sum(g^2) and
+ * sum(dev^2)); mean_g = sum(g) / d; mean_g_xhat = rstd (sum(g dev) -
+ * sum(dev) sum(g) / d) / d, times |xhat| <= sqrt(d) (a row's xhat squared
+ * add up to at most d); and xhat itself, off by the residual's rounding
+ * and the exact mean's error, times mean_g_xhat. */
+HOST_DEVICE static inline double ln_dx_absolute_error(LnBackwardSums s, LnExactStats exact, LnBackwardMeans means,
+                                                      double mean_g_xhat, float saved_rstd, double d)
+{
+    const double u = 0x1p-24, sum_error = (d + 4.0) * 0x1p-53;
+    double root_g_sq = sqrt(s.sum_g_sq), root_dev_sq = sqrt(s.sum_dev_sq);
+    double mean_g_error = sum_error * root_g_sq / sqrt(d);
+    double mean_g_xhat_error = saved_rstd * sum_error * root_g_sq * (2.0 * root_dev_sq + fabs(s.sum_dev) / sqrt(d)) / d;
+    double xhat_error = 1.5 * u * fabs((double)means.residual) * exact.rstd + exact.mean_error;
+    return mean_g_error + sqrt(d) * mean_g_xhat_error + fabs(mean_g_xhat) * xhat_error;
+}
+// ANCHOR_END: bound_what_the_double_sums_miss
+
 // ANCHOR: bound_the_error_of_dx
 /* The float path computes dx = rstd (g - mean_g - xhat mean_g_xhat) from
  * g, xhat, the means rounded from double, and the saved rstd. Each term's
@@ -377,7 +397,7 @@ typedef struct {
  * eps = 3.5u + 3 rstd_off, in units of the bracket. That is the guard of
  * ln_cancellation_guard with nothing relative and eps T + absolute as its
  * absolute part: |bracket| >= f (T + absolute (1 + 1/eps)), f its floor
- * per unit, made larger for rstd_off and for the roundings of T. One term
+ * per unit, made larger for what the test cannot see exactly. One term
  * less per element: |g| <= |bracket| + |mean_g| + |B|, B = xhat
  * mean_g_xhat, up to two roundings, so with F = f / (1 - f) it holds where
  *     |bracket| >= 2F |B| + F (2 |mean_g| + absolute (1 + 1/eps)):
@@ -385,26 +405,21 @@ typedef struct {
 HOST_DEVICE static inline LnDxGuard ln_dx_guard(LnBackwardSums s, LnExactStats exact, LnBackwardMeans means,
                                                 double mean_g_xhat, float saved_rstd, double d, int significant_bits)
 {
-    const double u = 0x1p-24, sum_error = (d + 4.0) * 0x1p-53;
+    const double u = 0x1p-24;
     double rstd_off = fabs((double)saved_rstd - exact.rstd) / exact.rstd + exact.rstd_error;
     double eps = 3.5 * u + 3.0 * rstd_off;
-    double root_g_sq = sqrt(s.sum_g_sq), root_dev_sq = sqrt(s.sum_dev_sq);
-    double mean_g_error = sum_error * root_g_sq / sqrt(d);
-    /* mean_g_xhat = rstd (sum(g dev) - sum(dev) sum(g) / d) / d: each sum
-     * off by sum_error times its terms' sizes, bounded by Cauchy-Schwarz. */
-    double mean_g_xhat_error = saved_rstd * sum_error * root_g_sq * (2.0 * root_dev_sq + fabs(s.sum_dev) / sqrt(d)) / d;
-    double xhat_error = 1.5 * u * fabs((double)means.residual) * exact.rstd + exact.mean_error;
-    /* |xhat| <= sqrt(d): the squares of a row's xhat add up to at most d. */
-    double absolute = mean_g_error + sqrt(d) * mean_g_xhat_error + fabs(mean_g_xhat) * xhat_error;
-
+    double absolute = ln_dx_absolute_error(s, exact, means, mean_g_xhat, saved_rstd, d);
+    /* The test sees |bracket|, not |dx| (rstd_off and a rounding apart),
+     * and T from the float terms (within eps T + absolute of the exact). */
+    double f =
+        ln_cancellation_guard(0.0, eps, significant_bits).floor * (1.0 + 8.0 * u) / ((1.0 - rstd_off) * (1.0 - eps));
     const double room = 1.0 + 0x1p-20; /* for the float roundings of the test */
-    double f = ln_cancellation_guard(0.0, eps, significant_bits).floor * (1.0 + 4.0 * u) / (1.0 - rstd_off);
     double factor = 2.0 * f / (1.0 - f) * room;
     double floor = f / (1.0 - f) * (2.0 * fabs((double)means.mean_g) + absolute * (1.0 + 1.0 / eps)) * room;
-    /* No float term may overflow: |g|, |mean_g| <= root_g_sq; |B| <= largest_b. */
-    double largest_b = (root_dev_sq + fabs(s.sum_dev / d)) * saved_rstd * fabs((double)means.mean_g_xhat) * 2.0;
+    /* No float term may overflow: |g|, |mean_g| <= root of sum(g^2); |B| <= largest_b. */
+    double largest_b = (sqrt(s.sum_dev_sq) + fabs(s.sum_dev / d)) * saved_rstd * fabs((double)means.mean_g_xhat) * 2.0;
     bool usable = f < 0.5 && rstd_off < 0.5 && floor < INFINITY &&
-                  2.0 * root_g_sq + largest_b < 0x1p125; /* each false for a NaN too */
+                  2.0 * sqrt(s.sum_g_sq) + largest_b < 0x1p125; /* each false for a NaN too */
     LnDxGuard guard = {usable ? (float)factor : INFINITY, usable ? (float)floor : INFINITY};
     return guard;
 }

@@ -6,7 +6,10 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "chapters/02-layernorm/row_loops.h"
 #include "chapters/02-layernorm/storage.h"
+#include "common/alloc.h"
+#include "common/rng.h"
 #include "common/testing.h"
 #include "kernels/layernorm.h"
 #include "kernels/layernorm_row.h"
@@ -244,6 +247,62 @@ static void test_dx_guard(void)
            (double)overflowing, (double)not_a_number);
 }
 
+/* The error bounds that LnExactStats carries, against long double (11 bits
+ * more than double: its own error is 2^-11 of theirs), on 16-bit rows far
+ * from zero, where the sums in double lose the most: the statistics that a
+ * backward pass takes from its double sums about the saved mean are within
+ * mean_error and rstd_error of the exact ones. The guards of y and dx rest
+ * on these bounds. They are worst cases, about 30 times what these rows
+ * reach; a bound that left out the sums' rounding fails here (seen, with
+ * sum_error set to 0: rstd at offset 0, d = 4096 and 16384). */
+static void check_exact_stats_bounds(LnStorage storage, size_t d, double offset, uint64_t seed)
+{
+    float *x = ALLOC_ARRAY(float, d), *dy = ALLOC_ARRAY(float, d), *gamma = ALLOC_ARRAY(float, d);
+    double *gamma_wide = ALLOC_ARRAY(double, d);
+    uint16_t *x_bits = ALLOC_ARRAY(uint16_t, d), *dy_bits = ALLOC_ARRAY(uint16_t, d);
+    Rng rng;
+    rng_seed(&rng, seed);
+    rng_fill_normal_f32(&rng, x, d, offset, 1.0);
+    rng_fill_normal_f32(&rng, dy, d, 0.0, 1.0);
+    ln_storage_bits(storage, x_bits, x, d);
+    ln_storage_bits(storage, dy_bits, dy, d);
+    long double sum = 0.0L, sum_sq = 0.0L;
+    for (size_t j = 0; j < d; j++) {
+        gamma[j] = gamma_wide[j] = 1.0;
+        x[j] = ln_storage_narrow(storage, x[j]);
+        sum += x[j];
+    }
+    long double mean = sum / (long double)d;
+    for (size_t j = 0; j < d; j++)
+        sum_sq += (x[j] - mean) * (x[j] - mean);
+    const float eps = 1e-5f;
+    long double rstd = 1.0L / sqrtl(sum_sq / (long double)d + eps);
+    float saved_mean = (float)mean;
+    LnBackwardSums s;
+    CALL_FOR_STORAGE(storage,
+                     s = backward_sums_in_double(dy_bits, x_bits, gamma_wide, d, saved_mean, true, fixed_storage));
+    LnExactStats exact = ln_exact_stats(saved_mean, s.sum_dev, s.sum_dev_sq, (double)d, eps);
+    const double reference_share = 1.0 + 0x1p-10;
+    double mean_off = (double)(fabsl((long double)exact.mean - mean) * rstd);
+    double rstd_off = (double)fabsl((long double)exact.rstd / rstd - 1.0L);
+    EXPECT(mean_off <= exact.mean_error * reference_share && rstd_off <= exact.rstd_error * reference_share,
+           "%s, d = %zu, offset %g: mean off by %.3g (bound %.3g), rstd by %.3g (bound %.3g)", ln_storage_name(storage),
+           d, offset, mean_off, exact.mean_error, rstd_off, exact.rstd_error);
+    void *arrays[] = {x, dy, gamma, gamma_wide, x_bits, dy_bits};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+}
+
+static void test_exact_stats_bounds(void)
+{
+    const size_t widths[] = {768, 4096, 16384};
+    for (size_t w = 0; w < 3; w++) {
+        check_exact_stats_bounds(STORAGE_FP16, widths[w], 1e4, 40 + w);
+        check_exact_stats_bounds(STORAGE_BF16, widths[w], 1e6, 50 + w);
+        check_exact_stats_bounds(STORAGE_BF16, widths[w], 0.0, 60 + w);
+    }
+}
+
 static void test_row_plan(void)
 {
     const LnStorage storages[] = {STORAGE_FLOAT32, STORAGE_FP16, STORAGE_BF16};
@@ -283,6 +342,7 @@ int main(void)
     test_backward_means_recover_the_residual();
     test_normalize_and_dx();
     test_dx_guard();
+    test_exact_stats_bounds();
     test_row_plan();
     test_alignment();
     return test_finish();

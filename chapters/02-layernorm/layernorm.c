@@ -243,8 +243,9 @@ void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, 
                               size_t n, size_t d, float eps, LnStorage storage)
 {
     size_t row_bytes = d * ln_storage_bytes(storage);
-    float *guard_weights = ALLOC_ARRAY(float, d); /* the 16-bit rows' guard, per column */
-    for (size_t j = 0; j < d; j++)
+    /* the 16-bit rows' guard, per column; float32 rows have none */
+    float *guard_weights = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(float, d);
+    for (size_t j = 0; guard_weights != NULL && j < d; j++)
         guard_weights[j] = ln_guard_weight(beta[j], gamma[j]);
 #pragma omp parallel
     {

@@ -1,10 +1,11 @@
 /* Storage types: x, dy, y and dx held in 16 bits (fp16 or bf16), with the
- * arithmetic, the statistics and the parameters in float32.
+ * arithmetic, the statistics and the parameters in float32, and a row's
+ * sums in double.
  *
  * A 16-bit input widens to float exactly (kernels/fp16.h, kernels/bf16.h),
- * the kernels compute in float32 as they do for float32 inputs (layer
- * norm's forward pass takes the row's statistics in double, and computes
- * the elements of y near cancellation in double), and y and dx are rounded
+ * the kernels compute in float32 as they do for float32 inputs (a 16-bit
+ * row's sums are taken in double, and the elements of y and dx near
+ * cancellation computed in double), and y and dx are rounded
  * once, to nearest even, into the storage type. gamma, beta,
  * their gradients and the saved mean and rstd stay float32 (the chapter
  * says why). The accuracy goal: y and dx within one ulp of the storage

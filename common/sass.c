@@ -181,11 +181,13 @@ static bool writes_predicate(const Instruction *in, const char *name)
 /* The bytes of the loads on the way to branch `at` that did not happen if
  * control goes on with `branch_taken`: a load predicated on the opposite
  * of the branch's condition ("@!P1 LDG" before "@P1 BRA", taken), back to
- * where the predicate was set. */
+ * where the predicate was set. Only a branch tells: any other guarded
+ * instruction ("@!P1 IMAD.U32" widening what "@!P1 LDG" loaded) is passed
+ * whichever way its guard goes, and says nothing about the load. */
 static long bytes_not_loaded(const Instruction *code, int first, const Way *ways, int at, bool branch_taken)
 {
     const Instruction *branch = &code[first + at];
-    if (!branch->predicated)
+    if (!branch->predicated || !opcode_is(branch, "BRA"))
         return 0;
     bool branch_runs_when = !branch->predicate_negated; /* the predicate's value when the branch is taken */
     bool predicate_value = branch_taken ? branch_runs_when : !branch_runs_when;

@@ -45,6 +45,21 @@ static const char STRAIGHT_KERNEL[] = "Function : whole(float*)\n"
                                       "/*0080*/ EXIT ;\n"
                                       "/*0090*/ BRA 0x90 ;\n";
 
+/* A loop whose guarded 16-bit load ("@!P1") is widened by an instruction
+ * under the same guard, and which a branch can skip ("@P2 BRA", the last
+ * row, say). "@!P1 IMAD.U32" runs where the load ran and is not a branch:
+ * it skips nothing, so the way through the load moves 2 bytes more than
+ * the branch's, and is the fast path. */
+static const char GUARDED_USE_KERNEL[] = "Function : guarded(short*)\n"
+                                         "/*0000*/ ISETP.GE.AND P1, PT, R0, R1, PT ;\n"
+                                         "/*0010*/ @P2 BRA 0x40 ;\n"
+                                         "/*0020*/ @!P1 LDG.E.U16 R4, desc[UR4][R2.64] ;\n"
+                                         "/*0030*/ @!P1 IMAD.U32 R5, R4, 0x10000, RZ ;\n"
+                                         "/*0040*/ FADD R6, R6, R5 ;\n"
+                                         "/*0050*/ STG.E desc[UR4][R8.64], R6 ;\n"
+                                         "/*0060*/ @P0 BRA 0x0 ;\n"
+                                         "/*0070*/ EXIT ;\n";
+
 /* An outer loop (0x00 to 0x50) around an inner loop (0x10 to 0x30) that
  * loads; then a loop that only stores results (0x60 to 0x70), and moves
  * more bytes per pass. The inner loading loop is the steady state. */
@@ -118,6 +133,19 @@ static void test_whole_kernel(void)
            "a pointer, a byte and a float4 in, a float out: %ld, %ld", s->global_load_bytes, s->global_store_bytes);
     EXPECT(s->memory_waits == 2, "the load through a loaded pointer waits, and the use of the float4: got %d",
            s->memory_waits);
+    sass_record_free(&record);
+}
+
+static void test_a_guarded_instruction_is_not_a_branch(void)
+{
+    SassRecord record;
+    const SassKernel *k = only_kernel(GUARDED_USE_KERNEL, &record);
+    if (k == NULL)
+        return;
+    const SassSteadyState *s = &k->steady;
+    EXPECT(s->is_loop && s->instructions == 7, "the loop, all 7 instructions: got %d", s->instructions);
+    EXPECT(s->global_load_bytes == 2 && s->global_store_bytes == 4, "the guarded short in, a float out: %ld, %ld",
+           s->global_load_bytes, s->global_store_bytes);
     sass_record_free(&record);
 }
 
@@ -224,6 +252,7 @@ int main(void)
     test_loop();
     test_whole_kernel();
     test_innermost_loading_loop();
+    test_a_guarded_instruction_is_not_a_branch();
     test_divergence_is_not_a_loop();
     test_refusals();
     test_budget();

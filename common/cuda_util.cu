@@ -55,6 +55,55 @@ static void format_version(char *text, size_t size, int version)
     snprintf(text, size, "%d.%d", version / 1000, version % 1000 / 10);
 }
 
+// ANCHOR: measure_the_sm_clock
+/* The SM clock as the GPU runs it now. The driver's clock attribute is the
+ * peak; a kernel limited by instructions runs at the clock the GPU holds
+ * under its load and power, which can be lower. One thread counts its SM's
+ * cycles (clock64) against the GPU's nanosecond timer (%globaltimer, which
+ * on some GPUs moves in steps of a microsecond) over CLOCK_PROBE_NS: cycles
+ * per nanosecond is the clock in GHz. Outside a GPU (the CUDA emulator of
+ * the tests) there is no such timer, and it reports 0 nanoseconds. */
+enum { CLOCK_PROBE_NS = 10 * 1000 * 1000 };
+
+__global__ void clock_probe_kernel(long long *cycles, long long *nanoseconds)
+{
+#ifdef __CUDA_ARCH__
+    unsigned long long start_ns, now_ns;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start_ns));
+    long long start_cycles = clock64();
+    do {
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now_ns));
+    } while (now_ns - start_ns < CLOCK_PROBE_NS);
+    *cycles = clock64() - start_cycles;
+    *nanoseconds = static_cast<long long>(now_ns - start_ns);
+#else
+    *cycles = 0;
+    *nanoseconds = 0;
+#endif
+}
+
+int cuda_sm_clock_mhz(void)
+{
+    long long *counts = static_cast<long long *>(cuda_device_alloc(2 * sizeof(long long)));
+    clock_probe_kernel<<<1, 1>>>(counts, counts + 1);
+    CUDA_CHECK(cudaGetLastError());
+    long long host[2];
+    CUDA_CHECK(cudaMemcpy(host, counts, sizeof host, cudaMemcpyDeviceToHost));
+    cuda_device_free(counts);
+    return host[1] > 0 ? static_cast<int>(1e3 * static_cast<double>(host[0]) / static_cast<double>(host[1]) + 0.5) : 0;
+}
+// ANCHOR_END: measure_the_sm_clock
+
+int cuda_peak_sm_clock_mhz(void)
+{
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return khz / 1000;
+}
+
 void cuda_device_describe(char *buf, size_t size)
 {
     cudaDeviceProp prop;
@@ -70,15 +119,9 @@ void cuda_device_describe(char *buf, size_t size)
     char runtime[16], driver[16];
     format_version(runtime, sizeof runtime, runtime_version);
     format_version(driver, sizeof driver, driver_version);
-    /* The SM clock: instruction-bound kernels scale with it. The peak, as
-     * the driver reports it (0 where unknown); a kernel runs at or below it. */
-    int sm_clock_khz = 0;
-    if (cudaDeviceGetAttribute(&sm_clock_khz, cudaDevAttrClockRate, 0) != cudaSuccess) {
-        cudaGetLastError();
-        sm_clock_khz = 0;
-    }
-    snprintf(buf, size, "%s, sm_%d%d, %d SMs, SM clock up to %d MHz, %.1f GiB, CUDA runtime %s, driver %s", prop.name,
-             prop.major, prop.minor, prop.multiProcessorCount, sm_clock_khz / 1000,
+    snprintf(buf, size,
+             "%s, sm_%d%d, %d SMs, SM clock up to %d MHz and %d MHz when stamped, %.1f GiB, CUDA runtime %s, driver %s",
+             prop.name, prop.major, prop.minor, prop.multiProcessorCount, cuda_peak_sm_clock_mhz(), cuda_sm_clock_mhz(),
              (double)prop.totalGlobalMem / (1u << 30), runtime, driver);
 }
 

@@ -27,9 +27,18 @@ bool cuda_device_available(void);
  * there is a device: the first call of every GPU subcommand. */
 void cuda_require_device(void);
 
-/* One line describing device 0, e.g.
- * "NVIDIA H200, sm_90, 132 SMs, 139.8 GiB, CUDA runtime 13.0, driver 13.0". */
+/* One line describing device 0, e.g. "NVIDIA H200, sm_90, 132 SMs, SM
+ * clock up to 1980 MHz and 1755 MHz when stamped, 139.8 GiB, CUDA runtime
+ * 13.0, driver 13.0": the peak clock the driver reports, and the clock
+ * cuda_sm_clock_mhz measures as the line is written (0 where it cannot). A
+ * results file's stamp is written after its timed runs. */
 void cuda_device_describe(char *buf, size_t size);
+
+/* The SM clock now, in MHz, measured on the GPU; 0 where there is no GPU
+ * timer to measure it against (the CUDA emulator). And the peak the
+ * driver reports, which a kernel runs at or below (0 where unknown). */
+int cuda_sm_clock_mhz(void);
+int cuda_peak_sm_clock_mhz(void);
 
 /* Theoretical DRAM bandwidth of device 0 in GB/s, from cudaDeviceGetAttribute
  * (memory clock and bus width), or 0 when the driver does not report them. */

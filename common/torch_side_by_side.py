@@ -24,6 +24,7 @@ import datetime
 import math
 import os
 import statistics
+import subprocess
 import sys
 
 import torch
@@ -113,6 +114,25 @@ def read_bandwidth_gbs(nbytes=1 << 30):
 Limits = collections.namedtuple("Limits", "copy_gbs read_gbs")
 
 
+def sm_clock_mhz():
+    """The SM clock now, as NVML reports it: torch.cuda.clock_rate (which
+    needs pynvml), else nvidia-smi; "unknown" where neither answers. The
+    chapters' programs measure it on the GPU itself (cuda_sm_clock_mhz in
+    common/cuda_util.cu); kernels limited by instructions scale with it."""
+    try:
+        return f"{torch.cuda.clock_rate()} MHz"
+    except Exception:  # no pynvml, or NVML refused: try the command line
+        pass
+    query = ["nvidia-smi", "--query-gpu=clocks.sm", "--format=csv,noheader,nounits"]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    query.append(f"--id={visible.split(',')[0] if visible else torch.cuda.current_device()}")
+    try:
+        answer = subprocess.run(query, capture_output=True, text=True, timeout=30, check=True).stdout
+        return f"{int(answer.strip())} MHz"
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return "unknown"
+
+
 def begin(script, description, what):
     """Parse --commit (or $GIT_COMMIT), make sure there is a GPU, measure the
     copy and read bandwidths, print the stamp line; return them (GB/s).
@@ -126,7 +146,8 @@ def begin(script, description, what):
         sys.exit(f"{script}: error: say which commit was measured, with --commit or $GIT_COMMIT")
     limits = Limits(copy_bandwidth_gbs(), read_bandwidth_gbs())
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"{torch.cuda.get_device_name()}, PyTorch {torch.__version__}, CUDA {torch.version.cuda}; "
+    print(f"{torch.cuda.get_device_name()}, SM clock {sm_clock_mhz()} after the bandwidth probes, "
+          f"PyTorch {torch.__version__}, CUDA {torch.version.cuda}; "
           f"measured {date} at commit {args.commit}. {what}; median of {RUNS} runs (slowest–fastest) after "
           f"{WARMUP} warm-up runs, each from a cold L2, replayed as a CUDA graph unless the row says eager; "
           f"in the same run, device-to-device copy {limits.copy_gbs:.0f} GB/s (read + write) and a "

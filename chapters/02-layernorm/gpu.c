@@ -361,8 +361,9 @@ static Table *bench_table(int runs, double copy)
 }
 
 /* Measure once; print the table, and write the same table to the results
- * file, stamped with the device, the date and the commit. */
-static void bench(const GpuBenchOptions *options, const char *device)
+ * file, stamped with the device (described again after the runs, for the
+ * SM clock they ran at), the date and the commit. */
+static void bench(const GpuBenchOptions *options)
 {
     int runs = options->quick ? 5 : 20;
     /* A layer norm reads arrays and writes others, as a copy does: its limit
@@ -376,6 +377,8 @@ static void bench(const GpuBenchOptions *options, const char *device)
         "%.0f GB/s (read + write).",
         GPU_BENCH_TENSOR_BYTES >> 20, runs, copy_kernel, memcpy_gbs);
     bench_report_add(report, bench_table(runs, copy_kernel), NULL);
+    char device[256];
+    cuda_device_describe(device, sizeof device);
     results_publish(report, options, "layernorm", device);
 }
 
@@ -391,7 +394,7 @@ int gpu_bench_command(int argc, char **argv)
         return 1;
     }
     printf("\n");
-    bench(&options, device);
+    bench(&options);
     return 0;
 }
 

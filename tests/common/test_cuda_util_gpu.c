@@ -39,6 +39,14 @@ int main(int argc, char **argv)
                strstr(description, "SM clock up to ") != NULL,
            "the description names the architecture, the SM clock and the runtime: %s", description);
 
+    /* The clock measured against the GPU's timer: on a GPU (whose driver
+     * reports a peak), running and not above that peak (5% slack for the
+     * timer's steps); on the CUDA emulator, which has neither, 0. */
+    int clock_mhz = cuda_sm_clock_mhz(), peak_mhz = cuda_peak_sm_clock_mhz();
+    printf("SM clock %d MHz, peak %d MHz\n", clock_mhz, peak_mhz);
+    EXPECT(peak_mhz > 0 ? clock_mhz > 0 && clock_mhz <= 1.05 * peak_mhz : clock_mhz == 0,
+           "the measured SM clock is within the peak: %d MHz, peak %d MHz", clock_mhz, peak_mhz);
+
     double peak = cuda_theoretical_bandwidth_gbs();
     /* 64 MiB per buffer: twice that moves through DRAM, beyond an H200's 50 MB L2. */
     size_t bytes = (size_t)64 << 20;

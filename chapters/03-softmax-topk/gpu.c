@@ -667,7 +667,8 @@ static double wave_efficiency(int rows, int slots)
 }
 
 typedef struct {
-    double fewest, most; /* instructions per 16 bytes over the rows replayed */
+    double fewest, most;  /* instructions per 16 bytes over the rows replayed */
+    double all, in_loops; /* instructions of all the rows, and of their merges' loops */
     SlowPathCounts sum;
 } ReplayedRows;
 
@@ -680,6 +681,8 @@ static ReplayedRows replay_rows(const float *logits, int k, const SlowPathCosts 
         r.fewest = per_16_bytes < r.fewest ? per_16_bytes : r.fewest;
         r.most = per_16_bytes > r.most ? per_16_bytes : r.most;
         add_counts(&r.sum, &c);
+        r.all += slow_path_instructions(&c, costs);
+        r.in_loops += slow_path_loop_instructions(&c, costs);
     }
     return r;
 }
@@ -704,6 +707,7 @@ static void slow_path_row(Table *table, int k, const RecordedKernel *kernel, con
     table_cell(table, "%.1f, %.0f", r.sum.merges / rows, r.sum.sorted_entries / rows);
     table_cell(table, "%d", costs.fast_path);
     table_cell(table, "%.1f-%.1f", r.fewest, r.most);
+    table_cell(table, "%.0f%%", 100 * r.in_loops / r.all);
     table_cell(table, "%.0f%%", 100 * issue);
     table_cell(table, "%.0f%%", 100 * fast.in_flight_fraction);
     table_cell(table, "%d x %d", H100_SXM.sms, o.blocks_per_sm * rows_per_block);
@@ -750,12 +754,13 @@ int gpu_slow_paths_command(int argc, char **argv)
                              "merges per row, entries sorted",
                              "fast path per 16 bytes",
                              "all paths per 16 bytes (rows' range)",
+                             "in the merges' loops",
                              "issue allows (costliest row)",
                              "in flight allows",
                              "rows at once (SMs x per SM)",
                              "predicted, 4096 rows",
                              "predicted, 1024 rows"};
-    Table *table = table_new(10, headers, "rrrrrrrrrr");
+    Table *table = table_new(11, headers, "rrrrrrrrrrr");
     const int ks[] = {1, 8, 64};
     double worst = 1;
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {

@@ -325,13 +325,17 @@ bool slow_path_costs_read(const SassSteadyState *steady, SlowPathCosts *costs, c
     return true;
 }
 
+double slow_path_loop_instructions(const SlowPathCounts *c, const SlowPathCosts *k)
+{
+    return (double)c->size_doublings * k->size_doubling + (double)c->pad_iterations * k->pad +
+           (double)c->sort_runs * k->sort_run + (double)c->sort_stages * k->sort_stage +
+           (double)c->sort_pair_steps * k->sort_pair + (double)c->keep_iterations * k->keep +
+           (double)c->merge_stages * k->merge_stage + (double)c->merge_pair_steps * k->merge_pair +
+           (double)c->publishes * k->publish;
+}
+
 double slow_path_instructions(const SlowPathCounts *c, const SlowPathCosts *k)
 {
-    double loops = (double)c->size_doublings * k->size_doubling + (double)c->pad_iterations * k->pad +
-                   (double)c->sort_runs * k->sort_run + (double)c->sort_stages * k->sort_stage +
-                   (double)c->sort_pair_steps * k->sort_pair + (double)c->keep_iterations * k->keep +
-                   (double)c->merge_stages * k->merge_stage + (double)c->merge_pair_steps * k->merge_pair +
-                   (double)c->publishes * k->publish;
     double slow_passes = (double)(c->offer_steps + c->end_merges + c->tree_merges);
-    return (double)c->steps * k->fast_path + slow_passes * k->straight_slow + loops;
+    return (double)c->steps * k->fast_path + slow_passes * k->straight_slow + slow_path_loop_instructions(c, k);
 }

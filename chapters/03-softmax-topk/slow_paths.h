@@ -107,4 +107,7 @@ bool slow_path_costs_read(const SassSteadyState *steady, SlowPathCosts *costs, c
  * straight-line code at all of it. */
 double slow_path_instructions(const SlowPathCounts *counts, const SlowPathCosts *costs);
 
+/* Of those, the merges' loops: sorting, merging, publishing. */
+double slow_path_loop_instructions(const SlowPathCounts *counts, const SlowPathCosts *costs);
+
 #endif

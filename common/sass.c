@@ -377,6 +377,61 @@ static bool moves_more(const Instruction *code, Span a, Span b)
     return global_bytes(code, a) > global_bytes(code, b);
 }
 
+static bool is_backward_branch(const Instruction *code, int count, int i)
+{
+    return code[i].branch_target >= 0 && code[i].branch_target <= code[i].address &&
+           !returns_from_divergence(code, count, i);
+}
+
+static int counted_in(const Instruction *code, Span span)
+{
+    int n = 0;
+    for (int i = span.first; i <= span.last; i++)
+        n += counted(&code[i]);
+    return n;
+}
+
+/* The innermost recorded loop around loop j, or -1. */
+static int enclosing_loop(const SassSteadyState *s, int j)
+{
+    const SassInnerLoop *inner = &s->inner_loops[j];
+    int parent = -1;
+    for (int o = 0; o < s->inner_loop_count; o++) {
+        const SassInnerLoop *l = &s->inner_loops[o];
+        bool contains = o != j && l->first_address <= inner->first_address && l->last_address >= inner->last_address;
+        if (contains && (parent < 0 || l->instructions < s->inner_loops[parent].instructions))
+            parent = o;
+    }
+    return parent;
+}
+
+/* Every loop whose branch back lies inside the steady state's body, the
+ * body's own branch left out; then, sorted by first address, their parents. */
+static void record_inner_loops(const Instruction *code, int count, Span steady, SassSteadyState *s)
+{
+    Span found[SASS_MAX_INNER_LOOPS];
+    int n = 0;
+    for (int i = steady.first; i < steady.last && n < SASS_MAX_INNER_LOOPS; i++) {
+        if (!is_backward_branch(code, count, i))
+            continue;
+        int target = index_of_address(code, count, code[i].branch_target);
+        if (target >= steady.first)
+            found[n++] = (Span){target, i};
+    }
+    for (int a = 1; a < n; a++)
+        for (int b = a; b > 0 && found[b].first < found[b - 1].first; b--) {
+            Span swap = found[b];
+            found[b] = found[b - 1];
+            found[b - 1] = swap;
+        }
+    s->inner_loop_count = n;
+    for (int j = 0; j < n; j++)
+        s->inner_loops[j] =
+            (SassInnerLoop){code[found[j].first].address, code[found[j].last].address, counted_in(code, found[j]), -1};
+    for (int j = 0; j < n; j++)
+        s->inner_loops[j].parent = enclosing_loop(s, j);
+}
+
 static SassSteadyState find_steady_state(const Instruction *code, int count)
 {
     Span *loops = ALLOC_ARRAY(Span, (size_t)count + 1);
@@ -391,6 +446,8 @@ static SassSteadyState find_steady_state(const Instruction *code, int count)
     }
     SassSteadyState s =
         best >= 0 ? measure(code, count, loops[best], true) : measure(code, count, (Span){0, count - 1}, false);
+    if (best >= 0)
+        record_inner_loops(code, count, loops[best], &s);
     array_free(loops);
     return s;
 }

@@ -35,6 +35,19 @@
 
 COMMON_BEGIN_C
 
+enum { SASS_MAX_INNER_LOOPS = 32 };
+
+/* A loop inside the steady state's body (a sort of a candidate buffer, a
+ * merge): its body's instructions on all paths, NOPs not counted, the
+ * loops inside it included; and the loop it sits in, an index into
+ * inner_loops, or -1 for the steady state itself. What one pass costs when
+ * it runs them is iterations x body, which the fast path leaves out. */
+typedef struct {
+    long first_address, last_address;
+    int instructions;
+    int parent;
+} SassInnerLoop;
+
 /* One pass through a kernel's steady state, per thread. */
 typedef struct {
     bool is_loop;       /* false: no loop moves global memory, the body is the whole kernel */
@@ -57,6 +70,11 @@ typedef struct {
      * at once, so global_load_bytes / memory_waits is what one thread keeps
      * in flight, on average. */
     int memory_waits;
+    /* The loops inside the body, in the order of their first address (a
+     * loop before the loops inside it); at most SASS_MAX_INNER_LOOPS, the
+     * rest not recorded. */
+    int inner_loop_count;
+    SassInnerLoop inner_loops[SASS_MAX_INNER_LOOPS];
 } SassSteadyState;
 
 typedef struct {

@@ -4,6 +4,7 @@
  * CPU code and its tests use. */
 #include "common/rng.h"
 #include "kernels/softmax_topk.h"
+#include "kernels/softmax_topk_gpu.h"
 #include "kernels/softmax_topk_kernels.cuh"
 #include "kernels/softmax_topk_sample.h"
 
@@ -25,6 +26,23 @@ __device__ int lane_id()
 __device__ int warp_id()
 {
     return static_cast<int>(threadIdx.x) / kWarpSize;
+}
+
+/* What the emulator counts of the slow paths (softmax_topk_gpu.h): a
+ * host variable, which only the emulator's kernels, run on the host, can
+ * reach; compiled for a GPU, tally_slow_path is nothing. */
+SoftmaxTopkSlowPathTally emulated_slow_path_tally;
+
+__device__ void tally_slow_path(long long SoftmaxTopkSlowPathTally::*counter, long long amount)
+{
+#ifdef __CUDA_ARCH__
+    (void)counter;
+    (void)amount;
+#else
+    if (lane_id() == 0) {
+        emulated_slow_path_tally.*counter += amount;
+    }
+#endif
 }
 
 // ANCHOR: merge_states_across_a_warp
@@ -201,6 +219,9 @@ __device__ void warp_offer(WarpCandidates &candidates, TopkEntry entry, bool val
 __device__ void warp_pad_and_sort(TopkEntry *buffer, int count, int size)
 {
     const int lane = lane_id();
+    tally_slow_path(&SoftmaxTopkSlowPathTally::sorts, 1);
+    tally_slow_path(&SoftmaxTopkSlowPathTally::sorted_candidates, count);
+    tally_slow_path(&SoftmaxTopkSlowPathTally::sorted_entries, size);
     __syncwarp();
     for (int i = count + lane; i < size; i += kWarpSize) {
         buffer[i] = topk_sentinel();
@@ -855,6 +876,8 @@ __device__ void warp_merge_fresh(RowCandidates &candidates)
  * topk_buffer_needs_sort). */
 __device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates, int offers_to_come)
 {
+    /* Called once per float4 step that offers: the emulator counts them. */
+    tally_slow_path(&SoftmaxTopkSlowPathTally::offer_steps, 1);
     if (topk_buffer_needs_sort(candidates.count, candidates.fresh_size, candidates.k, candidates.threshold,
                                offers_to_come)) {
         warp_merge_fresh(candidates);
@@ -1166,3 +1189,23 @@ INSTANTIATE_SHARED_THRESHOLD(false);
 INSTANTIATE_SHARED_THRESHOLD(true);
 
 } // namespace softmax_topk_kernels
+
+/* nvcc defines __NVCC__; the emulator compiles this file with g++. */
+bool softmax_topk_gpu_counts_slow_paths(void)
+{
+#ifdef __NVCC__
+    return false;
+#else
+    return true;
+#endif
+}
+
+SoftmaxTopkSlowPathTally softmax_topk_gpu_slow_path_tally(void)
+{
+    return softmax_topk_kernels::emulated_slow_path_tally;
+}
+
+void softmax_topk_gpu_slow_path_tally_reset(void)
+{
+    softmax_topk_kernels::emulated_slow_path_tally = SoftmaxTopkSlowPathTally{};
+}

@@ -74,6 +74,28 @@ int softmax_topk_gpu_splits_for(int rows, int vocab, int k, int multiprocessors)
 /* Version 6's at this K (0 for K = 1, the argmax). */
 size_t softmax_topk_gpu_shared_threshold_bytes(int k);
 
+/* Version 6's launch for rows of `vocab` logits at `k`: the warps that
+ * share a row, and the entries of a warp's kept list and fresh buffer. */
+int softmax_topk_gpu_warps_per_row(int vocab);
+int softmax_topk_gpu_kept_size(int k);
+int softmax_topk_gpu_fresh_size(int k);
+
+/* The slow paths of version 6's scan as the kernels ran them, added up
+ * over every launch since the last reset: the float4 steps whose vote let
+ * a logit through (so the warp offered its four), and the candidate
+ * buffers sorted (versions 3 and 6), with the candidates and the entries
+ * they held, padding included. Counted only where the kernels run on the
+ * CUDA emulator (tests/emulator), to check the replay on the CPU
+ * (chapters/03-softmax-topk/slow_paths.h): on a GPU nothing counts, and
+ * softmax_topk_gpu_counts_slow_paths is false. */
+typedef struct {
+    long long offer_steps, sorts, sorted_candidates, sorted_entries;
+} SoftmaxTopkSlowPathTally;
+
+bool softmax_topk_gpu_counts_slow_paths(void);
+SoftmaxTopkSlowPathTally softmax_topk_gpu_slow_path_tally(void);
+void softmax_topk_gpu_slow_path_tally_reset(void);
+
 /* Does the version draw in its top-K kernel (true), or after it, in a
  * second kernel? */
 bool softmax_topk_gpu_fuses_sampling(int version);

@@ -235,6 +235,21 @@ size_t softmax_topk_gpu_shared_threshold_bytes(int k)
     return k == 1 ? 0 : shared_threshold_bytes(k);
 }
 
+int softmax_topk_gpu_warps_per_row(int vocab)
+{
+    return warps_per_row_for(vocab);
+}
+
+int softmax_topk_gpu_kept_size(int k)
+{
+    return kept_size_for(k);
+}
+
+int softmax_topk_gpu_fresh_size(int k)
+{
+    return fresh_size_for(k);
+}
+
 int softmax_topk_gpu_candidate_capacity(int k)
 {
     return candidate_capacity(k);

@@ -515,4 +515,15 @@ int gpu_latency_without_cuda_command(int argc, char **argv)
            "the model counts, was not built.\n");
     return 0;
 }
+
+int gpu_slow_paths_without_cuda_command(int argc, char **argv)
+{
+    bool markdown = false;
+    const CliOption options[] = {
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    printf("This build was configured without CUDA: there is no machine code to cost the slow paths with.\n");
+    return 0;
+}
 #endif

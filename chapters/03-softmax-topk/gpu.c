@@ -11,11 +11,14 @@
 #include "chapters/03-softmax-topk/decode_step_model.h"
 #include "chapters/03-softmax-topk/hard_inputs.h"
 #include "chapters/03-softmax-topk/sampling.h"
+#include "chapters/03-softmax-topk/slow_paths.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/cli.h"
 #include "common/cuda_util.h"
 #include "common/instruction_budget.h"
+#include "common/kernel_resources.h"
+#include "common/occupancy.h"
 #include "common/results.h"
 #include "common/table.h"
 #include "kernels/softmax_topk_gpu.h"
@@ -587,5 +590,192 @@ int gpu_latency_command(int argc, char **argv)
            DECODE_STEP_GOAL_S * 1e6, verdicts[0], verdicts[1], verdicts[2]);
     table_free(table);
     array_free(row);
+    return 0;
+}
+
+/* ---- gpu-slow-paths: version 6's budget with its slow paths ------------ */
+
+enum { SLOW_PATH_ROWS = 16, GOAL_ROWS_LARGE = 4096, GOAL_ROWS_SMALL = 1024 };
+
+/* The goal of issue 18: 85% of the copy bandwidth. */
+#define BANDWIDTH_GOAL 0.85
+
+typedef struct {
+    const KernelResources *resources;
+    const SassKernel *code;
+} RecordedKernel;
+
+/* Version 6's kernel for k in the build's records: the argmax at k = 1. */
+static RecordedKernel find_version_6(const KernelResourceList *record, const SassRecord *code, int k)
+{
+    RecordedKernel found = {0};
+    for (int i = 0; i < record->count; i++) {
+        KernelSignature signature;
+        if (!kernel_signature_parse(record->kernels[i].name, &signature))
+            continue;
+        const char *function = k == 1 ? "argmax_rows_kernel" : "shared_threshold_kernel";
+        if (kernel_signature_is(&signature, function, 1) && signature.arguments[0] == 0) {
+            found.resources = &record->kernels[i];
+            found.code = sass_record_find(code, record->kernels[i].name);
+        }
+    }
+    if (found.resources == NULL || found.code == NULL)
+        cli_fail("version 6's kernel for K = %d is not in the records", k);
+    return found;
+}
+
+static SlowPathCosts costs_of(const RecordedKernel *kernel, int k)
+{
+    const SassSteadyState *steady = &kernel->code->steady;
+    SlowPathCosts costs = {.fast_path = steady->instructions,
+                           .straight_slow = steady->instructions_on_all_paths - steady->instructions};
+    char why[256];
+    if (k > 1 && !slow_path_costs_read(steady, &costs, why, sizeof why))
+        cli_fail("version 6, K = %d: %s", k, why);
+    if (k == 1 && steady->inner_loop_count > 0)
+        cli_fail("version 6, K = 1: the argmax's steady state has %d loops in its body, none expected",
+                 steady->inner_loop_count);
+    return costs;
+}
+
+/* One row of the benchmark's logits, replayed as a GPU runs it. */
+static SlowPathCounts replay_row(const float *row, int k)
+{
+    int warps = softmax_topk_gpu_warps_per_row(TABLE_VOCAB);
+    if (k == 1)
+        return argmax_slow_paths_replay(row, 1, TABLE_VOCAB, warps);
+    SharedThresholdKernel kernel = {TABLE_VOCAB, k, warps, softmax_topk_gpu_kept_size(k),
+                                    softmax_topk_gpu_fresh_size(k)};
+    return slow_paths_replay(row, 1, kernel, WARPS_IN_STEP);
+}
+
+static void add_counts(SlowPathCounts *sum, const SlowPathCounts *c)
+{
+    sum->rows += c->rows;
+    sum->steps += c->steps;
+    sum->offer_steps += c->offer_steps;
+    sum->merges += c->merges;
+    sum->sorted_entries += c->sorted_entries;
+}
+
+/* The share of a batch's time its last, partial wave of rows wastes: a
+ * wave takes the time of a full one. */
+static double wave_efficiency(int rows, int slots)
+{
+    int waves = (rows + slots - 1) / slots;
+    return (double)rows / ((double)waves * slots);
+}
+
+typedef struct {
+    double fewest, most;  /* instructions per 16 bytes over the rows replayed */
+    double all, in_loops; /* instructions of all the rows, and of their merges' loops */
+    SlowPathCounts sum;
+} ReplayedRows;
+
+static ReplayedRows replay_rows(const float *logits, int k, const SlowPathCosts *costs)
+{
+    ReplayedRows r = {.fewest = 1e300, .most = 0};
+    for (int row = 0; row < SLOW_PATH_ROWS; row++) {
+        SlowPathCounts c = replay_row(logits + (size_t)row * TABLE_VOCAB, k);
+        double per_16_bytes = slow_path_instructions(&c, costs) / (double)c.steps;
+        r.fewest = per_16_bytes < r.fewest ? per_16_bytes : r.fewest;
+        r.most = per_16_bytes > r.most ? per_16_bytes : r.most;
+        add_counts(&r.sum, &c);
+        r.all += slow_path_instructions(&c, costs);
+        r.in_loops += slow_path_loop_instructions(&c, costs);
+    }
+    return r;
+}
+
+static void slow_path_row(Table *table, int k, const RecordedKernel *kernel, const float *logits, double *worst)
+{
+    SlowPathCosts costs = costs_of(kernel, k);
+    ReplayedRows r = replay_rows(logits, k, &costs);
+    long dynamic_shared = (long)softmax_topk_gpu_shared_threshold_bytes(k);
+    Occupancy o = occupancy_compute(&SM90_LIMITS, softmax_topk_gpu_threads_per_block(), kernel->resources->registers,
+                                    kernel->resources->shared_bytes + dynamic_shared);
+    InstructionBudget fast = instruction_budget(&H100_SXM, &kernel->code->steady, o.warps_per_sm);
+    /* Issue allows in inverse proportion to the instructions per byte. */
+    double issue = fast.issue_fraction * costs.fast_path / r.most;
+    double ceiling = issue < fast.in_flight_fraction ? issue : fast.in_flight_fraction;
+    ceiling = ceiling < 1 ? ceiling : 1;
+    int rows_per_block = softmax_topk_gpu_threads_per_block() / 32 / softmax_topk_gpu_warps_per_row(TABLE_VOCAB);
+    int slots = H100_SXM.sms * o.blocks_per_sm * rows_per_block;
+    double rows = (double)r.sum.rows;
+    table_cell(table, "%d", k);
+    table_cell(table, "%.0f of %.0f", r.sum.offer_steps / rows, r.sum.steps / rows);
+    table_cell(table, "%.1f, %.0f", r.sum.merges / rows, r.sum.sorted_entries / rows);
+    table_cell(table, "%d", costs.fast_path);
+    table_cell(table, "%.1f-%.1f", r.fewest, r.most);
+    table_cell(table, "%.0f%%", 100 * r.in_loops / r.all);
+    table_cell(table, "%.0f%%", 100 * issue);
+    table_cell(table, "%.0f%%", 100 * fast.in_flight_fraction);
+    table_cell(table, "%d x %d", H100_SXM.sms, o.blocks_per_sm * rows_per_block);
+    const int batches[] = {GOAL_ROWS_LARGE, GOAL_ROWS_SMALL};
+    for (int b = 0; b < 2; b++) {
+        double predicted = ceiling * wave_efficiency(batches[b], slots);
+        table_cell(table, "%.0f%%", 100 * predicted);
+        *worst = predicted < *worst ? predicted : *worst;
+    }
+}
+
+static void print_slow_path_model(void)
+{
+    printf("The model: %s as in the budget table; version 6's steps replayed on the first %d rows of gpu-bench's "
+           "logits (V = %d), a row's %d warps in step; each loop of a merge costed at its whole body per iteration "
+           "and each slow pass at all the straight-line code of the scan's body (upper bounds, so the shares are "
+           "lower bounds on what issue allows), the merges after the scan as those in it; the bytes in flight of a "
+           "full GPU; a wave of rows takes a full wave's time.\n\n",
+           H100_SXM.name, SLOW_PATH_ROWS, TABLE_VOCAB, softmax_topk_gpu_warps_per_row(TABLE_VOCAB));
+}
+
+int gpu_slow_paths_command(int argc, char **argv)
+{
+    bool markdown = false;
+    const char *record_path = "softmax_topk.resources", *sass_path = "softmax_topk.sass";
+    const CliOption options[] = {
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    KernelResourceList record;
+    SassRecord code;
+    char err[1024];
+    if (kernel_resources_read(record_path, &record, err, sizeof err) != 0)
+        cli_fail("%s (run it in the chapter's directory)", err);
+    if (sass_record_read(sass_path, &code, err, sizeof err) != 0) {
+        kernel_resources_free(&record);
+        printf("No machine code was recorded (./configure --sass-tools keeps it), so there are no costs to "
+               "count.\n");
+        return 0;
+    }
+    float *logits = bench_logits_new((size_t)SLOW_PATH_ROWS * TABLE_VOCAB, 1);
+    const char *headers[] = {"K",
+                             "offer steps per row, of steps",
+                             "merges per row, entries sorted",
+                             "fast path per 16 bytes",
+                             "all paths per 16 bytes (rows' range)",
+                             "in the merges' loops",
+                             "issue allows (costliest row)",
+                             "in flight allows",
+                             "rows at once (SMs x per SM)",
+                             "predicted, 4096 rows",
+                             "predicted, 1024 rows"};
+    Table *table = table_new(11, headers, "rrrrrrrrrrr");
+    const int ks[] = {1, 8, 64};
+    double worst = 1;
+    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+        RecordedKernel kernel = find_version_6(&record, &code, ks[t]);
+        slow_path_row(table, ks[t], &kernel, logits, &worst);
+    }
+    print_slow_path_model();
+    table_print(table, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    printf("\nAgainst issue 18's goal of %.0f%% of the copy bandwidth, of which the budget must predict at least "
+           "85%% (%.0f%%): the lowest prediction above is %.0f%%, %s.\n",
+           100 * BANDWIDTH_GOAL, 100 * 0.85 * BANDWIDTH_GOAL, 100 * worst,
+           worst >= 0.85 * BANDWIDTH_GOAL ? "within it" : "short of it");
+    table_free(table);
+    array_free(logits);
+    sass_record_free(&code);
+    kernel_resources_free(&record);
     return 0;
 }

@@ -37,6 +37,13 @@ CliCommandFunction gpu_resources_command;
  * for one row of V = 128256, versions 4 and 8, K in {1, 8, 64}, with the
  * slices and buffers their launcher chooses on an H100. Needs no GPU. */
 CliCommandFunction gpu_latency_command;
+
+/* softmax_topk gpu-slow-paths [--markdown]: version 6's instruction budget
+ * with its slow paths (slow_paths.h), counted on gpu-bench's rows at
+ * V = 128256 and K in {1, 8, 64}, costed from the machine code, and the
+ * share of the copy bandwidth it predicts for 4096 and 1024 rows. Needs no
+ * GPU. */
+CliCommandFunction gpu_slow_paths_command;
 #else
 /* Built without CUDA: each GPU subcommand says so in one line and exits 2. */
 #define gpu_check_command cli_without_cuda
@@ -51,6 +58,10 @@ CliCommandFunction gpu_latency_command;
  * there is none, and it says so, exit 0. */
 CliCommandFunction gpu_latency_without_cuda_command;
 #define gpu_latency_command gpu_latency_without_cuda_command
+/* Its costs come from the machine code of a CUDA build: without one it
+ * says so, exit 0. */
+CliCommandFunction gpu_slow_paths_without_cuda_command;
+#define gpu_slow_paths_command gpu_slow_paths_without_cuda_command
 #endif
 
 #endif

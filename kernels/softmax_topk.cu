@@ -816,6 +816,10 @@ struct RowCandidates {
     int kept_size, fresh_size, k, count;
     TopkEntry threshold;
     unsigned long long *row_threshold;
+    /* The row's warps' q-th best keys, one slot per warp (this warp's is
+     * quota_keys[member]): topk_warp_quota. */
+    unsigned long long *quota_keys;
+    int member, members, quota;
 };
 
 // ANCHOR: share_one_threshold_per_row
@@ -839,12 +843,22 @@ __device__ float row_threshold_value(const RowCandidates &candidates)
 
 /* Publish this warp's k-th best, if it has k, as the row's threshold: the
  * atomic maximum of the keys, so two warps that publish at once keep the
- * better one, and the threshold only ever rises. */
+ * better one, and the threshold only ever rises. Then its q-th best in its
+ * slot, and the worst of the row's slots as a threshold too
+ * (topk_worst_quota_key): the bound that rises with everything the row's
+ * warps have seen together. A slot read before another warp writes it
+ * holds that warp's older, lower q-th: a lower bound, never a wrong one. */
 __device__ void warp_publish_threshold(RowCandidates &candidates)
 {
-    TopkEntry kth = candidates.kept[candidates.k - 1];
-    if (lane_id() == 0 && !topk_is_sentinel(kth)) {
-        atomicMax(candidates.row_threshold, static_cast<unsigned long long>(topk_entry_key(kth)));
+    if (lane_id() == 0) {
+        volatile unsigned long long *slots = candidates.quota_keys;
+        slots[candidates.member] = topk_entry_key(candidates.kept[candidates.quota - 1]);
+        __threadfence_block();
+        unsigned long long kth = topk_entry_key(candidates.kept[candidates.k - 1]),
+                           quota = topk_worst_quota_key(slots, candidates.members), best = kth > quota ? kth : quota;
+        if (best != topk_entry_key(topk_sentinel())) {
+            atomicMax(candidates.row_threshold, best);
+        }
     }
     __syncwarp();
     warp_read_row_threshold(candidates);
@@ -986,7 +1000,8 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
      * one online state per warp. */
     extern __shared__ __align__(16) unsigned char shared[];
     unsigned long long *row_thresholds = reinterpret_cast<unsigned long long *>(shared);
-    TopkEntry *buffers = reinterpret_cast<TopkEntry *>(row_thresholds + kBlockWarps);
+    unsigned long long *quota_keys = row_thresholds + kBlockWarps;
+    TopkEntry *buffers = reinterpret_cast<TopkEntry *>(quota_keys + kBlockWarps);
     const int stride = kept_size + fresh_size;
     SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * stride);
     // ANCHOR_END: lay_out_the_thresholds_buffers_and_states
@@ -1000,10 +1015,20 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
          * the row's warps before any scans. */
         if (threadIdx.x < kBlockWarps) {
             row_thresholds[threadIdx.x] = topk_entry_key(topk_sentinel());
+            quota_keys[threadIdx.x] = topk_entry_key(topk_sentinel());
         }
-        RowCandidates candidates = {
-            buffers + warp * stride, buffers + warp * stride + kept_size, kept_size, fresh_size, k, 0, topk_sentinel(),
-            row_thresholds + slot};
+        RowCandidates candidates = {buffers + warp * stride,
+                                    buffers + warp * stride + kept_size,
+                                    kept_size,
+                                    fresh_size,
+                                    k,
+                                    0,
+                                    topk_sentinel(),
+                                    row_thresholds + slot,
+                                    quota_keys + slot * warps_per_row,
+                                    layout.member,
+                                    warps_per_row,
+                                    topk_warp_quota(k, warps_per_row)};
         for (int i = lane_id(); i < kept_size; i += kWarpSize) {
             candidates.kept[i] = topk_sentinel();
         }

@@ -163,6 +163,40 @@ HOST_DEVICE static inline TopkEntry topk_entry_from_key(uint64_t key)
 }
 // ANCHOR_END: map_an_entry_to_a_64_bit_key
 
+// ANCHOR: bound_the_kth_from_every_warps_quota
+/* A second threshold for a row whose `warps` warps each keep the best of
+ * their own share, sorted. Each warp's k-th best is a threshold (it has k
+ * entries at or before it), but while a warp has seen only a part of the
+ * row, its k-th lies far below the row's. Every warp's q-th best, with
+ * q = topk_warp_quota(k, warps) = ceil(k / warps), bounds the row's k-th
+ * too: the warps hold q entries each at or before their q-th, warps * q >= k
+ * in all, and each of those ranks at or before the worst of the warps'
+ * q-ths. So the worst of them is a threshold, and it sits near the k-th of
+ * everything the warps have seen together, not of one warp's part. */
+HOST_DEVICE static inline int topk_warp_quota(int k, int warps)
+{
+    return (k + warps - 1) / warps;
+}
+
+/* The worst of the warps' q-th keys (a larger key ranks earlier): the
+ * sentinel's key while any warp has fewer than q entries, which no
+ * threshold is below, so it then changes nothing. The loop runs to a
+ * constant, so that nvcc unrolls it: no loop in the kernel's merge.
+ * (unsigned long long, the type of CUDA's atomicMax, uint64_t's width.) */
+#define TOPK_MAX_WARPS_PER_ROW 8
+
+HOST_DEVICE static inline unsigned long long topk_worst_quota_key(const volatile unsigned long long *quota_keys,
+                                                                  int warps)
+{
+    unsigned long long worst = quota_keys[0];
+    for (int w = 1; w < TOPK_MAX_WARPS_PER_ROW; w++) {
+        unsigned long long key = w < warps ? quota_keys[w] : worst;
+        worst = key < worst ? key : worst;
+    }
+    return worst;
+}
+// ANCHOR_END: bound_the_kth_from_every_warps_quota
+
 HOST_DEVICE static inline void topk_fill_sentinels(TopkEntry *list, int k)
 {
     for (int j = 0; j < k; j++) {

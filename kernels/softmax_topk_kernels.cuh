@@ -17,6 +17,7 @@ namespace softmax_topk_kernels
 constexpr int kWarpSize = 32;
 constexpr int kBlockThreads = 256;
 constexpr int kBlockWarps = kBlockThreads / kWarpSize;
+static_assert(kBlockWarps <= TOPK_MAX_WARPS_PER_ROW, "a row's warps fit topk_worst_quota_key's slots");
 /* One step of a warp's scan offers at most 32 lanes x 4 logits. */
 constexpr int kOffersPerStep = kWarpSize * 4;
 constexpr int kRegisterMaxK = 32;

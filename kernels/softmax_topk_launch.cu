@@ -151,11 +151,12 @@ int fresh_size_for(int k)
     return std::max(kept_size_for(k), 2 * kOffersPerStep);
 }
 
-/* Version 6's dynamic shared memory: a threshold key per warp slot, then a
- * kept and a fresh buffer and an online state per warp. */
+/* Version 6's dynamic shared memory: a threshold key per row slot and a
+ * quota key per warp (kBlockWarps of each), then a kept and a fresh buffer
+ * and an online state per warp. */
 size_t shared_threshold_bytes(int k)
 {
-    return kBlockWarps * sizeof(unsigned long long) +
+    return 2 * kBlockWarps * sizeof(unsigned long long) +
            kBlockWarps *
                (static_cast<size_t>(kept_size_for(k) + fresh_size_for(k)) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }

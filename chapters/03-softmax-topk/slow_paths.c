@@ -21,7 +21,8 @@ typedef struct {
     const float *row;
     Float4Split split;
     SharedThresholdKernel kernel;
-    uint64_t row_threshold; /* the key in shared memory */
+    uint64_t row_threshold;                                /* the key in shared memory */
+    unsigned long long quota_keys[TOPK_MAX_WARPS_PER_ROW]; /* each warp's q-th best key */
     ReplayedWarp *warps;
     SlowPathCounts *counts;
 } ReplayedRow;
@@ -68,8 +69,25 @@ static void read_row_threshold(ReplayedRow *r, ReplayedWarp *w)
     w->threshold = topk_entry_from_key(r->row_threshold);
 }
 
+/* warp_publish_threshold: the warp's q-th best in its slot, then the
+ * better of its k-th and the worst of the row's slots (atomicMax), unless
+ * both are the sentinel's. */
+static void publish_threshold(ReplayedRow *r, ReplayedWarp *w)
+{
+    const SharedThresholdKernel *kernel = &r->kernel;
+    int quota = topk_warp_quota(kernel->k, kernel->warps_per_row);
+    r->quota_keys[w - r->warps] = topk_entry_key(w->kept[quota - 1]);
+    uint64_t kth = topk_entry_key(w->kept[kernel->k - 1]),
+             worst = topk_worst_quota_key(r->quota_keys, kernel->warps_per_row), best = kth > worst ? kth : worst;
+    if (best != topk_entry_key(topk_sentinel())) {
+        r->row_threshold = best > r->row_threshold ? best : r->row_threshold;
+        r->counts->publishes++;
+    }
+    read_row_threshold(r, w);
+}
+
 /* warp_merge_fresh: sort the fresh candidates, merge the best into the
- * kept list, publish its k-th (atomicMax) and read the row's back. */
+ * kept list, publish (above) and read the row's threshold back. */
 static void merge_fresh(ReplayedRow *r, ReplayedWarp *w)
 {
     const SharedThresholdKernel *kernel = &r->kernel;
@@ -86,13 +104,7 @@ static void merge_fresh(ReplayedRow *r, ReplayedWarp *w)
     topk_list_merge(w->kept, w->fresh, kernel->kept_size);
     count_list_merge(r->counts, kernel->kept_size);
     w->count = 0;
-    TopkEntry kth = w->kept[kernel->k - 1];
-    if (!topk_is_sentinel(kth)) {
-        uint64_t key = topk_entry_key(kth);
-        r->row_threshold = key > r->row_threshold ? key : r->row_threshold;
-        r->counts->publishes++;
-    }
-    read_row_threshold(r, w);
+    publish_threshold(r, w);
 }
 
 /* warp_append: the entries that beat the threshold, in lane order. */
@@ -164,6 +176,8 @@ static void replay_row(ReplayedRow *r, WarpOrder order)
 {
     const int warps = r->kernel.warps_per_row;
     r->row_threshold = topk_entry_key(topk_sentinel());
+    for (int m = 0; m < TOPK_MAX_WARPS_PER_ROW; m++)
+        r->quota_keys[m] = topk_entry_key(topk_sentinel());
     for (int m = 0; m < warps; m++) {
         ReplayedWarp *w = &r->warps[m];
         topk_fill_sentinels(w->kept, r->kernel.kept_size);
@@ -205,7 +219,11 @@ SlowPathCounts slow_paths_replay(const float *logits, size_t rows, SharedThresho
     }
     for (size_t row = 0; row < rows; row++) {
         size_t offset = row * (size_t)kernel.vocab;
-        ReplayedRow r = {logits + offset, float4_split(offset * sizeof(float), kernel.vocab), kernel, 0, w, &counts};
+        ReplayedRow r = {.row = logits + offset,
+                         .split = float4_split(offset * sizeof(float), kernel.vocab),
+                         .kernel = kernel,
+                         .warps = w,
+                         .counts = &counts};
         replay_row(&r, order);
     }
     array_free(buffers);

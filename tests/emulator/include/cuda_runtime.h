@@ -329,6 +329,11 @@ inline void __threadfence()
 {
 }
 
+/* The same for a fence among the threads of a block. */
+inline void __threadfence_block()
+{
+}
+
 inline unsigned long long atomicMax(unsigned long long *address, unsigned long long value)
 {
     unsigned long long old = *address;

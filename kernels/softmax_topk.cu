@@ -1,4 +1,4 @@
-/* Softmax + top-K kernels, versions 1 to 8 (see kernels/softmax_topk_gpu.h;
+/* Softmax + top-K kernels, versions 1 to 9 (see kernels/softmax_topk_gpu.h;
  * their launcher is kernels/softmax_topk_launch.cu). The arithmetic and the
  * order of logits come from kernels/softmax_topk.h, the same functions the
  * CPU code and its tests use. */
@@ -898,42 +898,58 @@ __device__ void warp_merge_fresh_if_nearly_full(RowCandidates &candidates, int o
     }
 }
 
+// ANCHOR: offer_a_float4_against_the_row_threshold
+/* The visit of a float4 votes against the threshold's logit alone, and
+ * reads the whole threshold only when some lane's logit passes. The quick
+ * vote lets through a logit equal to the threshold's: the threshold may
+ * come from another warp, whose entry can have a larger index than this
+ * one, which then ranks before it. It needs no test for the sentinel:
+ * against its -inf, !(x < t) holds for every logit and NaN. */
+template <typename OffersToCome>
+__device__ void warp_offer_float4(RowCandidates &candidates, float4 q, int first, bool valid,
+                                  OffersToCome offers_to_come)
+{
+    float t = row_threshold_value(candidates);
+    bool maybe = valid && (!(q.x < t) || !(q.y < t) || !(q.z < t) || !(q.w < t));
+    if (__any_sync(kFullMask, maybe)) {
+        warp_read_row_threshold(candidates);
+        float values[4] = {q.x, q.y, q.z, q.w};
+        for (int e = 0; e < 4; e++) {
+            warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(values[e], first + e),
+                        valid);
+        }
+        warp_merge_fresh_if_nearly_full(candidates, offers_to_come());
+    }
+}
+// ANCHOR_END: offer_a_float4_against_the_row_threshold
+
+/* A head or tail logit, against the whole threshold. */
+__device__ void warp_offer_scalar(RowCandidates &candidates, float value, int index, bool valid)
+{
+    warp_read_row_threshold(candidates);
+    warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(value, index), valid);
+}
+
 // ANCHOR: scan_with_a_shared_threshold
 /* Version 6's scan of a warp's share: the branch-free online push per
  * float4, and candidates filtered by the row's threshold, read anew each
- * step. The quick vote lets through a logit equal to the threshold's: the
- * threshold may come from another warp, whose entry can have a larger index
- * than this one, which then ranks before it. It needs no test for the
- * sentinel: against its -inf, !(x < t) holds for every logit and NaN.
- * kSoftmax = false only selects (version 7: the draws need no sum over V). */
+ * step. kSoftmax = false only selects (version 7: the draws need no sum
+ * over V). */
 template <bool kSoftmax>
 __device__ void warp_scan_shared_threshold(const float *row, int begin, int end, int member, int members,
                                            RowCandidates &candidates, SoftmaxState &state)
 {
-    // ANCHOR: offer_a_float4_against_the_row_threshold
     auto visit_vector = [&](float4 q, int first, bool valid, auto offers_to_come) {
         if (kSoftmax && valid) {
             state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
         }
-        float t = row_threshold_value(candidates);
-        bool maybe = valid && (!(q.x < t) || !(q.y < t) || !(q.z < t) || !(q.w < t));
-        if (__any_sync(kFullMask, maybe)) {
-            warp_read_row_threshold(candidates);
-            float values[4] = {q.x, q.y, q.z, q.w};
-            for (int e = 0; e < 4; e++) {
-                warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(values[e], first + e),
-                            valid);
-            }
-            warp_merge_fresh_if_nearly_full(candidates, offers_to_come());
-        }
+        warp_offer_float4(candidates, q, first, valid, offers_to_come);
     };
-    // ANCHOR_END: offer_a_float4_against_the_row_threshold
     auto visit_scalar = [&](float value, int index, bool valid) {
         if (kSoftmax && valid) {
             state = softmax_state_push(state, value);
         }
-        warp_read_row_threshold(candidates);
-        warp_append(candidates.fresh, candidates.count, candidates.threshold, topk_entry(value, index), valid);
+        warp_offer_scalar(candidates, value, index, valid);
     };
     warp_scan_float4s(row, begin, end, member, members, visit_vector, visit_scalar);
     warp_merge_fresh(candidates);
@@ -986,6 +1002,59 @@ __device__ void warp_sample_row(int row, int k, const TopkEntry *best, float *sc
 }
 // ANCHOR_END: draw_in_the_block_that_found_the_top_k
 
+// ANCHOR: lay_out_the_thresholds_buffers_and_states
+/* Versions 6 and 9 in dynamic shared memory: one threshold per row slot,
+ * one buffer per warp (kept, then fresh), one online state per warp. */
+struct ThresholdLayout {
+    unsigned long long *row_thresholds, *quota_keys;
+    TopkEntry *buffers;
+    int stride;
+    SoftmaxState *states;
+};
+
+__device__ ThresholdLayout threshold_layout(unsigned char *shared, int kept_size, int fresh_size)
+{
+    ThresholdLayout at;
+    at.row_thresholds = reinterpret_cast<unsigned long long *>(shared);
+    at.quota_keys = at.row_thresholds + kBlockWarps;
+    at.buffers = reinterpret_cast<TopkEntry *>(at.quota_keys + kBlockWarps);
+    at.stride = kept_size + fresh_size;
+    at.states = reinterpret_cast<SoftmaxState *>(at.buffers + kBlockWarps * at.stride);
+    return at;
+}
+// ANCHOR_END: lay_out_the_thresholds_buffers_and_states
+
+// ANCHOR: start_the_rows_of_a_group
+/* Every threshold and every kept entry starts as the sentinel, which every
+ * logit beats; the caller's barrier makes them visible to all the row's
+ * warps before any scans. */
+__device__ RowCandidates start_row_candidates(const ThresholdLayout &at, const RowGroupLayout &layout, int k,
+                                              int kept_size, int fresh_size, int warps_per_row)
+{
+    const int warp = warp_id(), slot = warp / warps_per_row;
+    if (threadIdx.x < kBlockWarps) {
+        at.row_thresholds[threadIdx.x] = topk_entry_key(topk_sentinel());
+        at.quota_keys[threadIdx.x] = topk_entry_key(topk_sentinel());
+    }
+    RowCandidates candidates = {at.buffers + warp * at.stride,
+                                at.buffers + warp * at.stride + kept_size,
+                                kept_size,
+                                fresh_size,
+                                k,
+                                0,
+                                topk_sentinel(),
+                                at.row_thresholds + slot,
+                                at.quota_keys + slot * warps_per_row,
+                                layout.member,
+                                warps_per_row,
+                                topk_warp_quota(k, warps_per_row)};
+    for (int i = lane_id(); i < kept_size; i += kWarpSize) {
+        candidates.kept[i] = topk_sentinel();
+    }
+    return candidates;
+}
+// ANCHOR_END: start_the_rows_of_a_group
+
 // ANCHOR: give_each_row_a_block_and_one_threshold
 /* Version 6, K >= 2: as version 3, a row's warps scan their shares and
  * merge in a tree, but they share the row's threshold, push float4s without
@@ -995,45 +1064,14 @@ template <bool kSample>
 __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
                                         int warps_per_row, FusedSampling sampling, float *probs, int64_t *indices)
 {
-    // ANCHOR: lay_out_the_thresholds_buffers_and_states
-    /* One threshold per row slot, one buffer per warp (kept, then fresh),
-     * one online state per warp. */
     extern __shared__ __align__(16) unsigned char shared[];
-    unsigned long long *row_thresholds = reinterpret_cast<unsigned long long *>(shared);
-    unsigned long long *quota_keys = row_thresholds + kBlockWarps;
-    TopkEntry *buffers = reinterpret_cast<TopkEntry *>(quota_keys + kBlockWarps);
-    const int stride = kept_size + fresh_size;
-    SoftmaxState *states = reinterpret_cast<SoftmaxState *>(buffers + kBlockWarps * stride);
-    // ANCHOR_END: lay_out_the_thresholds_buffers_and_states
+    const ThresholdLayout at = threshold_layout(shared, kept_size, fresh_size);
     const int warp = warp_id();
     const RowGroupLayout layout = row_group_layout(rows, warps_per_row);
     for (int group = blockIdx.x; group < layout.groups; group += gridDim.x) {
-        int slot = warp / warps_per_row, row = group * layout.rows_per_block + slot;
-        // ANCHOR: start_the_rows_of_a_group
-        /* Every threshold and every kept entry starts as the sentinel,
-         * which every logit beats; the barrier makes them visible to all
-         * the row's warps before any scans. */
-        if (threadIdx.x < kBlockWarps) {
-            row_thresholds[threadIdx.x] = topk_entry_key(topk_sentinel());
-            quota_keys[threadIdx.x] = topk_entry_key(topk_sentinel());
-        }
-        RowCandidates candidates = {buffers + warp * stride,
-                                    buffers + warp * stride + kept_size,
-                                    kept_size,
-                                    fresh_size,
-                                    k,
-                                    0,
-                                    topk_sentinel(),
-                                    row_thresholds + slot,
-                                    quota_keys + slot * warps_per_row,
-                                    layout.member,
-                                    warps_per_row,
-                                    topk_warp_quota(k, warps_per_row)};
-        for (int i = lane_id(); i < kept_size; i += kWarpSize) {
-            candidates.kept[i] = topk_sentinel();
-        }
+        int row = group * layout.rows_per_block + warp / warps_per_row;
+        RowCandidates candidates = start_row_candidates(at, layout, k, kept_size, fresh_size, warps_per_row);
         __syncthreads();
-        // ANCHOR_END: start_the_rows_of_a_group
         // ANCHOR: scan_the_row_and_merge_its_warps
         SoftmaxState state = softmax_state_empty();
         if (row < rows) {
@@ -1042,17 +1080,17 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
         }
         state = warp_merge_states(state);
         if (lane_id() == 0) {
-            states[warp] = state;
+            at.states[warp] = state;
         }
         __syncthreads();
-        block_merge_partials(buffers, stride, states, kBlockWarps, warps_per_row, k);
+        block_merge_partials(at.buffers, at.stride, at.states, kBlockWarps, warps_per_row, k);
         // ANCHOR_END: scan_the_row_and_merge_its_warps
-        TopkEntry *best = buffers + warp * stride;
+        TopkEntry *best = at.buffers + warp * at.stride;
         if (layout.member == 0 && row < rows) {
             if (kSample) {
                 warp_sample_row(row, k, best, reinterpret_cast<float *>(best + kept_size), sampling, probs, indices);
             } else {
-                warp_write_row<true>(row, k, states[warp], best, nullptr, probs, indices);
+                warp_write_row<true>(row, k, at.states[warp], best, nullptr, probs, indices);
             }
         }
         /* The next group reuses the thresholds, buffers and states. */
@@ -1060,6 +1098,164 @@ __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab
     }
 }
 // ANCHOR_END: give_each_row_a_block_and_one_threshold
+
+/* ---- Version 9: the floor of the steps' maxima ------------------------- */
+
+// ANCHOR: keep_each_steps_maximum
+/* Version 9's first pass over a warp's share: version 6's scan and online
+ * push, but no vote and no candidates. Per step, the warp's largest logit
+ * as an ordered key (fmaxf ignores NaN: a NaN makes the row's sum NaN
+ * instead), which lane 0 keeps in step_keys[s] for step s, the float4s
+ * [32 s, 32 s + 32) of the row: this warp's steps are member, member +
+ * members, ... The head and tail logits, read by the last warp, are pushed
+ * and kept in `scalar`, one per lane, to be offered later. */
+__device__ void warp_scan_step_maxima(const float *row, int vocab, int member, int members, unsigned *step_keys,
+                                      SoftmaxState &state, TopkEntry &scalar, bool &scalar_valid)
+{
+    int step = member;
+    auto visit_vector = [&](float4 q, int, bool valid, auto) {
+        if (valid) {
+            state = softmax_state_push4(state, q.x, q.y, q.z, q.w);
+        }
+        float lane_max = fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w));
+        unsigned key = __reduce_max_sync(kFullMask, valid ? topk_radix_key(lane_max) : 0u);
+        if (lane_id() == 0) {
+            step_keys[step] = key;
+        }
+        step += members;
+    };
+    auto visit_scalar = [&](float value, int index, bool valid) {
+        if (valid) {
+            state = softmax_state_push(state, value);
+        }
+        scalar = topk_entry(value, index);
+        scalar_valid = valid;
+    };
+    warp_scan_float4s(row, 0, vocab, member, members, visit_vector, visit_scalar);
+}
+// ANCHOR_END: keep_each_steps_maximum
+
+// ANCHOR: find_the_floor_with_the_rows_warps
+/* The k-th largest of a row's `steps` step keys, bit by bit from the top
+ * (topk_kth_largest_key): each of the row's warps counts its own steps'
+ * keys that reach the trial, a ballot per 32 of them, and adds its count
+ * to the row's counter of that bit (32 per row, zero at the start: no
+ * barrier is needed to clear one); after a barrier, every warp reads the
+ * total and keeps the bit or not, all alike. Every warp of the block takes
+ * part, with a row or not, since the barriers are the block's. */
+__device__ uint32_t block_kth_step_key(const unsigned *step_keys, int steps, int member, int members, int k,
+                                       int *bit_counts)
+{
+    const int lane = lane_id(), mine = topk_member_steps(steps, member, members);
+    uint32_t found = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+        uint32_t trial = topk_kth_key_trial(found, bit);
+        int reaching = 0;
+        for (int i = lane; i - lane < mine; i += kWarpSize) {
+            bool reaches = i < mine && step_keys[member + i * members] >= trial;
+            reaching += __popc(__ballot_sync(kFullMask, reaches));
+        }
+        if (lane == 0 && reaching > 0) {
+            atomicAdd(&bit_counts[bit], reaching);
+        }
+        __syncthreads();
+        found = topk_kth_key_after(found, bit, bit_counts[bit], k);
+    }
+    return found;
+}
+// ANCHOR_END: find_the_floor_with_the_rows_warps
+
+// ANCHOR: revisit_the_steps_that_reach_the_floor
+/* Read again only this warp's steps whose maximum reaches the floor, a
+ * ballot over 32 of their keys at a time, and offer their float4s as
+ * version 6 does, against the row's threshold, which starts at the floor;
+ * then the head and tail logits, which no step covers. */
+__device__ void warp_revisit_steps(const float *row, int vocab, const unsigned *step_keys, int steps,
+                                   uint32_t floor_key, RowCandidates &candidates, TopkEntry scalar, bool scalar_valid)
+{
+    const int lane = lane_id(), member = candidates.member, members = candidates.members;
+    const int mine = topk_member_steps(steps, member, members);
+    Float4Split split = float4_split(reinterpret_cast<uintptr_t>(row), vocab);
+    const float4 *body = reinterpret_cast<const float4 *>(row + split.head);
+    for (int base = 0; base < mine; base += kWarpSize) {
+        bool reaches = base + lane < mine && step_keys[member + (base + lane) * members] >= floor_key;
+        for (unsigned revisits = __ballot_sync(kFullMask, reaches); revisits != 0; revisits &= revisits - 1) {
+            int step = member + (base + __ffs(static_cast<int>(revisits)) - 1) * members;
+            int v = step * kWarpSize + lane;
+            bool valid = v < split.vectors;
+            float4 q = valid ? body[v] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            warp_offer_float4(candidates, q, split.head + 4 * v, valid, [] { return kOffersPerStep; });
+        }
+    }
+    if (float4_reads_scalars(member, members)) {
+        warp_offer_scalar(candidates, scalar.value, scalar.index, scalar_valid);
+    }
+    warp_merge_fresh(candidates);
+}
+// ANCHOR_END: revisit_the_steps_that_reach_the_floor
+
+// ANCHOR: give_each_row_a_block_and_a_floor
+/* Version 9, K >= 2: version 6's blocks, buffers and merges, but the row
+ * is read twice: a scan that keeps the online state and each step's
+ * maximum, then, once the row's warps have found the k-th largest of those
+ * maxima (the floor), a revisit of only the steps that reach it. Shared
+ * memory: version 6's, then 32 counters per row slot (kBlockWarps of
+ * them) and steps_per_row keys per row slot. */
+__global__ void step_floor_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
+                                  int warps_per_row, int steps_per_row, float *probs, int64_t *indices)
+{
+    extern __shared__ __align__(16) unsigned char shared[];
+    const ThresholdLayout at = threshold_layout(shared, kept_size, fresh_size);
+    int *bit_counts = reinterpret_cast<int *>(at.states + kBlockWarps);
+    unsigned *step_keys = reinterpret_cast<unsigned *>(bit_counts + kBlockWarps * 32);
+    const int warp = warp_id();
+    const RowGroupLayout layout = row_group_layout(rows, warps_per_row);
+    for (int group = blockIdx.x; group < layout.groups; group += gridDim.x) {
+        int slot = warp / warps_per_row, row = group * layout.rows_per_block + slot;
+        const float *row_logits = logits + static_cast<size_t>(row) * vocab;
+        unsigned *keys = step_keys + slot * steps_per_row;
+        RowCandidates candidates = start_row_candidates(at, layout, k, kept_size, fresh_size, warps_per_row);
+        bit_counts[threadIdx.x] = 0;
+        __syncthreads();
+        // ANCHOR: scan_then_floor_then_revisit
+        SoftmaxState state = softmax_state_empty();
+        TopkEntry scalar = topk_sentinel();
+        bool scalar_valid = false;
+        int steps = 0;
+        if (row < rows) {
+            warp_scan_step_maxima(row_logits, vocab, layout.member, warps_per_row, keys, state, scalar, scalar_valid);
+            steps = topk_float4_steps(float4_split(reinterpret_cast<uintptr_t>(row_logits), vocab).vectors);
+        }
+        state = warp_merge_states(state);
+        if (lane_id() == 0) {
+            at.states[warp] = state;
+        }
+        __syncthreads();
+        uint32_t kth = block_kth_step_key(keys, steps, layout.member, warps_per_row, k, bit_counts + slot * 32);
+        bool row_sum_is_nan = false;
+        for (int m = 0; m < warps_per_row; m++) {
+            row_sum_is_nan |= isnan(at.states[slot * warps_per_row + m].sum);
+        }
+        uint32_t floor_key = topk_step_floor_key(kth, steps, k, row_sum_is_nan);
+        if (row < rows) {
+            if (lane_id() == 0) {
+                atomicMax(candidates.row_threshold, topk_floor_entry_key(floor_key));
+            }
+            __syncwarp();
+            warp_read_row_threshold(candidates);
+            warp_revisit_steps(row_logits, vocab, keys, steps, floor_key, candidates, scalar, scalar_valid);
+        }
+        __syncthreads();
+        block_merge_partials(at.buffers, at.stride, at.states, kBlockWarps, warps_per_row, k);
+        // ANCHOR_END: scan_then_floor_then_revisit
+        if (layout.member == 0 && row < rows) {
+            warp_write_row<true>(row, k, at.states[warp], at.buffers + warp * at.stride, nullptr, probs, indices);
+        }
+        /* The next group reuses the thresholds, counters, keys and buffers. */
+        __syncthreads();
+    }
+}
+// ANCHOR_END: give_each_row_a_block_and_a_floor
 
 // ANCHOR: take_the_better_entry_of_a_float4
 /* Version 6, K = 1: an argmax. No buffer and no threshold: each lane keeps

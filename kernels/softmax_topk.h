@@ -197,6 +197,80 @@ HOST_DEVICE static inline unsigned long long topk_worst_quota_key(const volatile
 }
 // ANCHOR_END: bound_the_kth_from_every_warps_quota
 
+// ANCHOR: find_the_kth_largest_key_bit_by_bit
+/* The k-th largest of a set of keys is the largest key that at least k of
+ * them reach. So it is found one bit at a time, from the top: each bit is
+ * kept if, with it set, the key found so far is still reached by k keys.
+ * 32 counts, each a comparison per key with no branch, where comparing
+ * every key with every other would take n^2. The CPU's floor of the lane
+ * maxima (lane_sums_topk_floor) counts in one loop, version 9's row of
+ * warps with a ballot per warp and a counter per bit in shared memory. */
+HOST_DEVICE static inline uint32_t topk_kth_key_trial(uint32_t found, int bit)
+{
+    return found | 1u << bit;
+}
+
+HOST_DEVICE static inline uint32_t topk_kth_key_after(uint32_t found, int bit, int reaching, int k)
+{
+    return reaching >= k ? topk_kth_key_trial(found, bit) : found;
+}
+
+/* Of n >= k keys; with fewer, 0. */
+HOST_DEVICE static inline uint32_t topk_kth_largest_key(const uint32_t *keys, int n, int k)
+{
+    uint32_t found = 0;
+    for (int bit = 31; bit >= 0; bit--) {
+        uint32_t trial = topk_kth_key_trial(found, bit);
+        int reaching = 0;
+        for (int i = 0; i < n; i++) {
+            reaching += keys[i] >= trial;
+        }
+        found = topk_kth_key_after(found, bit, reaching, k);
+    }
+    return found;
+}
+// ANCHOR_END: find_the_kth_largest_key_bit_by_bit
+
+// ANCHOR: take_the_floor_of_the_steps_maxima
+/* Version 9 keeps one key per float4 step of a row's scan: the largest
+ * logit of the float4s [32 s, 32 s + 32) of step s. A row of `vocab`
+ * logits has at most this many steps, whatever its alignment. */
+HOST_DEVICE static inline int topk_float4_steps(int vectors)
+{
+    return (vectors + 31) / 32;
+}
+
+HOST_DEVICE static inline int topk_step_keys_per_row(int vocab)
+{
+    return topk_float4_steps(vocab / 4);
+}
+
+/* The steps s = member, member + members, ... < steps of one warp. */
+HOST_DEVICE static inline int topk_member_steps(int steps, int member, int members)
+{
+    return steps > member ? (steps - member + members - 1) / members : 0;
+}
+
+/* The steps' maxima are different logits of the row, so their k-th
+ * largest key (kth_key) is at most the row's k-th largest logit's: a
+ * floor. Not when the row has fewer than k steps (there is no k-th), nor
+ * when it holds a NaN, which fmaxf hides from the maxima (its online sum
+ * is then NaN): the floor is then -inf's key, which every step reaches. */
+HOST_DEVICE static inline uint32_t topk_step_floor_key(uint32_t kth_key, int steps, int k, bool row_sum_is_nan)
+{
+    return steps < k || row_sum_is_nan ? topk_radix_key(-INFINITY) : kth_key;
+}
+
+/* The threshold the revisits start from, as a 64-bit entry key: the
+ * floor's logit with no index (TOPK_NO_INDEX), so that every entry of that
+ * logit, at any index, ranks before it. The floor of -inf is the
+ * sentinel. */
+HOST_DEVICE static inline uint64_t topk_floor_entry_key(uint32_t floor_key)
+{
+    return (uint64_t)floor_key << 32 | (uint32_t) ~(uint32_t)TOPK_NO_INDEX;
+}
+// ANCHOR_END: take_the_floor_of_the_steps_maxima
+
 HOST_DEVICE static inline void topk_fill_sentinels(TopkEntry *list, int k)
 {
     for (int j = 0; j < k; j++) {

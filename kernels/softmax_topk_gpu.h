@@ -1,4 +1,4 @@
-/* Softmax + top-K on a CUDA GPU: eight numbered versions, naive to best.
+/* Softmax + top-K on a CUDA GPU: nine numbered versions, naive to best.
  *
  *   1  naive: one kernel makes three passes over each row (max, sum, then
  *      writes every probability to a [rows, V] array), a second kernel
@@ -24,7 +24,13 @@
  *      top K alone (no sampling set) is version 6's, K <= 256;
  *   8  version 4 in one kernel, for a single row (a decode step): the
  *      last block to finish a slice of a row, told by an atomic ticket,
- *      merges the row's partial states, K <= 256.
+ *      merges the row's partial states, K <= 256;
+ *   9  the floor of the steps' maxima: version 6's scan keeps only the
+ *      online state and each step's maximum, the row's warps take the K-th
+ *      largest of those maxima as a floor, and read again only the steps
+ *      that reach it, with version 6's candidates and merges; K = 1 is
+ *      version 6's argmax, K <= 256, and the step keys (4 bytes per 128
+ *      logits of a row) must fit a block's shared memory.
  *
  * All of them return, for each row, the K largest probabilities and their
  * indices in the order of kernels/softmax_topk.h (which holds the logic they
@@ -51,7 +57,7 @@
 
 COMMON_BEGIN_C
 
-#define SOFTMAX_TOPK_GPU_VERSIONS 8
+#define SOFTMAX_TOPK_GPU_VERSIONS 9
 
 /* The largest K version `version` (1 .. SOFTMAX_TOPK_GPU_VERSIONS) takes. */
 int softmax_topk_gpu_max_k(int version);
@@ -73,6 +79,11 @@ int softmax_topk_gpu_candidate_capacity(int k);
 int softmax_topk_gpu_splits_for(int rows, int vocab, int k, int multiprocessors);
 /* Version 6's at this K (0 for K = 1, the argmax). */
 size_t softmax_topk_gpu_shared_threshold_bytes(int k);
+
+/* Version 9's for rows of `vocab` logits at this K (0 for K = 1, the
+ * argmax), and the most a block may have: above it, version 9 refuses V. */
+size_t softmax_topk_gpu_step_floor_bytes(int vocab, int k);
+size_t softmax_topk_gpu_shared_limit(void);
 
 /* Version 6's launch for rows of `vocab` logits at `k`: the warps that
  * share a row, and the entries of a warp's kept list and fresh buffer. */

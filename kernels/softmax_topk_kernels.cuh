@@ -69,7 +69,14 @@ template <bool kSample>
 __global__ void shared_threshold_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
                                         int warps_per_row, FusedSampling sampling, float *probs, int64_t *indices);
 
-/* Versions 6 and 7, k = 1. */
+/* Version 9, k >= 2: version 6's dynamic shared memory, then 32 counters
+ * per warp slot (kBlockWarps x 32 ints) and steps_per_row step keys per
+ * row slot (kBlockWarps / warps_per_row of them). */
+__global__ void step_floor_kernel(const float *logits, int rows, int vocab, int k, int kept_size, int fresh_size,
+                                  int warps_per_row, int steps_per_row, float *probs, int64_t *indices);
+static_assert(kBlockThreads == kBlockWarps * 32, "version 9 clears a row slot's 32 counters a thread each");
+
+/* Versions 6, 7 and 9, k = 1. */
 template <bool kSample>
 __global__ void argmax_rows_kernel(const float *logits, int rows, int vocab, int warps_per_row, FusedSampling sampling,
                                    float *probs, int64_t *indices);

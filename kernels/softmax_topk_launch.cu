@@ -161,6 +161,15 @@ size_t shared_threshold_bytes(int k)
                (static_cast<size_t>(kept_size_for(k) + fresh_size_for(k)) * sizeof(TopkEntry) + sizeof(SoftmaxState));
 }
 
+/* Version 9's: version 6's, then 32 counters per warp slot, then a key per
+ * step for each row a block holds (topk_step_keys_per_row). */
+size_t step_floor_bytes(int vocab, int k)
+{
+    int rows_per_block = kBlockWarps / warps_per_row_for(vocab);
+    return shared_threshold_bytes(k) + kBlockWarps * 32 * sizeof(int) +
+           static_cast<size_t>(rows_per_block) * topk_step_keys_per_row(vocab) * sizeof(unsigned);
+}
+
 /* Versions 4 and 8 split a row across blocks. */
 bool splits_rows(int version)
 {
@@ -236,6 +245,16 @@ size_t softmax_topk_gpu_shared_threshold_bytes(int k)
     return k == 1 ? 0 : shared_threshold_bytes(k);
 }
 
+size_t softmax_topk_gpu_step_floor_bytes(int vocab, int k)
+{
+    return k == 1 ? 0 : step_floor_bytes(vocab, k);
+}
+
+size_t softmax_topk_gpu_shared_limit(void)
+{
+    return merge_shared_limit();
+}
+
 int softmax_topk_gpu_warps_per_row(int vocab)
 {
     return warps_per_row_for(vocab);
@@ -290,6 +309,8 @@ const char *softmax_topk_gpu_version_name(int version)
         return "version 6 with the draws in the block that found the top K";
     case 8:
         return "version 4 in one kernel: the last block of a row merges it";
+    case 9:
+        return "block per row, the floor of the steps' maxima, then a revisit of the steps that reach it";
     default:
         return "?";
     }
@@ -316,6 +337,11 @@ static const char *check_arguments(int version, size_t rows, size_t vocab, int k
     if (splits_rows(version) && config->splits > max_splits(static_cast<int>(vocab), k)) {
         return gpu_refusal("version %d with V = %zu, K = %d takes at most %d splits, got %d", version, vocab, k,
                            max_splits(static_cast<int>(vocab), k), config->splits);
+    }
+    if (version == 9 && k > 1 && step_floor_bytes(static_cast<int>(vocab), k) > merge_shared_limit()) {
+        return gpu_refusal("version 9 keeps a key per 128 logits in shared memory: V = %zu at K = %d needs %zu "
+                           "bytes, more than the %zu a block may have",
+                           vocab, k, step_floor_bytes(static_cast<int>(vocab), k), merge_shared_limit());
     }
     return nullptr;
 }
@@ -352,6 +378,9 @@ const char *softmax_topk_gpu_run_new(SoftmaxTopkGpuRun **made, int version, cons
     }
     if (version == 4) {
         opt_in_to_merge_shared_bytes(merge_partials_kernel);
+    }
+    if (version == 9) {
+        opt_in_to_merge_shared_bytes(step_floor_kernel);
     }
     if (version == 8) {
         opt_in_to_merge_shared_bytes(slice_and_merge_kernel);
@@ -400,12 +429,26 @@ template <bool kSample> static void launch_shared_threshold(const SoftmaxTopkGpu
     }
 }
 
+/* Version 9: K = 1 is version 6's argmax; above, the floor of the steps. */
+static void launch_step_floor(const SoftmaxTopkGpuRun *run, cudaStream_t stream)
+{
+    if (run->k == 1) {
+        launch_shared_threshold<false>(run, stream);
+        return;
+    }
+    int warps = warps_per_row_for(run->vocab);
+    int grid = grid_for(row_groups_for(run->rows, warps), run->max_blocks);
+    step_floor_kernel<<<grid, kBlockThreads, step_floor_bytes(run->vocab, run->k), stream>>>(
+        run->logits, run->rows, run->vocab, run->k, kept_size_for(run->k), fresh_size_for(run->k), warps,
+        topk_step_keys_per_row(run->vocab), run->probs, run->indices);
+}
+
 static bool samples(const SoftmaxTopkGpuRun *run)
 {
     return run->sampling.tokens != nullptr;
 }
 
-/* After the top K of versions 1 .. 6: one thread per row draws. */
+/* After the top K of versions 1 .. 6, 8 and 9: one thread per row draws. */
 static void launch_sampling(const SoftmaxTopkGpuRun *run, cudaStream_t stream)
 {
     int grid = grid_for((run->rows + kBlockThreads - 1) / kBlockThreads, run->max_blocks);
@@ -468,6 +511,9 @@ static void launch(const SoftmaxTopkGpuRun *run, cudaStream_t stream = nullptr)
             return;
         }
         launch_shared_threshold<false>(run, stream);
+        break;
+    case 9:
+        launch_step_floor(run, stream);
         break;
     }
     CUDA_CHECK(cudaGetLastError());

@@ -487,6 +487,10 @@ static void softmax_topk_launches(const KernelSignature *kernel, ResourceTableRo
         resource_table_add_with_shared(rows, threads, (long)softmax_topk_gpu_shared_threshold_bytes(TABLE_K),
                                        "version %d, one threshold per row%s, K = %d", 6 + kernel->arguments[0],
                                        kernel->arguments[0] ? ", draws fused" : "", TABLE_K);
+    else if (kernel_signature_is(kernel, "step_floor_kernel", 0))
+        resource_table_add_with_shared(rows, threads, (long)softmax_topk_gpu_step_floor_bytes(TABLE_VOCAB, TABLE_K),
+                                       "version 9, the floor of the steps' maxima, V = %d, K = %d", TABLE_VOCAB,
+                                       TABLE_K);
     else if (kernel_signature_is(kernel, "argmax_rows_kernel", 1))
         resource_table_add(rows, threads, "version %d, argmax%s, K = 1", 6 + kernel->arguments[0],
                            kernel->arguments[0] ? ", draws fused" : "");

@@ -398,12 +398,11 @@ static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOO
 // ANCHOR: bound_the_kth_best_from_below
 /* The maxima are different logits of the row, so their k-th largest is at
  * most the row's k-th largest. It is found one bit at a time, from the top,
- * on the maxima's ordered keys (topk_radix_key): the k-th largest key is the
- * largest key that at least k keys reach, so each bit is kept if the keys
- * found so far, with that bit set, are still reached by k of them. That is
- * 32 counts of n comparisons each, vector instructions without a branch,
- * where comparing every maximum with every other would take n^2. The
- * floor is then the maximum with that key (no NaN: the maxima ignore it). */
+ * on the maxima's ordered keys (topk_radix_key), by topk_kth_largest_key
+ * (kernels/softmax_topk.h, which version 9 on the GPU shares): 32 counts of
+ * n comparisons each, vector instructions without a branch, where
+ * comparing every maximum with every other would take n^2. The floor is
+ * then the maximum with that key (no NaN: the maxima ignore it). */
 float lane_sums_topk_floor(const LaneSums *row, int k)
 {
     if (k > LANES) {
@@ -418,15 +417,7 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
     for (int i = 0; i < n; i++) {
         keys[i] = topk_radix_key(maxima[i]);
     }
-    uint32_t kth_key = 0;
-    for (int bit = 31; bit >= 0; bit--) {
-        uint32_t trial = kth_key | 1u << bit;
-        int reaching = 0;
-        for (int i = 0; i < n; i++) {
-            reaching += keys[i] >= trial;
-        }
-        kth_key = reaching >= k ? trial : kth_key;
-    }
+    uint32_t kth_key = topk_kth_largest_key(keys, n, k);
     float floor = INFINITY;
 #pragma omp simd reduction(min : floor)
     for (int i = 0; i < n; i++) {

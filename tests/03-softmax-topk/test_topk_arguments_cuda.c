@@ -38,7 +38,14 @@ int main(void)
     EXPECT(refused(4, 1, 100000, 256, (SoftmaxTopkGpuConfig){0, 200}, "at most 112 splits"),
            "splits over shared memory");
     EXPECT(refused(3, 1, 10, 1, (SoftmaxTopkGpuConfig){-1, 0}, ">= 0"), "negative max_blocks");
-    EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256 && softmax_topk_gpu_max_k(5) == 1024,
+    EXPECT(refused(9, 1, 1u << 23, 2, automatic, "version 9 keeps a key per 128 logits"),
+           "version 9's step keys over shared memory");
+    EXPECT(softmax_topk_gpu_step_floor_bytes(128256, 256) <= softmax_topk_gpu_shared_limit() &&
+               softmax_topk_gpu_step_floor_bytes(1 << 23, 2) > softmax_topk_gpu_shared_limit() &&
+               softmax_topk_gpu_step_floor_bytes(1 << 23, 1) == 0,
+           "version 9's shared memory: V = 128256 fits at K = 256, 2^23 does not, the argmax needs none");
+    EXPECT(softmax_topk_gpu_max_k(2) == 32 && softmax_topk_gpu_max_k(3) == 256 && softmax_topk_gpu_max_k(5) == 1024 &&
+               softmax_topk_gpu_max_k(9) == 256,
            "limits");
     return test_finish();
 }

@@ -228,13 +228,15 @@ static void test_runs_made_before_either_launches(void)
     array_free(logits);
 }
 
-/* Version 6 with 8 warps on a row (V >= 4096) sharing one threshold, at
- * every size of its kept list (K = 1 is the argmax): rows of ties (one
- * warp's threshold meets another's equal logits, whose indices may be
- * smaller), all equal, increasing (a new maximum at every float4: the
- * rescale), decreasing (the threshold rises at once), with NaN, with two
- * +inf, all -inf, one finite among -inf. */
-static void check_version_6(size_t vocab)
+/* Versions 6 and 9 with 8 warps on a row (V >= 4096) sharing one
+ * threshold, at every size of its kept list (K = 1 is the argmax): rows of
+ * ties (one warp's threshold meets another's equal logits, whose indices
+ * may be smaller; in version 9, many logits equal to the floor), all equal,
+ * increasing (a new maximum at every float4: the rescale), decreasing (the
+ * threshold rises at once), with NaN (which the steps' maxima hide: version
+ * 9 must revisit every step), with two +inf, all -inf, one finite among
+ * -inf. */
+static void check_one_threshold_per_row(int version, size_t vocab)
 {
     enum { ROWS = 8 };
     float *logits = ALLOC_ARRAY(float, ROWS *vocab);
@@ -254,20 +256,25 @@ static void check_version_6(size_t vocab)
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         for (int max_blocks = 0; max_blocks <= 3; max_blocks += 3) {
             SoftmaxTopkGpuConfig config = {max_blocks, 0};
-            EXPECT(version_matches(6, "shared threshold: ties, equal, monotone, NaN, inf rows", logits, ROWS, vocab,
-                                   ks[t], config),
-                   "version 6, V %zu, K %d", vocab, ks[t]);
+            EXPECT(version_matches(version, "shared threshold: ties, equal, monotone, NaN, inf rows", logits, ROWS,
+                                   vocab, ks[t], config),
+                   "version %d, V %zu, K %d", version, vocab, ks[t]);
         }
     }
     array_free(logits);
 }
 
 /* V = 8195 starts rows unaligned (a scalar head), V = 8192 aligned (none:
- * every logit goes through the float4 path). */
-static void test_version_6(void)
+ * every logit goes through the float4 path). Version 9 takes its floor
+ * from 64 steps there (K <= 64; above, it revisits every step), and from
+ * 258 at V = 33001, which every K up to 256 reaches. */
+static void test_one_threshold_per_row(void)
 {
-    check_version_6(8195);
-    check_version_6(8192);
+    check_one_threshold_per_row(6, 8195);
+    check_one_threshold_per_row(6, 8192);
+    check_one_threshold_per_row(9, 8195);
+    check_one_threshold_per_row(9, 8192);
+    check_one_threshold_per_row(9, 33001);
 }
 
 /* Version 8, the decode step it is for: one row of V = 128256 + 3 (rows
@@ -343,6 +350,6 @@ int main(void)
     test_splits();
     test_runs_made_before_either_launches();
     test_last_block_merge();
-    test_version_6();
+    test_one_threshold_per_row();
     return test_finish();
 }

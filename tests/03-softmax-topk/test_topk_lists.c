@@ -411,6 +411,75 @@ static void test_collector_floor(void)
     EXPECT(wrong == 0, "collector with a floor: %d of %d cases differ from a full sort", wrong, cases);
 }
 
+/* Version 9's floor, replayed on rows cut into steps of 128 logits: the
+ * bitwise search finds the k-th largest key of a sorted copy, the floor's
+ * threshold lets in every entry of the top k (ties at the floor included),
+ * and each of them lies in a step whose key reaches the floor. */
+static void test_step_floor(void)
+{
+    enum { STEP = 128, MAX_STEPS = 40 };
+    Rng rng;
+    rng_seed(&rng, 45);
+    int wrong_kth = 0, missed = 0, wrong_members = 0, cases = 0;
+    const int ks[] = {1, 2, 3, 8, 17, 40};
+    for (int steps = 1; steps <= MAX_STEPS; steps += 3) {
+        for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+            int k = ks[t], n = steps * STEP;
+            TopkEntry *row = ALLOC_ARRAY(TopkEntry, n);
+            random_entries(&rng, row, n, false);
+            for (int i = 0; i < n; i++) {
+                row[i].index = i; /* the row in index order: step s holds [128 s, 128 s + 128) */
+            }
+            uint32_t keys[MAX_STEPS], sorted[MAX_STEPS];
+            for (int s = 0; s < steps; s++) {
+                float max = -INFINITY;
+                for (int i = s * STEP; i < (s + 1) * STEP; i++) {
+                    max = fmaxf(max, row[i].value);
+                }
+                keys[s] = sorted[s] = topk_radix_key(max);
+            }
+            for (int a = 0; a < steps; a++) { /* descending */
+                for (int b = a + 1; b < steps; b++) {
+                    if (sorted[b] > sorted[a]) {
+                        uint32_t swap = sorted[a];
+                        sorted[a] = sorted[b];
+                        sorted[b] = swap;
+                    }
+                }
+            }
+            uint32_t kth = topk_kth_largest_key(keys, steps, k);
+            wrong_kth += steps >= k ? kth != sorted[k - 1] : kth != 0;
+            uint32_t floor_key = topk_step_floor_key(kth, steps, k, false);
+            TopkEntry threshold = topk_entry_from_key(topk_floor_entry_key(floor_key));
+            TopkEntry *best = sorted_copy(row, n);
+            for (int j = 0; j < k && j < n; j++) {
+                int step = best[j].index / STEP;
+                missed += !topk_ranks_before(best[j], threshold) || keys[step] < floor_key;
+            }
+            int covered = 0;
+            for (int member = 0; member < 8; member++) {
+                covered += topk_member_steps(steps, member, 8);
+            }
+            wrong_members += covered != steps;
+            cases++;
+            array_free(best);
+            array_free(row);
+        }
+    }
+    EXPECT(wrong_kth == 0, "bitwise search: %d of %d cases differ from the k-th of a sorted copy", wrong_kth, cases);
+    EXPECT(missed == 0, "%d top-k entries below the floor's threshold or in a step under the floor", missed);
+    EXPECT(wrong_members == 0, "%d cases where the warps' steps do not add up to the row's", wrong_members);
+    EXPECT(topk_step_floor_key(123u, 4, 8, false) == topk_radix_key(-INFINITY) &&
+               topk_step_floor_key(123u, 9, 8, true) == topk_radix_key(-INFINITY) &&
+               topk_step_floor_key(123u, 9, 8, false) == 123u,
+           "the floor falls back to -inf with fewer than k steps or a NaN sum");
+    EXPECT(topk_floor_entry_key(topk_radix_key(-INFINITY)) == topk_entry_key(topk_sentinel()),
+           "the floor of -inf is the sentinel");
+    EXPECT(topk_step_keys_per_row(128256) == 1002 && topk_step_keys_per_row(127) == 1 &&
+               topk_step_keys_per_row(129) == 1 && topk_step_keys_per_row(3) == 0,
+           "steps per row");
+}
+
 int main(void)
 {
     test_order();
@@ -425,5 +494,6 @@ int main(void)
     test_select_and_sort();
     test_collector();
     test_collector_floor();
+    test_step_floor();
     return test_finish();
 }

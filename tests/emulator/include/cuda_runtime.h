@@ -298,6 +298,11 @@ inline int __popc(unsigned x)
     return __builtin_popcount(x);
 }
 
+inline int __ffs(int x)
+{
+    return __builtin_ffs(x);
+}
+
 /* Threads switch only at barriers and warp collectives, so a plain
  * read-modify-write is atomic here. */
 inline unsigned atomicAdd(unsigned *address, unsigned value)

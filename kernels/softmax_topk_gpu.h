@@ -91,7 +91,8 @@ int softmax_topk_gpu_warps_per_row(int vocab);
 int softmax_topk_gpu_kept_size(int k);
 int softmax_topk_gpu_fresh_size(int k);
 
-/* The slow paths of version 6's scan as the kernels ran them, added up
+/* The slow paths of version 6's scan (and of version 9's revisits, the
+ * same code) as the kernels ran them, added up
  * over every launch since the last reset: the float4 steps whose vote let
  * a logit through (so the warp offered its four), and the candidate
  * buffers sorted (versions 3 and 6), with the candidates and the entries

@@ -29,7 +29,7 @@ static const CliCommand COMMANDS[] = {
     {"gpu-resources",      gpu_resources_command,      "registers, spills, occupancy of each kernel, from ptxas"                              },
     {"gpu-latency",        gpu_latency_command,        "a model of one decode step's latency on a GPU, versions 4 and 8"                      },
     {"gpu-slow-paths",     gpu_slow_paths_command,
-     "version 6's budget with its slow paths, counted on the benchmark's rows"                                                                },
+     "versions 6 and 9: the budget with the slow paths, counted on the benchmark's rows"                                                      },
     {"gpu-results",        results_command,            "print a GPU results file, or say that there is none"                                  },
 };
 

@@ -1,5 +1,6 @@
 #include "chapters/03-softmax-topk/slow_paths.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -25,6 +26,11 @@ typedef struct {
     unsigned long long quota_keys[TOPK_MAX_WARPS_PER_ROW]; /* each warp's q-th best key */
     ReplayedWarp *warps;
     SlowPathCounts *counts;
+    /* Version 9: the steps' keys, and the floor the revisits start from. */
+    bool step_floor;
+    const uint32_t *keys;
+    int steps;
+    uint32_t floor_key;
 } ReplayedRow;
 
 static int log2_of_power_of_two(int n)
@@ -114,20 +120,19 @@ static void append(ReplayedWarp *w, TopkEntry entry)
         w->fresh[w->count++] = entry;
 }
 
-/* The visit of a float4 step (warp_scan_shared_threshold): the vote
+/* The visit of the float4s from `base` (warp_offer_float4): the vote
  * against the threshold's logit, then, if a lane's logit passes, the
- * offers of each lane's four and a merge if the next step might not fit. */
-static void float4_step(ReplayedRow *r, ReplayedWarp *w)
+ * offers of each lane's four and a merge if the next step's offers (at
+ * most offers_to_come()) might not fit. */
+static void offer_float4_step(ReplayedRow *r, ReplayedWarp *w, int base,
+                              int (*offers_to_come)(const ReplayedRow *, const ReplayedWarp *))
 {
-    const int base = w->next_base, step = r->kernel.warps_per_row * WARP_LANES;
     const float *body = r->row + r->split.head;
     int end = base + WARP_LANES < r->split.vectors ? base + WARP_LANES : r->split.vectors;
     float t = topk_entry_from_key(r->row_threshold).value;
     bool maybe = false;
     for (int i = 4 * base; i < 4 * end; i++)
         maybe |= !(body[i] < t);
-    r->counts->steps++;
-    w->next_base += step;
     if (!maybe)
         return;
     r->counts->offer_steps++;
@@ -135,12 +140,27 @@ static void float4_step(ReplayedRow *r, ReplayedWarp *w)
     for (int e = 0; e < 4; e++)
         for (int v = base; v < end; v++)
             append(w, topk_entry(body[4 * v + e], r->split.head + 4 * v + e));
+    if (topk_buffer_needs_sort(w->count, r->kernel.fresh_size, r->kernel.k, w->threshold, offers_to_come(r, w)))
+        merge_fresh(r, w);
+}
+
+/* Version 6's scan: a full step's offers while float4s are left, then the
+ * head and tail's if the warp reads them. */
+static int scan_offers_to_come(const ReplayedRow *r, const ReplayedWarp *w)
+{
     int scalar_offers = float4_reads_scalars((int)(w - r->warps), r->kernel.warps_per_row)
                             ? float4_scalar_count(r->split, r->kernel.vocab)
                             : 0;
-    int to_come = float4_offers_at(w->next_base, r->split.vectors, OFFERS_PER_STEP, scalar_offers);
-    if (topk_buffer_needs_sort(w->count, r->kernel.fresh_size, r->kernel.k, w->threshold, to_come))
-        merge_fresh(r, w);
+    return float4_offers_at(w->next_base, r->split.vectors, OFFERS_PER_STEP, scalar_offers);
+}
+
+/* A step of version 6's scan (warp_scan_shared_threshold). */
+static void float4_step(ReplayedRow *r, ReplayedWarp *w)
+{
+    const int base = w->next_base;
+    r->counts->steps++;
+    w->next_base += r->kernel.warps_per_row * WARP_LANES;
+    offer_float4_step(r, w, base, scan_offers_to_come);
 }
 
 /* The end of a warp's scan: the head and tail, one logit per lane, if it
@@ -172,18 +192,88 @@ static bool advance(ReplayedRow *r, ReplayedWarp *w)
     return true;
 }
 
+/* ---- Version 9: the floor of the steps' maxima ------------------------ */
+
+/* Version 9's revisits: a full step's offers, always (warp_revisit_steps). */
+static int revisit_offers_to_come(const ReplayedRow *r, const ReplayedWarp *w)
+{
+    (void)r;
+    (void)w;
+    return OFFERS_PER_STEP;
+}
+
+/* Each step's key as warp_scan_step_maxima keeps it, and whether the row
+ * holds a NaN (which makes its online sum NaN). */
+static bool step_keys(const ReplayedRow *r, int steps, uint32_t *keys)
+{
+    const float *body = r->row + r->split.head;
+    for (int s = 0; s < steps; s++) {
+        keys[s] = 0;
+        for (int v = s * WARP_LANES; v < (s + 1) * WARP_LANES && v < r->split.vectors; v++) {
+            const float *q = body + 4 * v;
+            uint32_t key = topk_radix_key(fmaxf(fmaxf(q[0], q[1]), fmaxf(q[2], q[3])));
+            keys[s] = key > keys[s] ? key : keys[s];
+        }
+    }
+    bool nan = false;
+    for (int i = 0; i < r->kernel.vocab; i++)
+        nan |= isnan(r->row[i]);
+    return nan;
+}
+
+/* One revisit of warp w (its next step whose key reaches the floor), or
+ * the end of its revisits: false once they have ended. w->next_base counts
+ * the warp's own steps, member + i members for i = 0, 1, ... */
+static bool advance_revisit(ReplayedRow *r, ReplayedWarp *w)
+{
+    const int member = (int)(w - r->warps), members = r->kernel.warps_per_row;
+    const int mine = topk_member_steps(r->steps, member, members);
+    if (w->done)
+        return false;
+    while (w->next_base < mine && r->keys[member + w->next_base * members] < r->floor_key)
+        w->next_base++;
+    if (w->next_base < mine) {
+        r->counts->revisited_steps++;
+        offer_float4_step(r, w, (member + w->next_base * members) * WARP_LANES, revisit_offers_to_come);
+        w->next_base++;
+    } else {
+        finish_scan(r, w);
+    }
+    return true;
+}
+
+/* Version 9's scan: the steps' keys, the floor, and the threshold it sets. */
+static void take_the_floor(ReplayedRow *r, uint32_t *keys)
+{
+    r->steps = topk_float4_steps(r->split.vectors);
+    bool nan = step_keys(r, r->steps, keys);
+    r->keys = keys;
+    r->floor_key = topk_step_floor_key(topk_kth_largest_key(keys, r->steps, r->kernel.k), r->steps, r->kernel.k, nan);
+    r->counts->steps += r->steps;
+    r->row_threshold = topk_floor_entry_key(r->floor_key);
+}
+
+static bool advance_warp(ReplayedRow *r, ReplayedWarp *w)
+{
+    return r->step_floor ? advance_revisit(r, w) : advance(r, w);
+}
+
+/* A row's warps from their start (version 6's scan, or version 9's
+ * revisits after take_the_floor), in `order`, then the tree that merges
+ * their lists. */
 static void replay_row(ReplayedRow *r, WarpOrder order)
 {
     const int warps = r->kernel.warps_per_row;
-    r->row_threshold = topk_entry_key(topk_sentinel());
+    if (!r->step_floor)
+        r->row_threshold = topk_entry_key(topk_sentinel());
     for (int m = 0; m < TOPK_MAX_WARPS_PER_ROW; m++)
         r->quota_keys[m] = topk_entry_key(topk_sentinel());
     for (int m = 0; m < warps; m++) {
         ReplayedWarp *w = &r->warps[m];
         topk_fill_sentinels(w->kept, r->kernel.kept_size);
         w->count = 0;
-        w->threshold = topk_sentinel();
-        w->next_base = m * WARP_LANES;
+        read_row_threshold(r, w);
+        w->next_base = r->step_floor ? 0 : m * WARP_LANES;
         w->done = false;
     }
     if (order.sequence == NULL) {
@@ -191,12 +281,12 @@ static void replay_row(ReplayedRow *r, WarpOrder order)
         while (any) {
             any = false;
             for (int m = 0; m < warps; m++)
-                any |= advance(r, &r->warps[m]);
+                any |= advance_warp(r, &r->warps[m]);
         }
     } else {
         for (int k = 0; k < warps; k++) {
             ReplayedWarp *w = &r->warps[order.sequence[k]];
-            while (advance(r, w)) {
+            while (advance_warp(r, w)) {
             }
         }
     }
@@ -207,12 +297,14 @@ static void replay_row(ReplayedRow *r, WarpOrder order)
     }
 }
 
-SlowPathCounts slow_paths_replay(const float *logits, size_t rows, SharedThresholdKernel kernel, WarpOrder order)
+static SlowPathCounts replay_rows(const float *logits, size_t rows, SharedThresholdKernel kernel, WarpOrder order,
+                                  bool step_floor)
 {
     SlowPathCounts counts = {.rows = (long)rows};
     const int warps = kernel.warps_per_row;
     ReplayedWarp *w = ALLOC_ARRAY(ReplayedWarp, (size_t)warps);
     TopkEntry *buffers = ALLOC_ARRAY(TopkEntry, (size_t)warps * (size_t)(kernel.kept_size + kernel.fresh_size));
+    uint32_t *keys = ALLOC_ARRAY(uint32_t, (size_t)topk_step_keys_per_row(kernel.vocab) + 1);
     for (int m = 0; m < warps; m++) {
         w[m].kept = buffers + (size_t)m * (size_t)(kernel.kept_size + kernel.fresh_size);
         w[m].fresh = w[m].kept + kernel.kept_size;
@@ -223,12 +315,26 @@ SlowPathCounts slow_paths_replay(const float *logits, size_t rows, SharedThresho
                          .split = float4_split(offset * sizeof(float), kernel.vocab),
                          .kernel = kernel,
                          .warps = w,
-                         .counts = &counts};
+                         .counts = &counts,
+                         .step_floor = step_floor};
+        if (step_floor)
+            take_the_floor(&r, keys);
         replay_row(&r, order);
     }
+    array_free(keys);
     array_free(buffers);
     array_free(w);
     return counts;
+}
+
+SlowPathCounts slow_paths_replay(const float *logits, size_t rows, SharedThresholdKernel kernel, WarpOrder order)
+{
+    return replay_rows(logits, rows, kernel, order, false);
+}
+
+SlowPathCounts step_floor_replay(const float *logits, size_t rows, SharedThresholdKernel kernel, WarpOrder order)
+{
+    return replay_rows(logits, rows, kernel, order, true);
 }
 
 /* lane_best_after's test: can this float4 change the lane's best? The NaN
@@ -356,4 +462,11 @@ double slow_path_instructions(const SlowPathCounts *c, const SlowPathCosts *k)
 {
     double slow_passes = (double)(c->offer_steps + c->end_merges + c->tree_merges);
     return (double)c->steps * k->fast_path + slow_passes * k->straight_slow + slow_path_loop_instructions(c, k);
+}
+
+double step_floor_instructions(const SlowPathCounts *c, int scan_fast_path, const SlowPathCosts *revisit_costs)
+{
+    SlowPathCounts revisits = *c;
+    revisits.steps = c->revisited_steps;
+    return (double)c->steps * scan_fast_path + slow_path_instructions(&revisits, revisit_costs);
 }

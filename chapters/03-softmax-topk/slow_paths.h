@@ -1,4 +1,4 @@
-/* How often version 6's slow paths run, counted on the CPU, and what they
+/* How often version 6's (and version 9's) slow paths run, counted on the CPU, and what they
  * add to the instructions of its fast path.
  *
  * The instruction budget (common/instruction_budget.h) counts one pass of
@@ -17,7 +17,10 @@
  * warp's step s after every warp's step s - 1. The CUDA emulator
  * (tests/emulator) runs one warp to its end before the next starts: the
  * replay can follow that order too, and the tests hold it to the emulated
- * kernel's own counts. */
+ * kernel's own counts.
+ *
+ * Version 9 runs the same visit and merges on the steps it reads again
+ * after its floor: step_floor_replay counts those the same way. */
 #ifndef CHAPTERS_03_SOFTMAX_TOPK_SLOW_PATHS_H
 #define CHAPTERS_03_SOFTMAX_TOPK_SLOW_PATHS_H
 
@@ -63,12 +66,21 @@ typedef struct {
     long merge_pair_steps; /* per lane */
     long publishes;        /* atomicMax on the row's threshold: one per merge that holds k entries */
     long tree_merges;      /* the merges of a row's warps' lists after the scan: warps_per_row - 1 a row */
+    long revisited_steps;  /* version 9: the steps read again, whose maximum reaches the floor */
 } SlowPathCounts;
 
 /* Replay version 6 (k >= 2) on rows 0 .. rows-1 of `logits`, row r at
  * logits + r * vocab (its address's alignment as cudaMalloc's would be),
  * with the warps in `order`. */
 SlowPathCounts slow_paths_replay(const float *logits, size_t rows, SharedThresholdKernel kernel, WarpOrder order);
+
+/* Version 9 (k >= 2) on the same rows: `steps` counts the scan's steps,
+ * which keep each step's maximum; then the floor of those maxima
+ * (topk_kth_largest_key, topk_step_floor_key), and the revisits of the
+ * steps that reach it, with the warps in `order`: revisited_steps, and the
+ * offer steps, merges and their loops as version 6's (the revisits run its
+ * code), from a threshold that starts at the floor. */
+SlowPathCounts step_floor_replay(const float *logits, size_t rows, SharedThresholdKernel kernel, WarpOrder order);
 
 /* Version 6 at k = 1, the argmax: a warp's step leaves the fast path when
  * some lane's float4 may beat that lane's best (lane_best_after). Counted
@@ -106,6 +118,11 @@ bool slow_path_costs_read(const SassSteadyState *steady, SlowPathCosts *costs, c
  * each loop's every iteration counted at its whole body, each slow pass's
  * straight-line code at all of it. */
 double slow_path_instructions(const SlowPathCounts *counts, const SlowPathCosts *costs);
+
+/* Version 9's: the scan's steps at its own fast path, and the revisits
+ * costed as version 6's steps (the same visit, merges and publishes), at
+ * version 6's costs; the floor's 32 rounds per row are left out. */
+double step_floor_instructions(const SlowPathCounts *counts, int scan_fast_path, const SlowPathCosts *revisit_costs);
 
 /* Of those, the merges' loops: sorting, merging, publishing. */
 double slow_path_loop_instructions(const SlowPathCounts *counts, const SlowPathCosts *costs);

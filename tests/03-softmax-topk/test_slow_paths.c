@@ -3,6 +3,7 @@
  * counts hold what the kernel's rules imply, and the costs are read from
  * machine code of the shape of version 6's merge, or refused. The replay
  * is held to the kernel itself by test_slow_paths_gpu (emulated). */
+#include <math.h>
 #include <stdio.h>
 
 #include "chapters/03-softmax-topk/bench_cpu.h"
@@ -57,6 +58,29 @@ static void test_argmax_counts(const float *row)
            "argmax: %ld of %ld steps leave the fast path", c.offer_steps, c.steps);
 }
 
+/* Version 9: at least the K steps that reach the floor are read again,
+ * none offers that is not read again, and a NaN, which the steps' maxima
+ * hide, sends every step back. */
+static void test_step_floor_counts(float *row)
+{
+    const int ks[] = {8, 64};
+    for (int t = 0; t < 2; t++) {
+        SharedThresholdKernel kernel = version_6(ks[t]);
+        SlowPathCounts c = step_floor_replay(row, 1, kernel, WARPS_IN_STEP);
+        EXPECT(c.steps == VOCAB / 4 / 32 && c.revisited_steps >= ks[t] && c.revisited_steps < c.steps &&
+                   c.offer_steps <= c.revisited_steps && c.candidates >= ks[t] && c.end_merges == WARPS,
+               "K %d: %ld steps, %ld read again, %ld offer, %ld candidates", ks[t], c.steps, c.revisited_steps,
+               c.offer_steps, c.candidates);
+        printf("version 9, K %d: %ld of %ld steps read again, %ld offer, %ld merges\n", ks[t], c.revisited_steps,
+               c.steps, c.offer_steps, c.merges);
+    }
+    float kept = row[5000];
+    row[5000] = NAN;
+    SlowPathCounts c = step_floor_replay(row, 1, version_6(8), WARPS_IN_STEP);
+    EXPECT(c.revisited_steps == c.steps, "a NaN row: %ld of %ld steps read again", c.revisited_steps, c.steps);
+    row[5000] = kept;
+}
+
 /* A steady state with the loops of version 6's merge, or not. */
 static SassSteadyState merge_shaped(void)
 {
@@ -98,6 +122,7 @@ int main(void)
     float *row = bench_logits_new(VOCAB, 1);
     test_counts_follow_the_rules(row);
     test_argmax_counts(row);
+    test_step_floor_counts(row);
     test_costs_from_the_loops();
     array_free(row);
     return test_finish();

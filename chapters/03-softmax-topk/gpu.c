@@ -670,14 +670,6 @@ static void add_counts(SlowPathCounts *sum, const SlowPathCounts *c)
     sum->revisited_steps += c->revisited_steps;
 }
 
-/* The share of a batch's time its last, partial wave of rows wastes: a
- * wave takes the time of a full one. */
-static double wave_efficiency(int rows, int slots)
-{
-    int waves = (rows + slots - 1) / slots;
-    return (double)rows / ((double)waves * slots);
-}
-
 typedef struct {
     double fewest, most;  /* instructions per 16 bytes of the row over the rows replayed */
     double all, in_loops; /* instructions of all the rows, and of their merges' loops */
@@ -745,7 +737,7 @@ static void slow_path_row(Table *table, int k, const RecordedKernel *kernel, con
     table_cell(table, "%d x %d", H100_SXM.sms, o.blocks_per_sm * rows_per_block);
     const int batches[] = {GOAL_ROWS_LARGE, GOAL_ROWS_SMALL};
     for (int b = 0; b < 2; b++) {
-        double predicted = ceiling * wave_efficiency(batches[b], slots);
+        double predicted = slow_paths_batch_share(batches[b], slots, ceiling, in_flight);
         table_cell(table, "%.0f%%", 100 * predicted);
         *worst = predicted < *worst ? predicted : *worst;
     }
@@ -757,7 +749,8 @@ static void print_slow_path_model(void)
            "logits (V = %d), a row's %d warps in step; each loop of a merge costed at its whole body per iteration "
            "and each slow pass at all the straight-line code of the scan's body (upper bounds, so the shares are "
            "lower bounds on what issue allows), the merges after the scan as those in it; the bytes in flight of a "
-           "full GPU; a wave of rows takes a full wave's time. Version 9: its scan at the fast path of its own steady "
+           "full GPU; whole waves of rows at the prediction, and a partial last wave at what its rows' bytes in flight "
+           "allow. Version 9: its scan at the fast path of its own steady "
            "state, its floor's rounds not counted, its revisits as version 6's steps at version 6's costs, and the "
            "bytes they read again from DRAM.\n\n",
            H100_SXM.name, SLOW_PATH_ROWS, TABLE_VOCAB, softmax_topk_gpu_warps_per_row(TABLE_VOCAB));

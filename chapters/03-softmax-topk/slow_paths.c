@@ -470,3 +470,12 @@ double step_floor_instructions(const SlowPathCounts *c, int scan_fast_path, cons
     revisits.steps = c->revisited_steps;
     return (double)c->steps * scan_fast_path + slow_path_instructions(&revisits, revisit_costs);
 }
+
+double slow_paths_batch_share(int rows, int slots, double ceiling, double in_flight)
+{
+    int whole_waves = rows / slots, last = rows % slots;
+    double last_wave_share = in_flight * last / slots;
+    last_wave_share = last_wave_share < ceiling ? last_wave_share : ceiling;
+    double time = (double)whole_waves * slots / ceiling + (last > 0 ? last / last_wave_share : 0.0);
+    return rows / time;
+}

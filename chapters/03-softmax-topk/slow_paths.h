@@ -127,4 +127,12 @@ double step_floor_instructions(const SlowPathCounts *counts, int scan_fast_path,
 /* Of those, the merges' loops: sorting, merging, publishing. */
 double slow_path_loop_instructions(const SlowPathCounts *counts, const SlowPathCosts *costs);
 
+/* The share of the copy bandwidth a batch of `rows` reaches when `slots`
+ * rows are resident at once. Whole waves run at `ceiling`, the budget's
+ * prediction for a full GPU. The last, partial wave holds fewer rows, and
+ * so fewer bytes in flight: it runs at `in_flight` (what bytes in flight
+ * allow with every slot filled) times its share of the slots, by Little's
+ * law, or at `ceiling` if that is lower. */
+double slow_paths_batch_share(int rows, int slots, double ceiling, double in_flight);
+
 #endif

@@ -117,6 +117,31 @@ static void test_costs_from_the_loops(void)
     EXPECT(!slow_path_costs_read(&s, &costs, why, sizeof why), "a sort two deep is not version 6's");
 }
 
+/* Whole waves run at the ceiling; a batch with a partial last wave no
+ * faster, and no slower than if that wave took a whole wave's time (the
+ * model this one refines); the fuller the last wave, the closer the batch
+ * comes to the ceiling. */
+static void test_batch_share(void)
+{
+    const int slots = 792;
+    const double ceiling = 0.9, in_flight = 1.8;
+    EXPECT(fabs(slow_paths_batch_share(4 * slots, slots, ceiling, in_flight) - ceiling) < 1e-12,
+           "whole waves run at the ceiling");
+    double previous = 0.0;
+    for (int last = 1; last < slots; last += 97) {
+        int rows = slots + last;
+        double share = slow_paths_batch_share(rows, slots, ceiling, in_flight);
+        double whole_wave_time = ceiling * rows / (2.0 * slots);
+        EXPECT(share <= ceiling + 1e-12 && share >= whole_wave_time - 1e-12,
+               "%d rows: %.4f between a whole wave's time (%.4f) and the ceiling", rows, share, whole_wave_time);
+        EXPECT(share >= previous - 1e-12, "%d rows: %.4f not below %.4f with fewer rows in the last wave", rows, share,
+               previous);
+        previous = share;
+    }
+    double one_row = slow_paths_batch_share(1, slots, ceiling, in_flight);
+    EXPECT(fabs(one_row - in_flight / slots) < 1e-12, "one row runs at its own bytes in flight: %g", one_row);
+}
+
 int main(void)
 {
     float *row = bench_logits_new(VOCAB, 1);
@@ -124,6 +149,7 @@ int main(void)
     test_argmax_counts(row);
     test_step_floor_counts(row);
     test_costs_from_the_loops();
+    test_batch_share();
     array_free(row);
     return test_finish();
 }

@@ -349,14 +349,21 @@ static bool returns_from_divergence(const Instruction *code, int count, int i)
     return false;
 }
 
+/* A loop's end: a branch back (or to itself), not the return of a
+ * diverged warp to where it left. */
+static bool is_backward_branch(const Instruction *code, int count, int i)
+{
+    return code[i].branch_target >= 0 && code[i].branch_target <= code[i].address &&
+           !returns_from_divergence(code, count, i);
+}
+
 /* The loops that move global memory: each backward branch whose target is
  * an instruction of the kernel. */
 static int global_loops(const Instruction *code, int count, Span *loops)
 {
     int n = 0;
     for (int i = 0; i < count; i++) {
-        if (code[i].branch_target < 0 || code[i].branch_target > code[i].address ||
-            returns_from_divergence(code, count, i))
+        if (!is_backward_branch(code, count, i))
             continue;
         int target = index_of_address(code, count, code[i].branch_target);
         Span loop = {target, i};
@@ -375,12 +382,6 @@ static bool moves_more(const Instruction *code, Span a, Span b)
     if (a_loads != b_loads)
         return a_loads > b_loads;
     return global_bytes(code, a) > global_bytes(code, b);
-}
-
-static bool is_backward_branch(const Instruction *code, int count, int i)
-{
-    return code[i].branch_target >= 0 && code[i].branch_target <= code[i].address &&
-           !returns_from_divergence(code, count, i);
 }
 
 static int counted_in(const Instruction *code, Span span)
@@ -405,6 +406,12 @@ static int enclosing_loop(const SassSteadyState *s, int j)
     return parent;
 }
 
+static int by_first_instruction(const void *a, const void *b)
+{
+    int first_a = ((const Span *)a)->first, first_b = ((const Span *)b)->first;
+    return (first_a > first_b) - (first_a < first_b);
+}
+
 /* Every loop whose branch back lies inside the steady state's body, the
  * body's own branch left out; then, sorted by first address, their parents. */
 static void record_inner_loops(const Instruction *code, int count, Span steady, SassSteadyState *s)
@@ -418,12 +425,7 @@ static void record_inner_loops(const Instruction *code, int count, Span steady, 
         if (target >= steady.first)
             found[n++] = (Span){target, i};
     }
-    for (int a = 1; a < n; a++)
-        for (int b = a; b > 0 && found[b].first < found[b - 1].first; b--) {
-            Span swap = found[b];
-            found[b] = found[b - 1];
-            found[b - 1] = swap;
-        }
+    qsort(found, (size_t)n, sizeof found[0], by_first_instruction);
     s->inner_loop_count = n;
     for (int j = 0; j < n; j++)
         s->inner_loops[j] =

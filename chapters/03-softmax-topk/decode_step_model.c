@@ -2,11 +2,10 @@
 
 #include <string.h>
 
+#include "chapters/03-softmax-topk/warp_counts.h"
 #include "common/alloc.h"
 #include "common/instruction_budget.h"
 #include "kernels/softmax_topk.h"
-
-enum { WARP_LANES = 32 };
 
 /* The costs, low and high. A kernel replayed in a graph still starts its
  * grid and drains it. L2 hits take some 250 cycles from the near half of
@@ -33,20 +32,6 @@ typedef struct {
     TopkEntry threshold;
     SortWork work;
 } ReplayedBuffer;
-
-static int log2_of_power_of_two(int n)
-{
-    int log = 0;
-    while ((1 << log) < n)
-        log++;
-    return log;
-}
-
-/* A warp's lanes taking `items` in turn: the most a lane takes. */
-static int per_lane(int items)
-{
-    return (items + WARP_LANES - 1) / WARP_LANES;
-}
 
 /* warp_keep_best: pad with sentinels to topk_sort_size, sort with the
  * bitonic network, keep the best k, the k-th is the threshold. */

@@ -4,10 +4,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "chapters/03-softmax-topk/warp_counts.h"
 #include "common/alloc.h"
 #include "kernels/softmax_topk.h"
 
-enum { WARP_LANES = 32, OFFERS_PER_STEP = 4 * WARP_LANES };
+enum { OFFERS_PER_STEP = 4 * WARP_LANES };
 
 /* A warp of a row as the kernel's RowCandidates holds it. */
 typedef struct {
@@ -32,20 +33,6 @@ typedef struct {
     int steps;
     uint32_t floor_key;
 } ReplayedRow;
-
-static int log2_of_power_of_two(int n)
-{
-    int log = 0;
-    while ((1 << log) < n)
-        log++;
-    return log;
-}
-
-/* A warp's lanes taking `items` in turn: the most a lane takes. */
-static int per_lane(int items)
-{
-    return (items + WARP_LANES - 1) / WARP_LANES;
-}
 
 /* warp_merge_sorted of two lists of `size`: the loops' iterations. */
 static void count_list_merge(SlowPathCounts *c, int size)

@@ -791,11 +791,16 @@ int gpu_slow_paths_command(int argc, char **argv)
                              "predicted, 1024 rows"};
     Table *table = table_new(13, headers, "rrrrrrrrrrrrr");
     const int ks[] = {1, 8, 64};
+    /* Version 9 runs version 6's argmax at K = 1: that row counts for both. */
     double worst = 1, worst_9 = 1;
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         RecordedKernel kernel = find_version_6(&record, &code, ks[t]);
         SlowPathCosts costs = costs_of(&kernel, ks[t]);
-        slow_path_row(table, ks[t], &kernel, &costs, false, logits, &worst);
+        double worst_of_row = 1;
+        slow_path_row(table, ks[t], &kernel, &costs, false, logits, &worst_of_row);
+        worst = worst_of_row < worst ? worst_of_row : worst;
+        if (ks[t] == 1)
+            worst_9 = worst_of_row;
     }
     RecordedKernel step_floor = find_kernel(&record, &code, "step_floor_kernel");
     for (size_t t = 1; t < sizeof ks / sizeof ks[0]; t++) {
@@ -806,7 +811,7 @@ int gpu_slow_paths_command(int argc, char **argv)
     print_slow_path_model();
     table_print(table, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
     printf("\nAgainst the goal of %.0f%% of the copy bandwidth: the lowest prediction above for version 6 is %.0f%%, "
-           "%s; for version 9 (K = 1 is version 6's argmax) %.0f%%, %s.\n",
+           "%s; for version 9 (at K = 1 version 6's argmax) %.0f%%, %s.\n",
            100 * BANDWIDTH_GOAL, 100 * worst, worst >= BANDWIDTH_GOAL ? "within it" : "short of it", 100 * worst_9,
            worst_9 >= BANDWIDTH_GOAL ? "within it" : "short of it");
     table_free(table);

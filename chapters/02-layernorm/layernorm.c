@@ -108,13 +108,16 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
 // ANCHOR_END: normalize_rows
 
 // ANCHOR: read_a_16_bit_row_once
-/* The first pass over a 16-bit row: widen it into `widened`, and take
- * sum(x - shift) and sum((x - shift)^2) in double on the way, lane by
- * lane, about its first element. A double holds each difference of two
- * floats (exactly, unless their exponents lie 29 apart) and the square of
- * any float, so nothing overflows, and the first element is never so far
- * from the mean that the variance loses more than log2(d) of double's
- * 53 bits: (x0 - mean)^2 <= d var. One pass, where float32 takes two. */
+/* The first pass over a 16-bit row: sum(x - shift) and sum((x - shift)^2)
+ * in double, lane by lane, about its first element, as chunks of it are
+ * widened in registers. A double holds each difference of two floats
+ * (exactly, unless their exponents lie 29 apart) and the square of any
+ * float, so nothing overflows, and the first element is never so far from
+ * the mean that the variance loses more than log2(d) of double's 53 bits:
+ * (x0 - mean)^2 <= d var. One pass, where float32 takes two. The widened
+ * chunks are not kept: the second pass widens the row again from L1, one
+ * instruction per 16 fp16 values, which costs less than storing 4 bytes
+ * per element here and loading them there (measured). */
 typedef struct {
     double shift, sum_dev, sum_dev_sq;
 } ShiftedSums;
@@ -128,17 +131,17 @@ ROW_INLINE void add_deviations_in_double(double *acc, double *acc_sq, const floa
     }
 }
 
-ROW_INLINE ShiftedSums read_16_bit_row_once(float *widened, const void *x, size_t d, const void *next_row,
-                                            LnStorage storage)
+ROW_INLINE ShiftedSums read_16_bit_row_once(const void *x, size_t d, const void *next_row, LnStorage storage)
 {
     double acc[LANES] = {0}, acc_sq[LANES] = {0};
-    ShiftedSums sums = {*widen_chunk(widened, x, 0, 1, storage), 0.0, 0.0};
+    float chunk[LANES];
+    ShiftedSums sums = {*widen_chunk(chunk, x, 0, 1, storage), 0.0, 0.0};
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
         prefetch_lanes(next_row, i, storage);
-        add_deviations_in_double(acc, acc_sq, widen_chunk(widened + i, x, i, LANES, storage), LANES, sums.shift);
+        add_deviations_in_double(acc, acc_sq, widen_chunk(chunk, x, i, LANES, storage), LANES, sums.shift);
     }
-    add_deviations_in_double(acc, acc_sq, widen_chunk(widened + i, x, i, d - i, storage), d - i, sums.shift);
+    add_deviations_in_double(acc, acc_sq, widen_chunk(chunk, x, i, d - i, storage), d - i, sums.shift);
     for (int k = 0; k < LANES; k++) {
         sums.sum_dev += acc[k];
         sums.sum_dev_sq += acc_sq[k];
@@ -148,73 +151,142 @@ ROW_INLINE ShiftedSums read_16_bit_row_once(float *widened, const void *x, size_
 // ANCHOR_END: read_a_16_bit_row_once
 
 // ANCHOR: normalize_a_16_bit_row
-/* y of a span of a 16-bit row, in place of its widened x (one loop the
- * compiler vectorises), and whether any element fails the guard
- * (kernels/layernorm_row.h). */
-static int normalize_guarded(float *restrict row, const float *restrict gamma, const float *restrict beta,
-                             const float *restrict guard_weights, size_t count, LnRowStats stats, float factor)
+/* y of `count` elements of a 16-bit row, widened, into `out`, and whether
+ * any element fails the guard (kernels/layernorm_row.h). */
+ROW_INLINE bool normalize_guarded(float *restrict out, const float *restrict x, const float *restrict gamma,
+                                  const float *restrict beta, const float *restrict guard_weights, size_t count,
+                                  LnRowStats stats, float factor)
 {
     int outside = 0;
     for (size_t j = 0; j < count; j++) {
-        float y = ln_affine(ln_normalize(row[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
+        float y = ln_affine(ln_normalize(x[j], stats.mean, stats.residual, stats.rstd), gamma[j], beta[j]);
         outside |= !ln_within_guard(y, guard_weights[j], factor);
-        row[j] = y;
+        out[j] = y;
     }
     return outside;
 }
 
-/* The elements of a span that the guard cannot vouch for, computed again
- * in double from x as stored and rounded once into the storage type (held
- * as a float: a 16-bit value is one, and narrowing leaves it as it is). */
-static void resolve_cancellations(float *y, const void *x, const float *gamma, const float *beta,
+/* The same for a whole BLOCK. With AVX-512 the guard's 16 tests are one
+ * mask register, and "any outside" one test of it: the loop above, left
+ * to the compiler, folds its 16 flags into one with six instructions, as
+ * many as the block's arithmetic. The same operations, so the same bits. */
+ROW_INLINE bool normalize_block_guarded(float *restrict out, const float *restrict x, const float *restrict gamma,
+                                        const float *restrict beta, const float *restrict guard_weights,
+                                        LnRowStats stats, float factor)
+{
+#if defined(__AVX512F__)
+    __m512 centred =
+        _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x), _mm512_set1_ps(stats.mean)), _mm512_set1_ps(stats.residual));
+    __m512 xhat = _mm512_mul_ps(centred, _mm512_set1_ps(stats.rstd));
+    __m512 y = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(gamma), xhat), _mm512_loadu_ps(beta));
+    __m512 least = _mm512_mul_ps(_mm512_set1_ps(factor), _mm512_loadu_ps(guard_weights));
+    _mm512_storeu_ps(out, y);
+    return _mm512_cmp_ps_mask(_mm512_abs_ps(y), least, _CMP_GE_OQ) != 0xFFFF; /* a NaN y compares false */
+#else
+    return normalize_guarded(out, x, gamma, beta, guard_weights, BLOCK, stats, factor);
+#endif
+}
+// ANCHOR_END: normalize_a_16_bit_row
+
+// ANCHOR: resolve_the_elements_near_cancellation
+/* The elements of `out` (elements first .. first + count - 1 of the row)
+ * that the guard cannot vouch for, computed again in double from x as
+ * stored and rounded once into the storage type (held as a float: a
+ * 16-bit value is one, and narrowing leaves it as it is). */
+static void resolve_cancellations(float *out, const void *x, const float *gamma, const float *beta,
                                   const float *guard_weights, size_t first, size_t count, LnExactStats exact,
                                   float factor, LnStorage storage)
 {
-    for (size_t j = first; j < first + count; j++) {
-        if (ln_within_guard(y[j], guard_weights[j], factor))
+    for (size_t k = 0; k < count; k++) {
+        size_t j = first + k;
+        if (ln_within_guard(out[k], guard_weights[j], factor))
             continue;
         float stored_x;
         CALL_FOR_STORAGE(storage, widen_chunk(&stored_x, x, j, 1, fixed_storage));
-        y[j] = (float)ln_storage_round_exact(storage, ln_y_in_double(stored_x, gamma[j], beta[j], exact));
+        out[k] = (float)ln_storage_round_exact(storage, ln_y_in_double(stored_x, gamma[j], beta[j], exact));
     }
 }
 
-// ANCHOR_END: normalize_a_16_bit_row
+/* What a 16-bit row's y needs: the row as stored, the parameters, the
+ * statistics, float and exact, the guard, and the thread's d floats where
+ * blocks that fail the guard wait to be resolved. */
+typedef struct {
+    const void *x;
+    const float *gamma, *beta, *guard_weights;
+    LnRowStats stats;
+    LnExactStats exact;
+    float factor;
+    float *set_aside;
+} GuardedRow;
+// ANCHOR_END: resolve_the_elements_near_cancellation
+
+// ANCHOR: set_aside_the_blocks_that_fail
+/* The whole blocks from `first` on, up to GROUP_BLOCKS of them, streamed
+ * out; a block that fails the guard is set aside and resolved after the
+ * group. Then the loop over the blocks calls no function, and keeps its
+ * constants in registers: a call in it clobbers every vector register,
+ * and made this loop slower than a pass that normalised the whole row
+ * before streaming it (measured). Returns the element after the group. */
+enum { GROUP_BLOCKS = 64 };
+
+ROW_INLINE size_t normalize_16_bit_blocks(void *y, const GuardedRow *r, size_t first, size_t d, const char *after_next,
+                                          LnStorage storage)
+{
+    uint64_t failed = 0;
+    size_t j = first;
+    for (int b = 0; b < GROUP_BLOCKS && j + BLOCK <= d; b++, j += BLOCK) {
+        float block[BLOCK], x_block[BLOCK];
+        __builtin_prefetch(stored_at(after_next, j, storage), 0, 2);
+        if (normalize_block_guarded(block, widen_chunk(x_block, r->x, j, BLOCK, storage), r->gamma + j, r->beta + j,
+                                    r->guard_weights + j, r->stats, r->factor)) {
+            memcpy(r->set_aside + j, block, sizeof block);
+            failed |= UINT64_C(1) << b;
+        } else {
+            store_block_streaming(y, j, block, storage);
+        }
+    }
+    for (; failed != 0; failed &= failed - 1) {
+        size_t block_first = first + (size_t)__builtin_ctzll(failed) * BLOCK;
+        float *block = r->set_aside + block_first;
+        resolve_cancellations(block, r->x, r->gamma, r->beta, r->guard_weights, block_first, BLOCK, r->exact, r->factor,
+                              storage);
+        narrow_chunk(y, block_first, block, BLOCK, storage);
+    }
+    return j;
+}
+// ANCHOR_END: set_aside_the_blocks_that_fail
 
 // ANCHOR: finish_a_16_bit_row
-/* The row of results, rounded to 16 bits and streamed out as the float32
- * pass stores them, asking for the row after next on the way. */
-ROW_INLINE void stream_out(void *y, const float *row, size_t d, const char *after_next, LnStorage storage)
+/* y of the `count` (< BLOCK) elements from `first` on, stored in y's
+ * type: the ends of the row, outside the streamed blocks. */
+ROW_INLINE void normalize_16_bit_ends(void *y, const GuardedRow *r, size_t first, size_t count, LnStorage storage)
 {
-    size_t j = unaligned_head(y, d, storage);
-    narrow_chunk(y, 0, row, j, storage);
-    for (; j + BLOCK <= d; j += BLOCK) {
-        __builtin_prefetch(stored_at(after_next, j, storage), 0, 2);
-        store_block_streaming(y, j, row + j, storage);
-    }
-    narrow_chunk(y, j, row + j, d - j, storage);
+    float out[BLOCK], x_chunk[BLOCK];
+    if (normalize_guarded(out, widen_chunk(x_chunk, r->x, first, count, storage), r->gamma + first, r->beta + first,
+                          r->guard_weights + first, count, r->stats, r->factor))
+        resolve_cancellations(out, r->x, r->gamma, r->beta, r->guard_weights, first, count, r->exact, r->factor,
+                              storage);
+    narrow_chunk(y, first, out, count, storage);
 }
 
 /* One 16-bit row: its statistics in double, saved and used rounded to
- * float; y in float, guarded, a span of GUARD_SPAN at a time, and the rare
- * elements near cancellation in double. */
-enum { GUARD_SPAN = 256 };
-
+ * float; y in float a block at a time, guarded, the rare elements near
+ * cancellation in double, then rounded to 16 bits and streamed out as the
+ * float32 pass stores them, asking for the row after next on the way. */
 ROW_INLINE void forward_16_bit_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead,
                                    const float *gamma, const float *beta, const float *guard_weights, size_t d,
-                                   float eps, float *widened, LnStorage storage)
+                                   float eps, float *set_aside, LnStorage storage)
 {
-    ShiftedSums sums = read_16_bit_row_once(widened, x, d, ahead.next, storage);
+    ShiftedSums sums = read_16_bit_row_once(x, d, ahead.next, storage);
     LnExactStats exact = ln_exact_stats(sums.shift, sums.sum_dev, sums.sum_dev_sq, (double)d, eps);
     LnRowStats stats = ln_rounded_stats(exact);
     float factor = ln_forward_guard_factor(exact, stats, ln_storage_significant_bits(storage));
-    for (size_t first = 0; first < d; first += GUARD_SPAN) {
-        size_t count = d - first < GUARD_SPAN ? d - first : GUARD_SPAN;
-        if (normalize_guarded(widened + first, gamma + first, beta + first, guard_weights + first, count, stats,
-                              factor))
-            resolve_cancellations(widened, x, gamma, beta, guard_weights, first, count, exact, factor, storage);
-    }
-    stream_out(y, widened, d, ahead.after_next, storage);
+    GuardedRow r = {x, gamma, beta, guard_weights, stats, exact, factor, set_aside};
+    size_t j = unaligned_head(y, d, storage);
+    normalize_16_bit_ends(y, &r, 0, j, storage);
+    while (j + BLOCK <= d)
+        j = normalize_16_bit_blocks(y, &r, j, d, ahead.after_next, storage);
+    normalize_16_bit_ends(y, &r, j, d - j, storage);
     *mean = stats.mean;
     *rstd = stats.rstd;
 }
@@ -223,19 +295,19 @@ ROW_INLINE void forward_16_bit_row(void *y, float *mean, float *rstd, const void
 // ANCHOR: share_the_rows_among_the_threads
 /* A float32 row, or a 16-bit one compiled once for each type. */
 static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
-                               const float *beta, const float *guard_weights, size_t d, float eps, float *widened,
+                               const float *beta, const float *guard_weights, size_t d, float eps, float *scratch,
                                LnStorage storage)
 {
     switch (storage) {
     case STORAGE_FP16:
-        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, widened, STORAGE_FP16);
+        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, scratch, STORAGE_FP16);
         return;
     case STORAGE_BF16:
-        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, widened, STORAGE_BF16);
+        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, scratch, STORAGE_BF16);
         return;
     case STORAGE_FLOAT32:
     default:
-        forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, widened, STORAGE_FLOAT32);
+        forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, scratch, STORAGE_FLOAT32);
     }
 }
 
@@ -249,13 +321,14 @@ void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, 
         guard_weights[j] = ln_guard_weight(beta[j], gamma[j]);
 #pragma omp parallel
     {
-        float *widened = ALLOC_ARRAY(float, d); /* each thread's; unused for float32 */
+        /* each thread's: where a 16-bit row's blocks that fail the guard wait */
+        float *scratch = ALLOC_ARRAY(float, d);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             forward_row_stored((char *)y + row * row_bytes, mean + row, rstd + row, stored_at(x, row * d, storage),
-                               rows_ahead(x, row, n, d, storage), gamma, beta, guard_weights, d, eps, widened, storage);
+                               rows_ahead(x, row, n, d, storage), gamma, beta, guard_weights, d, eps, scratch, storage);
         streaming_stores_done();
-        array_free(widened);
+        array_free(scratch);
     }
     array_free(guard_weights);
 }

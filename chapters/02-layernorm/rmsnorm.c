@@ -161,10 +161,10 @@ ROW_INLINE void rms_backward_span(float *restrict dx, float *restrict dgamma_par
                                   const float *restrict dy, const float *restrict x, const float *restrict gamma,
                                   size_t count, const BackwardRow *r, bool guarded)
 {
-    int flag = 0;
+    int flags[BLOCK] = {0};
     for (size_t j = 0; j < count; j++)
-        dx[j] = rms_backward_element(&dgamma_part[j], &flag, dy[j], x[j], gamma[j], r, guarded);
-    *outside = flag;
+        dx[j] = rms_backward_element(&dgamma_part[j], &flags[j], dy[j], x[j], gamma[j], r, guarded);
+    *outside = any_flag_set(flags, count);
 }
 
 ROW_INLINE void rms_backward_span_pair(float *restrict dx0, float *restrict dx1, float *restrict dgamma_part,
@@ -172,14 +172,14 @@ ROW_INLINE void rms_backward_span_pair(float *restrict dx0, float *restrict dx1,
                                        const float *restrict dy1, const float *restrict x1, const float *restrict gamma,
                                        size_t count, const BackwardRow *r0, const BackwardRow *r1, bool guarded)
 {
-    int flag = 0;
+    int flags[BLOCK] = {0};
     for (size_t j = 0; j < count; j++) {
         float dgamma = dgamma_part[j];
-        dx0[j] = rms_backward_element(&dgamma, &flag, dy0[j], x0[j], gamma[j], r0, guarded);
-        dx1[j] = rms_backward_element(&dgamma, &flag, dy1[j], x1[j], gamma[j], r1, guarded);
+        dx0[j] = rms_backward_element(&dgamma, &flags[j], dy0[j], x0[j], gamma[j], r0, guarded);
+        dx1[j] = rms_backward_element(&dgamma, &flags[j], dy1[j], x1[j], gamma[j], r1, guarded);
         dgamma_part[j] = dgamma;
     }
-    *outside = flag;
+    *outside = any_flag_set(flags, count);
 }
 
 // ANCHOR_END: differentiate_a_span_of_an_rms_row

@@ -288,6 +288,26 @@ static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage
 }
 // ANCHOR_END: begin_and_end_the_streamed_blocks
 
+// ANCHOR: test_a_block_of_flags
+/* Whether any of `count` (at most BLOCK) flags is set: the guard's verdicts
+ * on a span's elements, one int each. Folding 16 flags into one the way
+ * the compiler does costs six vector instructions, as many as a block's
+ * arithmetic; with AVX-512 a whole block is one test that leaves a mask. */
+ROW_INLINE bool any_flag_set(const int *flags, size_t count)
+{
+#if defined(__AVX512F__)
+    if (count == BLOCK) {
+        __m512i all = _mm512_loadu_si512(flags);
+        return _mm512_test_epi32_mask(all, all) != 0;
+    }
+#endif
+    int any = 0;
+    for (size_t k = 0; k < count; k++)
+        any |= flags[k];
+    return any;
+}
+// ANCHOR_END: test_a_block_of_flags
+
 // ANCHOR: rescale_a_row_on_the_cpu
 /* A copy of the row times 2^-k, k = ln_overflow_exponent of its largest
  * magnitude (exact: kernels/layernorm_row.h), for a row whose statistics

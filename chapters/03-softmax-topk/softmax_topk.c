@@ -485,34 +485,32 @@ static void offer_chunks_that_may_hold_candidates(TopkCollector *top, StoredLogi
 }
 // ANCHOR_END: screen_the_chunk_maxima
 
-// ANCHOR: prefetch_at_two_distances
+// ANCHOR: prefetch_ahead_into_l2
 /* The hardware prefetcher keeps only a little ahead of a loop this busy
  * with arithmetic, and stops at every 4 KiB page. So the loop asks for the
- * lines itself, at two distances: 16 chunks ahead into L2, which starts the
- * slow trip to memory early, and 4 chunks ahead into L1, just in time.
+ * lines itself, 16 chunks ahead, into L2: that starts the slow trip to
+ * memory early, and from L2 on the hardware keeps up. (Asking for each
+ * line into L1 as well, 4 chunks ahead, was slower: 16 more instructions a
+ * chunk, and the fused pass read less of the bandwidth with them, on one
+ * thread and on two, at K = 8 and 64, in `bench`.)
  * `readable` is how many bytes from `chunk` on may be read: the rest of
  * the row and the rows after it, so that the next row is on its way while
  * this one ends; a chunk is `size` bytes (FUSED_CHUNK logits of 4 or 2).
  * (A prefetch never faults, but its address must stay inside the array to
  * be valid C.) always_inline: to gcc, a function that only prefetches has
  * no effect, and it deletes the calls. */
-enum { CACHE_LINE = 64, NEAR_AHEAD_CHUNKS = 4, FAR_AHEAD_CHUNKS = 16 };
+enum { CACHE_LINE = 64, AHEAD_CHUNKS = 16 };
 
 static inline __attribute__((always_inline)) void prefetch_ahead(const char *chunk, size_t readable, size_t size)
 {
-    size_t near = NEAR_AHEAD_CHUNKS * size, far = FAR_AHEAD_CHUNKS * size;
-    if (readable >= near + size) {
-        for (size_t i = near; i < near + size; i += CACHE_LINE) {
-            __builtin_prefetch(chunk + i, 0, 3);
-        }
-    }
-    if (readable >= far + size) {
-        for (size_t i = far; i < far + size; i += CACHE_LINE) {
+    size_t ahead = AHEAD_CHUNKS * size;
+    if (readable >= ahead + size) {
+        for (size_t i = ahead; i < ahead + size; i += CACHE_LINE) {
             __builtin_prefetch(chunk + i, 0, 1);
         }
     }
 }
-// ANCHOR_END: prefetch_at_two_distances
+// ANCHOR_END: prefetch_ahead_into_l2
 
 /* A row with a NaN or +inf: the online version, which handles every
  * special value one logit at a time, on the row as floats (16-bit rows are

@@ -455,36 +455,6 @@ static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n
 }
 // ANCHOR_END: skip_chunks_without_candidates
 
-// ANCHOR: screen_the_chunk_maxima
-static void offer_chunk(TopkCollector *top, StoredLogits row, size_t whole_lanes, size_t chunk, float max)
-{
-    size_t begin = chunk * FUSED_CHUNK;
-    if (chunk_may_hold_candidates(max, begin, top->threshold)) {
-        size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
-        float widened[FUSED_CHUNK];
-        offer_reaching_threshold(top, chunk_floats(row, begin, n, widened), begin, n);
-    }
-}
-
-/* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
- * with one mask. */
-static void offer_chunks_that_may_hold_candidates(TopkCollector *top, StoredLogits row, const float *chunk_maxima,
-                                                  size_t whole_lanes)
-{
-    size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
-    for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK) {
-        for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, top->threshold.value); mask != 0;
-             mask &= mask - 1) {
-            size_t chunk = c + (size_t)__builtin_ctz(mask);
-            offer_chunk(top, row, whole_lanes, chunk, chunk_maxima[chunk]);
-        }
-    }
-    for (; c < chunks; c++) {
-        offer_chunk(top, row, whole_lanes, c, chunk_maxima[c]);
-    }
-}
-// ANCHOR_END: screen_the_chunk_maxima
-
 // ANCHOR: prefetch_ahead_into_l2
 /* The hardware prefetcher keeps only a little ahead of a loop this busy
  * with arithmetic, and stops at every 4 KiB page. So the loop asks for the
@@ -511,6 +481,43 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const char *chu
     }
 }
 // ANCHOR_END: prefetch_ahead_into_l2
+
+// ANCHOR: screen_the_chunk_maxima
+static void offer_chunk(TopkCollector *top, StoredLogits row, size_t whole_lanes, size_t chunk, float max)
+{
+    size_t begin = chunk * FUSED_CHUNK;
+    if (chunk_may_hold_candidates(max, begin, top->threshold)) {
+        size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
+        float widened[FUSED_CHUNK];
+        offer_reaching_threshold(top, chunk_floats(row, begin, n, widened), begin, n);
+    }
+}
+
+/* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
+ * with one mask. Meanwhile memory would have nothing to do: the scan's
+ * prefetches stopped AHEAD_CHUNKS into the next row. So each block of 32
+ * maxima asks for one more chunk of the rows that follow, from byte
+ * `stream` of the row on, as the scan would have. */
+static void offer_chunks_that_may_hold_candidates(TopkCollector *top, StoredLogits row, const float *chunk_maxima,
+                                                  size_t whole_lanes, size_t stream, size_t readable)
+{
+    size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
+    size_t chunk_bytes = FUSED_CHUNK * logits_type_size(row.type);
+    for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK, stream += chunk_bytes) {
+        if (stream < readable) {
+            prefetch_ahead((const char *)row.data + stream, readable - stream, chunk_bytes);
+        }
+        for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, top->threshold.value); mask != 0;
+             mask &= mask - 1) {
+            size_t chunk = c + (size_t)__builtin_ctz(mask);
+            offer_chunk(top, row, whole_lanes, chunk, chunk_maxima[chunk]);
+        }
+    }
+    for (; c < chunks; c++) {
+        offer_chunk(top, row, whole_lanes, c, chunk_maxima[c]);
+    }
+}
+// ANCHOR_END: screen_the_chunk_maxima
 
 /* A row with a NaN or +inf: the online version, which handles every
  * special value one logit at a time, on the row as floats (16-bit rows are
@@ -552,7 +559,7 @@ static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readabl
     /* The row is in L2 now; the top K is taken from the few chunks that
      * can hold one of it. */
     topk_collector_raise_floor(top, lane_sums_topk_floor(&sums, top->k));
-    offer_chunks_that_may_hold_candidates(top, row, chunk_maxima, whole_lanes);
+    offer_chunks_that_may_hold_candidates(top, row, chunk_maxima, whole_lanes, vocab * size, readable);
     offer_all(top, tail, whole_lanes, vocab - whole_lanes);
     return topk_collector_finish(top);
 }

@@ -465,7 +465,7 @@ ROW_INLINE void backward_sweep(const BackwardRows *rows, LnBackwardRows c, size_
     for (size_t r = 0; r < rows->count; r++) {
         BackwardRow *row = &c.row[r];
         if (guarded)
-            guard_backward_row(row, rows->dy[r], rows->x[r], c.gamma_wide, d, eps, true, storage);
+            guard_backward_row(row, rows->dy[r], rows->x[r], c.gamma_wide, d, eps, true, rows->next_x[r], storage);
         else
             row->terms.means = backward_sums(rows->dy[r], rows->x[r], c.gamma, d, row->mean, row->rstd, storage);
     }

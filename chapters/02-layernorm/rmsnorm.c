@@ -223,7 +223,7 @@ ROW_INLINE void rms_backward_sweep(const BackwardRows *rows, RmsBackwardRows c, 
     for (size_t r = 0; r < rows->count; r++) {
         BackwardRow *row = &c.row[r];
         if (guarded)
-            guard_backward_row(row, rows->dy[r], rows->x[r], c.gamma_wide, d, eps, false, storage);
+            guard_backward_row(row, rows->dy[r], rows->x[r], c.gamma_wide, d, eps, false, rows->next_x[r], storage);
         else
             row->terms.means.mean_g_xhat =
                 sum_g_xhat(rows->dy[r], rows->x[r], c.gamma, d, row->rstd, storage) / (float)d;

@@ -279,8 +279,9 @@ static void check_exact_stats_bounds(LnStorage storage, size_t d, double offset,
     long double rstd = 1.0L / sqrtl(sum_sq / (long double)d + eps);
     float saved_mean = (float)mean;
     LnBackwardSums s;
-    CALL_FOR_STORAGE(storage,
-                     s = backward_sums_in_double(dy_bits, x_bits, gamma_wide, d, saved_mean, true, fixed_storage));
+    /* the row itself stands for "the next x", which the sums prefetch */
+    CALL_FOR_STORAGE(
+        storage, s = backward_sums_in_double(dy_bits, x_bits, gamma_wide, d, saved_mean, true, x_bits, fixed_storage));
     LnExactStats exact = ln_exact_stats(saved_mean, s.sum_dev, s.sum_dev_sq, (double)d, eps);
     const double reference_share = 1.0 + 0x1p-10;
     double mean_off = (double)(fabsl((long double)exact.mean - mean) * rstd);

@@ -168,10 +168,10 @@ ROW_INLINE bool normalize_guarded(float *restrict out, const float *restrict x, 
 
 /* The same for a whole BLOCK. With AVX-512 the guard's 16 tests are one
  * mask register, and "any outside" one test of it: the loop above, left
- * to the compiler, folds its 16 flags into one with six instructions, as
- * many as the block's arithmetic, and any_flag_set (row_loops.h), which
- * the backward passes use, still turns the mask into 16 ints and back
- * (measured: slower here than this). The same operations in the same
+ * to the compiler, folds its 16 flags into one with a chain of extracts,
+ * shifts and ORs, about as long as the block's arithmetic; and
+ * any_flag_set (row_loops.h), which the backward passes use, still turns
+ * the mask into 16 ints and back (measured: slower here than this). The same operations in the same
  * order, so the same bits. */
 ROW_INLINE bool normalize_block_guarded(float *restrict out, const float *restrict x, const float *restrict gamma,
                                         const float *restrict beta, const float *restrict guard_weights,

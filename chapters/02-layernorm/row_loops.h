@@ -291,8 +291,9 @@ static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage
 // ANCHOR: test_a_block_of_flags
 /* Whether any of `count` (at most BLOCK) flags is set: the guard's verdicts
  * on a span's elements, one int each. Folding 16 flags into one the way
- * the compiler does costs six vector instructions, as many as a block's
- * arithmetic; with AVX-512 a whole block is one test that leaves a mask. */
+ * the compiler does (extracts, shifts and ORs, then a move to a general
+ * register) costs about as many instructions as a block's arithmetic;
+ * with AVX-512 a whole block is one test that leaves a mask. */
 ROW_INLINE bool any_flag_set(const int *flags, size_t count)
 {
 #if defined(__AVX512F__)

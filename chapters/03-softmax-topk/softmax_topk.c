@@ -4,6 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "chapters/03-softmax-topk/exp16.h"
 #include "common/alloc.h"
 #include "kernels/bf16.h"
@@ -130,21 +134,33 @@ static void offer_all(TopkCollector *top, const float *values, size_t first, siz
 
 enum { OFFER_BLOCK = 32 };
 
-// ANCHOR: offer_only_logits_that_reach_threshold
+// ANCHOR: compare_a_block_with_the_threshold
 /* Bit i is set if logit i of the block is at least the threshold: equal may
- * be enough, when the threshold is the floor (see fused_row). gcc
- * turns this loop into two vector comparisons and a few instructions that
- * gather their results into one integer. The rows that reach this have no
- * NaN (see fused_row). */
+ * be enough, when the threshold is the floor (see fused_row). The rows
+ * that reach this have no NaN (see fused_row). With AVX-512 a comparison
+ * of 16 floats leaves its 16 answers as the bits of a mask register, so
+ * the block's mask is two comparisons and a shift. gcc makes the portable
+ * loop into two comparisons too, but then turns each answer into its bit
+ * in a vector lane of its own and ORs the lanes together, a chain of
+ * shuffles that the mask register does not need. */
 static uint32_t reaching_threshold_mask(const float *block, float threshold)
 {
+#if defined(__AVX512F__)
+    __m512 least = _mm512_set1_ps(threshold);
+    uint32_t low = _mm512_cmp_ps_mask(_mm512_loadu_ps(block), least, _CMP_GE_OQ);
+    uint32_t high = _mm512_cmp_ps_mask(_mm512_loadu_ps(block + 16), least, _CMP_GE_OQ);
+    return low | high << 16;
+#else
     uint32_t mask = 0;
     for (int i = 0; i < OFFER_BLOCK; i++) {
         mask |= (uint32_t)(block[i] >= threshold) << i;
     }
     return mask;
+#endif
 }
+// ANCHOR_END: compare_a_block_with_the_threshold
 
+// ANCHOR: offer_only_logits_that_reach_threshold
 /* Offer the n logits values[0 .. n-1], logits first .. first + n - 1 of
  * the row, of a chunk that may hold a candidate:
  * only those whose bit is set, lowest bit first, so in order. Most logits

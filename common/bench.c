@@ -114,11 +114,25 @@ double gb_per_s(double bytes, double seconds)
     return bytes / seconds * 1e-9;
 }
 
+void bench_percent_cell(Table *table, BenchStats shares)
+{
+    table_cell(table, "%.0f%% (%.0f–%.0f%%)", 100.0 * shares.median, 100.0 * shares.min, 100.0 * shares.max);
+}
+
 void bench_share_cell(Table *table, double bytes, BenchStats stats, double limit_gbs)
 {
-    double share_of = 100.0 / limit_gbs;
-    table_cell(table, "%.0f%% (%.0f–%.0f%%)", share_of * gb_per_s(bytes, stats.median),
-               share_of * gb_per_s(bytes, stats.max), share_of * gb_per_s(bytes, stats.min));
+    BenchStats shares = {gb_per_s(bytes, stats.median) / limit_gbs, gb_per_s(bytes, stats.max) / limit_gbs,
+                         gb_per_s(bytes, stats.min) / limit_gbs, stats.runs};
+    bench_percent_cell(table, shares);
+}
+
+BenchStats bench_share_stats(double bytes, const double *seconds, double limit_bytes, const double *limit_seconds,
+                             int runs)
+{
+    BenchStats time_ratios = bench_ratio_stats(limit_seconds, seconds, runs);
+    double bytes_ratio = bytes / limit_bytes;
+    return (BenchStats){time_ratios.median * bytes_ratio, time_ratios.min * bytes_ratio, time_ratios.max * bytes_ratio,
+                        runs};
 }
 
 void bench_speedup_cell(Table *table, BenchStats baseline, BenchStats stats)
@@ -251,18 +265,29 @@ static void touch_read_slice(Probe *probe, Slice slice)
     }
 }
 
+static float sum_in_slices(const float *values, size_t count, int threads)
+{
+    float sum = 0;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads) reduction(+ : sum)
+#endif
+    {
+        Slice slice = thread_slice(count, SUM_LANES);
+        sum += sum_values(values, slice.begin, slice.end);
+    }
+    return sum;
+}
+
 static void sum_buffer(void *ctx)
 {
     Probe *probe = ctx;
-    float sum = 0;
-#ifdef _OPENMP
-#pragma omp parallel num_threads(probe->threads) reduction(+ : sum)
-#endif
-    {
-        Slice slice = thread_slice(probe->count, probe->block);
-        sum += sum_values(probe->values, slice.begin, slice.end);
-    }
-    probe->sum = sum;
+    probe->sum = sum_in_slices(probe->values, probe->count, probe->threads);
+}
+
+void read_pass_run(void *ctx)
+{
+    ReadPass *pass = ctx;
+    pass->sum = sum_in_slices(pass->values, pass->count, probe_threads(pass->threads));
 }
 
 double read_bandwidth_gbs(size_t bytes, int threads)

@@ -66,6 +66,18 @@ double gb_per_s(double bytes, double seconds);
  * and the fastest run's. */
 void bench_share_cell(Table *table, double bytes, BenchStats stats, double limit_gbs);
 
+/* Shares of a limit as "81% (76–85%)": the median share, then the least
+ * and the greatest (shares as fractions: 0.81). */
+void bench_percent_cell(Table *table, BenchStats shares);
+
+/* Shares of a limit round by round, from the times of bench_run_in_turns:
+ * in round r a kernel moved `bytes` in seconds[r], and the limit's probe
+ * moved `limit_bytes` in limit_seconds[r]. The share of a round is the
+ * kernel's bytes per second over the probe's; the statistics are of those
+ * shares. */
+BenchStats bench_share_stats(double bytes, const double *seconds, double limit_bytes, const double *limit_seconds,
+                             int runs);
+
 /* How many times less time than a baseline: "2.31× (2.10–2.45)", the
  * baseline's median over this median, then over this slowest and fastest. */
 void bench_speedup_cell(Table *table, BenchStats baseline, BenchStats stats);
@@ -84,6 +96,24 @@ double memcpy_bandwidth_gbs(size_t bytes, int threads);
 /* Read bandwidth: median GB/s of summing a buffer of `bytes` bytes of floats
  * (reads only), split across threads like memcpy_bandwidth_gbs. */
 double read_bandwidth_gbs(size_t bytes, int threads);
+
+/* One read of a caller's floats, split across threads as
+ * read_bandwidth_gbs splits its own buffer, and summed the same way: a
+ * body for bench_run_in_turns (ctx: a ReadPass). A memory-bound kernel
+ * timed in turns with a read of its own input gets its share of the read
+ * bandwidth round by round, each from two runs a moment apart. A limit
+ * measured once, seconds before the kernel, can come from another state
+ * of the machine: the memory of a shared machine has been seen to switch
+ * between a slower and a much faster speed from one run to the next.
+ * threads <= 0 means bench_max_threads(). */
+typedef struct {
+    const float *values;
+    size_t count;
+    int threads;
+    /* volatile: stored after every pass, so that every value must be read. */
+    volatile float sum;
+} ReadPass;
+void read_pass_run(void *ctx);
 
 /* The last-level cache size in bytes from sysconf or /sys, 0 if unknown. */
 size_t bench_llc_bytes(void);

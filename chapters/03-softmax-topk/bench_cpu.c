@@ -23,7 +23,6 @@ enum { SLOW_ROWS = 32, FUSED_TIMED_RUNS = 5, SLOW_TIMED_RUNS = 3 };
 typedef struct {
     float *logits;
     size_t count;
-    double read_gbs_one, read_gbs_all; /* read bandwidth, 1 thread and all */
     int threads;
 } BenchData;
 
@@ -43,20 +42,10 @@ float *bench_logits_new(size_t count, int threads)
     return logits;
 }
 
-/* Measured again before each group of results: on a shared machine the
- * bandwidth drifts, and a ratio is only as good as its two measurements
- * are close in time. */
-static void measure_read_bandwidth(BenchData *data)
-{
-    data->read_gbs_one = read_bandwidth_gbs(data->count * sizeof(float), 1);
-    data->read_gbs_all = read_bandwidth_gbs(data->count * sizeof(float), data->threads);
-}
-
 static BenchData bench_data_new(int threads)
 {
     BenchData data = {.count = bench_large_bytes() / sizeof(float), .threads = threads};
     data.logits = bench_logits_new(data.count, threads);
-    measure_read_bandwidth(&data);
     return data;
 }
 
@@ -93,15 +82,14 @@ static BenchStats seconds_per_row(BenchStats stats, size_t rows)
     return stats;
 }
 
-/* Seconds per row of `version` on `count` logits: the median, slowest and
- * fastest of the timed runs. */
-static BenchStats stored_row_stats(StoredLogits logits, size_t count, CpuVersion version, size_t vocab, int k,
-                                   int threads)
+/* Seconds per row of `version` on the benchmark data: the median, slowest
+ * and fastest of the timed runs. */
+static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vocab, int k, int threads)
 {
     bool slow = version != CPU_FUSED;
-    size_t rows = slow ? SLOW_ROWS : count / vocab;
+    size_t rows = slow ? SLOW_ROWS : data->count / vocab;
     BenchCase c = {version,
-                   logits,
+                   float32_logits(data->logits),
                    rows,
                    vocab,
                    k,
@@ -114,10 +102,44 @@ static BenchStats stored_row_stats(StoredLogits logits, size_t count, CpuVersion
     return seconds_per_row(stats, rows);
 }
 
-/* The same on the benchmark data, float32. */
-static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vocab, int k, int threads)
+/* The fused version on all the rows of `logits` (count logits, as
+ * stored), timed in turns with a read of the benchmark data, float32, on
+ * the same threads: its time per row, and its share of the read bandwidth
+ * round by round. */
+typedef struct {
+    BenchStats per_row; /* seconds per row */
+    BenchStats shares;  /* GB/s of the pass over GB/s of the read, by round */
+    double read_gbs;    /* the median round's read */
+} FusedInTurns;
+
+static FusedInTurns fused_in_turns(const BenchData *data, StoredLogits logits, size_t vocab, int k, int threads)
 {
-    return stored_row_stats(float32_logits(data->logits), data->count, version, vocab, k, threads);
+    size_t rows = data->count / vocab;
+    BenchCase c = {CPU_FUSED,
+                   logits,
+                   rows,
+                   vocab,
+                   k,
+                   threads,
+                   ALLOC_ARRAY(float, rows *(size_t)k),
+                   ALLOC_ARRAY(int64_t, rows * (size_t)k)};
+    ReadPass read = {data->logits, data->count, threads, 0.0f};
+    BenchBody bodies[] = {
+        {read_pass_run, &read},
+        {run_case,      &c   }
+    };
+    double seconds[2 * FUSED_TIMED_RUNS], *read_seconds = seconds, *fused_seconds = seconds + FUSED_TIMED_RUNS;
+    bench_run_in_turns(bodies, 2, 1, FUSED_TIMED_RUNS, seconds);
+    double read_bytes = (double)(data->count * sizeof(float));
+    FusedInTurns result;
+    result.shares = bench_share_stats((double)(rows * vocab * logits_type_size(logits.type)), fused_seconds, read_bytes,
+                                      read_seconds, FUSED_TIMED_RUNS);
+    /* (bench_stats_from_times sorts the times: the shares are taken first.) */
+    result.read_gbs = gb_per_s(read_bytes, bench_stats_from_times(read_seconds, FUSED_TIMED_RUNS).median);
+    result.per_row = seconds_per_row(bench_stats_from_times(fused_seconds, FUSED_TIMED_RUNS), rows);
+    array_free(c.probs);
+    array_free(c.indices);
+    return result;
 }
 
 typedef struct {
@@ -353,7 +375,7 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
                              "G logits/s",
                              "GB/s read",
                              "read bandwidth",
-                             "GB/s read / read bandwidth (slowest–fastest)",
+                             "GB/s read / read bandwidth, round by round (least–most)",
                              "CPU ns per logit, a row in L2, 1 thread (least–most)",
                              "the same on all threads / read bandwidth"};
     Table *table = table_new(8, headers, "lrrrrrrr");
@@ -365,17 +387,17 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
         }
         double row_bytes = (double)(vocab * logits_type_size(types[t]));
         for (size_t c = 0; c < k_count; c++) {
-            BenchStats stats = stored_row_stats(logits, data->count, CPU_FUSED, vocab, ks[c], threads);
+            FusedInTurns fused = fused_in_turns(data, logits, vocab, ks[c], threads);
             BenchStats cached = cached_logit_stats(logits, vocab, ks[c]);
             double cached_gbs = threads * (double)logits_type_size(types[t]) / cached.min * 1e-9;
             table_cell(table, "%s", type_names[t]);
             table_cell(table, "%d", ks[c]);
-            table_cell(table, "%.3f", (double)vocab / stats.median * 1e-9);
-            table_cell(table, "%.1f", row_bytes / stats.median * 1e-9);
-            table_cell(table, "%.1f GB/s", data->read_gbs_all);
-            bench_share_cell(table, row_bytes, stats, data->read_gbs_all);
+            table_cell(table, "%.3f", (double)vocab / fused.per_row.median * 1e-9);
+            table_cell(table, "%.1f", row_bytes / fused.per_row.median * 1e-9);
+            table_cell(table, "%.1f GB/s", fused.read_gbs);
+            bench_percent_cell(table, fused.shares);
             table_cell(table, "%.3f (%.3f–%.3f)", cached.median * 1e9, cached.min * 1e9, cached.max * 1e9);
-            table_cell(table, "%.0f%%", 100.0 * cached_gbs / data->read_gbs_all);
+            table_cell(table, "%.0f%%", 100.0 * cached_gbs / fused.read_gbs);
         }
     }
     printf("\nThe fused version on 16-bit logits, V = %zu, %d threads:\n\n", vocab, threads);
@@ -511,21 +533,19 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
                              "fused G/s",
                              "fused / naive (slowest–fastest)",
                              "read bandwidth",
-                             "fused / read bandwidth (slowest–fastest)"};
+                             "fused / read bandwidth, round by round (least–most)"};
     Table *table = table_new(9, headers, "rrrrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
-        if (v > 0) {
-            measure_read_bandwidth(&data);
-        }
         for (size_t t = 0; t < k_count; t++) {
             const int thread_counts[] = {1, threads};
             for (int c = 0; c < (threads > 1 ? 2 : 1); c++) {
                 int run_threads = thread_counts[c];
                 BenchStats per_row[CPU_VERSION_COUNT + 1];
-                for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
+                for (CpuVersion version = CPU_NAIVE; version < CPU_FUSED; version++) {
                     per_row[version] = row_stats(&data, version, vocabs[v], ks[t], run_threads);
                 }
-                double bandwidth = run_threads == 1 ? data.read_gbs_one : data.read_gbs_all;
+                FusedInTurns fused = fused_in_turns(&data, float32_logits(data.logits), vocabs[v], ks[t], run_threads);
+                per_row[CPU_FUSED] = fused.per_row;
                 table_cell(table, "%zu", vocabs[v]);
                 table_cell(table, "%d", ks[t]);
                 table_cell(table, "%d", run_threads);
@@ -533,15 +553,14 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
                     table_cell(table, "%.3f", (double)vocabs[v] / per_row[version].median * 1e-9);
                 }
                 bench_speedup_cell(table, per_row[CPU_NAIVE], per_row[CPU_FUSED]);
-                table_cell(table, "%.1f GB/s", bandwidth);
-                bench_share_cell(table, (double)(vocabs[v] * sizeof(float)), per_row[CPU_FUSED], bandwidth);
+                table_cell(table, "%.1f GB/s", fused.read_gbs);
+                bench_percent_cell(table, fused.shares);
             }
         }
     }
     table_print(table, stdout, format);
     table_free(table);
     print_sampling_overhead(&data, threads, format);
-    measure_read_bandwidth(&data);
     print_16_bit_bench(&data, ks, k_count, threads, format);
 #if defined(EXP16_AVX512)
     print_exp_bench(&data);
@@ -574,7 +593,8 @@ void print_traffic_table(TableFormat format)
     BenchData data = bench_data_new(bench_max_threads());
     print_bench_header(&data);
     bench_print_machine(stdout, 1);
-    printf("\nread bandwidth on 1 thread: %.1f GB/s\n\n", data.read_gbs_one);
+    double read_gbs = read_bandwidth_gbs(data.count * sizeof(float), 1);
+    printf("\nread bandwidth on 1 thread: %.1f GB/s\n\n", read_gbs);
     const char *headers[] = {"version",
                              "reads of the row",
                              "writes of the row",
@@ -586,7 +606,7 @@ void print_traffic_table(TableFormat format)
     for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
         Traffic traffic = predicted_traffic(version);
         double bytes = (double)((size_t)(traffic.reads + traffic.writes) * vocab * sizeof(float));
-        double predicted = bytes / (data.read_gbs_one * 1e9);
+        double predicted = bytes / (read_gbs * 1e9);
         BenchStats measured = row_stats(&data, version, vocab, K, 1);
         table_cell(table, "%d %s", version, cpu_version_name(version));
         table_cell(table, "%d", traffic.reads);
@@ -594,7 +614,7 @@ void print_traffic_table(TableFormat format)
         table_cell(table, "%.2f MB", bytes * 1e-6);
         table_cell(table, "%.0f us", predicted * 1e6);
         table_cell(table, "%.0f us", measured.median * 1e6);
-        bench_share_cell(table, bytes, measured, data.read_gbs_one);
+        bench_share_cell(table, bytes, measured, read_gbs);
     }
     table_print(table, stdout, format);
     table_free(table);

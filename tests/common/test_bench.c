@@ -84,6 +84,38 @@ static void test_probes(void)
     EXPECT(bench_max_threads() >= 1, "at least one thread");
 }
 
+/* Shares are taken round by round, each from the two times of its round:
+ * here the middle share is 2 (2 bytes a second against 1), where the
+ * ratio of the median times would be 4/3. */
+static void test_shares_round_by_round(void)
+{
+    const double limit_seconds[] = {1.0, 3.0, 2.0}, seconds[] = {1.0, 3.0, 8.0};
+    BenchStats shares = bench_share_stats(4.0, seconds, 2.0, limit_seconds, 3);
+    EXPECT(shares.median == 2.0 && shares.min == 0.5 && shares.max == 2.0 && shares.runs == 3,
+           "shares 2, 2, 0.5 by round: median %g, least %g, most %g of %d", shares.median, shares.min, shares.max,
+           shares.runs);
+    EXPECT(seconds[2] == 8.0 && limit_seconds[1] == 3.0, "the times are left in their rounds");
+}
+
+/* A read pass reads every value: the sum says so, with 1 thread, all, and
+ * a count that divides into neither the sum's lanes nor the threads. */
+static void test_read_pass(void)
+{
+    enum { COUNT = 1000003 };
+    static float values[COUNT];
+    for (size_t i = 0; i < COUNT; i++) {
+        values[i] = 1.0f / 64;
+    }
+    const int threads[] = {1, 0, 3};
+    for (int i = 0; i < 3; i++) {
+        ReadPass pass = {values, COUNT, threads[i], 0.0f};
+        read_pass_run(&pass);
+        /* Sums of multiples of 1/64 below 2^18 are exact in float. */
+        EXPECT(pass.sum == (float)COUNT / 64, "a read pass with %d threads summed %.9g, expected %.9g", threads[i],
+               (double)pass.sum, (double)COUNT / 64);
+    }
+}
+
 static void test_large_bytes(void)
 {
     const size_t mib = (size_t)1 << 20;
@@ -99,6 +131,8 @@ int main(void)
     test_bench_run();
     test_thread_cpu_time();
     test_probes();
+    test_shares_round_by_round();
+    test_read_pass();
     test_large_bytes();
     return test_finish();
 }

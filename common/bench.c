@@ -211,14 +211,27 @@ static void touch_copy_slice(Probe *probe, Slice slice)
     memset(probe->destination + slice.begin, 0, slice.end - slice.begin);
 }
 
-static void copy_slice(Probe *probe, Slice slice)
+static void copy_in_slices(unsigned char *destination, const unsigned char *source, size_t bytes, int threads)
 {
-    memcpy(probe->destination + slice.begin, probe->source + slice.begin, slice.end - slice.begin);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        Slice slice = thread_slice(bytes, ARRAY_ALIGNMENT);
+        memcpy(destination + slice.begin, source + slice.begin, slice.end - slice.begin);
+    }
 }
 
 static void copy_buffers(void *ctx)
 {
-    for_each_slice(ctx, copy_slice);
+    Probe *probe = ctx;
+    copy_in_slices(probe->destination, probe->source, probe->count, probe->threads);
+}
+
+void copy_pass_run(void *ctx)
+{
+    CopyPass *pass = ctx;
+    copy_in_slices(pass->destination, pass->source, pass->bytes, probe_threads(pass->threads));
 }
 
 double memcpy_bandwidth_gbs(size_t bytes, int threads)

@@ -97,6 +97,17 @@ double memcpy_bandwidth_gbs(size_t bytes, int threads);
  * (reads only), split across threads like memcpy_bandwidth_gbs. */
 double read_bandwidth_gbs(size_t bytes, int threads);
 
+/* One memcpy of `bytes` from `source` to `destination`, split across
+ * threads as memcpy_bandwidth_gbs splits its buffers: a body for
+ * bench_run_in_turns (ctx: a CopyPass), as ReadPass below is for reads. */
+typedef struct {
+    void *destination;
+    const void *source;
+    size_t bytes;
+    int threads;
+} CopyPass;
+void copy_pass_run(void *ctx);
+
 /* One read of a caller's floats, split across threads as
  * read_bandwidth_gbs splits its own buffer, and summed the same way: a
  * body for bench_run_in_turns (ctx: a ReadPass). A memory-bound kernel

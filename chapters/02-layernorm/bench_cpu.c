@@ -98,19 +98,6 @@ static void set_threads(int threads)
 #endif
 }
 
-enum { COLUMNS = 9 };
-
-static void add_memcpy_row(Table *table, int threads, const char *when, double gbs)
-{
-    table_cell(table, "%d", threads);
-    table_cell(table, "memcpy, %s", when);
-    for (int column = 2; column < COLUMNS; column++)
-        if (column == 5)
-            table_cell(table, "%.1f", gbs);
-        else
-            table_cell(table, "%s", "");
-}
-
 // ANCHOR: count_the_bytes_a_pass_moves
 /* What a pass moves per run, as the fused kernel must: `tensors` n x d
  * tensors in the storage type (x and y forward; x, dy and dx backward),
@@ -156,10 +143,41 @@ static const Pass PASSES[] = {
 };
 enum { PASS_COUNT = sizeof PASSES / sizeof PASSES[0], STORAGES = 3, MAX_WIDTHS = 3 };
 
+/* A pass timed in turns with memcpy on the same threads: its time per run,
+ * and its share of memcpy round by round. */
+typedef struct {
+    BenchStats stats;  /* seconds per run */
+    BenchStats shares; /* GB/s of the pass over GB/s of memcpy, by round */
+    double copy_gbs;   /* the median round's memcpy */
+} PassResult;
+
+enum { MAX_TIMED_RUNS = 7 };
+
+/* memcpy copies x into y: the passes only read x, and y is the forward
+ * passes' output, which they write again, and no backward pass's input. */
+static PassResult time_pass_in_turns(const Pass *pass, BenchArrays *a, size_t bytes, int threads, int timed_runs)
+{
+    CopyPass copy = {a->y, a->x, bytes, threads};
+    BenchBody bodies[] = {
+        {copy_pass_run, &copy},
+        {pass->body,    a    }
+    };
+    double seconds[2 * MAX_TIMED_RUNS], *copy_seconds = seconds, *pass_seconds = seconds + timed_runs;
+    bench_run_in_turns(bodies, 2, 1, timed_runs, seconds);
+    double copied = 2.0 * (double)bytes; /* read and written */
+    PassResult result;
+    result.shares =
+        bench_share_stats(bytes_moved(pass, a->storage, a->n, a->d), pass_seconds, copied, copy_seconds, timed_runs);
+    /* (bench_stats_from_times sorts the times: the shares are taken first.) */
+    result.copy_gbs = gb_per_s(copied, bench_stats_from_times(copy_seconds, timed_runs).median);
+    result.stats = bench_stats_from_times(pass_seconds, timed_runs);
+    return result;
+}
+
 /* Each pass of each storage type timed at width d: the tensors keep their
  * size in bytes, so a 16-bit one has twice the rows. */
-static void time_width(BenchStats stats[STORAGES][PASS_COUNT], BenchArrays *a, size_t bytes, int timed_runs,
-                       int timed_runs_16)
+static void time_width(PassResult results[STORAGES][PASS_COUNT], BenchArrays *a, size_t bytes, int threads,
+                       int timed_runs, int timed_runs_16)
 {
     size_t max_rows = bytes / 2 / a->d;
     float **per_width[] = {&a->gamma, &a->beta, &a->dgamma, &a->dbeta, &a->mean, &a->rstd, &a->scratch};
@@ -175,14 +193,15 @@ static void time_width(BenchStats stats[STORAGES][PASS_COUNT], BenchArrays *a, s
         fill_stored_in_parallel(a->x, a->n * a->d, X_MIX, a->storage);
         fill_stored_in_parallel(a->dy, a->n * a->d, DY_MIX, a->storage);
         for (int p = 0; p < PASS_COUNT; p++)
-            stats[s][p] = bench_run(PASSES[p].body, a, 1, a->storage == STORAGE_FLOAT32 ? timed_runs : timed_runs_16);
+            results[s][p] = time_pass_in_turns(&PASSES[p], a, bytes, threads,
+                                               a->storage == STORAGE_FLOAT32 ? timed_runs : timed_runs_16);
     }
     for (size_t i = 0; i < 7; i++)
         array_free(*per_width[i]);
 }
 
 static void add_kernel_row(Table *table, int threads, bool all_cores, const Pass *pass, LnStorage storage, size_t d,
-                           size_t bytes, BenchStats stats, double copy_gbs)
+                           size_t bytes, PassResult result)
 {
     size_t rows = bytes / ln_storage_bytes(storage) / d;
     double elements = (double)(rows * d), moved = bytes_moved(pass, storage, rows, d);
@@ -191,11 +210,12 @@ static void add_kernel_row(Table *table, int threads, bool all_cores, const Pass
     table_cell(table, "%s", ln_storage_name(storage));
     table_cell(table, "%zu", d);
     table_cell(table, "%zu", rows);
-    table_cell(table, "%.1f", gb_per_s(moved, stats.median));
-    table_cell(table, "%.2e", elements / stats.median);
-    bench_share_cell(table, moved, stats, copy_gbs);
+    table_cell(table, "%.1f", gb_per_s(moved, result.stats.median));
+    table_cell(table, "%.2e", elements / result.stats.median);
+    table_cell(table, "%.1f", result.copy_gbs);
+    bench_percent_cell(table, result.shares);
     if (all_cores)
-        add_verdict_cell(table, 100.0 * gb_per_s(moved, stats.median) / copy_gbs, pass->goal);
+        add_verdict_cell(table, 100.0 * result.shares.median, pass->goal);
     else
         table_cell(table, "%s", "");
 }
@@ -256,10 +276,10 @@ static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size
 /* The forward passes' time per element on rows in L2, and what `threads`
  * cores at the fastest run's pace would move (whatever slows a run on rows
  * in cache is not the pass's work), counted as the first table counts its
- * tensors of `bytes`, against `copy_gbs`, memcpy on as many threads in the
- * same run. */
+ * tensors of `bytes`, against the memcpy of the same pass's row of the
+ * first table on all cores (`all_cores`). */
 static void print_cached_forward(FILE *out, TableFormat format, const size_t *widths, size_t width_count, size_t bytes,
-                                 int threads, double copy_gbs)
+                                 int threads, PassResult all_cores[MAX_WIDTHS][STORAGES][PASS_COUNT])
 {
     char all_threads[64];
     snprintf(all_threads, sizeof all_threads, "%d threads at that pace / memcpy", threads);
@@ -278,7 +298,8 @@ static void print_cached_forward(FILE *out, TableFormat format, const size_t *wi
                 table_cell(table, "%s", ln_storage_name((LnStorage)s));
                 table_cell(table, "%zu", widths[w]);
                 table_cell(table, "%.3f (%.3f–%.3f)", 1e9 * stats.median, 1e9 * stats.min, 1e9 * stats.max);
-                table_cell(table, "%.0f%%", 100.0 * gb_per_s(bytes_per_element * threads, stats.min) / copy_gbs);
+                table_cell(table, "%.0f%%",
+                           100.0 * gb_per_s(bytes_per_element * threads, stats.min) / all_cores[w][s][p].copy_gbs);
             }
     fprintf(out,
             "\nThe forward passes' own work: rows in L2 (%d KiB of x; y streamed to memory, as always), %d passes "
@@ -288,17 +309,15 @@ static void print_cached_forward(FILE *out, TableFormat format, const size_t *wi
     table_free(table);
 }
 
-/* memcpy is measured before and after the kernels, with the same threads,
- * and each kernel is compared with the mean of the two: on a machine
- * shared with other work the two differ, and the table then shows it.
- * (--quick measures it before only, each probe copying a fresh gigabyte,
- * times d = 4096 only, and 16-bit rows 3 times.) The verdict is on all
- * cores. */
+/* Each pass is timed in turns with memcpy, with the same threads, and its
+ * share of memcpy taken round by round (time_pass_in_turns). --quick times
+ * d = 4096 only, 5 rounds (3 for 16-bit rows) where the full run takes 7.
+ * The verdict is on all cores. */
 void bench_cpu_print(FILE *out, TableFormat format, bool quick)
 {
     const size_t all_widths[MAX_WIDTHS] = {768, 1024, 4096}, quick_widths[] = {4096};
     const size_t *widths = quick ? quick_widths : all_widths, width_count = quick ? 1 : MAX_WIDTHS;
-    const int timed_runs = quick ? 5 : 7, timed_runs_16 = quick ? 3 : 7;
+    const int timed_runs = quick ? 5 : MAX_TIMED_RUNS, timed_runs_16 = quick ? 3 : MAX_TIMED_RUNS;
     size_t bytes = bench_large_bytes();
     int thread_counts[] = {1, bench_max_threads()};
     BenchArrays a = {0};
@@ -310,39 +329,33 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     }
     bench_print_machine(out, thread_counts[1]);
     fprintf(out,
-            "Last-level cache %zu MiB; each n x d tensor %zu MiB, median of %d runs (%d for 16-bit rows), in brackets "
-            "the slowest and the fastest.\n\n",
+            "Last-level cache %zu MiB; each n x d tensor %zu MiB. Each pass timed in turns with memcpy (of one tensor, "
+            "on the same threads), %d rounds (%d for 16-bit rows): the median, and in brackets the least and the "
+            "most of the rounds' shares.\n\n",
             bench_llc_bytes() >> 20, bytes >> 20, timed_runs, timed_runs_16);
-    const char *headers[] = {"threads", "pass",       "storage",           "d",      "rows",
-                             "GB/s",    "elements/s", "of memcpy (range)", "verdict"};
-    Table *table = table_new(COLUMNS, headers, "rllrrrrrl");
-    double all_cores_copy = 0.0;
-    for (int t = 0; t < 2 && (t == 0 || thread_counts[1] != thread_counts[0]); t++) {
+    const char *headers[] = {"threads",    "pass",        "storage",
+                             "d",          "rows",        "GB/s",
+                             "elements/s", "memcpy GB/s", "of memcpy, round by round (least–most)",
+                             "verdict"};
+    Table *table = table_new(10, headers, "rllrrrrrrl");
+    PassResult results[2][MAX_WIDTHS][STORAGES][PASS_COUNT];
+    int thread_rows = thread_counts[1] != thread_counts[0] ? 2 : 1;
+    for (int t = 0; t < thread_rows; t++) {
         int threads = thread_counts[t];
-        bool all_cores = threads == thread_counts[1];
         set_threads(threads);
-        double copy_before = memcpy_bandwidth_gbs(bytes, threads);
-        add_memcpy_row(table, threads, "before", copy_before);
-        BenchStats kernel_stats[MAX_WIDTHS][STORAGES][PASS_COUNT];
         for (size_t w = 0; w < width_count; w++) {
             a.d = widths[w];
-            time_width(kernel_stats[w], &a, bytes, timed_runs, timed_runs_16);
+            time_width(results[t][w], &a, bytes, threads, timed_runs, timed_runs_16);
         }
-        double copy_after = quick ? copy_before : memcpy_bandwidth_gbs(bytes, threads);
-        double copy = 0.5 * (copy_before + copy_after);
-        if (all_cores)
-            all_cores_copy = copy;
         for (size_t w = 0; w < width_count; w++)
             for (int s = 0; s < STORAGES; s++)
                 for (int p = 0; p < PASS_COUNT; p++)
-                    add_kernel_row(table, threads, all_cores, &PASSES[p], (LnStorage)s, widths[w], bytes,
-                                   kernel_stats[w][s][p], copy);
-        if (!quick)
-            add_memcpy_row(table, threads, "after", copy_after);
+                    add_kernel_row(table, threads, t == thread_rows - 1, &PASSES[p], (LnStorage)s, widths[w], bytes,
+                                   results[t][w][s][p]);
     }
     table_print(table, out, format);
     table_free(table);
     for (size_t i = 0; i < 4; i++)
         array_free(*tensors[i]);
-    print_cached_forward(out, format, widths, width_count, bytes, thread_counts[1], all_cores_copy);
+    print_cached_forward(out, format, widths, width_count, bytes, thread_counts[1], results[thread_rows - 1]);
 }

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/bench.h"
@@ -116,6 +117,23 @@ static void test_read_pass(void)
     }
 }
 
+/* A copy pass copies every byte, whatever the threads and the size. */
+static void test_copy_pass(void)
+{
+    enum { BYTES = (3 << 20) | 100 };
+    static unsigned char source[BYTES], destination[BYTES];
+    for (size_t i = 0; i < BYTES; i++) {
+        source[i] = (unsigned char)(i * 7 + 1);
+    }
+    const int threads[] = {1, 0, 3};
+    for (int i = 0; i < 3; i++) {
+        memset(destination, 0, BYTES);
+        CopyPass pass = {destination, source, BYTES, threads[i]};
+        copy_pass_run(&pass);
+        EXPECT(memcmp(destination, source, BYTES) == 0, "a copy pass with %d threads copied every byte", threads[i]);
+    }
+}
+
 static void test_large_bytes(void)
 {
     const size_t mib = (size_t)1 << 20;
@@ -133,6 +151,7 @@ int main(void)
     test_probes();
     test_shares_round_by_round();
     test_read_pass();
+    test_copy_pass();
     test_large_bytes();
     return test_finish();
 }

@@ -99,7 +99,8 @@ double read_bandwidth_gbs(size_t bytes, int threads);
 
 /* One memcpy of `bytes` from `source` to `destination`, split across
  * threads as memcpy_bandwidth_gbs splits its buffers: a body for
- * bench_run_in_turns (ctx: a CopyPass), as ReadPass below is for reads. */
+ * bench_run_in_turns (ctx: a CopyPass), as ReadPass below is for reads.
+ * threads <= 0 means bench_max_threads(). */
 typedef struct {
     void *destination;
     const void *source;

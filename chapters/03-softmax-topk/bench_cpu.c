@@ -63,6 +63,25 @@ typedef struct {
     int64_t *indices;
 } BenchCase;
 
+/* A case with room for its rows' results; bench_case_free frees it. */
+static BenchCase bench_case_new(CpuVersion version, StoredLogits logits, size_t rows, size_t vocab, int k, int threads)
+{
+    return (BenchCase){version,
+                       logits,
+                       rows,
+                       vocab,
+                       k,
+                       threads,
+                       ALLOC_ARRAY(float, rows *(size_t)k),
+                       ALLOC_ARRAY(int64_t, rows * (size_t)k)};
+}
+
+static void bench_case_free(BenchCase *c)
+{
+    array_free(c->probs);
+    array_free(c->indices);
+}
+
 static void run_case(void *ctx)
 {
     BenchCase *c = ctx;
@@ -88,17 +107,9 @@ static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vo
 {
     bool slow = version != CPU_FUSED;
     size_t rows = slow ? SLOW_ROWS : data->count / vocab;
-    BenchCase c = {version,
-                   float32_logits(data->logits),
-                   rows,
-                   vocab,
-                   k,
-                   threads,
-                   ALLOC_ARRAY(float, rows *(size_t)k),
-                   ALLOC_ARRAY(int64_t, rows * (size_t)k)};
+    BenchCase c = bench_case_new(version, float32_logits(data->logits), rows, vocab, k, threads);
     BenchStats stats = bench_run(run_case, &c, 1, slow ? SLOW_TIMED_RUNS : FUSED_TIMED_RUNS);
-    array_free(c.probs);
-    array_free(c.indices);
+    bench_case_free(&c);
     return seconds_per_row(stats, rows);
 }
 
@@ -115,14 +126,7 @@ typedef struct {
 static FusedInTurns fused_in_turns(const BenchData *data, StoredLogits logits, size_t vocab, int k, int threads)
 {
     size_t rows = data->count / vocab;
-    BenchCase c = {CPU_FUSED,
-                   logits,
-                   rows,
-                   vocab,
-                   k,
-                   threads,
-                   ALLOC_ARRAY(float, rows *(size_t)k),
-                   ALLOC_ARRAY(int64_t, rows * (size_t)k)};
+    BenchCase c = bench_case_new(CPU_FUSED, logits, rows, vocab, k, threads);
     ReadPass read = {data->logits, data->count, threads, 0.0f};
     BenchBody bodies[] = {
         {read_pass_run, &read},
@@ -137,8 +141,7 @@ static FusedInTurns fused_in_turns(const BenchData *data, StoredLogits logits, s
     /* (bench_stats_from_times sorts the times: the shares are taken first.) */
     result.read_gbs = gb_per_s(read_bytes, bench_stats_from_times(read_seconds, FUSED_TIMED_RUNS).median);
     result.per_row = seconds_per_row(bench_stats_from_times(fused_seconds, FUSED_TIMED_RUNS), rows);
-    array_free(c.probs);
-    array_free(c.indices);
+    bench_case_free(&c);
     return result;
 }
 
@@ -220,14 +223,7 @@ static SamplingOverhead sampling_overhead(const BenchData *data, size_t vocab, i
     size_t rows = data->count / vocab;
     SamplingParams params = sampling_params_top_k(k);
     params.top_p = 0.9;
-    BenchCase fused = {CPU_FUSED,
-                       float32_logits(data->logits),
-                       rows,
-                       vocab,
-                       k,
-                       threads,
-                       ALLOC_ARRAY(float, rows *(size_t)k),
-                       ALLOC_ARRAY(int64_t, rows * (size_t)k)};
+    BenchCase fused = bench_case_new(CPU_FUSED, float32_logits(data->logits), rows, vocab, k, threads);
     SamplingCase sampled = {data->logits,
                             rows,
                             vocab,
@@ -249,8 +245,7 @@ static SamplingOverhead sampling_overhead(const BenchData *data, size_t vocab, i
     overhead.sampled = seconds_per_row(bench_stats_from_times(sampled_seconds, SAMPLING_ROUNDS), rows);
     overhead.step = sampling_step_stats(data, vocab, &sampled);
     overhead.region = seconds_per_row(bench_run(run_empty_region, &sampled, 1, SAMPLING_ROUNDS), rows);
-    array_free(fused.probs);
-    array_free(fused.indices);
+    bench_case_free(&fused);
     array_free(sampled.tokens);
     array_free(sampled.indices);
     array_free(sampled.probs);

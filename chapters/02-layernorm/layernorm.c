@@ -171,8 +171,8 @@ ROW_INLINE bool normalize_guarded(float *restrict out, const float *restrict x, 
  * to the compiler, folds its 16 flags into one with a chain of extracts,
  * shifts and ORs, about as long as the block's arithmetic; and
  * any_flag_set (row_loops.h), which the backward passes use, still turns
- * the mask into 16 ints and back (measured: slower here than this). The same operations in the same
- * order, so the same bits. */
+ * the mask into 16 ints and back (measured: slower here than this). The
+ * same operations in the same order, so the same bits. */
 ROW_INLINE bool normalize_block_guarded(float *restrict out, const float *restrict x, const float *restrict gamma,
                                         const float *restrict beta, const float *restrict guard_weights,
                                         LnRowStats stats, float factor)

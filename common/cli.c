@@ -101,10 +101,15 @@ double cli_parse_double(const char *what, const char *text, double min, double m
     char *end;
     errno = 0;
     double value = strtod(text, &end);
-    /* ERANGE covers overflow and also underflow: "1e-400" would silently
-     * become 0, so it is refused too. NaN fails the range test by itself. */
-    if (!starts_like_a_number(text) || *end != '\0' || errno == ERANGE || !isfinite(value) ||
-        !(value >= min && value <= max)) {
+    bool number = starts_like_a_number(text) && *end == '\0';
+    /* ERANGE is overflow, whose inf the range test refuses, or underflow: a
+     * value below DBL_MIN (subnormal) is still the number given, to fewer
+     * digits, but "1e-400" would silently become 0, and is refused. NaN
+     * fails the range test by itself. */
+    if (number && errno == ERANGE && value == 0.0) {
+        cli_fail("%s: '%s' is too small for a double: it would become 0", what, text);
+    }
+    if (!number || !isfinite(value) || !(value >= min && value <= max)) {
         cli_fail("%s expects a finite number in [%g, %g], got '%s'", what, min, max, text);
     }
     return value;
@@ -238,8 +243,28 @@ static _Noreturn void print_help(const CliOption *options, size_t count, const c
     cli_exit(0);
 }
 
+/* An option given twice is refused: the last value would win, and the
+ * first would be ignored without a word. `given` holds the options seen so
+ * far, at most one of each. */
+enum { CLI_MOST_OPTIONS = 32 };
+
+static void refuse_a_second_time(const CliOption **given, size_t *given_count, const CliOption *option)
+{
+    for (size_t i = 0; i < *given_count; i++) {
+        if (given[i] == option) {
+            cli_fail("%s is given twice", option->name);
+        }
+    }
+    given[(*given_count)++] = option;
+}
+
 void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary)
 {
+    if (option_count > CLI_MOST_OPTIONS) {
+        cli_fail_status(1, "%zu options, more than CLI_MOST_OPTIONS (a program error)", option_count);
+    }
+    const CliOption *given[CLI_MOST_OPTIONS];
+    size_t given_count = 0;
     if (argc > 0 && running_command == NULL) {
         cli_set_program_name(argv[0]);
     }
@@ -263,6 +288,7 @@ void cli_parse(int argc, char **argv, const CliOption *options, size_t option_co
         if (option == NULL) {
             cli_fail("unknown option '%.*s' (see --help)", (int)name_length, arg);
         }
+        refuse_a_second_time(given, &given_count, option);
         if (equals != NULL) {
             parse_value(option, equals + 1);
         } else if (option->kind == CLI_FLAG) {

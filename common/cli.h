@@ -3,7 +3,7 @@
  * Every program takes `--name value` (or `--name=value`) options described by
  * a table of CliOption. Anything wrong (an unknown flag, a missing value,
  * "abc" where a number belongs, a number outside its range, trailing junk as
- * in "12x") stops the program with ONE line on stderr,
+ * in "12x", an option given twice) stops the program with ONE line on stderr,
  *     cancellation: error: --n expects an integer in [2, 100000000], got '-3'
  * and exit status 2. Nothing is silently clamped. `--help` prints the usage
  * and exits 0. */

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
+
 /* "cannot open: <the system's reason>", for the calling thread. */
 static _Thread_local char open_failure[160];
 
@@ -85,8 +87,73 @@ int parse_text_file(const char *path, TextParser *parse, void *out, char *err, s
     }
     char reason[512];
     int status = parse(file, out, reason, sizeof reason);
+    /* getline ends on a read error as at the end of the file: without this
+     * test, a file that fails half-way (EIO) would read as a shorter one. */
+    if (status == 0 && ferror(file)) {
+        snprintf(reason, sizeof reason, "read error: %s", strerror(errno));
+        status = -1;
+    }
     fclose(file);
     if (status != 0)
         snprintf(err, err_size, "%s: %s", path, reason);
+    return status;
+}
+
+/* "cannot <doing>: <the system's reason>", for the calling thread. */
+static _Thread_local char write_failure[160];
+
+static const char *cannot(const char *doing)
+{
+    snprintf(write_failure, sizeof write_failure, "cannot %s: %s", doing, strerror(errno));
+    return write_failure;
+}
+
+/* DIR/.NAME.partial for DIR/NAME (.NAME.partial for a bare NAME). */
+static char *partial_path(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    size_t dir_length = slash != NULL ? (size_t)(slash - path) + 1 : 0;
+    char *partial = ALLOC_ARRAY(char, strlen(path) + sizeof "..partial");
+    memcpy(partial, path, dir_length);
+    sprintf(partial + dir_length, ".%s.partial", path + dir_length);
+    return partial;
+}
+
+int whole_file_open(WholeFile *out, const char *path, const char **why)
+{
+    struct stat info;
+    *out = (WholeFile){0};
+    if (stat(path, &info) == 0 && !S_ISREG(info.st_mode)) {
+        *why = "not a regular file";
+        return -1;
+    }
+    char *partial = partial_path(path);
+    FILE *file = fopen(partial, "w");
+    if (file == NULL) {
+        *why = cannot("create");
+        array_free(partial);
+        return -1;
+    }
+    char *final = ALLOC_ARRAY(char, strlen(path) + 1);
+    strcpy(final, path);
+    *out = (WholeFile){file, final, partial};
+    return 0;
+}
+
+int whole_file_commit(WholeFile *out, const char **why)
+{
+    int status = 0;
+    if (ferror(out->file) | fclose(out->file)) { /* "|", not "||": close it either way */
+        *why = "cannot write the whole file";
+        status = -1;
+    } else if (rename(out->partial, out->path) != 0) {
+        *why = cannot("rename into place");
+        status = -1;
+    }
+    if (status != 0)
+        remove(out->partial);
+    array_free(out->path);
+    array_free(out->partial);
+    *out = (WholeFile){0};
     return status;
 }

@@ -37,6 +37,24 @@ int parse_text(const char *text, TextParser *parse, void *out, char *err, size_t
  * path. */
 int parse_text_file(const char *path, TextParser *parse, void *out, char *err, size_t err_size);
 
+/* A text file written whole or not at all, as the .npy outputs are
+ * (common/npy.h): the text goes to ".NAME.partial" beside PATH, and only a
+ * complete, closed file is renamed to PATH. A write that fails half-way
+ * (a full disk, a file-size limit) leaves PATH as it was, never cut short.
+ * An existing PATH that is not a regular file (/dev/full, a directory) is
+ * refused: a rename would put a file where the device stood. */
+typedef struct {
+    FILE *file;
+    char *path, *partial;
+} WholeFile;
+
+/* 0, or -1 with *why set ("not a regular file", "cannot create: ...")
+ * and nothing created. */
+int whole_file_open(WholeFile *out, const char *path, const char **why);
+/* Close and rename into place: 0, or -1 if a write, the close or the rename
+ * failed, with the partial file removed and *why set. */
+int whole_file_commit(WholeFile *out, const char **why);
+
 COMMON_END_C
 
 #endif

@@ -348,6 +348,11 @@ static void print_budget(const KernelResourceList *record, const char *sass_path
     } else if (sass_record_read(path, &code, err, sizeof err) != 0) {
         array_free(default_path);
         cli_fail("%s", err);
+    } else if (code.count == 0) {
+        snprintf(err, sizeof err, "%s: no kernel's machine code in it (not a cuobjdump -sass listing)", path);
+        sass_record_free(&code);
+        array_free(default_path);
+        cli_fail("%s", err);
     } else {
         resource_table_print_budget(record, &code, rule, stdout, format);
         sass_record_free(&code);
@@ -373,6 +378,10 @@ int resource_table_command(int argc, char **argv, const char *default_record, Ke
     char err[1024];
     if (kernel_resources_read(path, &record, err, sizeof err) != 0)
         cli_fail("%s (run it in the chapter's directory, or give --record)", err);
+    if (record.count == 0) {
+        kernel_resources_free(&record);
+        cli_fail("%s: no kernel in it (not a ptxas -v report)", path);
+    }
     TableFormat format = markdown ? TABLE_MARKDOWN : TABLE_TEXT;
     if (budget)
         print_budget(&record, sass_path != NULL ? sass_path : path, sass_path != NULL, rule, format);

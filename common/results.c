@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "common/alloc.h"
@@ -25,14 +26,6 @@ void results_stamp(FILE *out, const char *device, const char *commit)
     fprintf(out, "device: %s  \ndate: %s  \ncommit: %s  \n", device, date, commit);
 }
 
-FILE *results_create(const char *path)
-{
-    FILE *file = fopen(path, "w");
-    if (file == NULL)
-        cli_fail_status(1, "--results %s: cannot write the file", path);
-    return file;
-}
-
 void results_show(const char *path)
 {
     const char *why;
@@ -52,6 +45,8 @@ void results_show(const char *path)
     size_t n;
     while ((n = fread(buffer, 1, sizeof buffer, file)) > 0)
         fwrite(buffer, 1, n, stdout);
+    if (ferror(file))
+        cli_fail("%s: read error: %s", path, strerror(errno));
     fclose(file);
 }
 
@@ -141,14 +136,16 @@ void bench_report_free(BenchReport *report)
 void results_write(const char *path, const char *title, const char *device, const char *commit,
                    const BenchReport *report)
 {
-    FILE *file = results_create(path);
-    fprintf(file, "%s\n\n", title);
-    results_stamp(file, device, results_commit(commit));
-    fprintf(file, "\n");
-    bench_report_print(report, file, TABLE_MARKDOWN);
-    if (ferror(file) | fclose(file)) { /* "|", not "||": close it either way */
-        cli_fail_status(1, "--results %s: cannot write the file", path);
-    }
+    WholeFile written; /* a results file is never left cut short */
+    const char *why;
+    if (whole_file_open(&written, path, &why) != 0)
+        cli_fail_status(1, "--results %s: %s", path, why);
+    fprintf(written.file, "%s\n\n", title);
+    results_stamp(written.file, device, results_commit(commit));
+    fprintf(written.file, "\n");
+    bench_report_print(report, written.file, TABLE_MARKDOWN);
+    if (whole_file_commit(&written, &why) != 0)
+        cli_fail_status(1, "--results %s: %s", path, why);
     printf("\nwrote %s\n", path);
 }
 

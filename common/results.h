@@ -19,9 +19,6 @@ const char *results_commit(const char *given);
  * ending in a Markdown line break. */
 void results_stamp(FILE *out, const char *device, const char *commit);
 
-/* Open a results file for writing, or stop with one line and status 1. */
-FILE *results_create(const char *path);
-
 /* The options every chapter's gpu-bench takes: --quick (`quick_help` says
  * what it leaves out), --results FILE and --commit C. Parsed, or exit 2. */
 typedef struct {

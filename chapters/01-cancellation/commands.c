@@ -22,19 +22,22 @@ void print_table(Table *table, bool markdown)
     table_free(table);
 }
 
-FILE *open_for_writing(const char *path)
+FILE *open_for_writing(WholeFile *out, const char *path)
 {
-    FILE *file = fopen(path, "w");
-    if (file == NULL) {
-        cli_fail_status(1, "cannot write %s: %s", path, strerror(errno));
+    const char *why;
+    if (whole_file_open(out, path, &why) != 0) {
+        cli_fail_status(1, "cannot write %s: %s", path, why);
     }
-    return file;
+    return out->file;
 }
 
-void close_written(FILE *file, const char *path)
+void close_written(WholeFile *out)
 {
-    if (ferror(file) | fclose(file)) { /* "|", not "||": close it either way */
-        cli_fail_status(1, "error writing %s", path);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", out->path); /* commit frees it */
+    const char *why;
+    if (whole_file_commit(out, &why) != 0) {
+        cli_fail_status(1, "error writing %s: %s", path, why);
     }
 }
 
@@ -254,11 +257,12 @@ int theory_data_command(int argc, char **argv)
         {"--output", CLI_STRING, &output, 0, 0,   "the file to write"  },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    FILE *file = open_for_writing(output);
+    WholeFile written;
+    FILE *file = open_for_writing(&written, output);
     write_theory_block(file, PRECISION_FLOAT, (size_t)n);
     fprintf(file, "\n\n");
     write_theory_block(file, PRECISION_DOUBLE, (size_t)n);
-    close_written(file, output);
+    close_written(&written);
     return 0;
 }
 

@@ -69,7 +69,8 @@ int derivative_data_command(int argc, char **argv)
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     const TestFunction *exp_function = &test_functions[0];
     double u = unit_roundoff(PRECISION_DOUBLE);
-    FILE *file = open_for_writing(output);
+    WholeFile written;
+    FILE *file = open_for_writing(&written, output);
     fprintf(file, "# %s on [%g, %g], worst relative error over %d points; best step predicted at %.6e\n",
             exp_function->name, exp_function->lo, exp_function->hi, DERIVATIVE_POINTS, predicted_best_step(u));
     fprintf(file, "# h central_difference complex_step predicted_central truncation unit_roundoff\n");
@@ -80,6 +81,6 @@ int derivative_data_command(int argc, char **argv)
                 worst_relative_error(exp_function, COMPLEX_STEP_DERIVATIVE, h, DERIVATIVE_POINTS),
                 predicted_error(h, u), h * h / 6, u);
     }
-    close_written(file, output);
+    close_written(&written);
     return 0;
 }

@@ -13,9 +13,9 @@
 
 #include "common/table.h"
 
-/* quick: d = 4096 only, 5 timed runs instead of 7 (3 for 16-bit rows),
- * and memcpy measured before the kernels only (not also after); the
- * working set stays above the last-level cache. */
+/* quick: d = 4096 only, 5 rounds instead of 7 (3 for 16-bit rows), each
+ * pass still timed in turns with its memcpy; the working set stays above
+ * the last-level cache. */
 void bench_cpu_print(FILE *out, TableFormat format, bool quick);
 
 #endif

@@ -454,9 +454,8 @@ int bench_command(int argc, char **argv)
 {
     bool quick = false, markdown = false;
     const CliOption options[] = {
-        {"--quick",    CLI_FLAG, &quick,    0, 0,
-         "d = 4096 only, 5 timed runs instead of 7 (3 for 16-bit rows), memcpy measured before the kernels only"},
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, markdown_help                                                 },
+        {"--quick",    CLI_FLAG, &quick,    0, 0, "d = 4096 only, 5 rounds instead of 7 (3 for 16-bit rows)"},
+        {"--markdown", CLI_FLAG, &markdown, 0, 0, markdown_help                                             },
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     bench_cpu_print(stdout, table_format(markdown), quick);

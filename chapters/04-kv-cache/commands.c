@@ -211,8 +211,9 @@ int cost_command(int argc, char **argv)
 typedef void DemoFunction(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
 
 /* verify and the demonstrations: a fixed workload on the model the options
- * describe; `samples` says whether the workload draws tokens. */
-static int run_demo(int argc, char **argv, DemoFunction *demo, bool samples)
+ * describe; `samples` says whether the workload draws tokens, and
+ * `least_block_size` is the smallest --block-size its requests allow. */
+static int run_demo(int argc, char **argv, DemoFunction *demo, bool samples, long least_block_size)
 {
     SamplerOptions s = {TEMPERATURE, TOP_K};
     long block_size = BLOCK_SIZE;
@@ -224,6 +225,9 @@ static int run_demo(int argc, char **argv, DemoFunction *demo, bool samples)
         add_sampler_options(&table, &s);
     ModelConfig config = parse_with_model(argc, argv, &table);
     Sampler sampler = samples ? sampler_from(&s, &config) : (Sampler){0};
+    if (block_size < least_block_size)
+        cli_fail("--block-size %ld is too small for this workload: it needs at least %ld", block_size,
+                 least_block_size);
     int needed = demo_positions_needed((int)block_size);
     if (config.max_seq_len < needed)
         cli_fail("--max-len %d is too short: this needs at least %d with --block-size %ld", config.max_seq_len, needed,
@@ -243,22 +247,22 @@ static void verify_without_sampling(const Model *model, int block_size, const Sa
 
 int verify_command(int argc, char **argv)
 {
-    return run_demo(argc, argv, verify_without_sampling, false);
+    return run_demo(argc, argv, verify_without_sampling, false, 1);
 }
 
 int cow_demo_command(int argc, char **argv)
 {
-    return run_demo(argc, argv, demo_copy_on_write, true);
+    return run_demo(argc, argv, demo_copy_on_write, true, 1);
 }
 
 int prefix_demo_command(int argc, char **argv)
 {
-    return run_demo(argc, argv, demo_prefix_caching, true);
+    return run_demo(argc, argv, demo_prefix_caching, true, 1);
 }
 
 int preempt_demo_command(int argc, char **argv)
 {
-    return run_demo(argc, argv, demo_preemption, true);
+    return run_demo(argc, argv, demo_preemption, true, demo_preemption_least_block_size());
 }
 
 int accuracy_command(int argc, char **argv)

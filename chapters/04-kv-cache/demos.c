@@ -214,13 +214,24 @@ void demo_prefix_caching(const Model *model, int block_size, const Sampler *samp
     requests_free(reference, n_requests);
 }
 
+/* The preemption demonstration: prompts of PREEMPT_PROMPT_MIN tokens to
+ * PREEMPT_BLOCKS blocks, answers of 8 tokens to as many blocks. */
+#define PREEMPT_PROMPT_MIN 10
+#define PREEMPT_BLOCKS 3
+
+int demo_preemption_least_block_size(void)
+{
+    return (PREEMPT_PROMPT_MIN + PREEMPT_BLOCKS - 1) / PREEMPT_BLOCKS;
+}
+
 void demo_preemption(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format)
 {
     const ModelConfig *c = &model->config;
     const int n_requests = 8, num_blocks = 10;
     Rng rng;
     rng_seed(&rng, DEMO_SEED);
-    Request *requests = requests_random(c, &rng, n_requests, 10, 3 * block_size, 8, 3 * block_size);
+    Request *requests = requests_random(c, &rng, n_requests, PREEMPT_PROMPT_MIN, PREEMPT_BLOCKS * block_size, 8,
+                                        PREEMPT_BLOCKS * block_size);
     /* One more that can never fit: longer than the whole pool. */
     request_free(&requests[n_requests - 1]);
     int32_t *long_prompt = ALLOC_ARRAY(int32_t, num_blocks * block_size);

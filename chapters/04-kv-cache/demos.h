@@ -27,6 +27,9 @@ void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
 void demo_prefix_caching(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
 
 /* More requests than the pool holds at once, and one that never fits. */
+/* Its prompts are at least 10 tokens and at most 3 blocks: the least
+ * --block-size that allows both. */
+int demo_preemption_least_block_size(void);
 void demo_preemption(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
 
 #endif

@@ -27,6 +27,23 @@ writes() {
     fi
 }
 
+# keeps_on_failed_write FILE ARGS...: with writes failing after 2 KiB (a
+# file-size limit, its signal ignored so that write() fails instead), status
+# 1, one error line, and FILE (made before) as it was, with no partial file
+# beside it.
+keeps_on_failed_write() {
+    file=$1
+    shift
+    echo "the older file" > "$file"
+    checks=$((checks + 1))
+    (trap '' XFSZ; ulimit -f 4; exec "$program" "$@") > "$out" 2> "$err"
+    status=$?
+    if [ $status -ne 1 ] || ! is_one_error_line || [ "$(cat "$file")" != "the older file" ] ||
+       [ -n "$(find "$(dirname "$file")" -name '*.partial')" ]; then
+        fail "$name $* (status $status): expected status 1, one error line, and $file as it was"
+    fi
+}
+
 # The table: --help lists every subcommand, one line each.
 accepts --help
 for command in $commands; do
@@ -110,11 +127,14 @@ rejects theory-data --n 0
 rejects theory-data --output ''
 rejects_with 1 theory-data --output /nonexistent-directory/x.dat
 writes "$scratch/theory.dat" theory-data --n 64 --output "$scratch/theory.dat"
+keeps_on_failed_write "$scratch/theory.dat" theory-data --output "$scratch/theory.dat"
+rejects_with 1 theory-data --n 64 --output /dev/full
 
 name='cancellation derivative-data'
 rejects derivative-data --n 64
 rejects_with 1 derivative-data --output /nonexistent-directory/x.dat
 writes "$scratch/derivative.dat" derivative-data --output "$scratch/derivative.dat"
+keeps_on_failed_write "$scratch/derivative.dat" derivative-data --output "$scratch/derivative.dat"
 
 name='cancellation layernorm-demo'
 rejects_saying "unknown option '--precision' (see --help)" layernorm-demo --precision float
@@ -140,6 +160,14 @@ rejects bench --seed -1
 name='cancellation gpu-results'
 rejects gpu-results --markdown
 accepts gpu-results --file "$scratch/none.md"
+rejects gpu-results --file /proc/self/mem
+
+# A record that holds no kernel, or does not read: refused (in a build
+# without CUDA, --record is no option: refused too).
+name='cancellation gpu-resources'
+: > "$scratch/empty.resources"
+rejects gpu-resources --record "$scratch/empty.resources"
+rejects gpu-resources --record /proc/self/mem
 
 # The GPU subcommands: the work where a GPU is, else exactly one line and
 # status 2; bad input is refused either way.

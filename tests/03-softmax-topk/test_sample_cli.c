@@ -249,7 +249,6 @@ static void test_bad_input(void)
         {"--temperature", "0",          "--temperature 0: the logits are"                                    },
         {"--temperature", "-1",         "--temperature expects a finite number"                              },
         {"--temperature", "inf",        "--temperature expects a finite number"                              },
-        {"--samples",     "0",          "--samples expects an integer in [1,"                                },
         {"-k",            "301",        "-k 301 is larger than V = 300"                                      },
         {"--method",      "gumbel-max", "--method expects inverse-cdf, gumbel or rejection, got 'gumbel-max'"},
     };
@@ -258,6 +257,8 @@ static void test_bad_input(void)
                            refused[c].option, refused[c].value, NULL),
                        "sample", refused[c].words, NULL);
     }
+    expect_refusal(run("sample", "--load", logits, "--seed", "1", "--samples", "0", "--save", out, NULL), "sample",
+                   "--samples expects an integer in [1,", NULL);
     expect_refusal(run("sample", "--load", logits, "--samples", "10", "--save", out, NULL), "sample",
                    "--seed S is required", NULL);
     expect_refusal(run("sample", "--load", logits, "--seed", "1", "--samples", "10", NULL), "sample",

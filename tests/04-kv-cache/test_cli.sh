@@ -37,6 +37,10 @@ rejects_mentioning "--layers" generate --layers abc
 rejects_mentioning "--layers" generate --layers 3x
 rejects_mentioning "--block-size" generate --block-size 0
 rejects_mentioning "--block-size" generate --block-size -4
+name="kv_cache preempt-demo"
+rejects_mentioning "--block-size 3 is too small" preempt-demo --block-size 3
+accepts preempt-demo --block-size 4
+name="kv_cache generate"
 rejects_mentioning "multiple of --kv-heads" generate --heads 6 --kv-heads 4
 rejects_mentioning "even" generate --head-dim 15
 rejects_mentioning "longer than the model's maximum" generate --prompt-len 3000

@@ -20,7 +20,8 @@ accepts_printing 'n=1000 x=-10 name=demo verbose=0' --x -10
 accepts_printing 'n=1000 x=0.5 name=hello world verbose=0' --name 'hello world'
 accepts_printing 'n=1000 x=0.5 name=a=b verbose=0' --name=a=b
 accepts_printing 'n=1000 x=0.5 name=demo verbose=1' --verbose
-accepts_printing 'n=9 x=2 name=last verbose=1' --n 3 --x 1 --name first --n 9 --verbose --x 2 --name last --verbose
+accepts_printing 'n=9 x=2 name=last verbose=1' --x 2 --name last --n 9 --verbose
+accepts_printing 'n=1000 x=9.9998886718268301e-321 name=demo verbose=0' --x 1e-320
 
 rejects_saying "unknown option '--m' (see --help)" --m 3
 rejects_saying "unknown option '--nn' (see --help)" --nn=3
@@ -47,7 +48,10 @@ rejects_saying "--x expects a finite number in [-10, 1e+09], got '1.5junk'" --x 
 rejects_saying "--x expects a finite number in [-10, 1e+09], got 'nan'" --x nan
 rejects_saying "--x expects a finite number in [-10, 1e+09], got 'inf'" --x inf
 rejects_saying "--x expects a finite number in [-10, 1e+09], got '1e999'" --x 1e999
-rejects_saying "--x expects a finite number in [-10, 1e+09], got '1e-400'" --x 1e-400
+rejects_saying "--x: '1e-400' is too small for a double: it would become 0" --x 1e-400
+rejects_saying "--n is given twice" --n 3 --x 1 --n 9
+rejects_saying "--name is given twice" --name=first --name last
+rejects_saying "--verbose is given twice" --verbose --verbose
 rejects_saying "--x expects a finite number in [-10, 1e+09], got '2e9'" --x 2e9
 rejects_saying "--x expects a finite number in [-10, 1e+09], got '-10.5'" --x -10.5
 rejects_saying "--name expects a non-empty value" --name=

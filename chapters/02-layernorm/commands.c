@@ -68,82 +68,6 @@ static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(L
     return check_results(p, label);
 }
 
-void random_problem_options(CliOption *options, RandomProblemArgs *args)
-{
-    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5, .offset = 0.0, .scale = 1.0};
-    const CliOption random[RANDOM_PROBLEM_OPTIONS] = {
-        {"--n",      CLI_INT,    &args->n,      1,     1 << 24,  "rows of the random problem"              },
-        {"--d",      CLI_INT,    &args->d,      1,     1 << 20,  "its row length"                          },
-        {"--seed",   CLI_INT,    &args->seed,   0,     1L << 62, "random seed"                             },
-        {"--eps",    CLI_DOUBLE, &args->eps,    0.0,   1.0,      "epsilon added to the variance"           },
-        {"--offset", CLI_DOUBLE, &args->offset, -1e30, 1e30,     "the mean of x"                           },
-        {"--scale",  CLI_DOUBLE, &args->scale,  0.0,   1e35,     "the spread of x (its standard deviation)"},
-    };
-    for (int i = 0; i < RANDOM_PROBLEM_OPTIONS; i++)
-        options[i] = random[i];
-}
-
-LnProblem random_problem_new(const RandomProblemArgs *args, NormKind norm)
-{
-    LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
-    p.norm = norm;
-    ln_problem_fill_random(&p, (uint64_t)args->seed, args->offset, args->scale);
-    return p;
-}
-
-int run_command(int argc, char **argv)
-{
-    RandomProblemArgs args;
-    const char *save_inputs = NULL, *storage_name = "float32";
-    CliOption options[RANDOM_PROBLEM_OPTIONS + 2];
-    random_problem_options(options, &args);
-    options[RANDOM_PROBLEM_OPTIONS] = (CliOption){"--save-inputs",
-                                                  CLI_STRING,
-                                                  &save_inputs,
-                                                  0,
-                                                  0,
-                                                  "also write x, gamma, beta, dy here, as `apply --load` reads them"};
-    options[RANDOM_PROBLEM_OPTIONS + 1] =
-        (CliOption){"--storage", CLI_STRING, &storage_name, 0, 0, "x, dy, y and dx in float32 (default), fp16 or bf16"};
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    ln_problem_check_size(args.n, args.d);
-    LnProblem p = random_problem_new(&args, NORM_LAYER);
-    if (!ln_storage_parse(storage_name, &p.storage))
-        cli_fail("--storage expects one of %s, got '%s'", ln_storage_names, storage_name);
-    ln_problem_narrow_inputs(&p);
-    if (save_inputs != NULL)
-        ln_problem_save_inputs(&p, save_inputs);
-    printf("%zu x %zu, random %s inputs (seed %ld, offset %g, scale %g), eps %g\n", p.n, p.d,
-           ln_storage_name(p.storage), args.seed, args.offset, args.scale, args.eps);
-    bool ok = compute_and_check(&p, "cpu float vs double reference:", ln_problem_run_cpu);
-    ln_problem_free(&p);
-    return ok ? 0 : 1;
-}
-
-/* --load DIR --save DIR [--eps E] [--norm N]. */
-ApplyArgs apply_parse(int argc, char **argv)
-{
-    ApplyArgs args = {.load = NULL, .save = NULL, .eps = 1e-5, .norm = NORM_LAYER};
-    const char *norm = NULL, *dtype = "auto";
-    const CliOption options[] = {
-        {"--load",  CLI_STRING, &args.load, 0,   0,
-         "required: read x, dy (float32, fp16 or bf16), gamma and (layer norm) beta (float32) here (.npy)"       },
-        {"--save",  CLI_STRING, &args.save, 0,   0,
-         "required: write y, dx (in x's storage type), rstd, dgamma and (layer norm) mean, dbeta (float32) here" },
-        {"--eps",   CLI_DOUBLE, &args.eps,  0.0, 1.0, "epsilon added to the variance"                            },
-        {"--norm",  CLI_STRING, &norm,      0,   0,   "the norm: layer (default) or rms (no beta, mean or dbeta)"},
-        {"--dtype", CLI_STRING, &dtype,     0,   0,
-         "x and dy: auto, the files' float32 or float16; bf16: bfloat16 bits in int16 or uint16, as "
-         "t.view(torch.int16).numpy() saves them"                                                                },
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    if (args.load == NULL || args.save == NULL)
-        cli_fail("needs --load DIR and --save DIR");
-    args.norm = norm_option(norm);
-    args.encoding = npy_float_encoding_option("--dtype", dtype);
-    return args;
-}
-
 /* The rows that the non-finite policy flags (README, "Non-finite values"):
  * an inf or a NaN in x or dy, or in the row's y, dx, mean or rstd. */
 static bool *flag_nonfinite_rows(const LnProblem *p)
@@ -198,6 +122,84 @@ static bool compute_and_check_finite_rows(LnProblem *p, const char *label, void 
     note_nonfinite_rows(count, p->n, "x, dy or the results");
     array_free(flagged);
     return ok;
+}
+
+void random_problem_options(CliOption *options, RandomProblemArgs *args)
+{
+    *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5, .offset = 0.0, .scale = 1.0};
+    const CliOption random[RANDOM_PROBLEM_OPTIONS] = {
+        {"--n",      CLI_INT,    &args->n,      1,     1 << 24,  "rows of the random problem"              },
+        {"--d",      CLI_INT,    &args->d,      1,     1 << 20,  "its row length"                          },
+        {"--seed",   CLI_INT,    &args->seed,   0,     1L << 62, "random seed"                             },
+        {"--eps",    CLI_DOUBLE, &args->eps,    0.0,   1.0,      "epsilon added to the variance"           },
+        {"--offset", CLI_DOUBLE, &args->offset, -1e30, 1e30,     "the mean of x"                           },
+        {"--scale",  CLI_DOUBLE, &args->scale,  0.0,   1e35,     "the spread of x (its standard deviation)"},
+    };
+    for (int i = 0; i < RANDOM_PROBLEM_OPTIONS; i++)
+        options[i] = random[i];
+}
+
+LnProblem random_problem_new(const RandomProblemArgs *args, NormKind norm)
+{
+    LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
+    p.norm = norm;
+    ln_problem_fill_random(&p, (uint64_t)args->seed, args->offset, args->scale);
+    return p;
+}
+
+int run_command(int argc, char **argv)
+{
+    RandomProblemArgs args;
+    const char *save_inputs = NULL, *storage_name = "float32";
+    CliOption options[RANDOM_PROBLEM_OPTIONS + 2];
+    random_problem_options(options, &args);
+    options[RANDOM_PROBLEM_OPTIONS] = (CliOption){"--save-inputs",
+                                                  CLI_STRING,
+                                                  &save_inputs,
+                                                  0,
+                                                  0,
+                                                  "also write x, gamma, beta, dy here, as `apply --load` reads them"};
+    options[RANDOM_PROBLEM_OPTIONS + 1] =
+        (CliOption){"--storage", CLI_STRING, &storage_name, 0, 0, "x, dy, y and dx in float32 (default), fp16 or bf16"};
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    ln_problem_check_size(args.n, args.d);
+    LnProblem p = random_problem_new(&args, NORM_LAYER);
+    if (!ln_storage_parse(storage_name, &p.storage))
+        cli_fail("--storage expects one of %s, got '%s'", ln_storage_names, storage_name);
+    ln_problem_narrow_inputs(&p);
+    if (save_inputs != NULL)
+        ln_problem_save_inputs(&p, save_inputs);
+    printf("%zu x %zu, random %s inputs (seed %ld, offset %g, scale %g), eps %g\n", p.n, p.d,
+           ln_storage_name(p.storage), args.seed, args.offset, args.scale, args.eps);
+    /* Rows that hold an inf or a NaN, or whose results do (x beyond fp16's
+     * range, constant rows with eps 0), are noted, as apply notes them. */
+    bool ok = compute_and_check_finite_rows(&p, "cpu float vs double reference:", ln_problem_run_cpu);
+    ln_problem_free(&p);
+    return ok ? 0 : 1;
+}
+
+/* --load DIR --save DIR [--eps E] [--norm N]. */
+ApplyArgs apply_parse(int argc, char **argv)
+{
+    ApplyArgs args = {.load = NULL, .save = NULL, .eps = 1e-5, .norm = NORM_LAYER};
+    const char *norm = NULL, *dtype = "auto";
+    const CliOption options[] = {
+        {"--load",  CLI_STRING, &args.load, 0,   0,
+         "required: read x, dy (float32, fp16 or bf16), gamma and (layer norm) beta (float32) here (.npy)"       },
+        {"--save",  CLI_STRING, &args.save, 0,   0,
+         "required: write y, dx (in x's storage type), rstd, dgamma and (layer norm) mean, dbeta (float32) here" },
+        {"--eps",   CLI_DOUBLE, &args.eps,  0.0, 1.0, "epsilon added to the variance"                            },
+        {"--norm",  CLI_STRING, &norm,      0,   0,   "the norm: layer (default) or rms (no beta, mean or dbeta)"},
+        {"--dtype", CLI_STRING, &dtype,     0,   0,
+         "x and dy: auto, the files' float32 or float16; bf16: bfloat16 bits in int16 or uint16, as "
+         "t.view(torch.int16).numpy() saves them"                                                                },
+    };
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    if (args.load == NULL || args.save == NULL)
+        cli_fail("needs --load DIR and --save DIR");
+    args.norm = norm_option(norm);
+    args.encoding = npy_float_encoding_option("--dtype", dtype);
+    return args;
 }
 
 int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p))

@@ -553,7 +553,11 @@ void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *
         }
         double correction = sum_dev / (double)d;
         double m = first_mean + correction;
-        double r = 1.0 / sqrt(fmax(sum_dev_sq / (double)d - correction * correction, 0.0) + eps);
+        /* Rounding can leave the variance a hair below 0: clamped. A row
+         * with an inf or a NaN has a NaN variance, which stays NaN, as in
+         * the kernels (fmax would make it 0, and rstd 1/sqrt(eps)). */
+        double variance = sum_dev_sq / (double)d - correction * correction;
+        double r = 1.0 / sqrt((variance < 0.0 ? 0.0 : variance) + eps);
         for (size_t j = 0; j < d; j++)
             y[row * d + j] = gamma[j] * ((xr[j] - m) * r) + beta[j];
         mean[row] = m;

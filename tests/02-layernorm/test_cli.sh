@@ -84,6 +84,17 @@ rejects run --eps inf
 rejects run --eps nan
 # Rows whose squares overflow float are rescaled: the check against the double reference passes.
 accepts run --n 4 --d 300 --scale 1e30
+# x beyond fp16's range is inf, and constant rows with eps 0 get rstd inf
+# and y NaN: status 0 and the one note of the README's "Non-finite values",
+# as apply gives, not FAIL lines against the reference.
+for case in "--scale 1e35 --storage fp16" "--scale 0 --eps 0"; do
+    # shellcheck disable=SC2086 # the case is several words
+    run_program run --n 2 --d 4 $case
+    if [ $status -ne 0 ] || [ "$(wc -l < "$err")" -ne 1 ] || ! grep -q "2 of 2 rows held inf or NaN" "$err" ||
+       grep -q FAIL "$out"; then
+        fail "run --n 2 --d 4 $case (status $status): expected status 0 and one note on non-finite rows"
+    fi
+done
 rejects run --scale -1
 rejects run --scale 1e36
 rejects run --eps abc

@@ -159,6 +159,23 @@ static void test_node_by_node_agrees(size_t n, size_t d)
         array_free(arrays[i]);
 }
 
+/* The double reference follows the kernels on a row with an inf or a NaN:
+ * its mean, rstd and y are NaN (a variance clamped with fmax would give
+ * rstd = 1/sqrt(eps)), and the other row is untouched. */
+static void test_reference_keeps_nan_rows(void)
+{
+    enum { D = 4 };
+    const double gamma[D] = {1, 1, 1, 1}, beta[D] = {0, 0, 0, 0};
+    const double bad[2] = {INFINITY, NAN};
+    for (int b = 0; b < 2; b++) {
+        double x[2 * D] = {1, 2, bad[b], 4, 1, 2, 3, 4}, y[2 * D], mean[2], rstd[2];
+        layernorm_forward_f64(y, mean, rstd, x, gamma, beta, 2, D, 1e-5);
+        EXPECT(isnan(mean[0]) && isnan(rstd[0]) && isnan(y[0]), "a row with %g: mean %g, rstd %g, y[0] %g", bad[b],
+               mean[0], rstd[0], y[0]);
+        EXPECT(mean[1] == 2.5 && isfinite(rstd[1]), "the other row: mean %g, rstd %g", mean[1], rstd[1]);
+    }
+}
+
 int main(void)
 {
     const NormKind norms[] = {NORM_LAYER, NORM_RMS};
@@ -181,5 +198,6 @@ int main(void)
     test_alignment_and_scratch_do_not_matter();
     test_node_by_node_agrees(64, 768);
     test_node_by_node_agrees(7, 2);
+    test_reference_keeps_nan_rows();
     return test_finish();
 }

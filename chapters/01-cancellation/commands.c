@@ -41,17 +41,25 @@ void close_written(WholeFile *out)
     }
 }
 
-/* A relative error for a table: exact results say so instead of
- * "0.0e+00", and an error relative to a variance of 0 is undefined. */
-static void error_cell(Table *table, double error)
+/* A relative error in words where a number would mislead: exact results
+ * say so instead of "0.0e+00", and an error relative to a variance of 0 is
+ * undefined (printf would write "-nan"). */
+static const char *relative_error_text(char *text, size_t size, double error)
 {
     if (isnan(error)) {
-        table_cell(table, "undefined");
+        snprintf(text, size, "undefined");
     } else if (error == 0.0) {
-        table_cell(table, "exact");
+        snprintf(text, size, "exact");
     } else {
-        table_cell(table, "%.1e", error);
+        snprintf(text, size, "%.1e", error);
     }
+    return text;
+}
+
+static void error_cell(Table *table, double error)
+{
+    char text[32];
+    table_cell(table, "%s", relative_error_text(text, sizeof text, error));
 }
 
 static void number_cell(Table *table, double value)
@@ -345,9 +353,11 @@ int merge_demo_command(int argc, char **argv)
     rng_fill_normal_f64(&rng, x, (size_t)n, offset, DATA_SPREAD);
     VarianceReference reference = variance_reference_f64(x, (size_t)n);
     double single_pass = welford_variance(welford_accumulate(x, (size_t)n));
+    char error[32];
     printf("%ld values %g + N(0, 1) in double; kappa = %.1e. One pass of welford_push over all of them: "
-           "relative error %.1e.\n\n",
-           n, offset, reference.kappa, fabs(single_pass - reference.variance) / reference.variance);
+           "relative error %s.\n\n",
+           n, offset, reference.kappa,
+           relative_error_text(error, sizeof error, fabs(single_pass - reference.variance) / reference.variance));
     print_table(merge_table(x, (size_t)n, reference.variance, single_pass), markdown);
     array_free(x);
     return 0;

@@ -1,5 +1,6 @@
 #include "chapters/03-softmax-topk/commands.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,15 +184,43 @@ void require_positive_temperature(double temperature)
     }
 }
 
-/* Temperature: x / T, in double, rounded to float (exact for T = 1, which
- * leaves 16-bit logits to be read as they are). */
+/* The largest logit of a row, NaN ignored (-inf for a row of NaN and -inf). */
+static float row_max(const float *row, size_t vocab)
+{
+    float max = -INFINITY;
+    for (size_t i = 0; i < vocab; i++) {
+        max = row[i] > max ? row[i] : max;
+    }
+    return max;
+}
+
+/* Temperature: (x - m) / T for the row's largest logit m, in double, rounded
+ * to float. A shift changes neither the softmax nor the top K, and shifted,
+ * no quotient is above 0: x / T itself overflows float at a small T (10 /
+ * 1e-38), and the logits that overflowed would share the probability as
+ * +inf. A finite quotient below float's range is held at -FLT_MAX, which
+ * weighs exp(-FLT_MAX - 0) = 0 as -inf would, so that the row's logits stay
+ * finite (the note on non-finite rows is about the file's values). A row
+ * whose largest logit is +inf, or that has only -inf and NaN, is divided as
+ * it is. T = 1 leaves the logits, and 16-bit ones are read as stored. */
 static void divide_logits(Logits *x, double temperature)
 {
     if (temperature == 1.0) {
         return;
     }
-    for (size_t i = 0; i < x->rows * x->vocab; i++) {
-        x->logits[i] = (float)((double)x->logits[i] / temperature);
+    for (size_t r = 0; r < x->rows; r++) {
+        float *row = x->logits + r * x->vocab;
+        float max = row_max(row, x->vocab);
+        if (!isfinite(max)) {
+            for (size_t i = 0; i < x->vocab; i++) {
+                row[i] = (float)((double)row[i] / temperature);
+            }
+            continue;
+        }
+        for (size_t i = 0; i < x->vocab; i++) {
+            double shifted = ((double)row[i] - max) / temperature;
+            row[i] = isfinite(row[i]) && shifted < -FLT_MAX ? -FLT_MAX : (float)shifted;
+        }
     }
     x->stored = float32_logits(x->logits);
 }

@@ -281,6 +281,9 @@ int accuracy_command(int argc, char **argv)
         cli_fail("--int4-group must be 32 or 64, got %ld", int4_group);
     if (config.max_seq_len < ACCURACY_PROMPT_LEN + ACCURACY_NEW_TOKENS)
         cli_fail("the experiment needs --max-len of at least %d", ACCURACY_PROMPT_LEN + ACCURACY_NEW_TOKENS);
+    if (config.head_dim < 2 * ACCURACY_OUTLIER_PAIRS) /* model_add_key_outliers: the last channels of a head */
+        cli_fail("--head-dim %d is too small for the experiment: it gives each key head %d outlier channels",
+                 config.head_dim, 2 * ACCURACY_OUTLIER_PAIRS);
     const AccuracySetup setup = {ACCURACY_PROMPT_LEN, ACCURACY_NEW_TOKENS, (int)block_size, (int)int4_group,
                                  ACCURACY_SEED};
     accuracy_report(&config, &setup, stdout, format_of(markdown));

@@ -145,6 +145,10 @@ name='cancellation merge-demo'
 rejects merge-demo --precision float
 rejects merge-demo --offset nan
 accepts merge-demo --n 64 --offset 1e4
+# Two values that round to one double: a variance of 0, an error relative to
+# it undefined, said in words in the sentence as in the table.
+accepts merge-demo --n 2 --offset 1e20
+printed "relative error undefined\."
 fails_writing merge-demo --n 64
 
 name='cancellation derivative'

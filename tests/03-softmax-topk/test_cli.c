@@ -261,6 +261,24 @@ static void test_round_trip(void)
     expect_success_or_no_gpu(run("gpu-check", NULL), "gpu-check");
 }
 
+/* A temperature so small that 10 / T overflows float: the softmax of
+ * [10, 9, 0] / T is still [1, 0, 0] (the shifted logits [0, -1, -10] / T),
+ * where dividing first gave two +inf that shared it, 0.5 and 0.5. */
+static void test_tiny_temperature(void)
+{
+    const float logits[3] = {10.0f, 9.0f, 0.0f};
+    const size_t shape[2] = {1, 3}, result_shape[2] = {1, 3};
+    save_or_fail(scratch_path("cold.npy"), NPY_FLOAT32, 2, shape, logits);
+    ChildResult r = run("apply", "--load", scratch_path("cold.npy"), "-k", "3", "--temperature", "1e-38", "--save",
+                        scratch_path("cold"), NULL);
+    EXPECT(r.exit_status == 0 && r.err[0] == '\0', "apply at T = 1e-38: exit %d: %s%s", r.exit_status, r.out, r.err);
+    NpyArray probs = npy_load_or_exit(scratch_path("cold/probs.npy"), NPY_FLOAT32, 2, result_shape);
+    const float *p = probs.data;
+    EXPECT(p[0] == 1.0f && p[1] == 0.0f && p[2] == 0.0f, "probabilities %g %g %g, expected 1 0 0", (double)p[0],
+           (double)p[1], (double)p[2]);
+    npy_free(&probs);
+}
+
 int main(void)
 {
     if (!scratch_directory_make("/tmp/softmax_topk_cli_XXXXXX")) {
@@ -271,6 +289,7 @@ int main(void)
     test_bad_input();
     test_failed_writes();
     test_round_trip();
+    test_tiny_temperature();
     scratch_directory_remove();
     return test_finish();
 }

@@ -37,6 +37,8 @@ rejects_mentioning "--layers" generate --layers abc
 rejects_mentioning "--layers" generate --layers 3x
 rejects_mentioning "--block-size" generate --block-size 0
 rejects_mentioning "--block-size" generate --block-size -4
+name="kv_cache accuracy"
+rejects_mentioning "--head-dim 2 is too small" accuracy --head-dim 2
 name="kv_cache preempt-demo"
 rejects_mentioning "--block-size 3 is too small" preempt-demo --block-size 3
 accepts preempt-demo --block-size 4

@@ -11,17 +11,17 @@
 
 #include "common/alloc.h"
 
-/* "cannot open: <the system's reason>", for the calling thread. */
-static _Thread_local char open_failure[160];
+/* "cannot <doing>: <the system's reason>", for the calling thread. */
+static _Thread_local char failure[160];
 
-static const char *cannot_open(void)
+static const char *cannot(const char *doing)
 {
     /* Callers read errno after a failure (results_show tells a missing file
      * from an unreadable one): formatting must not change it. */
     int reason = errno;
-    snprintf(open_failure, sizeof open_failure, "cannot open: %s", strerror(reason));
+    snprintf(failure, sizeof failure, "cannot %s: %s", doing, strerror(reason));
     errno = reason;
-    return open_failure;
+    return failure;
 }
 
 FILE *open_regular_file(const char *path, const char **why)
@@ -30,7 +30,7 @@ FILE *open_regular_file(const char *path, const char **why)
      * writer. It changes nothing for regular files. */
     int descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (descriptor < 0) {
-        *why = cannot_open();
+        *why = cannot("open");
         return NULL;
     }
     struct stat info;
@@ -42,7 +42,7 @@ FILE *open_regular_file(const char *path, const char **why)
     }
     FILE *file = fdopen(descriptor, "rb");
     if (file == NULL) {
-        *why = cannot_open();
+        *why = cannot("open");
         close(descriptor);
     }
     return file;
@@ -97,15 +97,6 @@ int parse_text_file(const char *path, TextParser *parse, void *out, char *err, s
     if (status != 0)
         snprintf(err, err_size, "%s: %s", path, reason);
     return status;
-}
-
-/* "cannot <doing>: <the system's reason>", for the calling thread. */
-static _Thread_local char write_failure[160];
-
-static const char *cannot(const char *doing)
-{
-    snprintf(write_failure, sizeof write_failure, "cannot %s: %s", doing, strerror(errno));
-    return write_failure;
 }
 
 /* DIR/.NAME.partial for DIR/NAME (.NAME.partial for a bare NAME). */

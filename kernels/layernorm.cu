@@ -278,6 +278,20 @@ template <LnStorage S, int WIDTH> __device__ static void store_streaming(Stored<
 #define ROW_KERNEL_BOUNDS(WIDTH, ITEMS) \
     __launch_bounds__((ITEMS) < LN_PLAN_MOST_ITEMS(WIDTH) ? LN_PLAN_PREFERRED_THREADS : LN_PLAN_MAX_THREADS)
 
+// ANCHOR: read_a_row_into_registers
+/* Thread t holds vectors t, t + blockDim.x, ... of the row xr. */
+template <int WIDTH, int ITEMS, LnStorage S>
+__device__ static void load_row(float (&v)[ITEMS][WIDTH], const Stored<S> *xr, int vectors)
+{
+#pragma unroll
+    for (int i = 0; i < ITEMS; i++) {
+        int k = threadIdx.x + i * blockDim.x;
+        if (k < vectors)
+            load<S>(v[i], xr + (size_t)k * WIDTH);
+    }
+}
+// ANCHOR_END: read_a_row_into_registers
+
 // ANCHOR: visit_every_value_a_thread_holds
 /* f(i, c, held) for every value v[i][c] of the row that this thread
  * holds: held is false for vectors past the end of the row, which hold
@@ -295,21 +309,20 @@ template <int WIDTH, int ITEMS, typename F> __device__ static void for_each_valu
 // ANCHOR_END: visit_every_value_a_thread_holds
 
 // ANCHOR: take_the_statistics_of_either_norm
-/* The statistics of the row that the block holds in registers. The
+/* The moments of the row that the block holds in registers. The
  * exact two-pass variance costs no second read: the sum, the deviations
  * from the first mean and their squares are all formed from registers, and
  * corrected as on the CPU (kernels/layernorm_row.h). RMSNorm needs one
  * block reduction where layer norm needs two: the sum of squares. */
 template <int WIDTH, int ITEMS, bool RMS>
-__device__ static LnRowStats block_row_stats(const float (&v)[ITEMS][WIDTH], int vectors, int d, float eps)
+__device__ static LnRowMoments block_row_moments(const float (&v)[ITEMS][WIDTH], int vectors, int d)
 {
     if constexpr (RMS) {
         float sum_sq[1] = {0.0f};
         for_each_value<WIDTH, ITEMS>(vectors,
                                      [&](int i, int c, bool held) { sum_sq[0] += held ? v[i][c] * v[i][c] : 0.0f; });
         block_reduce(sum_sq);
-        LnRowStats stats = {0.0f, rms_rstd(sum_sq[0], (float)d, eps), 0.0f};
-        return stats;
+        return rms_moments(sum_sq[0], (float)d);
     }
     float sums[1] = {0.0f};
     for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) { sums[0] += held ? v[i][c] : 0.0f; });
@@ -322,7 +335,7 @@ __device__ static LnRowStats block_row_stats(const float (&v)[ITEMS][WIDTH], int
         deviations[1] += dev * dev;
     });
     block_reduce(deviations);
-    return ln_stats_from_deviations(first_mean, deviations[0], deviations[1], (float)d, eps);
+    return ln_moments_from_deviations(first_mean, deviations[0], deviations[1], (float)d);
 }
 // ANCHOR_END: take_the_statistics_of_either_norm
 
@@ -337,29 +350,29 @@ template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(cons
     return largest[0];
 }
 
-/* As on the CPU (row_stats_f32), for a finite row whose statistics came
- * out 0 or NaN: the block scales the row in its registers by 2^-k, in
- * place (exact), and takes the statistics of the scaled row. They give
- * the same y from it as the plain ones would from the row; the mean and
- * rstd to save are scaled back (ln_unscaled_stats with the k returned, 0
- * where nothing was scaled). Every thread has the same statistics after
+/* As on the CPU (rescaled_row_stats), for a row whose statistics came out
+ * 0 or NaN: where the row is finite, the block scales it in its registers
+ * by 2^-k, in place (exact), takes the moments of the scaled row and the
+ * statistics from them (ln_unscaled_stats), and reads the row again, to
+ * normalise it unscaled as any other row. (Normalising the scaled row
+ * would need rstd 2^k, which overflows where rstd is near 1/sqrt(eps) and
+ * the row near float's limit.) Every thread has the same statistics after
  * the reductions, so the whole block takes the branch or none of it does. */
-template <int WIDTH, int ITEMS, bool RMS>
-__device__ static int rescale_row_if_it_overflowed(float (&v)[ITEMS][WIDTH], int vectors, int d, float eps,
-                                                   LnRowStats &stats)
+template <int WIDTH, int ITEMS, LnStorage S, bool RMS>
+__device__ static LnRowStats rescaled_row_stats(float (&v)[ITEMS][WIDTH], const Stored<S> *xr, int vectors, int d,
+                                                float eps, LnRowStats plain)
 {
-    if (!ln_may_need_rescaling(stats.rstd))
-        return 0;
     float largest = block_max_magnitude(v, vectors);
     if (!isfinite(largest))
-        return 0;
+        return plain;
     int k = ln_overflow_exponent(largest);
     for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) {
         if (held)
             v[i][c] = ldexpf(v[i][c], -k);
     });
-    stats = block_row_stats<WIDTH, ITEMS, RMS>(v, vectors, d, ln_scaled_eps(eps, k));
-    return k;
+    LnRowStats stats = ln_unscaled_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d), k, eps);
+    load_row<WIDTH, ITEMS, S>(v, xr, vectors);
+    return stats;
 }
 // ANCHOR_END: rescale_a_row_held_in_registers
 
@@ -374,14 +387,10 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
     size_t offset = (size_t)blockIdx.x * d;
     int vectors = d / WIDTH;
     float v[ITEMS][WIDTH];
-#pragma unroll
-    for (int i = 0; i < ITEMS; i++) {
-        int k = threadIdx.x + i * blockDim.x;
-        if (k < vectors)
-            load<S>(v[i], x + offset + (size_t)k * WIDTH);
-    }
-    LnRowStats stats = block_row_stats<WIDTH, ITEMS, RMS>(v, vectors, d, eps);
-    int scaled_by = rescale_row_if_it_overflowed<WIDTH, ITEMS, RMS>(v, vectors, d, eps, stats);
+    load_row<WIDTH, ITEMS, S>(v, x + offset, vectors);
+    LnRowStats stats = ln_row_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d), eps);
+    if (ln_may_need_rescaling(stats.rstd))
+        stats = rescaled_row_stats<WIDTH, ITEMS, S, RMS>(v, x + offset, vectors, d, eps, stats);
     // ANCHOR: normalize_from_registers
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
@@ -399,10 +408,9 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
     }
     // ANCHOR_END: normalize_from_registers
     if (threadIdx.x == 0) {
-        LnRowStats saved = ln_unscaled_stats(stats, scaled_by);
         if (!RMS)
-            mean[blockIdx.x] = saved.mean;
-        rstd[blockIdx.x] = saved.rstd;
+            mean[blockIdx.x] = stats.mean;
+        rstd[blockIdx.x] = stats.rstd;
     }
 }
 // ANCHOR_END: keep_the_row_in_registers

@@ -57,9 +57,14 @@ HOST_DEVICE static inline float ln_mean_residual(float first_mean, float correct
  * last bit (the corrected two-pass algorithm of Chan, Golub and LeVeque).
  * The variance subtracts the square of that tiny correction.
  *
- * m = m0 + c rounds once more, and ln_mean_residual keeps what it drops. */
-HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, float sum_dev, float sum_dev_sq,
-                                                              float d, float eps)
+ * m = m0 + c rounds once more, and ln_mean_residual keeps what it drops.
+ * RMSNorm's are the same with the mean held at 0: var is the mean square. */
+typedef struct {
+    float mean, var, residual;
+} LnRowMoments;
+
+HOST_DEVICE static inline LnRowMoments ln_moments_from_deviations(float first_mean, float sum_dev, float sum_dev_sq,
+                                                                  float d)
 {
     float correction = sum_dev / d;
     float var = sum_dev_sq / d - correction * correction;
@@ -69,8 +74,20 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
      * rstd stays NaN, as in PyTorch, instead of 1/sqrt(eps). */
     var = var < 0.0f ? 0.0f : var;
     float mean = first_mean + correction;
-    LnRowStats stats = {mean, ln_rstd(var, eps), ln_mean_residual(first_mean, correction, mean)};
+    LnRowMoments moments = {mean, var, ln_mean_residual(first_mean, correction, mean)};
+    return moments;
+}
+
+HOST_DEVICE static inline LnRowStats ln_row_stats(LnRowMoments moments, float eps)
+{
+    LnRowStats stats = {moments.mean, ln_rstd(moments.var, eps), moments.residual};
     return stats;
+}
+
+HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, float sum_dev, float sum_dev_sq,
+                                                              float d, float eps)
+{
+    return ln_row_stats(ln_moments_from_deviations(first_mean, sum_dev, sum_dev_sq, d), eps);
 }
 // ANCHOR_END: finish_row_statistics
 
@@ -106,32 +123,39 @@ HOST_DEVICE static inline float ln_magnitude(float x)
 
 // ANCHOR: scale_the_statistics_back
 /* Multiplying by a power of two only changes the exponent, so the scaled
- * elements are exact, and so is every sum, square, quotient and square
- * root formed from them: each is 2^-k (or 2^-2k) times the one the plain
- * formula would round, rounded to the same bits. Statistics of the scaled
- * row, taken with eps 2^-2k, are exactly 2^-k mean, 2^-k residual and
- * 2^k rstd. The bits differ from a float with unbounded exponent range in
- * two places only: a scaled element below 2^-126 (below 2^-126 M unscaled)
- * is subnormal and rounds, an error of at most 2^-149 M, far below the
- * sums' own roundings of 2^-24 M; and eps 2^-2k rounds or underflows to 0,
- * which changes var + eps by at most eps 2^-2k, below half an ulp of the
- * scaled variance unless eps d exceeds 2^104 (the sum overflowed, so the
- * scaled variance is at least 2^(128-2k) / d). */
-HOST_DEVICE static inline float ln_scaled_eps(float eps, int k)
+ * elements are exact, and so is every sum, square and quotient formed from
+ * them: each is 2^-k (or 2^-2k) times the one the plain formula would
+ * round, rounded to the same bits. The moments of the scaled row are
+ * exactly 2^-k mean, 2^-k residual and 2^-2k var, except that a scaled
+ * element below 2^-126 (below 2^-126 M unscaled) is subnormal and rounds,
+ * an error of at most 2^-149 M, far below the sums' own roundings of
+ * 2^-24 M. */
+HOST_DEVICE static inline float ln_unscaled(float scaled, int k)
 {
-    return ldexpf(eps, -2 * k);
+    return ldexpf(scaled, k);
 }
 
-HOST_DEVICE static inline float ln_unscaled_rstd(float scaled_rstd, int k)
+/* rstd = 1 / sqrt(var + eps) from the scaled variance. Where eps 2^-2k is a
+ * float, exactly, this is ln_rstd on the scaled values, 2^k times the plain
+ * formula's bits, scaled back. Where it is not (it rounds or underflows to
+ * 0, as 1e-5 2^-2k does for k > 55), eps cannot be scaled: a constant row
+ * of 1e26 has var 0, and var + eps 2^-2k = 0 would give rstd inf, not
+ * 1/sqrt(eps). Then var + eps is formed in double at the row's own scale,
+ * where neither can overflow or underflow (var 2^2k < 2^260, eps >= 2^-149),
+ * and the result rounds once to float from a double within an ulp of it. */
+HOST_DEVICE static inline float ln_rescaled_rstd(float scaled_var, int k, float eps)
 {
-    return ldexpf(scaled_rstd, -k);
+    float scaled_eps = ldexpf(eps, -2 * k);
+    if (ldexpf(scaled_eps, 2 * k) == eps)
+        return ldexpf(ln_rstd(scaled_var, scaled_eps), -k);
+    return (float)(1.0 / sqrt(ldexp((double)scaled_var, 2 * k) + (double)eps));
 }
 
-/* The statistics of a row from those of the row times 2^-k, taken with
- * eps 2^-2k. */
-HOST_DEVICE static inline LnRowStats ln_unscaled_stats(LnRowStats scaled, int k)
+/* The statistics of a row from the moments of the row times 2^-k. */
+HOST_DEVICE static inline LnRowStats ln_unscaled_stats(LnRowMoments scaled, int k, float eps)
 {
-    LnRowStats stats = {ldexpf(scaled.mean, k), ln_unscaled_rstd(scaled.rstd, k), ldexpf(scaled.residual, k)};
+    LnRowStats stats = {ln_unscaled(scaled.mean, k), ln_rescaled_rstd(scaled.var, k, eps),
+                        ln_unscaled(scaled.residual, k)};
     return stats;
 }
 // ANCHOR_END: scale_the_statistics_back
@@ -152,9 +176,9 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_double_deviations(float first
                                                                      double sum_dev_sq, float d, float eps)
 {
     int k = ln_double_overflow_exponent(sum_dev_sq, d);
-    LnRowStats scaled = ln_stats_from_deviations(ldexpf(first_mean, -k), (float)ldexp(sum_dev, -k),
-                                                 (float)ldexp(sum_dev_sq, -2 * k), d, ln_scaled_eps(eps, k));
-    return ln_unscaled_stats(scaled, k);
+    LnRowMoments scaled = ln_moments_from_deviations(ldexpf(first_mean, -k), (float)ldexp(sum_dev, -k),
+                                                     (float)ldexp(sum_dev_sq, -2 * k), d);
+    return ln_unscaled_stats(scaled, k, eps);
 }
 
 /* From a mean and a variance held in double: the residual is what rounding
@@ -163,8 +187,7 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double va
 {
     int k = ln_double_overflow_exponent(var, 1.0f);
     float rounded = (float)mean;
-    float rstd = ln_unscaled_rstd(ln_rstd((float)ldexp(var, -2 * k), ln_scaled_eps(eps, k)), k);
-    LnRowStats stats = {rounded, rstd, (float)(mean - rounded)};
+    LnRowStats stats = {rounded, ln_rescaled_rstd((float)ldexp(var, -2 * k), k, eps), (float)(mean - rounded)};
     return stats;
 }
 // ANCHOR_END: rescale_statistics_held_in_double

@@ -52,34 +52,36 @@ ROW_INLINE void normalize_stored(void *y, const float *x, const float *gamma, co
 // ANCHOR_END: normalize_a_span
 
 // ANCHOR: take_the_row_statistics
-/* The corrected two-pass statistics of a row whose sum the first pass
- * took; where its sums overflow, those of the row scaled by a power of
- * two, scaled back (exact). A call per row, not inlined: inlined into
- * forward_row, it led GCC 12 to leave the float32 normalisation of a block
- * scalar, at a third of the speed. */
-static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowStats plain);
-
-__attribute__((noinline)) static LnRowStats row_stats(const float *x, size_t d, float eps, float sum)
+/* The corrected two-pass moments of a row whose sum the first pass took. */
+static LnRowMoments row_moments(const float *x, size_t d, float sum)
 {
     float first_mean = sum / (float)d;
     float sum_dev, sum_dev_sq;
     deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean);
-    LnRowStats stats = ln_stats_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d, eps);
-    return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats(x, d, eps, stats) : stats;
+    return ln_moments_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d);
 }
 
-/* For a row holding a NaN or an inf, `plain` (NaN) stands. The scaled row
- * cannot overflow: this recursion ends after one step. */
+/* The statistics of a row whose sums overflowed: those of the row scaled
+ * by a power of two, scaled back. For a row holding a NaN or an inf,
+ * `plain` (NaN) stands. The scaled row's sums cannot overflow. */
 static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowStats plain)
 {
     int k;
     float *scaled = rescaled_row_f32(x, d, &k);
     if (scaled == NULL)
         return plain;
-    LnRowStats stats =
-        ln_unscaled_stats(row_stats(scaled, d, ln_scaled_eps(eps, k), sum_in_lanes(scaled, d, SUM_VALUES)), k);
+    LnRowStats stats = ln_unscaled_stats(row_moments(scaled, d, sum_in_lanes(scaled, d, SUM_VALUES)), k, eps);
     array_free(scaled);
     return stats;
+}
+
+/* The row's statistics, rescaled where its sums overflow. A call per row,
+ * not inlined: inlined into forward_row, it led GCC 12 to leave the float32
+ * normalisation of a block scalar, at a third of the speed. */
+__attribute__((noinline)) static LnRowStats row_stats(const float *x, size_t d, float eps, float sum)
+{
+    LnRowStats stats = ln_row_stats(row_moments(x, d, sum), eps);
+    return ln_may_need_rescaling(stats.rstd) ? rescaled_row_stats(x, d, eps, stats) : stats;
 }
 // ANCHOR_END: take_the_row_statistics
 

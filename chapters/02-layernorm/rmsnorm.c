@@ -23,29 +23,26 @@ bool norm_kind_parse(const char *name, NormKind *norm)
 }
 
 // ANCHOR: take_the_rms_of_a_row_that_may_overflow
-/* rstd of a row whose sum of squares the first pass took; where that sum
- * overflows, the rstd of the row scaled by a power of two, scaled back (as
- * layer norm's row_stats). */
-static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain);
-
-static inline float rms_row_rstd(const float *x, size_t d, float eps, float sum_squares)
-{
-    float rstd = rms_rstd(sum_squares, (float)d, eps);
-    return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd) : rstd;
-}
-
-/* For a row holding a NaN or an inf, `plain` (NaN) stands; the scaled row
- * cannot overflow, so the recursion ends after one step. */
+/* The rstd of a row whose sum of squares overflowed: that of the row scaled
+ * by a power of two, scaled back (as layer norm's rescaled_row_stats). For
+ * a row holding a NaN or an inf, `plain` (NaN) stands. The scaled row's sum
+ * of squares cannot overflow. */
 static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain)
 {
     int k;
     float *scaled = rescaled_row_f32(x, d, &k);
     if (scaled == NULL)
         return plain;
-    float rstd =
-        ln_unscaled_rstd(rms_row_rstd(scaled, d, ln_scaled_eps(eps, k), sum_in_lanes(scaled, d, SUM_SQUARES)), k);
+    float rstd = ln_rescaled_rstd(rms_moments(sum_in_lanes(scaled, d, SUM_SQUARES), (float)d).var, k, eps);
     array_free(scaled);
     return rstd;
+}
+
+/* rstd of a row whose sum of squares the first pass took. */
+static inline float rms_row_rstd(const float *x, size_t d, float eps, float sum_squares)
+{
+    float rstd = rms_rstd(sum_squares, (float)d, eps);
+    return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd) : rstd;
 }
 // ANCHOR_END: take_the_rms_of_a_row_that_may_overflow
 

@@ -49,13 +49,16 @@ static double max_error_f32(const float *got, const double *ref, size_t n)
 
 // ANCHOR: show_zero_variance
 /* Constant rows: the variance is 0, so rstd = 1/sqrt(eps), and only eps
- * keeps it finite. With eps = 0, xhat = 0 * inf = NaN. */
+ * keeps it finite. With eps = 0, xhat = 0 * inf = NaN. The sums of the
+ * last two rows overflow (1e26: the squared deviations from a first mean an
+ * ulp off; -3e38: the sum itself), and they take the rescaled path. */
 static void zero_variance(Table *table)
 {
-    const float values[] = {0.0f, 0.1f, 1e4f};
+    const float values[] = {0.0f, 0.1f, 1e4f, 1e26f, -3e38f};
+    const size_t value_count = sizeof values / sizeof values[0];
     const float eps_values[] = {1e-5f, 0.0f};
     for (size_t e = 0; e < 2; e++)
-        for (size_t v = 0; v < 3; v++) {
+        for (size_t v = 0; v < value_count; v++) {
             LnProblem p = ln_problem_new(4, 781, eps_values[e]);
             ln_problem_fill_random(&p, SEED, 0.0, 1.0);
             for (size_t i = 0; i < p.n * p.d; i++)

@@ -39,6 +39,44 @@ static void expect_huge_rows_normalise(LnRunKernels run, void *context, NormKind
         }
 }
 
+/* Rows of one huge value: the variance is 0, but the first mean's rounding
+ * (an ulp of 1e26 is 2^63) makes the float sums of squared deviations
+ * overflow, or the sum of the row itself does (4 x 3e38), and the rescaled
+ * path takes them. eps 2^-2k underflows to 0 there, so it cannot be scaled
+ * with the row: rstd must still be 1/sqrt(eps), not 1/sqrt(0) = inf, and
+ * layer norm's y beta. d = 4099 is irregular. */
+static void expect_constant_huge_rows_keep_eps(LnRunKernels run, void *context, NormKind norm, const char *label)
+{
+    const struct {
+        float value;
+        size_t d;
+    } rows[] = {{1e26f, 1024}, {-3e38f, 4}, {1e30f, 4099}};
+    const float eps_values[] = {1e-5f, 1.0f};
+    for (int r = 0; r < 3; r++)
+        for (int e = 0; e < 2; e++) {
+            LnProblem p = ln_problem_new(2, rows[r].d, eps_values[e]);
+            p.norm = norm;
+            ln_problem_fill_random(&p, 23, 0.0, 1.0);
+            for (size_t i = 0; i < p.n * p.d; i++)
+                p.x[i] = rows[r].value;
+            const char *refused = run(&p, context);
+            LnReference ref = ln_reference_compute(&p);
+            LnComparison c = ln_compare(&p, &ref);
+            char what[128];
+            snprintf(what, sizeof what, "%s, %s norm, rows of %zu x %g, eps %g:", label, norm_kind_name(norm),
+                     rows[r].d, (double)rows[r].value, (double)eps_values[e]);
+            EXPECT(refused == NULL && ln_comparison_print(stdout, what, &c) && isfinite(p.rstd[0]),
+                   "%s rstd %.9g (reference %.9g), within the unit-scale tolerances (%s)", what, (double)p.rstd[0],
+                   ref.rstd[0], refused == NULL ? "ran" : refused);
+            /* Layer norm's xhat is 0 exactly: the corrected mean of a constant row is exact. */
+            if (norm == NORM_LAYER)
+                EXPECT(memcmp(p.y, p.beta, p.d * sizeof *p.y) == 0, "%s y of the first row is beta, bit for bit",
+                       what);
+            ln_reference_free(&ref);
+            ln_problem_free(&p);
+        }
+}
+
 /* Is b, element by element, a times 2^k, to the bit? */
 static bool scaled_by_power_of_two(const float *a, const float *b, size_t count, int k)
 {

@@ -191,6 +191,7 @@ int main(void)
         test_thread_count_does_not_matter(norms[k]);
         expect_huge_rows_normalise(run_cpu, NULL, norms[k], "CPU");
         expect_rescaling_is_exact(run_cpu, NULL, norms[k], "CPU");
+        expect_constant_huge_rows_keep_eps(run_cpu, NULL, norms[k], "CPU");
     }
     expect_nonfinite_rows_stay_in_their_rows(run_cpu, NULL, "CPU");
     test_bound_catches_a_worse_mean();

@@ -124,6 +124,7 @@ static void expect_overflow_costs_nothing(LnRunKernels run, void *context, const
     for (int k = 0; k < 2; k++) {
         expect_huge_rows_normalise(run, context, norms[k], label);
         expect_rescaling_is_exact(run, context, norms[k], label);
+        expect_constant_huge_rows_keep_eps(run, context, norms[k], label);
     }
 }
 

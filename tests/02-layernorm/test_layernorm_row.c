@@ -112,14 +112,29 @@ static void test_rescaled_statistics_are_the_plain_bits(void)
     for (int e = 0; e < 6; e++) {
         int k = exponents[e];
         RowSums s = row_sums(x, D, k);
-        LnRowStats got = ln_unscaled_stats(
-            ln_stats_from_deviations(s.first_mean, s.sum_dev, s.sum_dev_sq, (float)D, ln_scaled_eps(eps, k)), k);
-        float got_rms = ln_unscaled_rstd(rms_rstd(s.sum_sq, (float)D, ln_scaled_eps(eps, k)), k);
+        LnRowStats got =
+            ln_unscaled_stats(ln_moments_from_deviations(s.first_mean, s.sum_dev, s.sum_dev_sq, (float)D), k, eps);
+        float got_rms = ln_rescaled_rstd(rms_moments(s.sum_sq, (float)D).var, k, eps);
         EXPECT(got.mean == want.mean && got.residual == want.residual && got.rstd == want.rstd,
                "k = %d: mean %a, residual %a, rstd %a; plain %a, %a, %a", k, got.mean, got.residual, got.rstd,
                want.mean, want.residual, want.rstd);
         EXPECT(got_rms == want_rms, "k = %d: RMSNorm rstd %a, plain %a", k, got_rms, want_rms);
     }
+}
+
+/* Where eps 2^-2k is not a float (1e-5 2^-172 underflows to 0), a scaled
+ * variance of 0 still gives 1/sqrt(eps), correctly rounded, not inf; eps 0
+ * gives inf, as 1/sqrt(0) does in PyTorch; and a scaled variance far above
+ * eps gives 2^-k / sqrt(var). */
+static void test_rescaled_rstd_keeps_eps(void)
+{
+    const float eps = 1e-5f;
+    float want = (float)(1.0 / sqrt((double)eps));
+    EXPECT(ln_rescaled_rstd(0.0f, 86, eps) == want, "var 0, k = 86: rstd %.9g, 1/sqrt(eps) %.9g",
+           (double)ln_rescaled_rstd(0.0f, 86, eps), (double)want);
+    EXPECT(ln_rescaled_rstd(0.0f, 127, 1.0f) == 1.0f, "var 0, k = 127, eps 1: rstd 1");
+    EXPECT(isinf(ln_rescaled_rstd(0.0f, 127, 0.0f)), "var 0, eps 0: rstd inf");
+    EXPECT(ln_rescaled_rstd(2.25f, 100, eps) == ldexpf(1.0f / 1.5f, -100), "var 2.25 2^200: rstd 2^-100 / 1.5");
 }
 
 /* The exponent puts the row's largest magnitude in [1, 2); a NaN counts
@@ -339,6 +354,7 @@ int main(void)
     test_residual_keeps_what_the_mean_lost();
     test_rescaled_statistics_are_the_plain_bits();
     test_overflow_exponent();
+    test_rescaled_rstd_keeps_eps();
     test_statistics_held_in_double_rescale();
     test_backward_means_recover_the_residual();
     test_normalize_and_dx();

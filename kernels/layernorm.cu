@@ -351,7 +351,7 @@ template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(cons
 }
 
 /* As on the CPU (rescaled_row_stats), for a row whose statistics came out
- * 0 or NaN: where the row is finite, the block scales it in its registers
+ * 0, NaN or too small: where the row can be rescaled, the block scales it in its registers
  * by 2^-k, in place (exact), takes the moments of the scaled row and the
  * statistics from them (ln_unscaled_stats), and reads the row again, to
  * normalise it unscaled as any other row. (Normalising the scaled row
@@ -363,9 +363,9 @@ __device__ static LnRowStats rescaled_row_stats(float (&v)[ITEMS][WIDTH], const 
                                                 float eps, LnRowStats plain)
 {
     float largest = block_max_magnitude(v, vectors);
-    if (!isfinite(largest))
+    if (!ln_can_rescale(largest))
         return plain;
-    int k = ln_overflow_exponent(largest);
+    int k = ln_scaling_exponent(largest);
     for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) {
         if (held)
             v[i][c] = ldexpf(v[i][c], -k);

@@ -99,25 +99,38 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
  * scaled element is below 2, every deviation below 4, and no sum of fewer
  * than 2^123 of their squares overflows.
  *
+ * The other end has the same cure: a square below 2^-126 is subnormal and
+ * rounds at 2^-149, whatever its size, so a row whose variance is near
+ * 2^-126 (a spread of 1e-19, with eps 0) loses digits. Below 2^-100 the
+ * row is scaled up the same way (k < 0).
+ *
  * Overflowed sums leave var + eps inf or NaN, so rstd 0 or NaN; so does a
- * NaN or an inf in the row. Only such a row pays for finding its largest
- * magnitude, which tells the two apart. */
+ * NaN or an inf in the row. Only such a row, or one whose var + eps is
+ * below 2^-100 (rstd above 2^50), pays for finding its largest magnitude,
+ * which tells the cases apart. */
 HOST_DEVICE static inline bool ln_may_need_rescaling(float rstd)
 {
-    return !(rstd > 0.0f); /* var + eps inf (rstd 0) or NaN */
+    return !(rstd > 0.0f && rstd <= 0x1p50f);
 }
 
-HOST_DEVICE static inline int ln_overflow_exponent(float max_magnitude)
+HOST_DEVICE static inline int ln_scaling_exponent(float max_magnitude)
 {
     return ilogbf(max_magnitude);
 }
 
-/* A row element's size for the maximum that ln_overflow_exponent takes: a
+/* A row element's size for the maximum that ln_scaling_exponent takes: a
  * NaN counts as inf, so that a row holding a NaN or an inf has no finite
- * maximum and is not rescaled (it stays NaN). */
+ * maximum. */
 HOST_DEVICE static inline float ln_magnitude(float x)
 {
     return isnan(x) ? INFINITY : fabsf(x);
+}
+
+/* A row holding a NaN or an inf is not rescaled (it stays NaN), nor is a
+ * row of zeros (nothing to scale; with eps 0, rstd stays inf). */
+HOST_DEVICE static inline bool ln_can_rescale(float max_magnitude)
+{
+    return isfinite(max_magnitude) && max_magnitude > 0.0f;
 }
 // ANCHOR_END: find_a_row_that_overflows
 
@@ -163,19 +176,22 @@ HOST_DEVICE static inline LnRowStats ln_unscaled_stats(LnRowMoments scaled, int 
 // ANCHOR: rescale_statistics_held_in_double
 /* Forward 1 sums in double and forward 2 merges Welford states in double:
  * double holds the square of any float, and only rounding a sum of squares
- * (or the variance) to float can overflow. Where it would, they are scaled
- * by 2^-2k first, exactly, in double, with k from the sum itself (the
- * scaled variance in [1, 4)), and the row's statistics come from the
- * scaled ones as above. k = 0 otherwise: ldexp by 0 changes nothing. */
-HOST_DEVICE static inline int ln_double_overflow_exponent(double sum_sq, float d)
+ * (or the variance) to float can overflow, or lose digits below 2^-100.
+ * Where it would, they are scaled by 2^-2k first, exactly, in double, with
+ * k from the sum itself (the scaled variance in [1, 4)), and the row's
+ * statistics come from the scaled ones as above. k = 0 otherwise: ldexp by
+ * 0 changes nothing. */
+HOST_DEVICE static inline int ln_double_scaling_exponent(double sum_sq, float d)
 {
-    return isinf((float)sum_sq) ? ilogb(sum_sq / d) / 2 : 0;
+    double var = sum_sq / d;
+    bool fits = !isinf((float)sum_sq) && !(var > 0.0 && var < 0x1p-100);
+    return fits ? 0 : ilogb(var) / 2;
 }
 
 HOST_DEVICE static inline LnRowStats ln_stats_from_double_deviations(float first_mean, double sum_dev,
                                                                      double sum_dev_sq, float d, float eps)
 {
-    int k = ln_double_overflow_exponent(sum_dev_sq, d);
+    int k = ln_double_scaling_exponent(sum_dev_sq, d);
     LnRowMoments scaled = ln_moments_from_deviations(ldexpf(first_mean, -k), (float)ldexp(sum_dev, -k),
                                                      (float)ldexp(sum_dev_sq, -2 * k), d);
     return ln_unscaled_stats(scaled, k, eps);
@@ -185,7 +201,7 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_double_deviations(float first
  * the mean to float leaves over. */
 HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double var, float eps)
 {
-    int k = ln_double_overflow_exponent(var, 1.0f);
+    int k = ln_double_scaling_exponent(var, 1.0f);
     float rounded = (float)mean;
     LnRowStats stats = {rounded, ln_rescaled_rstd((float)ldexp(var, -2 * k), k, eps), (float)(mean - rounded)};
     return stats;

@@ -31,11 +31,11 @@ HOST_DEVICE static inline float rms_rstd(float sum_sq, float d, float eps)
 /* Forward 1 and 2 on the GPU sum the squares in double, which holds any
  * float's square; only rounding the sum to float can overflow. Where it
  * would, the sum is scaled by 2^-2k first, exactly, as layer norm's
- * variance is (ln_double_overflow_exponent), and rstd taken as from layer
+ * variance is (ln_double_scaling_exponent), and rstd taken as from layer
  * norm's scaled variance (ln_rescaled_rstd). */
 HOST_DEVICE static inline float rms_rstd_from_double(double sum_sq, float d, float eps)
 {
-    int k = ln_double_overflow_exponent(sum_sq, d);
+    int k = ln_double_scaling_exponent(sum_sq, d);
     return ln_rescaled_rstd(rms_moments((float)ldexp(sum_sq, -2 * k), d).var, k, eps);
 }
 // ANCHOR_END: rescale_a_sum_of_squares_held_in_double

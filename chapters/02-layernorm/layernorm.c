@@ -61,9 +61,10 @@ static LnRowMoments row_moments(const float *x, size_t d, float sum)
     return ln_moments_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d);
 }
 
-/* The statistics of a row whose sums overflowed: those of the row scaled
- * by a power of two, scaled back. For a row holding a NaN or an inf,
- * `plain` (NaN) stands. The scaled row's sums cannot overflow. */
+/* The statistics of a row whose sums overflowed or came out too small:
+ * those of the row scaled by a power of two, scaled back. For a row
+ * holding a NaN or an inf (NaN), or of zeros, `plain` stands. The scaled
+ * row's sums neither overflow nor lose digits. */
 static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowStats plain)
 {
     int k;
@@ -75,7 +76,7 @@ static LnRowStats rescaled_row_stats(const float *x, size_t d, float eps, LnRowS
     return stats;
 }
 
-/* The row's statistics, rescaled where its sums overflow. A call per row,
+/* The row's statistics, rescaled where its sums need it. A call per row,
  * not inlined: inlined into forward_row, it led GCC 12 to leave the float32
  * normalisation of a block scalar, at a third of the speed. */
 __attribute__((noinline)) static LnRowStats row_stats(const float *x, size_t d, float eps, float sum)

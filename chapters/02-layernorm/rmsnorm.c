@@ -23,10 +23,10 @@ bool norm_kind_parse(const char *name, NormKind *norm)
 }
 
 // ANCHOR: take_the_rms_of_a_row_that_may_overflow
-/* The rstd of a row whose sum of squares overflowed: that of the row scaled
- * by a power of two, scaled back (as layer norm's rescaled_row_stats). For
- * a row holding a NaN or an inf, `plain` (NaN) stands. The scaled row's sum
- * of squares cannot overflow. */
+/* The rstd of a row whose sum of squares overflowed or came out too small:
+ * that of the row scaled by a power of two, scaled back (as layer norm's
+ * rescaled_row_stats). For a row holding a NaN or an inf (NaN), or of
+ * zeros, `plain` stands. */
 static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain)
 {
     int k;

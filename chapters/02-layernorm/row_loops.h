@@ -310,18 +310,19 @@ ROW_INLINE bool any_flag_set(const int *flags, size_t count)
 // ANCHOR_END: test_a_block_of_flags
 
 // ANCHOR: rescale_a_row_on_the_cpu
-/* A copy of the row times 2^-k, k = ln_overflow_exponent of its largest
+/* A copy of the row times 2^-k, k = ln_scaling_exponent of its largest
  * magnitude (exact: kernels/layernorm_row.h), for a row whose statistics
- * came out 0 or NaN; NULL where the row holds a NaN or an inf, whose
- * statistics stay NaN. Rare, so it allocates; the caller frees. */
+ * came out 0, NaN or too small; NULL where the row holds a NaN or an inf,
+ * whose statistics stay NaN, or is all zeros. Rare, so it allocates; the
+ * caller frees. */
 static inline float *rescaled_row_f32(const float *x, size_t d, int *k)
 {
     float max_magnitude = 0.0f;
     for (size_t j = 0; j < d; j++)
         max_magnitude = fmaxf(max_magnitude, ln_magnitude(x[j]));
-    if (!isfinite(max_magnitude))
+    if (!ln_can_rescale(max_magnitude))
         return NULL;
-    *k = ln_overflow_exponent(max_magnitude);
+    *k = ln_scaling_exponent(max_magnitude);
     float *scaled = ALLOC_ARRAY(float, d);
     for (size_t j = 0; j < d; j++)
         scaled[j] = ldexpf(x[j], -*k);

@@ -1,7 +1,7 @@
 /* The goal of "statistics that do not break" for overflow, shared by the
- * CPU test and the GPU one: rows whose squares overflow float normalise
- * as well as rows of unit scale, and the rescaled path that takes them is
- * exact. */
+ * CPU test and the GPU one: rows whose squares overflow float, or are
+ * subnormal in it, normalise as well as rows of unit scale, and the
+ * rescaled path that takes them is exact. */
 #ifndef TESTS_02_LAYERNORM_OVERFLOW_GOAL_H
 #define TESTS_02_LAYERNORM_OVERFLOW_GOAL_H
 
@@ -13,25 +13,31 @@
 #include "common/testing.h"
 
 /* x = scale * N(0, 1) at scales 1e20 and 1e30 (whose squares, 1e40 and
- * 1e60, no float holds), d = 1024 and an irregular d beyond 4096, against
- * the double reference with ln_compare's tolerances: the same as at scale
- * 1, because they scale the tolerances of x, mean, dx with the row's
- * spread and rstd, and those of rstd with its size (relative). */
-static void expect_huge_rows_normalise(LnRunKernels run, void *context, NormKind norm, const char *label)
+ * 1e60, no float holds), and at 1e-20 and 1e-30 with eps 0 (whose squares,
+ * 1e-40 and 1e-60, are subnormal or 0 in float; eps 1e-5 would swamp
+ * them), d = 1024 and an irregular d beyond 4096, against the double
+ * reference with ln_compare's tolerances: the same as at scale 1, because
+ * they scale the tolerances of x, mean, dx with the row's spread and rstd,
+ * and those of rstd with its size (relative). */
+static void expect_rows_far_from_unit_scale_normalise(LnRunKernels run, void *context, NormKind norm,
+                                                      const char *label)
 {
-    const double scales[] = {1e20, 1e30};
+    const struct {
+        double scale;
+        float eps;
+    } cases[] = {{1e20, 1e-5f}, {1e30, 1e-5f}, {1e-20, 0.0f}, {1e-30, 0.0f}};
     const size_t widths[] = {1024, 4099};
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 4; s++)
         for (int w = 0; w < 2; w++) {
-            LnProblem p = ln_problem_new(8, widths[w], 1e-5f);
+            LnProblem p = ln_problem_new(8, widths[w], cases[s].eps);
             p.norm = norm;
-            ln_problem_fill_random(&p, 21, 0.0, scales[s]);
+            ln_problem_fill_random(&p, 21, 0.0, cases[s].scale);
             const char *refused = run(&p, context);
             LnReference ref = ln_reference_compute(&p);
             LnComparison c = ln_compare(&p, &ref);
             char what[128];
-            snprintf(what, sizeof what, "%s, %s norm, x ~ %g N(0, 1), d = %zu:", label, norm_kind_name(norm), scales[s],
-                     widths[w]);
+            snprintf(what, sizeof what, "%s, %s norm, x ~ %g N(0, 1), eps %g, d = %zu:", label, norm_kind_name(norm),
+                     cases[s].scale, (double)cases[s].eps, widths[w]);
             EXPECT(refused == NULL && ln_comparison_print(stdout, what, &c), "%s within the unit-scale tolerances (%s)",
                    what, refused == NULL ? "ran" : refused);
             ln_reference_free(&ref);
@@ -88,16 +94,17 @@ static bool scaled_by_power_of_two(const float *a, const float *b, size_t count,
     return true;
 }
 
-/* Rows x (the plain path) and x 2^K (K = 66 and 100: 7e19 and 1.3e30, the
- * rescaled path), eps = 0 so that eps needs no scaling: the rescaled path
+/* Rows x (the plain path) and x 2^K (K = 66 and 100: 7e19 and 1.3e30;
+ * K = -66 and -100: 1.4e-20 and 7.9e-31, whose squares are subnormal or 0
+ * in float; the rescaled path), eps = 0 so that eps needs no scaling: the rescaled path
  * computes on 2^(K-k) x what the plain one computes on x, exactly, so y,
  * dgamma and dbeta are the same bits, the mean 2^K times, rstd and dx 2^-K
  * times theirs. Whatever the plain path's accuracy at scale 1 (rstd
  * included, in ulps), the rescaled path has the same at 1e30. */
 static void expect_rescaling_is_exact(LnRunKernels run, void *context, NormKind norm, const char *label)
 {
-    const int exponents[] = {66, 100};
-    for (int e = 0; e < 2; e++) {
+    const int exponents[] = {66, 100, -66, -100};
+    for (int e = 0; e < 4; e++) {
         int big = exponents[e];
         LnProblem unit = ln_problem_new(64, 1024, 0.0f), scaled = ln_problem_new(64, 1024, 0.0f);
         unit.norm = scaled.norm = norm;
@@ -114,10 +121,10 @@ static void expect_rescaling_is_exact(LnRunKernels run, void *context, NormKind 
                         scaled_by_power_of_two(unit.dgamma, scaled.dgamma, d, 0) &&
                         scaled_by_power_of_two(unit.dbeta, scaled.dbeta, d, 0);
         EXPECT(refused_unit == NULL && refused_scaled == NULL && forward,
-               "%s, %s norm, x times 2^%d: y the same bits, mean 2^%d times, rstd 2^-%d times (rstd %.9g, %.9g)", label,
-               norm_kind_name(norm), big, big, big, unit.rstd[0], scaled.rstd[0]);
-        EXPECT(backward, "%s, %s norm, x times 2^%d: dgamma, dbeta the same bits, dx 2^-%d times", label,
-               norm_kind_name(norm), big, big);
+               "%s, %s norm, x times 2^%d: y the same bits, mean 2^%d times, rstd 2^%d times (rstd %.9g, %.9g)", label,
+               norm_kind_name(norm), big, big, -big, unit.rstd[0], scaled.rstd[0]);
+        EXPECT(backward, "%s, %s norm, x times 2^%d: dgamma, dbeta the same bits, dx 2^%d times", label,
+               norm_kind_name(norm), big, -big);
         ln_problem_free(&unit);
         ln_problem_free(&scaled);
     }

@@ -138,19 +138,28 @@ static void test_rescaled_rstd_keeps_eps(void)
 }
 
 /* The exponent puts the row's largest magnitude in [1, 2); a NaN counts
- * as inf, so that a row holding one has no finite maximum. */
-static void test_overflow_exponent(void)
+ * as inf, so that a row holding one has no finite maximum; such a row, and
+ * a row of zeros, is not rescaled. Rows that need it are those whose
+ * var + eps is inf, NaN or below 2^-100. */
+static void test_scaling_exponent(void)
 {
-    EXPECT(ln_overflow_exponent(1e30f) == 99 && ldexpf(1e30f, -99) >= 1.0f && ldexpf(1e30f, -99) < 2.0f,
-           "1e30 = 1.58 x 2^99: k = %d", ln_overflow_exponent(1e30f));
-    EXPECT(ln_overflow_exponent(FLT_MAX) == 127, "FLT_MAX: k = 127");
+    EXPECT(ln_scaling_exponent(1e30f) == 99 && ldexpf(1e30f, -99) >= 1.0f && ldexpf(1e30f, -99) < 2.0f,
+           "1e30 = 1.58 x 2^99: k = %d", ln_scaling_exponent(1e30f));
+    EXPECT(ln_scaling_exponent(FLT_MAX) == 127, "FLT_MAX: k = 127");
+    EXPECT(ln_scaling_exponent(1e-20f) == -67, "1e-20 = 1.48 x 2^-67: k = %d", ln_scaling_exponent(1e-20f));
     EXPECT(ln_magnitude(-3.0f) == 3.0f && ln_magnitude(NAN) == INFINITY && ln_magnitude(-INFINITY) == INFINITY,
            "magnitudes of -3, NaN, -inf: 3, inf, inf");
+    EXPECT(ln_can_rescale(1e-30f) && !ln_can_rescale(0.0f) && !ln_can_rescale(INFINITY),
+           "rescaled: largest magnitude 1e-30, not 0 or inf");
+    EXPECT(ln_may_need_rescaling(0.0f) && ln_may_need_rescaling(NAN) && ln_may_need_rescaling(0x1p51f) &&
+               !ln_may_need_rescaling(0x1p50f) && !ln_may_need_rescaling(1.0f),
+           "rstd 0, NaN, 2^51 need rescaling; 2^50 and 1 do not");
 }
 
 /* Statistics held in double (forward 1 and 2): a variance of 1e60, which
  * no float holds, still gives rstd 1e-30 to within the roundings of
- * (float)var, sqrt and the division, 1.25 ulp; and below float's limit the
+ * (float)var, sqrt and the division, 1.25 ulp, and so does one of 1e-40
+ * (subnormal in float, 2^-133) with eps 0; within float's range the
  * rescaling is not taken (bits as ln_rstd's). */
 static void test_statistics_held_in_double_rescale(void)
 {
@@ -158,6 +167,11 @@ static void test_statistics_held_in_double_rescale(void)
     LnRowStats stats = ln_stats_from_double(0.0, var, 1e-5f);
     double exact = 1.0 / sqrt(var), ulp = nextafterf((float)exact, INFINITY) - (float)exact;
     EXPECT(fabs(stats.rstd - exact) <= 1.25 * ulp, "var 1.2345e60: rstd %.9g, exact %.9g", stats.rstd, exact);
+    const double tiny = 1.2345e-40;
+    double tiny_exact = 1.0 / sqrt(tiny), tiny_ulp = nextafterf((float)tiny_exact, INFINITY) - (float)tiny_exact;
+    float tiny_rstd = ln_stats_from_double(0.0, tiny, 0.0f).rstd;
+    EXPECT(fabs(tiny_rstd - tiny_exact) <= 1.25 * tiny_ulp, "var 1.2345e-40: rstd %.9g, exact %.9g", (double)tiny_rstd,
+           tiny_exact);
     EXPECT(ln_stats_from_double(0.0, 3.75, 0.25f).rstd == 0.5f, "var 3.75 + eps 0.25: rstd 0.5, unscaled");
     LnRowStats sums = ln_stats_from_double_deviations(0.0f, 0.0, 1e69, 1000.0f, 1e-5f);
     EXPECT(fabs(sums.rstd - 1e-33) <= 1.25 * 1e-33 * 0x1p-23, "sum of squares 1e69 over d = 1000: rstd %.9g",
@@ -353,7 +367,7 @@ int main(void)
     test_nan_statistics_stay_nan();
     test_residual_keeps_what_the_mean_lost();
     test_rescaled_statistics_are_the_plain_bits();
-    test_overflow_exponent();
+    test_scaling_exponent();
     test_rescaled_rstd_keeps_eps();
     test_statistics_held_in_double_rescale();
     test_backward_means_recover_the_residual();

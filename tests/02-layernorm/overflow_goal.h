@@ -19,13 +19,17 @@
  * reference with ln_compare's tolerances: the same as at scale 1, because
  * they scale the tolerances of x, mean, dx with the row's spread and rstd,
  * and those of rstd with its size (relative). */
-static void expect_rows_far_from_unit_scale_normalise(LnRunKernels run, void *context, NormKind norm,
-                                                      const char *label)
+static void expect_rows_far_from_unit_scale_normalise(LnRunKernels run, void *context, NormKind norm, const char *label)
 {
     const struct {
         double scale;
         float eps;
-    } cases[] = {{1e20, 1e-5f}, {1e30, 1e-5f}, {1e-20, 0.0f}, {1e-30, 0.0f}};
+    } cases[] = {
+        {1e20,  1e-5f},
+        {1e30,  1e-5f},
+        {1e-20, 0.0f },
+        {1e-30, 0.0f }
+    };
     const size_t widths[] = {1024, 4099};
     for (int s = 0; s < 4; s++)
         for (int w = 0; w < 2; w++) {
@@ -56,7 +60,11 @@ static void expect_constant_huge_rows_keep_eps(LnRunKernels run, void *context, 
     const struct {
         float value;
         size_t d;
-    } rows[] = {{1e26f, 1024}, {-3e38f, 4}, {1e30f, 4099}};
+    } rows[] = {
+        {1e26f,  1024},
+        {-3e38f, 4   },
+        {1e30f,  4099}
+    };
     const float eps_values[] = {1e-5f, 1.0f};
     for (int r = 0; r < 3; r++)
         for (int e = 0; e < 2; e++) {
@@ -76,8 +84,7 @@ static void expect_constant_huge_rows_keep_eps(LnRunKernels run, void *context, 
                    ref.rstd[0], refused == NULL ? "ran" : refused);
             /* Layer norm's xhat is 0 exactly: the corrected mean of a constant row is exact. */
             if (norm == NORM_LAYER)
-                EXPECT(memcmp(p.y, p.beta, p.d * sizeof *p.y) == 0, "%s y of the first row is beta, bit for bit",
-                       what);
+                EXPECT(memcmp(p.y, p.beta, p.d * sizeof *p.y) == 0, "%s y of the first row is beta, bit for bit", what);
             ln_reference_free(&ref);
             ln_problem_free(&p);
         }

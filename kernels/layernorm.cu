@@ -391,7 +391,7 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
     LnRowStats stats = ln_row_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d), eps);
     if (ln_may_need_rescaling(stats.rstd))
         stats = rescaled_row_stats<WIDTH, ITEMS, S, RMS>(v, x + offset, vectors, d, eps, stats);
-    // ANCHOR: normalize_from_registers
+        // ANCHOR: normalize_from_registers
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;

@@ -308,6 +308,30 @@ template <int WIDTH, int ITEMS, typename F> __device__ static void for_each_valu
 }
 // ANCHOR_END: visit_every_value_a_thread_holds
 
+/* A row whose first mean is far off (ln_first_mean_is_far), centred again
+ * as on the CPU (recentred_row_moments), in place: the row held in the
+ * registers becomes x - m1 and then (x - m1) - c1, whose squares sum to
+ * d var. The caller reads the row again. In place, because a shifted copy
+ * of each value, or a third pass over them, left the widest rows spilling
+ * registers. */
+template <int WIDTH, int ITEMS>
+__device__ static LnRowMoments block_moments_centred_in_place(float (&v)[ITEMS][WIDTH], int vectors, int d, float m1)
+{
+    float sum_dev[1] = {0.0f}, sum_sq[1] = {0.0f};
+    for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) {
+        v[i][c] -= m1;
+        sum_dev[0] += held ? v[i][c] : 0.0f;
+    });
+    block_reduce(sum_dev);
+    float c1 = sum_dev[0] / d;
+    for_each_value<WIDTH, ITEMS>(vectors, [&](int i, int c, bool held) {
+        v[i][c] -= c1;
+        sum_sq[0] += held ? v[i][c] * v[i][c] : 0.0f;
+    });
+    block_reduce(sum_sq);
+    return ln_moments_about_the_mean(m1, sum_dev[0], sum_sq[0], (float)d);
+}
+
 // ANCHOR: take_the_statistics_of_either_norm
 /* The moments of the row that the block holds in registers. The
  * exact two-pass variance costs no second read: the sum, the deviations
@@ -315,8 +339,9 @@ template <int WIDTH, int ITEMS, typename F> __device__ static void for_each_valu
  * corrected as on the CPU (kernels/layernorm_row.h). RMSNorm needs one
  * block reduction where layer norm needs two: the sum of squares. */
 template <int WIDTH, int ITEMS, bool RMS>
-__device__ static LnRowMoments block_row_moments(const float (&v)[ITEMS][WIDTH], int vectors, int d)
+__device__ static LnRowMoments block_row_moments(float (&v)[ITEMS][WIDTH], int vectors, int d, bool &centred_in_place)
 {
+    centred_in_place = false;
     if constexpr (RMS) {
         float sum_sq[1] = {0.0f};
         for_each_value<WIDTH, ITEMS>(vectors,
@@ -335,7 +360,11 @@ __device__ static LnRowMoments block_row_moments(const float (&v)[ITEMS][WIDTH],
         deviations[1] += dev * dev;
     });
     block_reduce(deviations);
-    return ln_moments_from_deviations(first_mean, deviations[0], deviations[1], (float)d);
+    LnRowMoments moments = ln_moments_from_deviations(first_mean, deviations[0], deviations[1], (float)d);
+    if (!ln_first_mean_is_far(deviations[0], deviations[1], (float)d))
+        return moments;
+    centred_in_place = true;
+    return block_moments_centred_in_place(v, vectors, d, moments.mean);
 }
 // ANCHOR_END: take_the_statistics_of_either_norm
 
@@ -370,7 +399,8 @@ __device__ static LnRowStats rescaled_row_stats(float (&v)[ITEMS][WIDTH], const 
         if (held)
             v[i][c] = ldexpf(v[i][c], -k);
     });
-    LnRowStats stats = ln_unscaled_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d), k, eps);
+    bool centred_in_place;
+    LnRowStats stats = ln_unscaled_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d, centred_in_place), k, eps);
     load_row<WIDTH, ITEMS, S>(v, xr, vectors);
     return stats;
 }
@@ -388,7 +418,10 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
     int vectors = d / WIDTH;
     float v[ITEMS][WIDTH];
     load_row<WIDTH, ITEMS, S>(v, x + offset, vectors);
-    LnRowStats stats = ln_row_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d), eps);
+    bool centred_in_place;
+    LnRowStats stats = ln_row_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d, centred_in_place), eps);
+    if (centred_in_place)
+        load_row<WIDTH, ITEMS, S>(v, x + offset, vectors);
     if (ln_may_need_rescaling(stats.rstd))
         stats = rescaled_row_stats<WIDTH, ITEMS, S, RMS>(v, x + offset, vectors, d, eps, stats);
         // ANCHOR: normalize_from_registers

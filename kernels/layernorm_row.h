@@ -91,6 +91,34 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
 }
 // ANCHOR_END: finish_row_statistics
 
+// ANCHOR: centre_a_row_again
+/* The variance above is the mean square of the deviations, which holds
+ * var + c^2, less c^2. Where the first mean m0 is more than a standard
+ * deviation off (c^2 > var), that subtraction cancels: the float roundings
+ * of the mean square, relative to var, grow by (var + c^2) / var. m0 can be
+ * that far off. Its float sum rounds at the scale of the mean, not of the
+ * spread (4096 values near 3e7 of unit spread), and even a correctly
+ * rounded m0 is up to half an ulp off, which for d equal values and one an
+ * ulp apart is sqrt(d) / 2 standard deviations. Such a row is centred
+ * again, on m1 = m0 + c (within about an ulp of the mean), and its
+ * deviations summed twice: once for their mean c1, and once for
+ * sum(((x - m1) - c1)^2), which is d var with nothing subtracted. */
+HOST_DEVICE static inline bool ln_first_mean_is_far(float sum_dev, float sum_dev_sq, float d)
+{
+    float correction = sum_dev / d;
+    return correction * correction > 0.5f * (sum_dev_sq / d);
+}
+
+HOST_DEVICE static inline LnRowMoments ln_moments_about_the_mean(float centre, float sum_dev, float sum_sq_about_mean,
+                                                                 float d)
+{
+    float correction = sum_dev / d;
+    float mean = centre + correction;
+    LnRowMoments moments = {mean, sum_sq_about_mean / d, ln_mean_residual(centre, correction, mean)};
+    return moments;
+}
+// ANCHOR_END: centre_a_row_again
+
 // ANCHOR: find_a_row_that_overflows
 /* A float holds |x| up to 3.4e38, but a sum of d squares only while |x|
  * stays below sqrt(3.4e38 / d): 6.7e17 for d = 768. Past that the sum is
@@ -188,15 +216,6 @@ HOST_DEVICE static inline int ln_double_scaling_exponent(double sum_sq, float d)
     return fits ? 0 : ilogb(var) / 2;
 }
 
-HOST_DEVICE static inline LnRowStats ln_stats_from_double_deviations(float first_mean, double sum_dev,
-                                                                     double sum_dev_sq, float d, float eps)
-{
-    int k = ln_double_scaling_exponent(sum_dev_sq, d);
-    LnRowMoments scaled = ln_moments_from_deviations(ldexpf(first_mean, -k), (float)ldexp(sum_dev, -k),
-                                                     (float)ldexp(sum_dev_sq, -2 * k), d);
-    return ln_unscaled_stats(scaled, k, eps);
-}
-
 /* From a mean and a variance held in double: the residual is what rounding
  * the mean to float leaves over. */
 HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double var, float eps)
@@ -205,6 +224,16 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double va
     float rounded = (float)mean;
     LnRowStats stats = {rounded, ln_rescaled_rstd((float)ldexp(var, -2 * k), k, eps), (float)(mean - rounded)};
     return stats;
+}
+
+/* From sums of deviations from a float first mean: the mean and the variance
+ * formed in double, where subtracting the correction's square cancels
+ * only double's roundings, and then rounded (ln_stats_from_double above). */
+HOST_DEVICE static inline LnRowStats ln_stats_from_double_deviations(float first_mean, double sum_dev,
+                                                                     double sum_dev_sq, float d, float eps)
+{
+    double correction = sum_dev / d, var = sum_dev_sq / d - correction * correction;
+    return ln_stats_from_double((double)first_mean + correction, var < 0.0 ? 0.0 : var, eps);
 }
 // ANCHOR_END: rescale_statistics_held_in_double
 

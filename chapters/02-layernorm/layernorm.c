@@ -9,23 +9,26 @@
 #include "common/alloc.h"
 #include "kernels/layernorm_row.h"
 
-/* sum(x - center) and sum((x - center)^2) in one pass over a row that the
- * first pass brought into cache. */
-static inline void deviation_sums(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center)
+/* sum(x - center) and sum(((x - center) - shift)^2) in one pass over a row
+ * that the first pass brought into cache. The shift is 0 (and the compiler
+ * drops it: x - 0 is x, signed zeros included) except where a row is
+ * centred again (ln_first_mean_is_far). */
+static inline void deviation_sums(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center,
+                                  float shift)
 {
     float acc[LANES] = {0}, acc_sq[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= n; i += LANES) {
         for (int k = 0; k < LANES; k++) {
-            float dev = x[i + k] - center;
+            float dev = x[i + k] - center, shifted = dev - shift;
             acc[k] += dev;
-            acc_sq[k] += dev * dev;
+            acc_sq[k] += shifted * shifted;
         }
     }
     for (int k = 0; i < n; i++, k++) {
-        float dev = x[i] - center;
+        float dev = x[i] - center, shifted = dev - shift;
         acc[k] += dev;
-        acc_sq[k] += dev * dev;
+        acc_sq[k] += shifted * shifted;
     }
     *sum_dev = add_lanes(acc);
     *sum_dev_sq = add_lanes(acc_sq);
@@ -51,15 +54,29 @@ ROW_INLINE void normalize_stored(void *y, const float *x, const float *gamma, co
 }
 // ANCHOR_END: normalize_a_span
 
-// ANCHOR: take_the_row_statistics
+// ANCHOR: centre_a_row_again_on_the_cpu
+/* The moments of a row whose first mean was far from its mean, about m1. */
+static LnRowMoments recentred_row_moments(const float *x, size_t d, float m1)
+{
+    float sum_dev, sum_dev_sq;
+    deviation_sums(&sum_dev, &sum_dev_sq, x, d, m1, 0.0f); /* for c1 only */
+    float c1 = sum_dev / (float)d;
+    deviation_sums(&sum_dev, &sum_dev_sq, x, d, m1, c1);
+    return ln_moments_about_the_mean(m1, sum_dev, sum_dev_sq, (float)d);
+}
+
 /* The corrected two-pass moments of a row whose sum the first pass took. */
 static LnRowMoments row_moments(const float *x, size_t d, float sum)
 {
     float first_mean = sum / (float)d;
     float sum_dev, sum_dev_sq;
-    deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean);
-    return ln_moments_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d);
+    deviation_sums(&sum_dev, &sum_dev_sq, x, d, first_mean, 0.0f);
+    LnRowMoments moments = ln_moments_from_deviations(first_mean, sum_dev, sum_dev_sq, (float)d);
+    return ln_first_mean_is_far(sum_dev, sum_dev_sq, (float)d) ? recentred_row_moments(x, d, moments.mean) : moments;
 }
+// ANCHOR_END: centre_a_row_again_on_the_cpu
+
+// ANCHOR: take_the_row_statistics
 
 /* The statistics of a row whose sums overflowed or came out too small:
  * those of the row scaled by a power of two, scaled back. For a row

@@ -376,15 +376,22 @@ LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
      * roundings of the correction's sum add up instead of cancelling: up to
      * 2u (measured: 1.2e-7 at sigma 1, 128 x 4096 fp16 rows of seed 13). */
     c.mean = check_close_f32(p->mean, ref->mean, n, 3e-7 * max_sigma, 1e-6);
-    /* rstd: var is a float sum over the row (about sqrt(d/32) roundings of u each,
-     * with luck, d/32 without); the square root halves its relative error. */
-    c.rstd = check_close_f32(p->rstd, ref->rstd, n, 0.0, 2e-6);
+    /* rstd: var is a float sum over the row in 32 lanes of d/32 terms, added
+     * pairwise: about sqrt(d/32) roundings of u with luck, d/32 + 5 at worst
+     * (rows of values quantized far from zero come near it), and up to twice
+     * that where the first mean was off by up to a standard deviation
+     * (ln_first_mean_is_far); the square root halves it, sqrt and the division
+     * add 1.5u. 2e-6 holds the lucky case; the bound takes over past d = 560. */
+    double rstd_rtol = fmax(2e-6, ((double)d / 32.0 + 16.0) * 0x1p-24);
+    c.rstd = check_close_f32(p->rstd, ref->rstd, n, 0.0, rstd_rtol);
     // ANCHOR_END: tolerate_the_statistics
+    /* rstd's error beyond the 2e-6 that y's and dx's tolerances below allow for it */
+    double rstd_excess = rstd_rtol - 2e-6;
     /* y: five roundings per element on values up to |y| ~ 5 (ulp 5e-7), plus rstd's error. */
-    c.y = check_stored(p, p->y, ref->y, 3e-6 + cost.y, 3e-6);
+    c.y = check_stored(p, p->y, ref->y, 3e-6 + cost.y, 3e-6 + rstd_excess);
     /* dx = rstd (g - mean(g) - ...): eight roundings on terms of order |g| ~ 1, with
      * cancellation inside the brackets, then scaled by rstd. */
-    c.dx = check_stored(p, p->dx, ref->dx, 3e-6 * max_rstd + cost.dx, 1e-5);
+    c.dx = check_stored(p, p->dx, ref->dx, 3e-6 * max_rstd + cost.dx, 1e-5 + rstd_excess);
     /* dgamma, dbeta: sums over n rows of order-1 terms, so of size ~sqrt(n); each chunk of
      * n/256 rows is summed in float (error ~ u sqrt(n/256) of the size), chunks in double. */
     double sum_atol = 1e-6 * sqrt((double)n);

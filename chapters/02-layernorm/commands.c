@@ -1,5 +1,6 @@
 #include "chapters/02-layernorm/commands.h"
 
+#include <float.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -124,6 +125,18 @@ static bool compute_and_check_finite_rows(LnProblem *p, const char *label, void 
     return ok;
 }
 
+/* The kernels add eps as a float. 0 is taken as it is; a positive eps below
+ * float's smallest normal number would lose digits, or become 0 below
+ * 1.4e-45, without a word. */
+static float eps_option(double eps)
+{
+    if (eps > 0.0 && eps < FLT_MIN)
+        cli_fail("--eps %g is below float's smallest normal number, %g, where the kernels' float eps would lose "
+                 "digits or be 0: give 0 or at least that",
+                 eps, (double)FLT_MIN);
+    return (float)eps;
+}
+
 void random_problem_options(CliOption *options, RandomProblemArgs *args)
 {
     *args = (RandomProblemArgs){.n = 64, .d = 1024, .seed = 1, .eps = 1e-5, .offset = 0.0, .scale = 1.0};
@@ -141,7 +154,7 @@ void random_problem_options(CliOption *options, RandomProblemArgs *args)
 
 LnProblem random_problem_new(const RandomProblemArgs *args, NormKind norm)
 {
-    LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, (float)args->eps);
+    LnProblem p = ln_problem_new((size_t)args->n, (size_t)args->d, eps_option(args->eps));
     p.norm = norm;
     ln_problem_fill_random(&p, (uint64_t)args->seed, args->offset, args->scale);
     return p;
@@ -170,7 +183,7 @@ int run_command(int argc, char **argv)
     if (save_inputs != NULL)
         ln_problem_save_inputs(&p, save_inputs);
     printf("%zu x %zu, random %s inputs (seed %ld, offset %g, scale %g), eps %g\n", p.n, p.d,
-           ln_storage_name(p.storage), args.seed, args.offset, args.scale, args.eps);
+           ln_storage_name(p.storage), args.seed, args.offset, args.scale, (double)p.eps);
     /* Rows that hold an inf or a NaN, or whose results do (x beyond fp16's
      * range, constant rows with eps 0), are noted, as apply notes them. */
     bool ok = compute_and_check_finite_rows(&p, "cpu float vs double reference:", ln_problem_run_cpu);
@@ -197,6 +210,7 @@ ApplyArgs apply_parse(int argc, char **argv)
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (args.load == NULL || args.save == NULL)
         cli_fail("needs --load DIR and --save DIR");
+    eps_option(args.eps);
     args.norm = norm_option(norm);
     args.encoding = npy_float_encoding_option("--dtype", dtype);
     return args;
@@ -205,7 +219,7 @@ ApplyArgs apply_parse(int argc, char **argv)
 int apply_run(const ApplyArgs *args, const char *label, void (*compute)(LnProblem *p))
 {
     LnProblem p = ln_problem_load(args->load, args->norm, (float)args->eps, args->encoding);
-    printf("%zu x %zu %s from %s, eps %g\n", p.n, p.d, ln_storage_name(p.storage), args->load, args->eps);
+    printf("%zu x %zu %s from %s, eps %g\n", p.n, p.d, ln_storage_name(p.storage), args->load, (double)p.eps);
     /* No rows (PyTorch accepts them): nothing to compute, and the zeroed
      * results of ln_problem_new are the answer, empty arrays and, summed
      * over no rows, dgamma = dbeta = 0. The kernels are not asked. */

@@ -284,13 +284,24 @@ Comparison verify_preemption(const Model *model, int n_requests, int block_size,
     return c;
 }
 
+/* Requests that share one of three system prompts of five blocks, with
+ * questions of about 12 tokens (up to QUESTION_MAX_FACTOR times that) and
+ * answers of 4 to 24. */
+enum { PREFIX_SYSTEM_BLOCKS = 5, PREFIX_QUESTION_MEDIAN = 12, PREFIX_ANSWER_MIN = 4, PREFIX_ANSWER_MAX = 24 };
+
 Comparison verify_prefix_caching(const Model *model, int n_requests, int num_blocks, int block_size,
                                  const Sampler *sampler)
 {
     Rng rng;
     rng_seed(&rng, VERIFY_SEED + 3);
-    Request *shared = requests_shared_prefixes(&model->config, &rng, n_requests, 3, 5 * block_size, 12, 4, 24);
-    PagedCache cache = paged_cache_create(&model->config, 4, num_blocks, block_size, true);
+    Request *shared = requests_shared_prefixes(&model->config, &rng, n_requests, 3, PREFIX_SYSTEM_BLOCKS * block_size,
+                                               PREFIX_QUESTION_MEDIAN, PREFIX_ANSWER_MIN, PREFIX_ANSWER_MAX);
+    /* Never fewer blocks than the longest request can need alone, so that
+     * every request can finish: at block size 1, 40 blocks are 40 positions. */
+    int longest = PREFIX_SYSTEM_BLOCKS * block_size + QUESTION_MAX_FACTOR * PREFIX_QUESTION_MEDIAN + PREFIX_ANSWER_MAX;
+    int longest_blocks = (longest + block_size - 1) / block_size;
+    PagedCache cache = paged_cache_create(&model->config, 4, num_blocks > longest_blocks ? num_blocks : longest_blocks,
+                                          block_size, true);
     ServeStats stats;
     Comparison c = verify_served_vs_alone(model, &cache.base, 4, shared, n_requests, sampler,
                                           &(ServeOptions){.prefix_cache = &cache}, &stats);

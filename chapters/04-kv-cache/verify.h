@@ -52,6 +52,8 @@ Comparison verify_beam_search(const Model *model, int prompt_len, int width, int
 /* A paged pool with room for the longest request and one block more, so
  * that requests served together are preempted. */
 Comparison verify_preemption(const Model *model, int n_requests, int block_size, const Sampler *sampler);
+/* A paged pool of num_blocks, or of the blocks the longest request needs
+ * alone where that is more, whose requests share prefixes. */
 Comparison verify_prefix_caching(const Model *model, int n_requests, int num_blocks, int block_size,
                                  const Sampler *sampler);
 

@@ -79,6 +79,10 @@ rejects run --n 12x
 rejects run --d 1e3
 rejects_saying "--n x --d = 100000 x 100000 is more than 2^28 elements" run --n 100000 --d 100000
 accepts run --n 3 --d 5 --eps 0
+# A positive eps below float's smallest normal number would lose digits in
+# the kernels' float, or become 0 (1e-46): refused, where 1.2e-38 is taken.
+rejects_mentioning "below float's smallest normal number" run --n 3 --d 5 --eps 1e-46
+accepts run --n 3 --d 5 --eps 1.2e-38
 rejects run --eps -1e-5
 rejects run --eps inf
 rejects run --eps nan
@@ -143,6 +147,7 @@ fails_writing failure --mode overflow
 
 # apply: exactly --load DIR --save DIR [--eps E] [--norm layer|rms].
 name='layernorm apply'
+rejects_mentioning "below float's smallest normal number" apply --load in --save out --eps 1e-40
 mkdir -p "$scratch/good"
 npy_of "$scratch/good/x.npy" '(3, 5)' one_two_three 15
 npy_of "$scratch/good/gamma.npy" '(5,)' one_two_three 5

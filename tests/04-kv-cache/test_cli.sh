@@ -59,6 +59,12 @@ name="kv_cache verify"
 rejects_mentioning "at least 381" verify --max-len 200
 rejects_saying "unknown option '--prompt-len' (see --help)" verify --prompt-len 5
 rejects_saying "unknown option '--top-k' (see --help)" verify --top-k 5
+# At block size 1 a pool of 40 blocks held 40 positions, less than one
+# prefix-cached request needs: every claim must still hold ("NO" in none).
+run_program verify --block-size 1
+if [ $status -ne 0 ] || grep -q -w NO "$out"; then
+    fail "$name --block-size 1 (status $status): expected every claim to hold"
+fi
 name="kv_cache cost"
 rejects_saying "unknown option '--block-size' (see --help)" cost --block-size 16
 name="kv_cache cow-demo"

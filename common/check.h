@@ -38,7 +38,8 @@ typedef struct {
 bool is_close(double got, double ref, double atol, double rtol);
 
 /* Compare float results with a double reference (the usual case: the CPU
- * reference accumulates in double). */
+ * reference accumulates in double). A reference beyond float's range, one
+ * that rounds to a float infinity, is matched by that infinity. */
 CloseReport check_close_f32(const float *got, const double *ref, size_t n, double atol, double rtol);
 /* Compare double results with a double reference. */
 CloseReport check_close_f64(const double *got, const double *ref, size_t n, double atol, double rtol);

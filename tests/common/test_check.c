@@ -87,6 +87,21 @@ static void test_report_nonfinite(void)
     EXPECT(!check_close_f64(nan_ref, one, 1, 1.0, 1.0).ok, "a NaN result fails");
 }
 
+/* A reference beyond float's range (4e38, -1e39) is matched by the float
+ * infinity of its sign, and by nothing else; one within it (3e38) is not. */
+static void test_float_overflow(void)
+{
+    const float got[] = {INFINITY, -INFINITY, INFINITY, -INFINITY, INFINITY};
+    const double ref[] = {4e38, -1e39, 3e38, 4e38, NAN};
+    CloseReport report = check_close_f32(got, ref, 5, 1e-6, 1e-5);
+    EXPECT(report.failures == 3, "only 3e38, a sign mismatch and a NaN reference fail: %zu failures", report.failures);
+    EXPECT(check_close_f32(got, ref, 2, 1e-6, 1e-5).ok, "inf for 4e38 and -inf for -1e39 pass");
+    const double finite_ref[] = {1.0};
+    EXPECT(!check_close_f64((const double[]){INFINITY}, (const double[]){4e38}, 1, 1e-6, 1e-5).ok &&
+               !check_close_f32(got, finite_ref, 1, 1e-6, 1e-5).ok,
+           "a double result of inf, or inf for 1, fails");
+}
+
 /* What close_report_print writes, as a string the caller frees. */
 static char *printed(const char *what, const CloseReport *report, bool *returned)
 {
@@ -154,6 +169,7 @@ int main(void)
     test_is_close_nonfinite();
     test_report();
     test_report_nonfinite();
+    test_float_overflow();
     test_print();
     test_nonfinite_rows();
     test_nonfinite_note();

@@ -3,6 +3,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "chapters/03-softmax-topk/admissions.h"
@@ -225,19 +226,81 @@ static void divide_logits(Logits *x, double temperature)
     x->stored = float32_logits(x->logits);
 }
 
-/* Compute, print a few rows, check against the double reference (on up to
- * 64 rows spread over the input), save if asked. 1 on a mismatch. */
-static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, NpyOutputDir *save)
+/* A candidate tied with others at one quotient, and the logit it was read as. */
+typedef struct {
+    float logit;
+    int64_t index;
+} TiedCandidate;
+
+/* Larger logit first, then lower index: the ranking at temperature 1. */
+static int by_logit_then_index(const void *a, const void *b)
+{
+    const TiedCandidate *p = a, *q = b;
+    if (p->logit != q->logit)
+        return p->logit > q->logit ? -1 : 1;
+    return (p->index > q->index) - (p->index < q->index);
+}
+
+/* The `count` best of the elements of a row whose quotient is `tied`, by the
+ * logits as read, into out. */
+static void best_tied(int64_t *out, int count, const float *quotients, const float *logits, size_t vocab, float tied)
+{
+    TiedCandidate *group = ALLOC_ARRAY(TiedCandidate, vocab);
+    size_t size = 0;
+    for (size_t i = 0; i < vocab; i++)
+        if (quotients[i] == tied)
+            group[size++] = (TiedCandidate){logits[i], (int64_t)i};
+    qsort(group, size, sizeof *group, by_logit_then_index);
+    for (int p = 0; p < count; p++)
+        out[p] = group[p].index;
+    array_free(group);
+}
+
+/* Dividing by a temperature keeps the logits' order but not always their
+ * differences: a quotient below float's range is held at -FLT_MAX, and at a
+ * huge T distinct logits can round to one quotient. The top K take such ties
+ * by lower index, where the top K at temperature T are the top K at
+ * temperature 1. So each run of candidates tied at one quotient is ranked
+ * again by the logits as read, and the last run, at the K-th place, from all
+ * the row's elements tied with it. Tied quotients have equal probabilities:
+ * only the indices move. */
+static void rank_ties_by_logit(const float *quotients, const float *logits, size_t rows, size_t vocab, int k,
+                               int64_t *indices)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *q = quotients + r * vocab;
+        int64_t *top = indices + r * (size_t)k;
+        for (int first = 0, end; first < k; first = end) {
+            float tied = q[top[first]];
+            end = first + 1;
+            while (end < k && q[top[end]] == tied)
+                end++;
+            if (isnan(tied) || (end < k && end - first == 1))
+                continue;
+            best_tied(top + first, end - first, q, logits + r * vocab, vocab, tied);
+        }
+    }
+}
+
+/* Compute, check against the double reference (on up to 64 rows spread over
+ * the input), print a few rows, save if asked. 1 on a mismatch. Where the
+ * logits were divided by a temperature, `as_read` holds them undivided,
+ * and ties of the quotients are ranked by them after the check (which
+ * holds the kernel to the reference on the quotients it was given). */
+static int compute_and_check(const TopkDevice *device, const TopkOptions *o, const Logits *x, const float *as_read,
+                             NpyOutputDir *save)
 {
     require_k_at_most_vocab(o->k, x);
     int k = (int)o->k;
     float *probs = ALLOC_ARRAY(float, x->rows *(size_t)k);
     int64_t *indices = ALLOC_ARRAY(int64_t, x->rows * (size_t)k);
     double rtol = device->compute(o->version, o->threads, x, k, probs, indices);
-    print_rows(x->rows, k, probs, indices);
-    note_nonfinite_logits(x, k, probs);
     size_t row_step = x->rows > 64 ? x->rows / 64 : 1;
     TopkComparison c = compare_with_reference(x->logits, x->rows, row_step, x->vocab, k, probs, indices, rtol);
+    if (as_read != NULL)
+        rank_ties_by_logit(x->logits, as_read, x->rows, x->vocab, k, indices);
+    print_rows(x->rows, k, probs, indices);
+    note_nonfinite_logits(x, k, probs);
     bool ok = c.wrong_indices + c.wrong_probs == 0;
     if (ok) {
         printf("matches the double reference on %zu places: indices exact, probabilities within %.0f%% of rtol %.2g\n",
@@ -272,7 +335,7 @@ int topk_random_command(int argc, char **argv, const TopkDevice *device)
     cli_parse(argc, argv, options, count, NULL);
     require_device(device);
     Logits x = random_logits(rows, vocab, seed);
-    int status = compute_and_check(device, &topk, &x, NULL);
+    int status = compute_and_check(device, &topk, &x, NULL, NULL);
     free_logits(&x);
     return status;
 }
@@ -298,9 +361,15 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     require_device(device);
     Logits x = load_logits(load, dtype);
     widen_logits_file(&x); /* for the reference, and the versions that read float32 */
+    float *as_read = NULL;
+    if (temperature != 1.0) {
+        as_read = ALLOC_ARRAY(float, x.rows *x.vocab);
+        memcpy(as_read, x.logits, x.rows * x.vocab * sizeof *as_read);
+    }
     divide_logits(&x, temperature);
     NpyOutputDir out = npy_output_dir_open(save);
-    int status = compute_and_check(device, &topk, &x, &out);
+    int status = compute_and_check(device, &topk, &x, as_read, &out);
+    array_free(as_read);
     free_logits(&x);
     return status;
 }

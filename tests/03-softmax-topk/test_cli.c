@@ -279,6 +279,38 @@ static void test_tiny_temperature(void)
     npy_free(&probs);
 }
 
+/* apply -k K --temperature T on one row of logits gives these indices. */
+static void expect_indices_at_temperature(const float *logits, size_t vocab, const char *k, const char *temperature,
+                                          const int64_t *want, const char *name)
+{
+    const size_t shape[2] = {1, vocab}, result_shape[2] = {1, (size_t)atoi(k)};
+    char file[64], dir[64];
+    snprintf(file, sizeof file, "%s.npy", name);
+    snprintf(dir, sizeof dir, "%s", name);
+    save_or_fail(scratch_path(file), NPY_FLOAT32, 2, shape, logits);
+    ChildResult r = run("apply", "--load", scratch_path(file), "-k", k, "--temperature", temperature, "--save",
+                        scratch_path(dir), NULL);
+    EXPECT(r.exit_status == 0, "apply at T = %s: exit %d: %s%s", temperature, r.exit_status, r.out, r.err);
+    NpyArray indices = npy_load_or_exit(scratch_path(strcat(dir, "/indices.npy")), NPY_INT64, 2, result_shape);
+    const int64_t *got = indices.data;
+    for (size_t i = 0; i < result_shape[1]; i++)
+        EXPECT(got[i] == want[i], "T = %s: index %zu is %lld, expected %lld", temperature, i, (long long)got[i],
+               (long long)want[i]);
+    npy_free(&indices);
+}
+
+/* The top K at temperature T are the top K at temperature 1, even where
+ * the quotients tie: [4, 1, 1, 1, 1, 1, 1, 3] at T = 1e-40, whose quotients
+ * below the largest are all held at -FLT_MAX, take 0 and then 7 (logit 3),
+ * not 1; [1, 2, 1.5, 0.5] at T = 1e300, whose quotients all round to 0
+ * (equal probabilities), take 1, 2, 0 by their logits. */
+static void test_ties_of_the_quotients_go_by_logit(void)
+{
+    const float cold[8] = {4, 1, 1, 1, 1, 1, 1, 3}, hot[4] = {1, 2, 1.5f, 0.5f};
+    expect_indices_at_temperature(cold, 8, "2", "1e-40", (const int64_t[]){0, 7}, "cold_ties");
+    expect_indices_at_temperature(hot, 4, "3", "1e300", (const int64_t[]){1, 2, 0}, "hot_ties");
+}
+
 int main(void)
 {
     if (!scratch_directory_make("/tmp/softmax_topk_cli_XXXXXX")) {
@@ -290,6 +322,7 @@ int main(void)
     test_failed_writes();
     test_round_trip();
     test_tiny_temperature();
+    test_ties_of_the_quotients_go_by_logit();
     scratch_directory_remove();
     return test_finish();
 }

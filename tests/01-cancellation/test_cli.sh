@@ -124,6 +124,7 @@ name='cancellation theory-data'
 rejects_saying "unknown option '--derivative-data' (see --help)" theory-data --output a.dat --derivative-data b.dat
 rejects_saying "unknown option '--markdown' (see --help)" theory-data --markdown
 rejects theory-data --n 0
+rejects theory-data --n 1000001
 rejects theory-data --output ''
 rejects_with 1 theory-data --output /nonexistent-directory/x.dat
 writes "$scratch/theory.dat" theory-data --n 64 --output "$scratch/theory.dat"

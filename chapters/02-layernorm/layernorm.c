@@ -13,8 +13,7 @@
  * that the first pass brought into cache. The shift is 0 (and the compiler
  * drops it: x - 0 is x, signed zeros included) except where a row is
  * centred again (ln_first_mean_is_far). */
-static inline void deviation_sums(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center,
-                                  float shift)
+ROW_INLINE void deviation_sums(float *sum_dev, float *sum_dev_sq, const float *x, size_t n, float center, float shift)
 {
     float acc[LANES] = {0}, acc_sq[LANES] = {0};
     size_t i = 0;

@@ -380,10 +380,10 @@ template <int WIDTH, int ITEMS> __device__ static float block_max_magnitude(cons
 }
 
 /* As on the CPU (rescaled_row_stats), for a row whose statistics came out
- * 0, NaN or too small: where the row can be rescaled, the block scales it in its registers
- * by 2^-k, in place (exact), takes the moments of the scaled row and the
- * statistics from them (ln_unscaled_stats), and reads the row again, to
- * normalise it unscaled as any other row. (Normalising the scaled row
+ * 0, NaN or too small: where the row can be rescaled, the block scales it
+ * in its registers by 2^-k, in place (exact), takes the moments of the
+ * scaled row and the statistics from them (ln_unscaled_stats), and reads
+ * the row again, to normalise it unscaled as any other row. (Normalising the scaled row
  * would need rstd 2^k, which overflows where rstd is near 1/sqrt(eps) and
  * the row near float's limit.) Every thread has the same statistics after
  * the reductions, so the whole block takes the branch or none of it does. */
@@ -422,9 +422,10 @@ __global__ void ROW_KERNEL_BOUNDS(WIDTH, ITEMS)
     LnRowStats stats = ln_row_stats(block_row_moments<WIDTH, ITEMS, RMS>(v, vectors, d, centred_in_place), eps);
     if (centred_in_place)
         load_row<WIDTH, ITEMS, S>(v, x + offset, vectors);
-    if (ln_may_need_rescaling(stats.rstd))
+    if (ln_may_need_rescaling(stats.rstd)) {
         stats = rescaled_row_stats<WIDTH, ITEMS, S, RMS>(v, x + offset, vectors, d, eps, stats);
-        // ANCHOR: normalize_from_registers
+    }
+    // ANCHOR: normalize_from_registers
 #pragma unroll
     for (int i = 0; i < ITEMS; i++) {
         int k = threadIdx.x + i * blockDim.x;

@@ -96,12 +96,14 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_deviations(float first_mean, 
  * var + c^2, less c^2. Where the first mean m0 is more than a standard
  * deviation off (c^2 > var), that subtraction cancels: the float roundings
  * of the mean square, relative to var, grow by (var + c^2) / var. m0 can be
- * that far off. Its float sum rounds at the scale of the mean, not of the
- * spread (4096 values near 3e7 of unit spread), and even a correctly
- * rounded m0 is up to half an ulp off, which for d equal values and one an
- * ulp apart is sqrt(d) / 2 standard deviations. Such a row is centred
- * again, on m1 = m0 + c (within about an ulp of the mean), and its
- * deviations summed twice: once for their mean c1, and once for
+ * that far off: its float sum rounds at the scale of the mean, not of the
+ * spread (4096 values near 3e7 of unit spread), and for d - 1 equal values
+ * and one an ulp above, a first mean an ulp off is sqrt(d) standard
+ * deviations off. (A correctly rounded mean would be within one: each x is
+ * a float, so at least as far from the mean as the nearest float is.)
+ * c^2 > var is c^2 above half the mean square, var + c^2. Such a row is
+ * centred again, on m1 = m0 + c (within about an ulp of the mean), and
+ * its deviations summed twice: once for their mean c1, and once for
  * sum(((x - m1) - c1)^2), which is d var with nothing subtracted. */
 HOST_DEVICE static inline bool ln_first_mean_is_far(float sum_dev, float sum_dev_sq, float d)
 {

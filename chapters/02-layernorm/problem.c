@@ -377,7 +377,9 @@ LnComparison ln_compare(const LnProblem *p, const LnReference *ref)
      * 2u (measured: 1.2e-7 at sigma 1, 128 x 4096 fp16 rows of seed 13). */
     c.mean = check_close_f32(p->mean, ref->mean, n, 3e-7 * max_sigma, 1e-6);
     /* rstd: var is a float sum over the row in 32 lanes of d/32 terms, added
-     * pairwise: about sqrt(d/32) roundings of u with luck, d/32 + 5 at worst
+     * pairwise (on the GPU, at most 32 terms a thread and 10 levels of a
+     * block's tree, fewer roundings for any d beyond 1024): about
+     * sqrt(d/32) roundings of u with luck, d/32 + 5 at worst
      * (rows of values quantized far from zero come near it), and up to twice
      * that where the first mean was off by up to a standard deviation
      * (ln_first_mean_is_far); the square root halves it, sqrt and the division

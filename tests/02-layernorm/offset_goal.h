@@ -16,8 +16,8 @@
  * the mean square of the deviations less the correction's square would
  * cancel: unit spread at offsets 3e7 (d = 4096) and 1e8 (d = 8192), where
  * the first mean's float sum rounds at several times the spread, and d - 1
- * equal values of 1e15 with one an ulp above, whose correctly rounded mean
- * is sqrt(d) / 2 standard deviations off. Layer norm only: RMSNorm centres
+ * equal values of 1e15 with one an ulp above, where a first mean an ulp off
+ * is sqrt(d) standard deviations off. Layer norm only: RMSNorm centres
  * nothing. */
 static void expect_far_first_means_are_centred_again(LnRunKernels run, void *context, const char *label)
 {

@@ -248,9 +248,14 @@ HOST_DEVICE static inline float ln_normalize(float x, float mean, float residual
     return ((x - mean) - residual) * rstd;
 }
 
+/* y = gamma * xhat + beta in one fused multiply-add: one rounding, not
+ * two, and the same bits on the CPU and the GPU (where nvcc would fuse
+ * the expression anyway). The product is not rounded on its own, so it
+ * cannot overflow where y fits: gamma = -3e38 and xhat = -1.5 give 4.5e38,
+ * beyond float's range, but y = 1.5e38 with beta = -3e38. */
 HOST_DEVICE static inline float ln_affine(float xhat, float gamma, float beta)
 {
-    return gamma * xhat + beta;
+    return fmaf(gamma, xhat, beta);
 }
 // ANCHOR_END: normalize_an_element
 
@@ -361,13 +366,14 @@ HOST_DEVICE static inline bool ln_within_guard(float v, float weight, float fact
  * relative; u of the residual, absolute) and misses the exact mean by the
  * residual's rounding (u/2 of it) and the double mean's own error; rstd is
  * off by its rounding to float, measured here, and by the double's own
- * error; the two products round once each. The absolute part of xhat's
- * error reaches y times |gamma|: the guard's c. */
+ * error; the product with rstd rounds once (the one with gamma is inside
+ * y's fused multiply-add, which rounds once as the guard's sum). The
+ * absolute part of xhat's error reaches y times |gamma|: the guard's c. */
 HOST_DEVICE static inline float ln_forward_guard_factor(LnExactStats exact, LnRowStats rounded, int significant_bits)
 {
     const double u = 0x1p-24;
     double rstd_off = fabs((double)rounded.rstd - exact.rstd) / exact.rstd + exact.rstd_error;
-    double relative = 4.1 * u + 1.01 * rstd_off;
+    double relative = 3.1 * u + 1.01 * rstd_off;
     double absolute = 1.01 * (1.5 * u * fabs((double)rounded.residual) * exact.rstd + exact.mean_error);
     return ln_guard_factor(ln_cancellation_guard(relative, absolute, significant_bits));
 }

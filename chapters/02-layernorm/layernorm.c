@@ -200,7 +200,7 @@ ROW_INLINE bool normalize_block_guarded(float *restrict out, const float *restri
     __m512 centred =
         _mm512_sub_ps(_mm512_sub_ps(_mm512_loadu_ps(x), _mm512_set1_ps(stats.mean)), _mm512_set1_ps(stats.residual));
     __m512 xhat = _mm512_mul_ps(centred, _mm512_set1_ps(stats.rstd));
-    __m512 y = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(gamma), xhat), _mm512_loadu_ps(beta));
+    __m512 y = _mm512_fmadd_ps(_mm512_loadu_ps(gamma), xhat, _mm512_loadu_ps(beta));
     __m512 least = _mm512_mul_ps(_mm512_set1_ps(factor), _mm512_loadu_ps(guard_weights));
     _mm512_storeu_ps(out, y);
     return _mm512_cmp_ps_mask(_mm512_abs_ps(y), least, _CMP_GE_OQ) != 0xFFFF; /* a NaN y compares false */

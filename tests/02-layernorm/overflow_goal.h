@@ -5,6 +5,7 @@
 #ifndef TESTS_02_LAYERNORM_OVERFLOW_GOAL_H
 #define TESTS_02_LAYERNORM_OVERFLOW_GOAL_H
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -135,6 +136,42 @@ static void expect_rescaling_is_exact(LnRunKernels run, void *context, NormKind 
         ln_problem_free(&unit);
         ln_problem_free(&scaled);
     }
+}
+
+/* y = gamma xhat + beta where gamma = +-3e38 (alternating) and beta =
+ * -gamma, so y = gamma (xhat - 1): for xhat between 1.13 and 2.13 (one
+ * element in nine of N(0, 1) rows), gamma xhat alone is beyond FLT_MAX but
+ * y fits, and a y computed as a rounded product plus beta would be inf.
+ * Every y whose reference fits must come out finite and within the float
+ * path's error of gamma xhat (the rstd tolerance of ln_compare plus a few
+ * roundings, relative) and y's own rounding; every y whose reference does not fit must be the
+ * infinity of its sign. Layer norm only (RMSNorm has no beta); the
+ * backward pass's sums of such g overflow, a limit the chapter states. */
+static void expect_y_fits_where_gamma_xhat_does_not(LnRunKernels run, void *context, const char *label)
+{
+    LnProblem p = ln_problem_new(4, 1031, 1e-5f);
+    ln_problem_fill_random(&p, 24, 0.0, 1.0);
+    for (size_t j = 0; j < p.d; j++) {
+        p.gamma[j] = j % 2 == 0 ? 3e38f : -3e38f;
+        p.beta[j] = -p.gamma[j];
+    }
+    const char *refused = run(&p, context);
+    LnReference ref = ln_reference_compute(&p);
+    double tolerance = ((double)p.d / 32.0 + 24.0) * 0x1p-24;
+    size_t wrong = 0, beyond_product = 0;
+    for (size_t i = 0; i < p.n * p.d; i++) {
+        double product = ref.y[i] - (double)p.beta[i % p.d], y = (double)p.y[i];
+        bool fits = fabs(ref.y[i]) <= (double)FLT_MAX;
+        beyond_product += fits && fabs(product) > (double)FLT_MAX;
+        wrong += fits ? !(fabs(y - ref.y[i]) <= tolerance * fabs(product) + 0x1p-24 * fabs(ref.y[i]))
+                      : !(isinf(p.y[i]) && !signbit(p.y[i]) == !signbit(ref.y[i]));
+    }
+    EXPECT(refused == NULL && wrong == 0 && beyond_product > 0,
+           "%s, layer norm, gamma = +-3e38, beta = -gamma: every y within %.2g of gamma xhat and u of y where it fits, "
+           "+-inf where it does not (%zu wrong; %zu fit where gamma xhat does not)",
+           label, tolerance, wrong, beyond_product);
+    ln_reference_free(&ref);
+    ln_problem_free(&p);
 }
 
 #endif

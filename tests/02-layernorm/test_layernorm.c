@@ -194,6 +194,7 @@ int main(void)
         expect_constant_huge_rows_keep_eps(run_cpu, NULL, norms[k], "CPU");
     }
     expect_nonfinite_rows_stay_in_their_rows(run_cpu, NULL, "CPU");
+    expect_y_fits_where_gamma_xhat_does_not(run_cpu, NULL, "CPU");
     test_bound_catches_a_worse_mean();
     expect_offset_costs_nothing(run_cpu, NULL, "CPU");
     test_alignment_and_scratch_do_not_matter();

@@ -126,6 +126,7 @@ static void expect_overflow_costs_nothing(LnRunKernels run, void *context, const
         expect_rescaling_is_exact(run, context, norms[k], label);
         expect_constant_huge_rows_keep_eps(run, context, norms[k], label);
     }
+    expect_y_fits_where_gamma_xhat_does_not(run, context, label);
 }
 
 /* Every forward version, with every backward one. */

@@ -175,7 +175,7 @@ typedef struct {
     FormatRun run;
 } FormatBench;
 
-void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
+bool attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
 {
     enum { CONTEXT = 4000 };
     double float_bytes_per_seq = (double)CONTEXT * 2 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
@@ -218,6 +218,7 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
                              "fp16's time / this (min–max)",
                              "GB/s of cache read"};
     Table *t = table_new(8, headers, "lrrlrrrr");
+    bool all_match = true;
     BenchStats stats[KV_FORMAT_COUNT];
     for (int f = 0; f < KV_FORMAT_COUNT; f++)
         stats[f] = bench_stats_from_times(seconds + f * TIMED_RUNS, TIMED_RUNS);
@@ -228,6 +229,7 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
         table_cell(t, "%.0f", bytes / ((double)batch * CONTEXT));
         table_cell(t, "%.3f", bytes / float_bytes);
         table_cell(t, "%s", ok[f] ? "yes" : "NO");
+        all_match &= ok[f];
         table_cell(t, "%.2f", 1e3 * stats[f].median);
         bench_speedup_cell(t, stats[KV_FORMAT_FLOAT32], stats[f]);
         bench_speedup_cell(t, stats[KV_FORMAT_FP16], stats[f]);
@@ -239,9 +241,10 @@ void attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
     table_free(t);
     array_free(benches);
     array_free(lengths);
+    return all_match;
 }
 
-void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
+bool attention_bench_report(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
 {
     const int contexts[] = {250, 1000, 4000, 16000};
     double bytes_per_position = 2.0 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
@@ -261,6 +264,7 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
                              "contiguous's time / paged's (min–max)",
                              "contiguous, of read bandwidth (min–max)"};
     Table *t = table_new(7, headers, "rrlrrrr");
+    bool all_same = true;
     Rng rng;
     rng_seed(&rng, 5);
     for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++) {
@@ -273,6 +277,7 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
         table_cell(t, "%d", contexts[i]);
         table_cell(t, "%d", b.batch);
         table_cell(t, "%s", same ? "bitwise" : "NO");
+        all_same &= same;
         table_cell(t, "%.2f", gb_per_s(bytes, contiguous.median));
         table_cell(t, "%.2f", gb_per_s(bytes, paged.median));
         bench_speedup_cell(t, contiguous, paged);
@@ -281,4 +286,5 @@ void attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
     }
     table_print(t, out, format);
     table_free(t);
+    return all_same;
 }

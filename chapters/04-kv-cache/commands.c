@@ -180,6 +180,17 @@ static ModelConfig parse_generation(int argc, char **argv, GenerationOptions *g,
     return parse_with_model(argc, argv, &table);
 }
 
+/* The exit status of a run that printed claims with a yes/NO verdict. A
+ * claim that does not hold is a defect of this program, not of its input:
+ * status 1, after the whole output, and one line saying so. */
+static int status_of_claims(bool every_claim_holds)
+{
+    if (every_claim_holds)
+        return 0;
+    fprintf(stderr, "%s: error: a claim printed above does not hold (marked NO)\n", cli_program_name());
+    return 1;
+}
+
 int generate_command(int argc, char **argv)
 {
     GenerationOptions g = {PROMPT_LEN, NEW_TOKENS};
@@ -190,9 +201,9 @@ int generate_command(int argc, char **argv)
     Sampler sampler = sampler_from(&s, &config);
     check_generation_length(&g, &config);
     Model model = model_create(&config);
-    demo_generate(&model, (int)g.prompt_len, (int)g.new_tokens, (int)block_size, &sampler, stdout);
+    bool same = demo_generate(&model, (int)g.prompt_len, (int)g.new_tokens, (int)block_size, &sampler, stdout);
     model_free(&model);
-    return 0;
+    return status_of_claims(same);
 }
 
 int cost_command(int argc, char **argv)
@@ -203,17 +214,12 @@ int cost_command(int argc, char **argv)
     ModelConfig config = parse_generation(argc, argv, &g, own, CLI_COUNT(own), NULL);
     check_generation_length(&g, &config);
     Model model = model_create(&config);
-    cost_report(&model, (int)g.prompt_len, (int)g.new_tokens, stdout, format_of(markdown));
+    bool same = cost_report(&model, (int)g.prompt_len, (int)g.new_tokens, stdout, format_of(markdown));
     model_free(&model);
-    return 0;
+    return status_of_claims(same);
 }
 
-typedef void DemoFunction(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
-
-/* verify and the demonstrations: a fixed workload on the model the options
- * describe; `samples` says whether the workload draws tokens, and
- * `least_block_size` is the smallest --block-size its requests allow. */
-static int run_demo(int argc, char **argv, DemoFunction *demo, bool samples, long least_block_size)
+int run_demo(int argc, char **argv, DemoFunction *demo, bool samples, long least_block_size)
 {
     SamplerOptions s = {TEMPERATURE, TOP_K};
     long block_size = BLOCK_SIZE;
@@ -233,16 +239,23 @@ static int run_demo(int argc, char **argv, DemoFunction *demo, bool samples, lon
         cli_fail("--max-len %d is too short: this needs at least %d with --block-size %ld", config.max_seq_len, needed,
                  block_size);
     Model model = model_create(&config);
-    demo(&model, (int)block_size, &sampler, stdout, format_of(markdown));
+    bool every_claim_holds = demo(&model, (int)block_size, &sampler, stdout, format_of(markdown));
     model_free(&model);
-    return 0;
+    return status_of_claims(every_claim_holds);
 }
 
-static void verify_without_sampling(const Model *model, int block_size, const Sampler *sampler, FILE *out,
+static bool verify_without_sampling(const Model *model, int block_size, const Sampler *sampler, FILE *out,
                                     TableFormat format)
 {
     (void)sampler;
-    demo_verify(model, block_size, out, format);
+    return demo_verify(model, block_size, out, format);
+}
+
+static bool copy_on_write_without_verdict(const Model *model, int block_size, const Sampler *sampler, FILE *out,
+                                          TableFormat format)
+{
+    demo_copy_on_write(model, block_size, sampler, out, format);
+    return true;
 }
 
 int verify_command(int argc, char **argv)
@@ -252,7 +265,7 @@ int verify_command(int argc, char **argv)
 
 int cow_demo_command(int argc, char **argv)
 {
-    return run_demo(argc, argv, demo_copy_on_write, true, 1);
+    return run_demo(argc, argv, copy_on_write_without_verdict, true, 1);
 }
 
 int prefix_demo_command(int argc, char **argv)
@@ -375,7 +388,7 @@ int tokens_data_command(int argc, char **argv)
     return 0;
 }
 
-typedef void BenchFunction(int block_size, size_t cache_bytes, FILE *out, TableFormat format);
+typedef bool BenchFunction(int block_size, size_t cache_bytes, FILE *out, TableFormat format);
 
 static int run_bench(int argc, char **argv, BenchFunction *bench)
 {
@@ -387,8 +400,9 @@ static int run_bench(int argc, char **argv, BenchFunction *bench)
         markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    bench((int)block_size, quick ? QUICK_BENCH_BYTES : bench_large_bytes(), stdout, format_of(markdown));
-    return 0;
+    bool outputs_match =
+        bench((int)block_size, quick ? QUICK_BENCH_BYTES : bench_large_bytes(), stdout, format_of(markdown));
+    return status_of_claims(outputs_match);
 }
 
 int bench_command(int argc, char **argv)

@@ -93,7 +93,7 @@ static void cost_ratio_table(const ModelConfig *c, FILE *out, TableFormat format
     table_free(table);
 }
 
-void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, TableFormat format)
+bool cost_report(const Model *model, int prompt_len, int n_new, FILE *out, TableFormat format)
 {
     const ModelConfig *c = &model->config;
     const Sampler greedy = {0};
@@ -134,4 +134,5 @@ void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, Table
     cost_ratio_table(c, out, format);
     requests_free(cached, 1);
     requests_free(uncached, 1);
+    return same.tokens_equal;
 }

@@ -3,6 +3,7 @@
 #ifndef CHAPTERS_04_KV_CACHE_COST_H
 #define CHAPTERS_04_KV_CACHE_COST_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "chapters/04-kv-cache/model.h"
@@ -20,7 +21,8 @@ GenerationCost cost_cached(const ModelConfig *config, int prompt_len, int n_new)
 GenerationCost cost_uncached(const ModelConfig *config, int prompt_len, int n_new);
 
 /* Generate both ways, timing each, and print prediction and measurement;
- * then the predicted ratios at other lengths. */
-void cost_report(const Model *model, int prompt_len, int n_new, FILE *out, TableFormat format);
+ * then the predicted ratios at other lengths. True when both ways gave the
+ * same tokens. */
+bool cost_report(const Model *model, int prompt_len, int n_new, FILE *out, TableFormat format);
 
 #endif

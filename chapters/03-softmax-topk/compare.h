@@ -12,7 +12,9 @@
  * for versions that sum a row in chunks or in a tree (the fused CPU version,
  * every GPU kernel): x - max rounded to float costs up to |x - max| 2^-24
  * (below 2.5e-6 for |x - max| < 40), exp 1.4 2^-24, the division 2^-24,
- * and a chunked or tree sum of V terms about log2(V) 2^-24. */
+ * and a chunked or tree sum of V terms about log2(V) 2^-24 (the fused CPU
+ * version: at most 32 terms one after another in float, then double, so at
+ * most 31 2^-24). */
 #define TOPK_RTOL_TREE_SUM 1e-5
 
 /* For sums where one thread adds `terms` logits' weights one after another

@@ -87,6 +87,15 @@ static void underflow_is_no_tie(float *row, size_t vocab)
     fill_pattern(row, vocab, values, 5);
 }
 
+/* One confident logit and a long tail: GPT-2's V - 1 logits at -18, each
+ * weighing 1.5e-8, below an ulp of the sum near 1, together 7.7e-4 of it;
+ * a row sum that adds them one chunk after another in float loses them. */
+static void confident_with_a_long_tail(float *row, size_t vocab)
+{
+    fill_constant(row, vocab, -18.0f);
+    row[0] = 0.0f;
+}
+
 static void signed_zeros(float *row, size_t vocab)
 {
     const float values[] = {0.0f, -0.0f, 0.0f, -1.0f};
@@ -94,19 +103,20 @@ static void signed_zeros(float *row, size_t vocab)
 }
 
 const HardInput HARD_INPUTS[] = {
-    {"one finite logit, the rest -inf", 10,   3, one_finite_rest_minus_inf},
-    {"all logits equal",                10,   4, all_equal                },
-    {"K = 1",                           1000, 1, random_logits            },
-    {"K = V",                           7,    7, random_logits            },
-    {"V = 1",                           1,    1, one_logit                },
-    {"V = 1823, winner last",           1823, 5, winner_in_the_last_place },
-    {"ties all along the row",          1000, 6, ties_across_the_row      },
-    {"huge and tiny logits",            8,    4, huge_and_tiny            },
-    {"two +inf",                        6,    3, two_plus_inf             },
-    {"NaN in the row",                  6,    3, nan_in_the_row           },
-    {"all -inf",                        5,    2, all_minus_inf            },
-    {"probabilities that underflow",    5,    5, underflow_is_no_tie      },
-    {"-0 and +0",                       4,    3, signed_zeros             },
+    {"one finite logit, the rest -inf",  10,    3, one_finite_rest_minus_inf },
+    {"all logits equal",                 10,    4, all_equal                 },
+    {"K = 1",                            1000,  1, random_logits             },
+    {"K = V",                            7,     7, random_logits             },
+    {"V = 1",                            1,     1, one_logit                 },
+    {"V = 1823, winner last",            1823,  5, winner_in_the_last_place  },
+    {"ties all along the row",           1000,  6, ties_across_the_row       },
+    {"huge and tiny logits",             8,     4, huge_and_tiny             },
+    {"two +inf",                         6,     3, two_plus_inf              },
+    {"NaN in the row",                   6,     3, nan_in_the_row            },
+    {"all -inf",                         5,     2, all_minus_inf             },
+    {"probabilities that underflow",     5,     5, underflow_is_no_tie       },
+    {"-0 and +0",                        4,     3, signed_zeros              },
+    {"one confident logit, a long tail", 50257, 1, confident_with_a_long_tail},
 };
 
 const int HARD_INPUT_COUNT = (int)(sizeof HARD_INPUTS / sizeof HARD_INPUTS[0]);

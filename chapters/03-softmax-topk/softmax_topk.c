@@ -299,6 +299,7 @@ static void raise_max(LaneSums *row, float max)
 {
     float scale = softmax_weight(row->max, max);
     for (int lane = 0; lane < LANES; lane++) {
+        row->recent[lane] *= scale;
         row->sums[lane] *= scale;
     }
     row->max = max;
@@ -310,8 +311,8 @@ static void raise_max(LaneSums *row, float max)
  * true of all but about 1 + ln(chunks) chunks of a row in random order (the
  * admissions of a top 1). When the guess is wrong, the row's sums are
  * rescaled and the chunk, still in L1, is summed again from its maximum.
- * The chunk gets its own sums first, so that no sum runs over more than a
- * few hundred terms one after another. */
+ * The chunk gets its own sums first, in float, a few terms a lane; they go
+ * into the row's recent ones, and those into its double ones (LaneSums). */
 static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, const void *chunk, LogitsType type, int n)
 {
     float sums[LANES] = {0}, maxima[LANES];
@@ -323,8 +324,14 @@ static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, cons
     }
     float *group_maxima = row->maxima[row->chunks++ % FLOOR_GROUPS];
     for (int lane = 0; lane < LANES; lane++) {
-        row->sums[lane] += sums[lane];
+        row->recent[lane] += sums[lane];
         group_maxima[lane] = maxima[lane] > group_maxima[lane] ? maxima[lane] : group_maxima[lane];
+    }
+    if (row->chunks % CHUNKS_IN_FLOAT == 0) {
+        for (int lane = 0; lane < LANES; lane++) {
+            row->sums[lane] += row->recent[lane];
+            row->recent[lane] = 0.0f;
+        }
     }
     return max;
 }
@@ -368,17 +375,19 @@ static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, 
 }
 // ANCHOR_END: add_a_stored_chunk
 
-/* Halve the lanes until one is left: a tree of sums of similar size. */
+/* Halve the lanes until one is left, in double, and round the sum once. */
 SoftmaxState lane_sums_state(const LaneSums *row)
 {
-    float sums[LANES];
-    memcpy(sums, row->sums, sizeof sums);
+    double sums[LANES];
+    for (int lane = 0; lane < LANES; lane++) {
+        sums[lane] = row->sums[lane] + row->recent[lane];
+    }
     for (int width = LANES / 2; width > 0; width /= 2) {
         for (int lane = 0; lane < width; lane++) {
             sums[lane] += sums[lane + width];
         }
     }
-    return (SoftmaxState){row->max, sums[0]};
+    return (SoftmaxState){row->max, (float)sums[0]};
 }
 
 // ANCHOR: keep_four_k_maxima

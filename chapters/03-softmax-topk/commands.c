@@ -202,8 +202,19 @@ static float row_max(const float *row, size_t vocab)
  * +inf. A finite quotient below float's range is held at -FLT_MAX, which
  * weighs exp(-FLT_MAX - 0) = 0 as -inf would, so that the row's logits stay
  * finite (the note on non-finite rows is about the file's values). A row
- * whose largest logit is +inf, or that has only -inf and NaN, is divided as
- * it is. T = 1 leaves the logits, and 16-bit ones are read as stored. */
+ * whose largest logit is +inf, or that has only -inf and NaN, cannot be
+ * shifted, and is divided as it is, a finite quotient held within float's
+ * range: next to +inf a finite logit weighs 0 at any temperature, and
+ * 3e38 / 0.5 rounded to +inf would share the probability. T = 1 leaves the
+ * logits, and 16-bit ones are read as stored. */
+static float finite_if_finite(float logit, double quotient)
+{
+    if (isfinite(logit) && fabs(quotient) > FLT_MAX) {
+        return quotient > 0.0 ? FLT_MAX : -FLT_MAX;
+    }
+    return (float)quotient;
+}
+
 static void divide_logits(Logits *x, double temperature)
 {
     if (temperature == 1.0) {
@@ -214,7 +225,7 @@ static void divide_logits(Logits *x, double temperature)
         float max = row_max(row, x->vocab);
         if (!isfinite(max)) {
             for (size_t i = 0; i < x->vocab; i++) {
-                row[i] = (float)((double)row[i] / temperature);
+                row[i] = finite_if_finite(row[i], (double)row[i] / temperature);
             }
             continue;
         }

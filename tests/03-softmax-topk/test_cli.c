@@ -3,6 +3,7 @@
  * bad input, gets one line on stderr naming the subcommand, and exit
  * status 2; a failed write of standard output is exit status 1; apply
  * round-trips .npy files whose contents match the double reference. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -261,22 +262,37 @@ static void test_round_trip(void)
     expect_success_or_no_gpu(run("gpu-check", NULL), "gpu-check");
 }
 
+/* apply -k 3 --temperature T on one row of three logits gives these
+ * probabilities, exactly. */
+static void expect_probabilities_at_temperature(const float logits[3], const char *temperature, const float want[3],
+                                                const char *name)
+{
+    const size_t shape[2] = {1, 3};
+    char file[64], dir[64];
+    snprintf(file, sizeof file, "%s.npy", name);
+    snprintf(dir, sizeof dir, "%s", name);
+    save_or_fail(scratch_path(file), NPY_FLOAT32, 2, shape, logits);
+    ChildResult r = run("apply", "--load", scratch_path(file), "-k", "3", "--temperature", temperature, "--save",
+                        scratch_path(dir), NULL);
+    EXPECT(r.exit_status == 0, "apply at T = %s: exit %d: %s%s", temperature, r.exit_status, r.out, r.err);
+    NpyArray probs = npy_load_or_exit(scratch_path(strcat(dir, "/probs.npy")), NPY_FLOAT32, 2, shape);
+    const float *p = probs.data;
+    EXPECT(p[0] == want[0] && p[1] == want[1] && p[2] == want[2], "T = %s: probabilities %g %g %g, expected %g %g %g",
+           temperature, (double)p[0], (double)p[1], (double)p[2], (double)want[0], (double)want[1], (double)want[2]);
+    npy_free(&probs);
+}
+
 /* A temperature so small that 10 / T overflows float: the softmax of
  * [10, 9, 0] / T is still [1, 0, 0] (the shifted logits [0, -1, -10] / T),
- * where dividing first gave two +inf that shared it, 0.5 and 0.5. */
-static void test_tiny_temperature(void)
+ * where dividing first gave two +inf that shared it, 0.5 and 0.5. And a
+ * row whose largest logit is +inf, which cannot be shifted: [inf, 3e38, 0]
+ * / 0.5 gives [1, 0, 0], as at T = 1 (a finite logit next to +inf weighs
+ * 0), where 3e38 / 0.5 rounded to +inf shared it. */
+static void test_quotients_that_overflow(void)
 {
-    const float logits[3] = {10.0f, 9.0f, 0.0f};
-    const size_t shape[2] = {1, 3}, result_shape[2] = {1, 3};
-    save_or_fail(scratch_path("cold.npy"), NPY_FLOAT32, 2, shape, logits);
-    ChildResult r = run("apply", "--load", scratch_path("cold.npy"), "-k", "3", "--temperature", "1e-38", "--save",
-                        scratch_path("cold"), NULL);
-    EXPECT(r.exit_status == 0 && r.err[0] == '\0', "apply at T = 1e-38: exit %d: %s%s", r.exit_status, r.out, r.err);
-    NpyArray probs = npy_load_or_exit(scratch_path("cold/probs.npy"), NPY_FLOAT32, 2, result_shape);
-    const float *p = probs.data;
-    EXPECT(p[0] == 1.0f && p[1] == 0.0f && p[2] == 0.0f, "probabilities %g %g %g, expected 1 0 0", (double)p[0],
-           (double)p[1], (double)p[2]);
-    npy_free(&probs);
+    const float one_first[3] = {1.0f, 0.0f, 0.0f};
+    expect_probabilities_at_temperature((const float[3]){10.0f, 9.0f, 0.0f}, "1e-38", one_first, "cold");
+    expect_probabilities_at_temperature((const float[3]){INFINITY, 3e38f, 0.0f}, "0.5", one_first, "infinite");
 }
 
 /* apply -k K --temperature T on one row of logits gives these indices. */
@@ -321,7 +337,7 @@ int main(void)
     test_bad_input();
     test_failed_writes();
     test_round_trip();
-    test_tiny_temperature();
+    test_quotients_that_overflow();
     test_ties_of_the_quotients_go_by_logit();
     scratch_directory_remove();
     return test_finish();

@@ -1,8 +1,12 @@
+/* realpath() is X/Open, beyond the POSIX the build asks for. */
+#define _XOPEN_SOURCE 700
+
 #include "common/files.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,6 +114,27 @@ static char *partial_path(const char *path)
     return partial;
 }
 
+/* The file that writing to `path` replaces: `path` itself, or the file a
+ * symbolic link there points to, resolved, so that the rename replaces the
+ * file and not the link (which, renamed over, would become a plain file,
+ * and its target would keep its old contents). NULL, with *why set, for a
+ * link that leads nowhere. The caller frees. */
+static char *file_to_replace(const char *path, const char **why)
+{
+    struct stat info;
+    bool is_link = lstat(path, &info) == 0 && S_ISLNK(info.st_mode);
+    char *resolved = is_link ? realpath(path, NULL) : NULL;
+    if (is_link && resolved == NULL) {
+        *why = cannot("follow the symbolic link");
+        return NULL;
+    }
+    const char *target = is_link ? resolved : path;
+    char *copy = ALLOC_ARRAY(char, strlen(target) + 1);
+    strcpy(copy, target);
+    free(resolved);
+    return copy;
+}
+
 int whole_file_open(WholeFile *out, const char *path, const char **why)
 {
     struct stat info;
@@ -118,15 +143,17 @@ int whole_file_open(WholeFile *out, const char *path, const char **why)
         *why = "not a regular file";
         return -1;
     }
-    char *partial = partial_path(path);
+    char *final = file_to_replace(path, why);
+    if (final == NULL)
+        return -1;
+    char *partial = partial_path(final);
     FILE *file = fopen(partial, "w");
     if (file == NULL) {
         *why = cannot("create");
         array_free(partial);
+        array_free(final);
         return -1;
     }
-    char *final = ALLOC_ARRAY(char, strlen(path) + 1);
-    strcpy(final, path);
     *out = (WholeFile){file, final, partial};
     return 0;
 }

@@ -42,7 +42,9 @@ int parse_text_file(const char *path, TextParser *parse, void *out, char *err, s
  * complete, closed file is renamed to PATH. A write that fails half-way
  * (a full disk, a file-size limit) leaves PATH as it was, never cut short.
  * An existing PATH that is not a regular file (/dev/full, a directory) is
- * refused: a rename would put a file where the device stood. */
+ * refused: a rename would put a file where the device stood. A PATH that
+ * is a symbolic link is written through: the file it points to is the one
+ * replaced (its partial beside it), and the link stays a link. */
 typedef struct {
     FILE *file;
     char *path, *partial;

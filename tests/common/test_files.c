@@ -119,6 +119,29 @@ static void test_refuses_what_is_no_regular_file(void)
            "a directory that does not exist: %s", why);
 }
 
+/* A symbolic link is written through: its target gets the text, the link
+ * stays a link, and no partial file stays beside either. A link that leads
+ * nowhere is refused. */
+static void test_symbolic_link_is_written_through(void)
+{
+    const char *target = scratch_path("target.txt"), *link = scratch_path("link.txt"), *why = "";
+    write_file(target, "old\n");
+    EXPECT(symlink("target.txt", link) == 0, "made the link");
+    WholeFile out;
+    EXPECT(whole_file_open(&out, link, &why) == 0, "opens through the link: %s", why);
+    fputs("new\n", out.file);
+    struct stat info;
+    EXPECT(whole_file_commit(&out, &why) == 0 && holds(target, "new\n") && lstat(link, &info) == 0 &&
+               S_ISLNK(info.st_mode),
+           "the target holds the new text and the link is still a link: %s", why);
+    unlink(target);
+    EXPECT(whole_file_open(&out, link, &why) == -1 &&
+               strncmp(why, "cannot follow the symbolic link: ", strlen("cannot follow the symbolic link: ")) == 0,
+           "a link to nothing: %s", why);
+    EXPECT(alone_in_directory("link.txt"), "nothing made beside the dangling link");
+    unlink(link);
+}
+
 /* A line reader that accepts every line. */
 static int count_lines(FILE *stream, void *out, char *err, size_t err_size)
 {
@@ -160,6 +183,7 @@ int main(void)
     test_whole_file_is_written();
     test_failed_write_keeps_the_older_file();
     test_refuses_what_is_no_regular_file();
+    test_symbolic_link_is_written_through();
     test_read_error_is_an_error();
     scratch_directory_remove();
     return test_finish();

@@ -135,8 +135,9 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
  * the mean that the variance loses more than log2(d) of double's 53 bits:
  * (x0 - mean)^2 <= d var. One pass, where float32 takes two. The widened
  * chunks are not kept: the second pass widens the row again from L1, one
- * instruction per 16 fp16 values, which costs less than storing 4 bytes
- * per element here and loading them there (measured). */
+ * instruction per 16 fp16 values, where keeping them would add a 64-byte
+ * store here and a 64-byte load there for every 16, and twice the row's
+ * bytes in the cache. */
 typedef struct {
     double shift, sum_dev, sum_dev_sq;
 } ShiftedSums;
@@ -190,8 +191,8 @@ ROW_INLINE bool normalize_guarded(float *restrict out, const float *restrict x, 
  * to the compiler, folds its 16 flags into one with a chain of extracts,
  * shifts and ORs, about as long as the block's arithmetic; and
  * any_flag_set (row_loops.h), which the backward passes use, still turns
- * the mask into 16 ints and back (measured: slower here than this). The
- * same operations in the same order, so the same bits. */
+ * the mask into 16 ints and back. The same operations in the same order,
+ * so the same bits. */
 ROW_INLINE bool normalize_block_guarded(float *restrict out, const float *restrict x, const float *restrict gamma,
                                         const float *restrict beta, const float *restrict guard_weights,
                                         LnRowStats stats, float factor)
@@ -247,8 +248,8 @@ typedef struct {
  * out; a block that fails the guard is set aside and resolved after the
  * group. Then the loop over the blocks calls no function, and keeps its
  * constants in registers: a call in it clobbers every vector register,
- * and made this loop slower than a pass that normalised the whole row
- * before streaming it (measured). Returns the element after the group. */
+ * and the loop would load them all again after each. Returns the element
+ * after the group. */
 enum { GROUP_BLOCKS = 64 };
 
 ROW_INLINE size_t normalize_16_bit_blocks(void *y, const GuardedRow *r, size_t first, size_t d, const char *after_next,

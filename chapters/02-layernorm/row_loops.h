@@ -234,8 +234,7 @@ ROW_INLINE void store_16_bit_block_streaming(uint16_t *dst, const float *block, 
 #if defined(__AVX__)
     /* Two 16-byte halves, as the conversions stored them, 8 at a time: a
      * 32-byte load of two 16-byte stores cannot take its data from them
-     * in flight, and waits for them to reach the cache (measured: half the
-     * forward pass's time went there). */
+     * in flight, and waits for them to reach the cache, on every block. */
     _mm_stream_si128((__m128i *)dst, _mm_loadu_si128((const __m128i *)bits));
     _mm_stream_si128((__m128i *)dst + 1, _mm_loadu_si128((const __m128i *)(bits + 8)));
 #else
@@ -396,8 +395,8 @@ typedef void BackwardSpanFn(const BackwardSpan *span, size_t first, size_t count
 /* One span of `row_count` rows, widened from their storage type; dx
  * streamed out for a whole block, rounded into its row at the ends. The
  * loops over the rows are unrolled by request: GCC kept the one over two
- * bf16 rows as a loop, and that sweep came out slower than a row at a
- * time (measured). */
+ * bf16 rows as a loop, which picks each row's pointers and statistics
+ * from memory at run time instead of holding both rows' in registers. */
 ROW_INLINE void backward_span_stored(const BackwardRows *rows, size_t row_count, size_t first, size_t count,
                                      bool streamed, BackwardSpanFn *differentiate, const void *norm, LnStorage storage)
 {
@@ -502,10 +501,10 @@ static inline double *gamma_for_double_sums(const float *gamma, size_t d, LnStor
 // ANCHOR_END: sum_the_backward_terms_in_double
 
 // ANCHOR: take_a_16_bit_rows_backward_sums
-/* The double sums take about as long as the sweep after them, so a 16-bit
- * row asks for the next x during its sums and leaves the next dy to the
- * sweep: asked for both in the sweep, memory sat idle while the sums ran
- * (measured: the 16-bit backward passes read faster this way). */
+/* The double sums are work of the sweep's order (five sums in double for
+ * every element), so a 16-bit row asks for the next x during its sums and
+ * leaves the next dy to the sweep: asked for both in the sweep, memory
+ * would sit idle while the sums ran. */
 ROW_INLINE LnBackwardSums backward_sums_in_double(const void *dy, const void *x, const double *gamma, size_t d,
                                                   float centre, bool centred, const void *next_x, LnStorage storage)
 {

@@ -135,9 +135,8 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
  * the mean that the variance loses more than log2(d) of double's 53 bits:
  * (x0 - mean)^2 <= d var. One pass, where float32 takes two. The widened
  * chunks are not kept: the second pass widens the row again from L1, one
- * instruction per 16 fp16 values, where keeping them would add a 64-byte
- * store here and a 64-byte load there for every 16, and twice the row's
- * bytes in the cache. */
+ * instruction per 16 fp16 values, not a 64-byte store here and a 64-byte
+ * load there for every 16. */
 typedef struct {
     double shift, sum_dev, sum_dev_sq;
 } ShiftedSums;

@@ -1,5 +1,6 @@
 #include "chapters/04-kv-cache/attention_bench.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -130,7 +131,13 @@ static void run_layout(void *ctx)
     decode_step(run->bench, run->layout);
 }
 
-static void time_alternately(AttentionBench *b, BenchStats *contiguous, BenchStats *paged)
+/* The two layouts' times, and the ratio of contiguous's time to paged's
+ * taken round by round, so that a slow round counts against both alike. */
+typedef struct {
+    BenchStats contiguous, paged, ratio;
+} LayoutTimes;
+
+static LayoutTimes time_alternately(AttentionBench *b)
 {
     LayoutRun runs[2] = {
         {b, LAYOUT_CONTIGUOUS},
@@ -142,8 +149,12 @@ static void time_alternately(AttentionBench *b, BenchStats *contiguous, BenchSta
     };
     double seconds[2 * TIMED_RUNS];
     bench_run_in_turns(bodies, 2, 1, TIMED_RUNS, seconds);
-    *contiguous = bench_stats_from_times(seconds, TIMED_RUNS);
-    *paged = bench_stats_from_times(seconds + TIMED_RUNS, TIMED_RUNS);
+    LayoutTimes times;
+    /* Before bench_stats_from_times sorts the times, which unpairs the rounds. */
+    times.ratio = bench_ratio_stats(seconds, seconds + TIMED_RUNS, TIMED_RUNS);
+    times.contiguous = bench_stats_from_times(seconds, TIMED_RUNS);
+    times.paged = bench_stats_from_times(seconds + TIMED_RUNS, TIMED_RUNS);
+    return times;
 }
 
 typedef struct {
@@ -174,6 +185,26 @@ typedef struct {
     DecodeBatch batch;
     FormatRun run;
 } FormatBench;
+
+/* The goal the chapter sets FP8: fp16's time / FP8's at least this. */
+#define FP8_GOAL_SPEEDUP 1.6
+
+/* fp16's time over this format's, round by round; call it before
+ * bench_stats_from_times sorts the times, which unpairs the rounds. */
+static BenchStats speedup_over_fp16(const double *seconds, KvFormat format)
+{
+    return bench_ratio_stats(seconds + KV_FORMAT_FP16 * TIMED_RUNS, seconds + format * TIMED_RUNS, TIMED_RUNS);
+}
+
+static void print_fp8_verdict(FILE *out, KvFormat fp8, BenchStats speedup)
+{
+    fprintf(out, "goal, %s at %.1f× fp16's speed or more: ", kv_format_name(fp8), FP8_GOAL_SPEEDUP);
+    if (speedup.median >= FP8_GOAL_SPEEDUP)
+        fprintf(out, "meets");
+    else
+        fprintf(out, "misses by %.2f", FP8_GOAL_SPEEDUP - speedup.median);
+    fprintf(out, "; median %.2f×, rounds %.2f–%.2f×\n", speedup.median, speedup.min, speedup.max);
+}
 
 bool attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
 {
@@ -219,6 +250,8 @@ bool attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
                              "GB/s of cache read"};
     Table *t = table_new(8, headers, "lrrlrrrr");
     bool all_match = true;
+    BenchStats e4m3_speedup = speedup_over_fp16(seconds, KV_FORMAT_FP8_E4M3);
+    BenchStats e5m2_speedup = speedup_over_fp16(seconds, KV_FORMAT_FP8_E5M2);
     BenchStats stats[KV_FORMAT_COUNT];
     for (int f = 0; f < KV_FORMAT_COUNT; f++)
         stats[f] = bench_stats_from_times(seconds + f * TIMED_RUNS, TIMED_RUNS);
@@ -239,9 +272,32 @@ bool attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
     }
     table_print(t, out, format);
     table_free(t);
+    fprintf(out, "\n");
+    /* A blank line between them: in Markdown, one paragraph each. */
+    print_fp8_verdict(out, KV_FORMAT_FP8_E4M3, e4m3_speedup);
+    fprintf(out, "\n");
+    print_fp8_verdict(out, KV_FORMAT_FP8_E5M2, e5m2_speedup);
     array_free(benches);
     array_free(lengths);
     return all_match;
+}
+
+/* The goal the chapter sets the paged layout: contiguous's time / paged's
+ * at least this, at blocks of 16. */
+#define PAGED_GOAL_RATIO 0.90
+
+/* "meets", or "misses by N points", for the slowest context's median
+ * ratio: the goal holds only if it holds at every context length. */
+static void print_paged_verdict(FILE *out, int block_size, double worst_median, double least, double most)
+{
+    fprintf(out, "\ngoal, paged within 10%% of contiguous (contiguous's time / paged's at least %.2f in every row), ",
+            PAGED_GOAL_RATIO);
+    fprintf(out, "blocks of %d%s: ", block_size, block_size == 16 ? "" : " (the goal is set for blocks of 16)");
+    if (worst_median >= PAGED_GOAL_RATIO)
+        fprintf(out, "meets");
+    else
+        fprintf(out, "misses by %.0f points", 100.0 * (PAGED_GOAL_RATIO - worst_median));
+    fprintf(out, "; lowest median %.2f, rounds %.2f–%.2f\n", worst_median, least, most);
 }
 
 bool attention_bench_report(int block_size, size_t cache_bytes, FILE *out, TableFormat format)
@@ -261,10 +317,11 @@ bool attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
                              "same output",
                              "contiguous GB/s",
                              "paged GB/s",
-                             "contiguous's time / paged's (min–max)",
+                             "contiguous's time / paged's, round by round (min–max)",
                              "contiguous, of read bandwidth (min–max)"};
     Table *t = table_new(7, headers, "rrlrrrr");
     bool all_same = true;
+    double worst_median = INFINITY, least = INFINITY, most = 0.0;
     Rng rng;
     rng_seed(&rng, 5);
     for (size_t i = 0; i < sizeof contexts / sizeof contexts[0]; i++) {
@@ -272,19 +329,22 @@ bool attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
         AttentionBench b = bench_create(batch > 0 ? batch : 1, contexts[i], block_size, &rng);
         double bytes = b.batch * contexts[i] * bytes_per_position;
         bool same = outputs_identical(&b);
-        BenchStats contiguous, paged;
-        time_alternately(&b, &contiguous, &paged);
+        LayoutTimes times = time_alternately(&b);
         table_cell(t, "%d", contexts[i]);
         table_cell(t, "%d", b.batch);
         table_cell(t, "%s", same ? "bitwise" : "NO");
         all_same &= same;
-        table_cell(t, "%.2f", gb_per_s(bytes, contiguous.median));
-        table_cell(t, "%.2f", gb_per_s(bytes, paged.median));
-        bench_speedup_cell(t, contiguous, paged);
-        bench_share_cell(t, bytes, contiguous, read_gbs);
+        table_cell(t, "%.2f", gb_per_s(bytes, times.contiguous.median));
+        table_cell(t, "%.2f", gb_per_s(bytes, times.paged.median));
+        table_cell(t, "%.2f× (%.2f–%.2f)", times.ratio.median, times.ratio.min, times.ratio.max);
+        bench_share_cell(t, bytes, times.contiguous, read_gbs);
+        worst_median = fmin(worst_median, times.ratio.median);
+        least = fmin(least, times.ratio.min);
+        most = fmax(most, times.ratio.max);
         bench_free(&b);
     }
     table_print(t, out, format);
     table_free(t);
+    print_paged_verdict(out, block_size, worst_median, least, most);
     return all_same;
 }

@@ -987,7 +987,7 @@ __device__ void warp_sample_row(int row, int k, const TopkEntry *best, float *sc
         candidate_logits[j] = best[j].value;
     }
     __syncwarp();
-    int count = lane == 0 ? sampling_survivors(candidate_logits, sampling.params, survivor_probs) : 0;
+    int count = lane == 0 ? sampling_survivors(candidate_logits, sampling.params, nullptr, survivor_probs) : 0;
     count = __shfl_sync(kFullMask, count, 0);
     __syncwarp();
     for (int j = lane; j < k; j += kWarpSize) {
@@ -1374,7 +1374,7 @@ __global__ void sample_candidates_kernel(const float *logits, int rows, int voca
         for (int j = 0; j < k; j++) {
             row_candidates[j] = row_logits[row_indices[j]];
         }
-        int count = sampling_survivors(row_candidates, params, row_probs);
+        int count = sampling_survivors(row_candidates, params, nullptr, row_probs);
         for (int j = count; j < k; j++) {
             row_indices[j] = -1;
         }

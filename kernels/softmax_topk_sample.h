@@ -14,6 +14,7 @@
 #define KERNELS_SOFTMAX_TOPK_SAMPLE_H
 
 #include <math.h>
+#include <stddef.h>
 
 #include "common/hostdevice.h"
 
@@ -34,6 +35,14 @@ HOST_DEVICE static inline double tempered_weight(float x, float best, double tem
     return exp(((double)x - (double)best) / temperature);
 }
 
+/* Candidate j's weight: kept in `weights` where the caller has room for K
+ * doubles (the CPU), computed again where it has not (a GPU thread): the
+ * same double either way, so both still draw the same tokens. */
+HOST_DEVICE static inline double candidate_weight(const float *x, int j, SamplingParams params, const double *weights)
+{
+    return weights != NULL ? weights[j] : tempered_weight(x[j], x[0], params.temperature);
+}
+
 HOST_DEVICE static inline void fill_probs(float *probs, int from, int to, float value)
 {
     for (int j = from; j < to; j++) {
@@ -45,14 +54,15 @@ HOST_DEVICE static inline void fill_probs(float *probs, int from, int to, float 
 /* Top-p: the shortest prefix of the K holding at least p of their mass.
  * The prefix is in rank order, so of candidates tied at its end the lower
  * index gets in first. p = 1 cuts nothing, even a tail of weight 0. */
-HOST_DEVICE static inline int top_p_count(const float *logits, SamplingParams params, double total)
+HOST_DEVICE static inline int top_p_count(const float *logits, SamplingParams params, const double *weights,
+                                          double total)
 {
     if (params.top_p >= 1.0) {
         return params.top_k;
     }
     int count = 0;
     for (double mass = 0.0; count < params.top_k && mass < params.top_p * total; count++) {
-        mass += tempered_weight(logits[count], logits[0], params.temperature);
+        mass += candidate_weight(logits, count, params, weights);
     }
     return count;
 }
@@ -61,14 +71,15 @@ HOST_DEVICE static inline int top_p_count(const float *logits, SamplingParams pa
 // ANCHOR: renormalise_what_survives
 /* probs[0 .. count-1]: the survivors' weights over their sum, so that they
  * sum to 1; then 0 for the rest of the K. */
-HOST_DEVICE static inline void renormalise_survivors(const float *x, int count, SamplingParams params, float *probs)
+HOST_DEVICE static inline void renormalise_survivors(const float *x, int count, SamplingParams params,
+                                                     const double *weights, float *probs)
 {
     double kept = 0.0;
     for (int j = 0; j < count; j++) {
-        kept += tempered_weight(x[j], x[0], params.temperature);
+        kept += candidate_weight(x, j, params, weights);
     }
     for (int j = 0; j < count; j++) {
-        probs[j] = (float)(tempered_weight(x[j], x[0], params.temperature) / kept);
+        probs[j] = (float)(candidate_weight(x, j, params, weights) / kept);
     }
     fill_probs(probs, count, params.top_k, 0.0f);
 }
@@ -80,8 +91,11 @@ HOST_DEVICE static inline void renormalise_survivors(const float *x, int count, 
  * softmax_topk_row returns their indices): their count, a prefix of the K,
  * and in probs[0 .. K-1] their probabilities, renormalised to sum 1, then
  * 0 for the candidates cut. Count 0: the row has a NaN or only -inf, and
- * the probabilities are NaN. */
-HOST_DEVICE static inline int sampling_survivors(const float *candidate_logits, SamplingParams params, float *probs)
+ * the probabilities are NaN. `weights`: room for K doubles, where each
+ * weight is kept, or NULL, and each is computed again at each step that
+ * needs it (up to four times). */
+HOST_DEVICE static inline int sampling_survivors(const float *candidate_logits, SamplingParams params, double *weights,
+                                                 float *probs)
 {
     const float *x = candidate_logits;
     int k = params.top_k;
@@ -93,15 +107,19 @@ HOST_DEVICE static inline int sampling_survivors(const float *candidate_logits, 
      * candidate's, which is 1, the largest. */
     double total = 0.0;
     for (int j = 0; j < k; j++) {
-        total += tempered_weight(x[j], x[0], params.temperature);
+        double weight = tempered_weight(x[j], x[0], params.temperature);
+        if (weights != NULL) {
+            weights[j] = weight;
+        }
+        total += weight;
     }
-    int count = top_p_count(x, params, total);
+    int count = top_p_count(x, params, weights, total);
     /* Min-p: weights of at least min_p times the largest; they fall along
      * the ranks, so the survivors stay a prefix. */
-    while (count > 1 && tempered_weight(x[count - 1], x[0], params.temperature) < params.min_p) {
+    while (count > 1 && candidate_weight(x, count - 1, params, weights) < params.min_p) {
         count--;
     }
-    renormalise_survivors(x, count, params, probs);
+    renormalise_survivors(x, count, params, weights, probs);
     return count;
 }
 // ANCHOR_END: cut_the_top_k_by_top_p_and_min_p

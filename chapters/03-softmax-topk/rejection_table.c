@@ -69,7 +69,7 @@ static double expected_rounds(const float *row, SamplingParams params)
     for (int j = 0; j < k; j++) {
         ranked[j] = row[indices[j]];
     }
-    double expected = rejection_expected_rounds(probs, k, sampling_survivors(ranked, params, survivor_probs));
+    double expected = rejection_expected_rounds(probs, k, sampling_survivors(ranked, params, NULL, survivor_probs));
     array_free(probs);
     array_free(indices);
     array_free(ranked);

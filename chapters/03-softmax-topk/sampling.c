@@ -58,7 +58,16 @@ void sample_candidates(const float *candidate_logits, SamplingParams params, Dra
                        uint64_t row_number, uint32_t first_draw, int samples, int64_t *tokens, float *probs,
                        int64_t *indices)
 {
-    int count = sampling_survivors(candidate_logits, params, probs);
+    /* Room to compute each weight once: on the stack for the K of a
+     * decoder (an allocation would cost the step more than it saves at
+     * small K), allocated beyond. */
+    enum { WEIGHTS_ON_STACK = 256 };
+    double stack_weights[WEIGHTS_ON_STACK];
+    double *weights = params.top_k <= WEIGHTS_ON_STACK ? stack_weights : ALLOC_ARRAY(double, (size_t)params.top_k);
+    int count = sampling_survivors(candidate_logits, params, weights, probs);
+    if (weights != stack_weights) {
+        array_free(weights);
+    }
     for (int j = count; j < params.top_k; j++) {
         indices[j] = -1;
     }

@@ -75,8 +75,14 @@ for run in preempt-demo "generate --prompt-len 64 --new-tokens 16" "cost --promp
 done
 name="kv_cache cost"
 rejects_saying "unknown option '--block-size' (see --help)" cost --block-size 16
+# A prefill of 2^20 positions would take about a day: the length is capped.
+rejects cost --prompt-len 16385 --max-len 20000
+name="kv_cache generate"
+rejects generate --new-tokens 16385 --max-len 20000
 name="kv_cache cow-demo"
 rejects_mentioning "at least 381" cow-demo --max-len 200
+# Blocks of one position are always full: nothing to share or copy.
+rejects_mentioning "at least 2" cow-demo --block-size 1
 rejects_mentioning "larger than the vocabulary" cow-demo --vocab 30
 
 name="kv_cache accuracy"

@@ -349,13 +349,19 @@ static void fp8_scales_report(const Model *model, const AccuracySetup *setup, FI
             same ? " in both formats, a difference of the size a change of scale alone makes" : "");
 }
 
+int accuracy_int4_group_channels(const ModelConfig *config, const AccuracySetup *setup)
+{
+    return setup->int4_group < config->head_dim ? setup->int4_group : config->head_dim; /* kv_groups_per_row */
+}
+
 void accuracy_report(const ModelConfig *config, const AccuracySetup *setup, FILE *out, TableFormat format)
 {
+    int group = accuracy_int4_group_channels(config, setup);
     fprintf(out,
-            "%d layers, %d query heads, %d kv heads of %d; blocks of %d, INT4 groups of %d channels. "
+            "%d layers, %d query heads, %d kv heads of %d; blocks of %d, INT4 groups of %d channels%s. "
             "A prompt of %d tokens, then %d greedy tokens fed again through each cache.\n\n",
-            config->n_layers, config->n_heads, config->n_kv_heads, config->head_dim, setup->block_size,
-            setup->int4_group, setup->prompt_len, setup->n_new);
+            config->n_layers, config->n_heads, config->n_kv_heads, config->head_dim, setup->block_size, group,
+            group == config->head_dim ? " (a whole head)" : "", setup->prompt_len, setup->n_new);
     AccuracyResult results[KV_FORMAT_COUNT];
     for (int outliers = 0; outliers < 2; outliers++) {
         Model model = model_create(config);

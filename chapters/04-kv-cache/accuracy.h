@@ -57,6 +57,10 @@ void accuracy_measure_fp8_scales(const Model *model, const AccuracySetup *setup,
 #define ACCURACY_OUTLIER_PAIRS 2
 #define ACCURACY_OUTLIER_GAIN 10.0f
 
+/* The channels an INT4 scale covers: --int4-group, or a whole head where
+ * the head is narrower (a group never spans two heads). */
+int accuracy_int4_group_channels(const ModelConfig *config, const AccuracySetup *setup);
+
 /* The table for the model as it is and with key outliers added, and the
  * cache sizes of the formats. */
 void accuracy_report(const ModelConfig *config, const AccuracySetup *setup, FILE *out, TableFormat format);

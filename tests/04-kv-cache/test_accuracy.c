@@ -70,8 +70,26 @@ static void fp8_scales_agree(const ModelConfig *config, const AccuracySetup *set
     }
 }
 
+/* The header's INT4 group: --int4-group, or the head where it is narrower
+ * (the decoder's default heads of 16 channels took groups of 32 as 16,
+ * and the header said 32). */
+static void int4_group_is_the_one_used(void)
+{
+    ModelConfig config = model_default_config();
+    AccuracySetup setup = {64, 256, 32, 32, 2025};
+    const int head_dims[] = {16, 32, 64, 64}, groups[] = {32, 32, 32, 64}, used[] = {16, 32, 32, 64};
+    for (int c = 0; c < 4; c++) {
+        config.head_dim = head_dims[c];
+        setup.int4_group = groups[c];
+        int channels = accuracy_int4_group_channels(&config, &setup);
+        EXPECT(channels == used[c], "heads of %d, --int4-group %d: groups of %d channels, expected %d", head_dims[c],
+               groups[c], channels, used[c]);
+    }
+}
+
 int main(void)
 {
+    int4_group_is_the_one_used();
     ModelConfig config = model_default_config();
     config.head_dim = 128;
     const AccuracySetup setup = {64, 256, 32, KV_DEFAULT_INT4_GROUP, 2025};

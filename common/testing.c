@@ -98,3 +98,24 @@ ChildResult test_run_child(void (*body)(void *ctx), void *ctx)
     fclose(err);
     return result;
 }
+
+FILE *capture_output(CapturedOutput *captured)
+{
+    captured->text = NULL;
+    captured->size = 0;
+    captured->stream = open_memstream(&captured->text, &captured->size);
+    if (captured->stream == NULL) {
+        perror("open_memstream");
+        exit(1);
+    }
+    return captured->stream;
+}
+
+char *captured_text(CapturedOutput *captured)
+{
+    if (fclose(captured->stream) != 0) {
+        perror("captured output");
+        exit(1);
+    }
+    return captured->text;
+}

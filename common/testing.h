@@ -11,6 +11,8 @@
 #define COMMON_TESTING_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
 
 #include "common/hostdevice.h"
 
@@ -45,6 +47,25 @@ typedef struct {
  * that returns makes the child exit 0. The child starts with no checks
  * counted, so a body may make its own EXPECTs and end with exit(test_finish()). */
 ChildResult test_run_child(void (*body)(void *ctx), void *ctx);
+
+/* What a function prints to a FILE *, kept in memory for a test to read:
+ *
+ *     CapturedOutput captured;
+ *     table_print(table, capture_output(&captured), TABLE_TEXT);
+ *     char *text = captured_text(&captured);   (free(text) when done)
+ */
+typedef struct {
+    FILE *stream;
+    char *text;
+    size_t size;
+} CapturedOutput;
+
+/* The stream to print into; if memory for it cannot be had, the test
+ * cannot run, and the program exits with status 1. */
+FILE *capture_output(CapturedOutput *captured);
+
+/* Close the stream and return what was printed, NUL-terminated. */
+char *captured_text(CapturedOutput *captured);
 
 COMMON_END_C
 

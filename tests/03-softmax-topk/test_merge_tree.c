@@ -23,15 +23,9 @@ static int occurrences(const char *text, const char *word)
 
 static void check_tree(int rows, int merge_group)
 {
-    char *dot = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&dot, &size);
-    if (out == NULL) {
-        perror("open_memstream");
-        exit(1);
-    }
-    write_seeded_merge_tree_diagram(out, 1000, rows, merge_group, 7);
-    fclose(out);
+    CapturedOutput captured;
+    write_seeded_merge_tree_diagram(capture_output(&captured), 1000, rows, merge_group, 7);
+    char *dot = captured_text(&captured);
     bool across = merge_group == EMULATED_BLOCK_WARPS && rows > 1;
     int mixing = occurrences(dot, "label=\"other row\""), wrong = occurrences(dot, "wrong:");
     int results = occurrences(dot, "the tree's state");

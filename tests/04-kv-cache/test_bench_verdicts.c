@@ -15,16 +15,9 @@ typedef bool BenchFunction(int block_size, size_t cache_bytes, FILE *out, TableF
 /* What the bench printed, as one string (free it). */
 static char *bench_output(BenchFunction *bench, size_t cache_bytes, bool *outputs_match)
 {
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    if (out == NULL) {
-        perror("open_memstream");
-        exit(1);
-    }
-    *outputs_match = bench(16, cache_bytes, out, TABLE_MARKDOWN);
-    fclose(out);
-    return text;
+    CapturedOutput captured;
+    *outputs_match = bench(16, cache_bytes, capture_output(&captured), TABLE_MARKDOWN);
+    return captured_text(&captured);
 }
 
 /* The line that starts with `goal`, then "meets" or "misses by" after

@@ -161,11 +161,9 @@ static void below_the_ridge(void)
  * and FP8 holding twice the tokens of fp16 (to a token: each is floored). */
 static void the_tokens_figure_data(void)
 {
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    memory_tokens_figure_data(out);
-    fclose(out);
+    CapturedOutput captured;
+    memory_tokens_figure_data(capture_output(&captured));
+    char *text = captured_text(&captured);
     int blocks = 0, rows = 0;
     double card = 0.0;
     char *save = NULL;
@@ -211,19 +209,16 @@ static int count_of(const char *text, const char *needle)
  * tables. */
 static void the_book_and_the_full_report(void)
 {
-    char *book = NULL, *all = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&book, &size);
-    memory_report(out, TABLE_MARKDOWN, 8192, false);
-    fclose(out);
+    CapturedOutput captured;
+    memory_report(capture_output(&captured), TABLE_MARKDOWN, 8192, false);
+    char *book = captured_text(&captured);
     EXPECT(count_of(book, "**") == 2 * 5, "five bold cells:\n%s", book);
     EXPECT(strstr(book, "**320.0**") != NULL && strstr(book, "**800.0**") != NULL, "the GQA pair's KiB per token");
     EXPECT(strstr(book, "**63.00 GiB**") != NULL && strstr(book, "**40.00 GiB**") != NULL,
            "the two sequences that fill a 40 GB card");
     EXPECT(count_of(book, "Mistral-7B") == 1, "Mistral-7B only in the batch table, which shows every row it can");
-    out = open_memstream(&all, &size);
-    memory_report(out, TABLE_MARKDOWN, 8192, true);
-    fclose(out);
+    memory_report(capture_output(&captured), TABLE_MARKDOWN, 8192, true);
+    char *all = captured_text(&captured);
     EXPECT(strstr(all, "**") == NULL, "nothing bold in the full tables");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         char row[64];

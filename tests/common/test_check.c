@@ -105,12 +105,9 @@ static void test_float_overflow(void)
 /* What close_report_print writes, as a string the caller frees. */
 static char *printed(const char *what, const CloseReport *report, bool *returned)
 {
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    *returned = close_report_print(out, what, report);
-    fclose(out);
-    return text;
+    CapturedOutput captured;
+    *returned = close_report_print(capture_output(&captured), what, report);
+    return captured_text(&captured);
 }
 
 static void test_print(void)

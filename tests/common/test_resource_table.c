@@ -75,11 +75,9 @@ static void test_table(void)
     char err[256];
     if (!EXPECT(kernel_resources_parse(REPORT, &record, err, sizeof err) == 0, "%s", err))
         return;
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    resource_table_print(&record, row_kernel_launches, out, TABLE_MARKDOWN);
-    fclose(out);
+    CapturedOutput captured;
+    resource_table_print(&record, row_kernel_launches, capture_output(&captured), TABLE_MARKDOWN);
+    char *text = captured_text(&captured);
     squeeze_spaces(text);
     /* 96 registers x 32 lanes = 3072 per warp (a multiple of 256); a
      * quarter of the register file, 16,384, holds 5 such warps, the SM 20.

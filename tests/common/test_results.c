@@ -139,11 +139,9 @@ static void test_wrong_cells(void)
     Table *table = table_new(4, headers, "lrrr");
     table_cell(table, "a");
     results_wrong_cells(table, "3 of 8 values off", 2);
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    table_print(table, out, TABLE_TEXT);
-    fclose(out);
+    CapturedOutput captured;
+    table_print(table, capture_output(&captured), TABLE_TEXT);
+    char *text = captured_text(&captured);
     const char *expected = "case                        ms  GB/s  speed-up\n"
                            "----  ------------------------  ----  --------\n"
                            "a     WRONG: 3 of 8 values off     -         -\n";

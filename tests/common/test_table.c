@@ -21,12 +21,9 @@ static Table *example_table(void)
 
 static char *printed(const Table *table, TableFormat format)
 {
-    char *text = NULL;
-    size_t size = 0;
-    FILE *out = open_memstream(&text, &size);
-    table_print(table, out, format);
-    fclose(out);
-    return text;
+    CapturedOutput captured;
+    table_print(table, capture_output(&captured), format);
+    return captured_text(&captured);
 }
 
 static void expect_printed(const Table *table, TableFormat format, const char *expected, const char *what)

@@ -257,13 +257,6 @@ static bool verify_without_sampling(const Model *model, int block_size, const Sa
     return demo_verify(model, block_size, out, format);
 }
 
-static bool copy_on_write_without_verdict(const Model *model, int block_size, const Sampler *sampler, FILE *out,
-                                          TableFormat format)
-{
-    demo_copy_on_write(model, block_size, sampler, out, format);
-    return true;
-}
-
 int verify_command(int argc, char **argv)
 {
     return run_demo(argc, argv, verify_without_sampling, false, 1);
@@ -273,7 +266,7 @@ int cow_demo_command(int argc, char **argv)
 {
     /* Blocks of one position are always full: no partly filled block is
      * shared, and nothing is copied on write. */
-    return run_demo(argc, argv, copy_on_write_without_verdict, true, 2);
+    return run_demo(argc, argv, demo_copy_on_write, true, 2);
 }
 
 int prefix_demo_command(int argc, char **argv)

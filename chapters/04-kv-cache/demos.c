@@ -112,23 +112,44 @@ bool demo_verify(const Model *model, int block_size, FILE *out, TableFormat form
     return all_hold;
 }
 
+/* The first generated token of r that differs from ref's, counted from 0;
+ * -1 if none does. */
+static int first_difference(const Request *r, const Request *ref)
+{
+    for (int i = 0; i < r->n_generated; i++)
+        if (r->tokens[r->prompt_len + i] != ref->tokens[ref->prompt_len + i])
+            return i;
+    return -1;
+}
+
 /* Print one continuation's tokens, marking the first that differs from `ref`. */
 static void tokens_cell(Table *t, const Request *r, const Request *ref)
 {
     char text[1024] = "";
     size_t used = 0;
-    bool marked = false;
-    for (int i = 0; i < r->n_generated && used < sizeof text - 16; i++) {
-        int token = r->tokens[r->prompt_len + i];
-        bool first_difference = !marked && token != ref->tokens[ref->prompt_len + i];
-        marked = marked || first_difference;
-        used += (size_t)snprintf(text + used, sizeof text - used, first_difference ? "%s**%d**" : "%s%d",
-                                 i > 0 ? " " : "", token);
-    }
+    int marked = first_difference(r, ref);
+    for (int i = 0; i < r->n_generated && used < sizeof text - 16; i++)
+        used += (size_t)snprintf(text + used, sizeof text - used, i == marked ? "%s**%d**" : "%s%d", i > 0 ? " " : "",
+                                 r->tokens[r->prompt_len + i]);
     table_cell(t, "%s", text);
 }
 
-void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format)
+/* What the runs written in place show, in a sentence: which continuations
+ * part from their runs alone, and where. */
+static void print_written_in_place(FILE *out, const Request *in_place, const Request *alone, int n)
+{
+    fprintf(out, "written in place:");
+    for (int i = 0; i < n; i++) {
+        int at = first_difference(&in_place[i], &alone[i]);
+        if (at < 0)
+            fprintf(out, "%s continuation %d matches its run alone", i > 0 ? ";" : "", i);
+        else
+            fprintf(out, "%s continuation %d differs from its run alone from token %d on", i > 0 ? ";" : "", i, at + 1);
+    }
+    fprintf(out, "\n");
+}
+
+bool demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format)
 {
     const ModelConfig *c = &model->config;
     const int n = 2, n_new = 12;
@@ -153,6 +174,7 @@ void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
     const char *headers[] = {"continuation", "how", "tokens (first difference in bold)", "max relative error"};
     Table *t = table_new(4, headers, "llll");
     const char *how[] = {"alone", "forked, copy-on-write", "forked, written in place"};
+    Comparison copied = comparison_new();
     for (int i = 0; i < n; i++)
         for (int k = 0; k < 3; k++) {
             table_cell(t, "%d", i);
@@ -161,6 +183,8 @@ void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
             Comparison cmp = comparison_new();
             compare_requests(&cmp, &runs[k][i], &runs[0][i], c->vocab_size);
             table_cell(t, "%.1e", cmp.max_rel_error);
+            if (k == 1)
+                compare_requests(&copied, &runs[k][i], &runs[0][i], c->vocab_size);
         }
     fprintf(out,
             "prompt %d tokens, block size %d: its last block holds %d positions, shared by "
@@ -168,9 +192,15 @@ void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
             prompt_len, block_size, prompt_len % block_size);
     table_print(t, out, format);
     table_free(t);
+    bool copy_holds = copied.bitwise && copied.tokens_equal;
+    fprintf(out, "\ncopy-on-write: every continuation's tokens and logits bit-identical to its run alone: %s\n",
+            copy_holds ? "yes" : "NO");
+    fprintf(out, "\n");
+    print_written_in_place(out, runs[2], runs[0], n);
     for (int k = 0; k < 3; k++)
         requests_free(runs[k], n);
     requests_free(first, 1);
+    return copy_holds;
 }
 
 bool demo_prefix_caching(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format)

@@ -21,9 +21,11 @@ bool demo_generate(const Model *model, int prompt_len, int n_new, int block_size
 bool demo_verify(const Model *model, int block_size, FILE *out, TableFormat format);
 
 /* Two continuations forked from one prompt whose last block is partly full:
- * alone, forked with copy-on-write, and forked writing the shared block in place.
- * It prints no verdict: the rows that differ are what it shows. */
-void demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
+ * alone, forked with copy-on-write, and forked writing the shared block in
+ * place. The claim is copy-on-write's (each continuation as alone); the
+ * rows written in place are what it shows, and a line says which part from
+ * their runs alone. */
+bool demo_copy_on_write(const Model *model, int block_size, const Sampler *sampler, FILE *out, TableFormat format);
 
 /* A trace whose prompts start with one of a few system prompts, served with
  * and without prefix caching from a pool small enough to evict. */

@@ -150,6 +150,15 @@ name="kv_cache cow-demo"
 accepts cow-demo --temperature 0
 grep -q '\*\*' "$out" && fail "kv_cache cow-demo --temperature 0 should show no differing token"
 [ "$(grep -c ' 0\.0e+00$' "$out")" = 6 ] || fail "kv_cache cow-demo --temperature 0 should show an error of 0 in all six rows"
+grep -q '^written in place: continuation 0 matches its run alone; continuation 1 matches its run alone$' "$out" ||
+    fail "kv_cache cow-demo --temperature 0 should say that both continuations written in place match their runs alone"
+# Sampling, as the chapter runs it: copy-on-write holds (its claim, which
+# sets the exit status), and the shared block written in place shows the
+# bug in the first continuation only.
+accepts cow-demo
+grep -q 'bit-identical to its run alone: yes$' "$out" || fail "kv_cache cow-demo should say copy-on-write holds"
+grep -q '^written in place: continuation 0 differs from its run alone from token [0-9]* on; continuation 1 matches its run alone$' "$out" ||
+    fail "kv_cache cow-demo should say that only the first continuation written in place differs"
 
 name="kv_cache block-diagram"
 rejects_mentioning "--after" block-diagram --after both

@@ -31,8 +31,8 @@ void *array_alloc_uninitialized(size_t count, size_t elem_size);
  * after them, and frees the old array (which may be NULL). */
 void *array_resize(void *array, size_t old_count, size_t new_count, size_t elem_size);
 
-/* Typed shorthands: float *x = ALLOC_ARRAY(float, n); */
-#define ALLOC_ARRAY(type, count) ((type *)array_alloc((count), sizeof(type)))
+/* A typed shorthand, the count first as in calloc: float *x = ALLOC_ARRAY(n, float); */
+#define ALLOC_ARRAY(count, type) ((type *)array_alloc((count), sizeof(type)))
 
 COMMON_END_C
 

@@ -108,7 +108,7 @@ static char *partial_path(const char *path)
 {
     const char *slash = strrchr(path, '/');
     size_t dir_length = slash != NULL ? (size_t)(slash - path) + 1 : 0;
-    char *partial = ALLOC_ARRAY(char, strlen(path) + sizeof "..partial");
+    char *partial = ALLOC_ARRAY(strlen(path) + sizeof "..partial", char);
     memcpy(partial, path, dir_length);
     sprintf(partial + dir_length, ".%s.partial", path + dir_length);
     return partial;
@@ -129,7 +129,7 @@ static char *file_to_replace(const char *path, const char **why)
         return NULL;
     }
     const char *target = is_link ? resolved : path;
-    char *copy = ALLOC_ARRAY(char, strlen(target) + 1);
+    char *copy = ALLOC_ARRAY(strlen(target) + 1, char);
     strcpy(copy, target);
     free(resolved);
     return copy;

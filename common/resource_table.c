@@ -231,7 +231,7 @@ static ResourceTableRows collect_rows(const KernelResourceList *record, KernelLa
 
 void resource_table_print(const KernelResourceList *record, KernelLaunchRule *rule, FILE *out, TableFormat format)
 {
-    bool *selected = ALLOC_ARRAY(bool, (size_t)record->count + 1);
+    bool *selected = ALLOC_ARRAY((size_t)record->count + 1, bool);
     ResourceTableRows rows = collect_rows(record, rule, selected);
     const char *headers[] = {"kernel",
                              "threads per block",
@@ -299,7 +299,7 @@ static void add_budget_cells(Table *table, const ResourceRow *row, const SassKer
 void resource_table_print_budget(const KernelResourceList *record, const SassRecord *code, KernelLaunchRule *rule,
                                  FILE *out, TableFormat format)
 {
-    bool *selected = ALLOC_ARRAY(bool, (size_t)record->count + 1);
+    bool *selected = ALLOC_ARRAY((size_t)record->count + 1, bool);
     ResourceTableRows rows = collect_rows(record, rule, selected);
     print_budget_model(&H100_SXM, out);
     const char *headers[] = {"kernel",
@@ -329,7 +329,7 @@ static char *sass_path_beside(const char *resources_path)
     const char *suffix = ".resources";
     if (length >= strlen(suffix) && strcmp(resources_path + length - strlen(suffix), suffix) == 0)
         length -= strlen(suffix);
-    char *path = ALLOC_ARRAY(char, length + sizeof ".sass");
+    char *path = ALLOC_ARRAY(length + sizeof ".sass", char);
     memcpy(path, resources_path, length);
     strcpy(path + length, ".sass");
     return path;

@@ -79,7 +79,7 @@ static char *format_new(const char *format, va_list args)
     va_list again;
     va_copy(again, args);
     int length = vsnprintf(NULL, 0, format, args);
-    char *text = ALLOC_ARRAY(char, (size_t)length + 1);
+    char *text = ALLOC_ARRAY((size_t)length + 1, char);
     vsnprintf(text, (size_t)length + 1, format, again);
     va_end(again);
     return text;
@@ -87,7 +87,7 @@ static char *format_new(const char *format, va_list args)
 
 BenchReport *bench_report_new(const char *how_format, ...)
 {
-    BenchReport *report = ALLOC_ARRAY(BenchReport, 1);
+    BenchReport *report = ALLOC_ARRAY(1, BenchReport);
     va_list args;
     va_start(args, how_format);
     report->how = format_new(how_format, args);

@@ -224,7 +224,7 @@ static int counted(const Instruction *in)
 static int mark_fast_path(const Instruction *code, Span span, bool is_loop, bool *on_path)
 {
     int n = span.last - span.first + 1;
-    Way *ways = ALLOC_ARRAY(Way, (size_t)n);
+    Way *ways = ALLOC_ARRAY((size_t)n, Way);
     const Instruction *first = &code[span.first];
     ways[0] = (Way){true, access_bytes_if_global(first), counted(first), -1};
     for (int i = 0; i < n; i++) {
@@ -269,7 +269,7 @@ static SassSteadyState measure(const Instruction *code, int count, Span span, bo
         .is_loop = is_loop, .first_address = code[span.first].address, .last_address = code[span.last].address};
     for (int i = span.first; i <= span.last; i++)
         s.instructions_on_all_paths += counted(&code[i]) && !(!is_loop && code[i].branch_target == code[i].address);
-    bool *on_path = ALLOC_ARRAY(bool, (size_t)count);
+    bool *on_path = ALLOC_ARRAY((size_t)count, bool);
     mark_fast_path(code, span, is_loop, on_path);
     /* Every access to a register that a load in flight will fill waits for
      * that load: a read, and also a write (the old value must not land on
@@ -436,7 +436,7 @@ static void record_inner_loops(const Instruction *code, int count, Span steady, 
 
 static SassSteadyState find_steady_state(const Instruction *code, int count)
 {
-    Span *loops = ALLOC_ARRAY(Span, (size_t)count + 1);
+    Span *loops = ALLOC_ARRAY((size_t)count + 1, Span);
     int n = global_loops(code, count, loops);
     int best = -1;
     for (int a = 0; a < n; a++) {
@@ -534,7 +534,7 @@ static int read_instruction(Parser *p, const char *line)
     in->opcode[opcode_length] = '\0';
     const char *operands = c + opcode_length;
     size_t operands_length = (size_t)(semicolon - operands);
-    in->operands = ALLOC_ARRAY(char, operands_length + 1);
+    in->operands = ALLOC_ARRAY(operands_length + 1, char);
     memcpy(in->operands, operands, operands_length);
     in->operands[operands_length] = '\0';
     in->address = address;
@@ -566,7 +566,7 @@ static int read_line(void *state, char *line, int line_number)
         const char *name = line + strlen(function);
         if (*name == '\0')
             return refuse(p, "a \"Function :\" line with no name");
-        p->name = ALLOC_ARRAY(char, strlen(name) + 1);
+        p->name = ALLOC_ARRAY(strlen(name) + 1, char);
         strcpy(p->name, name);
         return 0;
     }

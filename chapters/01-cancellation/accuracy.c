@@ -75,12 +75,12 @@ AccuracyTrial run_accuracy_trial(Precision precision, double offset, size_t n, u
     Rng rng;
     rng_seed(&rng, seed);
     if (precision == PRECISION_FLOAT) {
-        float *x = ALLOC_ARRAY(float, n);
+        float *x = ALLOC_ARRAY(n, float);
         rng_fill_normal_f32(&rng, x, n, offset, DATA_SPREAD);
         measure_f32(&trial, x, n);
         array_free(x);
     } else {
-        double *x = ALLOC_ARRAY(double, n);
+        double *x = ALLOC_ARRAY(n, double);
         rng_fill_normal_f64(&rng, x, n, offset, DATA_SPREAD);
         measure_f64(&trial, x, n);
         array_free(x);

@@ -165,13 +165,13 @@ static void sweep_cell(Table *table, const SweepColumn *column, Precision precis
 
 static Table *sweep_table(const SweepColumn *columns, size_t count)
 {
-    const char **headers = ALLOC_ARRAY(const char *, count + 2);
+    const char **headers = ALLOC_ARRAY(count + 2, const char *);
     headers[0] = "offset";
     headers[1] = "kappa";
     for (size_t c = 0; c < count; c++) {
         headers[2 + c] = columns[c].header;
     }
-    char *alignment = ALLOC_ARRAY(char, count + 3); /* zero-filled, so the string ends */
+    char *alignment = ALLOC_ARRAY(count + 3, char); /* zero-filled, so the string ends */
     memset(alignment, 'r', count + 2);
     Table *table = table_new((int)count + 2, headers, alignment);
     array_free(alignment);
@@ -320,10 +320,11 @@ int layernorm_demo_command(int argc, char **argv)
  * one pass over everything. */
 static Table *merge_table(const double *x, size_t n, double exact, double single_pass)
 {
+    enum { MOST_CHUNKS = 1024 };
     const char *headers[] = {"chunks", "values per chunk", "relative error", "difference from one pass"};
     Table *table = table_new(4, headers, "rrrr");
-    size_t *bounds = ALLOC_ARRAY(size_t, n + 1);
-    for (size_t chunks = 1; chunks <= 1024 && chunks <= n; chunks *= 2) {
+    size_t *bounds = ALLOC_ARRAY((n < MOST_CHUNKS ? n : MOST_CHUNKS) + 1, size_t);
+    for (size_t chunks = 1; chunks <= MOST_CHUNKS && chunks <= n; chunks *= 2) {
         for (size_t c = 0; c <= chunks; c++) {
             bounds[c] = c * n / chunks;
         }
@@ -350,7 +351,7 @@ int merge_demo_command(int argc, char **argv)
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
 
-    double *x = ALLOC_ARRAY(double, (size_t)n);
+    double *x = ALLOC_ARRAY((size_t)n, double);
     Rng rng;
     rng_seed(&rng, (uint64_t)seed);
     rng_fill_normal_f64(&rng, x, (size_t)n, offset, DATA_SPREAD);
@@ -376,7 +377,7 @@ static Table *window_table(size_t window, uint64_t seed)
 {
     const char *headers[] = {"burst spread s", "slid variance", "exact variance", "relative error", "u s^2"};
     Table *table = table_new(5, headers, "rrrrr");
-    double *x = ALLOC_ARRAY(double, 2 * window);
+    double *x = ALLOC_ARRAY(2 * window, double);
     for (double spread = 1.0; spread <= 1e10; spread *= 100.0) {
         Rng rng;
         rng_seed(&rng, seed);

@@ -86,7 +86,7 @@ int bench_command(int argc, char **argv)
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
 
     size_t bytes = bench_large_bytes(), n = bytes / sizeof(double);
-    double *x = ALLOC_ARRAY(double, n);
+    double *x = ALLOC_ARRAY(n, double);
     Rng rng;
     rng_seed(&rng, (uint64_t)seed);
     rng_fill_normal_f64(&rng, x, n, 1e4, DATA_SPREAD);

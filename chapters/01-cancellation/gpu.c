@@ -31,9 +31,9 @@ const int gpu_check_shape_count = (int)(sizeof gpu_check_shapes / sizeof gpu_che
 bool check_gpu_rows(const GpuCheckShape *shape, uint64_t seed, FILE *out)
 {
     size_t rows = shape->rows, cols = shape->cols;
-    float *x = ALLOC_ARRAY(float, rows *cols);
-    float *mean = ALLOC_ARRAY(float, rows), *variance = ALLOC_ARRAY(float, rows);
-    double *exact_mean = ALLOC_ARRAY(double, rows), *exact_variance = ALLOC_ARRAY(double, rows);
+    float *x = ALLOC_ARRAY(rows * cols, float);
+    float *mean = ALLOC_ARRAY(rows, float), *variance = ALLOC_ARRAY(rows, float);
+    double *exact_mean = ALLOC_ARRAY(rows, double), *exact_variance = ALLOC_ARRAY(rows, double);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, x, rows * cols, GPU_CHECK_OFFSET, DATA_SPREAD);
@@ -137,7 +137,7 @@ static const int BENCH_BLOCK_SIZES[] = {32, 128, 256, 1024};
 static Table *time_block_sizes(const GpuBenchSize *size, double read_gbs)
 {
     size_t rows = size->rows, cols = BENCH_COLS;
-    float *x = ALLOC_ARRAY(float, rows *cols);
+    float *x = ALLOC_ARRAY(rows * cols, float);
     Rng rng;
     rng_seed(&rng, 1);
     rng_fill_normal_f32(&rng, x, rows * cols, GPU_CHECK_OFFSET, DATA_SPREAD);

@@ -50,7 +50,7 @@ static double two_pass_output_bound(const AccuracyTrial *statistics, double max_
 
 LayerNormTrial run_layernorm_trial(double offset, size_t n, uint64_t seed)
 {
-    float *x = ALLOC_ARRAY(float, n), *y = ALLOC_ARRAY(float, n);
+    float *x = ALLOC_ARRAY(n, float), *y = ALLOC_ARRAY(n, float);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, x, n, offset, DATA_SPREAD);

@@ -26,7 +26,7 @@ WelfordState welford_merge_tree(WelfordState *states, size_t count)
 
 WelfordState welford_by_chunks(const double *x, const size_t *bounds, size_t chunks)
 {
-    WelfordState *states = ALLOC_ARRAY(WelfordState, chunks);
+    WelfordState *states = ALLOC_ARRAY(chunks, WelfordState);
     for (size_t c = 0; c < chunks; c++) {
         states[c] = welford_accumulate(x + bounds[c], bounds[c + 1] - bounds[c]);
     }

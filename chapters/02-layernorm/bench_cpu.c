@@ -185,7 +185,7 @@ static void time_width(PassResult results[STORAGES][PASS_COUNT], BenchArrays *a,
     size_t counts[] = {
         a->d, a->d, a->d, a->d, max_rows, max_rows, layernorm_backward_f32_scratch_floats(max_rows, a->d)};
     for (size_t i = 0; i < 7; i++)
-        *per_width[i] = ALLOC_ARRAY(float, counts[i]);
+        *per_width[i] = ALLOC_ARRAY(counts[i], float);
     fill_in_parallel(a->gamma, a->d, GAMMA_MIX);
     for (int s = 0; s < STORAGES; s++) {
         a->storage = (LnStorage)s;
@@ -254,10 +254,10 @@ static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size
     BenchArrays a = {.n = n, .d = d, .storage = storage};
     a.x = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
     a.y = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
-    a.gamma = ALLOC_ARRAY(float, d);
-    a.beta = ALLOC_ARRAY(float, d);
-    a.mean = ALLOC_ARRAY(float, n);
-    a.rstd = ALLOC_ARRAY(float, n);
+    a.gamma = ALLOC_ARRAY(d, float);
+    a.beta = ALLOC_ARRAY(d, float);
+    a.mean = ALLOC_ARRAY(n, float);
+    a.rstd = ALLOC_ARRAY(n, float);
     fill_stored_in_parallel(a.x, n * d, X_MIX, storage);
     fill_in_parallel(a.gamma, d, GAMMA_MIX);
     set_threads(1);

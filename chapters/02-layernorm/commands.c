@@ -73,7 +73,7 @@ static bool compute_and_check(LnProblem *p, const char *label, void (*compute)(L
  * an inf or a NaN in x or dy, or in the row's y, dx, mean or rstd. */
 static bool *flag_nonfinite_rows(const LnProblem *p)
 {
-    bool *flagged = ALLOC_ARRAY(bool, p->n);
+    bool *flagged = ALLOC_ARRAY(p->n, bool);
     mark_nonfinite_rows(p->x, p->n, p->d, flagged);
     mark_nonfinite_rows(p->dy, p->n, p->d, flagged);
     mark_nonfinite_rows(p->y, p->n, p->d, flagged);

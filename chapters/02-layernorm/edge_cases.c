@@ -122,7 +122,7 @@ static void d_equals_one(EdgeChecks *out, NormKind norm)
     ln_problem_run_cpu(&p);
     if (norm == NORM_LAYER) {
         add_exact_check(out, name, &p, "y = beta exactly", "max |y - beta|", max_distance_from_beta(&p));
-        float *zeros = ALLOC_ARRAY(float, p.n);
+        float *zeros = ALLOC_ARRAY(p.n, float);
         add_exact_check(out, name, &p, "dx = 0 exactly", "max |dx|", max_abs_difference(p.dx, zeros, p.n));
         array_free(zeros);
     }
@@ -192,10 +192,10 @@ static void large_mean_double(EdgeChecks *out, NormKind norm)
     const char *name = "large mean, double";
     const double offset = 1e8;
     size_t n = 64, d = 1024;
-    double *x = ALLOC_ARRAY(double, n *d), *shifted = ALLOC_ARRAY(double, n *d);
-    double *gamma = ALLOC_ARRAY(double, d), *beta = ALLOC_ARRAY(double, d);
-    double *y = ALLOC_ARRAY(double, n *d), *y_shifted = ALLOC_ARRAY(double, n *d);
-    double *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
+    double *x = ALLOC_ARRAY(n * d, double), *shifted = ALLOC_ARRAY(n * d, double);
+    double *gamma = ALLOC_ARRAY(d, double), *beta = ALLOC_ARRAY(d, double);
+    double *y = ALLOC_ARRAY(n * d, double), *y_shifted = ALLOC_ARRAY(n * d, double);
+    double *mean = ALLOC_ARRAY(n, double), *rstd = ALLOC_ARRAY(n, double);
     Rng rng;
     rng_seed(&rng, SEED);
     rng_fill_normal_f64(&rng, x, n * d, offset, 1.0);

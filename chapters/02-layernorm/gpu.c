@@ -123,7 +123,7 @@ bool gpu_meets_storage_goal(const LnProblem *p, const LnReference *ref, FILE *ou
     if (p->storage == STORAGE_FLOAT32)
         return true;
     size_t count = p->n * p->d;
-    double *cpu_y = ALLOC_ARRAY(double, count), *cpu_dx = ALLOC_ARRAY(double, count);
+    double *cpu_y = ALLOC_ARRAY(count, double), *cpu_dx = ALLOC_ARRAY(count, double);
     cpu_results(p, cpu_y, cpu_dx);
     StorageAccuracy exact = stored_accuracy(p->storage, p->y, ref->y, p->dx, ref->dx, count);
     StorageAccuracy with_cpu = stored_accuracy(p->storage, p->y, cpu_y, p->dx, cpu_dx, count);

@@ -82,7 +82,7 @@ static void upload_stored(void *device, const float *host, size_t count, LnStora
         upload((float *)device, host, count);
         return;
     }
-    uint16_t *bits = ALLOC_ARRAY(uint16_t, count);
+    uint16_t *bits = ALLOC_ARRAY(count, uint16_t);
     ln_storage_bits(storage, bits, host, count);
     CUDA_CHECK(cudaMemcpy(device, bits, count * sizeof *bits, cudaMemcpyHostToDevice));
     array_free(bits);
@@ -94,7 +94,7 @@ static void download_stored(float *host, const void *device, size_t count, LnSto
         download(host, (const float *)device, count);
         return;
     }
-    uint16_t *bits = ALLOC_ARRAY(uint16_t, count);
+    uint16_t *bits = ALLOC_ARRAY(count, uint16_t);
     CUDA_CHECK(cudaMemcpy(bits, device, count * sizeof *bits, cudaMemcpyDeviceToHost));
     ln_storage_widen_bits(storage, host, bits, count);
     array_free(bits);

@@ -41,13 +41,13 @@ static void norm_forward_f64(const GradProblem *p, double *y, double *mean, doub
 GradProblem grad_problem_random(NormKind norm, size_t n, size_t d, double eps, uint64_t seed)
 {
     GradProblem p = {.norm = norm, .n = n, .d = d, .eps = eps};
-    p.x = ALLOC_ARRAY(double, n *d);
-    p.w = ALLOC_ARRAY(double, n *d);
-    p.gamma = ALLOC_ARRAY(double, d);
+    p.x = ALLOC_ARRAY(n * d, double);
+    p.w = ALLOC_ARRAY(n * d, double);
+    p.gamma = ALLOC_ARRAY(d, double);
     if (norm == NORM_LAYER)
-        p.beta = ALLOC_ARRAY(double, d);
+        p.beta = ALLOC_ARRAY(d, double);
     for (int t = 0; t < grad_tensor_count(norm); t++)
-        p.grad[t] = ALLOC_ARRAY(double, tensor_length(&p, (GradTensor)t));
+        p.grad[t] = ALLOC_ARRAY(tensor_length(&p, (GradTensor)t), double);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f64(&rng, p.x, n * d, 0.0, 1.0);
@@ -55,7 +55,7 @@ GradProblem grad_problem_random(NormKind norm, size_t n, size_t d, double eps, u
     if (norm == NORM_LAYER)
         rng_fill_normal_f64(&rng, p.beta, d, 0.0, 0.1);
     rng_fill_normal_f64(&rng, p.w, n * d, 0.0, 1.0);
-    double *y = ALLOC_ARRAY(double, n *d), *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
+    double *y = ALLOC_ARRAY(n * d, double), *mean = ALLOC_ARRAY(n, double), *rstd = ALLOC_ARRAY(n, double);
     norm_forward_f64(&p, y, mean, rstd, p.x, p.gamma, p.beta);
     if (norm == NORM_RMS)
         rmsnorm_backward_f64(p.grad[TENSOR_X], p.grad[TENSOR_GAMMA], p.w, p.x, rstd, p.gamma, n, d);
@@ -214,14 +214,14 @@ static LossContexts loss_contexts_new(const GradProblem *p, GradTensor tensor)
         .real_loss = {.p = p, .tensor = tensor},
           .complex_loss = {.p = p, .tensor = tensor}
     };
-    c.real_loss.moved = ALLOC_ARRAY(double, length);
-    c.real_loss.y = ALLOC_ARRAY(double, p->n * p->d);
-    c.real_loss.mean = ALLOC_ARRAY(double, p->n);
-    c.real_loss.rstd = ALLOC_ARRAY(double, p->n);
+    c.real_loss.moved = ALLOC_ARRAY(length, double);
+    c.real_loss.y = ALLOC_ARRAY(p->n * p->d, double);
+    c.real_loss.mean = ALLOC_ARRAY(p->n, double);
+    c.real_loss.rstd = ALLOC_ARRAY(p->n, double);
     for (int t = 0; t < grad_tensor_count(p->norm); t++) {
         size_t count = tensor_length(p, (GradTensor)t);
         const double *values = tensor_values(p, (GradTensor)t);
-        c.complex_loss.values[t] = ALLOC_ARRAY(double complex, count);
+        c.complex_loss.values[t] = ALLOC_ARRAY(count, double complex);
         for (size_t i = 0; i < count; i++)
             c.complex_loss.values[t][i] = values[i];
     }
@@ -262,7 +262,7 @@ static CloseReport check_every_element(const GradProblem *p, GradCheckMethod met
 {
     size_t length = tensor_length(p, tensor);
     const double *values = tensor_values(p, tensor);
-    double *numerical = ALLOC_ARRAY(double, length);
+    double *numerical = ALLOC_ARRAY(length, double);
     LossContexts c = loss_contexts_new(p, tensor);
     for (size_t k = 0; k < length; k++) {
         set_direction(&c, NULL, k);
@@ -281,9 +281,9 @@ static CloseReport check_directions(const GradProblem *p, GradCheckMethod method
                                     uint64_t seed, size_t *evaluations)
 {
     size_t length = tensor_length(p, tensor);
-    double *direction = ALLOC_ARRAY(double, length);
-    double *analytic = ALLOC_ARRAY(double, (size_t)directions);
-    double *numerical = ALLOC_ARRAY(double, (size_t)directions);
+    double *direction = ALLOC_ARRAY(length, double);
+    double *analytic = ALLOC_ARRAY((size_t)directions, double);
+    double *numerical = ALLOC_ARRAY((size_t)directions, double);
     LossContexts c = loss_contexts_new(p, tensor);
     Rng rng;
     rng_seed(&rng, seed);
@@ -341,7 +341,7 @@ static CloseReport check_node_by_node(const GradProblem *p, GradTensor tensor)
 {
     double *unfused[TENSOR_COUNT];
     for (int t = 0; t < TENSOR_COUNT; t++)
-        unfused[t] = ALLOC_ARRAY(double, tensor_length(p, (GradTensor)t));
+        unfused[t] = ALLOC_ARRAY(tensor_length(p, (GradTensor)t), double);
     if (p->norm == NORM_RMS)
         rmsnorm_backward_unfused_f64(unfused[TENSOR_X], unfused[TENSOR_GAMMA], p->w, p->x, p->gamma, p->n, p->d,
                                      p->eps);

@@ -338,13 +338,13 @@ void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, 
 {
     size_t row_bytes = d * ln_storage_bytes(storage);
     /* the 16-bit rows' guard, per column; float32 rows have none */
-    float *guard_weights = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(float, d);
+    float *guard_weights = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(d, float);
     for (size_t j = 0; guard_weights != NULL && j < d; j++)
         guard_weights[j] = ln_guard_weight(beta[j], gamma[j]);
 #pragma omp parallel
     {
         /* each thread's: where a 16-bit row's blocks that fail the guard wait */
-        float *scratch = ALLOC_ARRAY(float, d);
+        float *scratch = ALLOC_ARRAY(d, float);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             forward_row_stored((char *)y + row * row_bytes, mean + row, rstd + row, stored_at(x, row * d, storage),
@@ -614,7 +614,7 @@ void layernorm_backward_f64(double *dx, double *dgamma, double *dbeta, const dou
 void layernorm_backward_unfused_f64(double *dx, double *dgamma, double *dbeta, const double *dy, const double *x,
                                     const double *gamma, size_t n, size_t d, double eps)
 {
-    double *centered = ALLOC_ARRAY(double, d), *d_centered = ALLOC_ARRAY(double, d);
+    double *centered = ALLOC_ARRAY(d, double), *d_centered = ALLOC_ARRAY(d, double);
     for (size_t j = 0; j < d; j++)
         dgamma[j] = dbeta[j] = 0.0;
     for (size_t row = 0; row < n; row++) {

@@ -14,16 +14,16 @@
 LnProblem ln_problem_new(size_t n, size_t d, float eps)
 {
     LnProblem p = {.n = n, .d = d, .eps = eps};
-    p.x = ALLOC_ARRAY(float, n *d);
-    p.gamma = ALLOC_ARRAY(float, d);
-    p.beta = ALLOC_ARRAY(float, d);
-    p.dy = ALLOC_ARRAY(float, n *d);
-    p.y = ALLOC_ARRAY(float, n *d);
-    p.mean = ALLOC_ARRAY(float, n);
-    p.rstd = ALLOC_ARRAY(float, n);
-    p.dx = ALLOC_ARRAY(float, n *d);
-    p.dgamma = ALLOC_ARRAY(float, d);
-    p.dbeta = ALLOC_ARRAY(float, d);
+    p.x = ALLOC_ARRAY(n * d, float);
+    p.gamma = ALLOC_ARRAY(d, float);
+    p.beta = ALLOC_ARRAY(d, float);
+    p.dy = ALLOC_ARRAY(n * d, float);
+    p.y = ALLOC_ARRAY(n * d, float);
+    p.mean = ALLOC_ARRAY(n, float);
+    p.rstd = ALLOC_ARRAY(n, float);
+    p.dx = ALLOC_ARRAY(n * d, float);
+    p.dgamma = ALLOC_ARRAY(d, float);
+    p.dbeta = ALLOC_ARRAY(d, float);
     return p;
 }
 
@@ -140,7 +140,7 @@ static void add_stored(NpyOutputDir *out, const char *name, LnStorage storage, c
         return;
     }
     size_t count = shape[0] * shape[1];
-    uint16_t *bits = ALLOC_ARRAY(uint16_t, count);
+    uint16_t *bits = ALLOC_ARRAY(count, uint16_t);
     ln_storage_bits(storage, bits, values, count);
     npy_output_dir_add(out, name, ln_storage_dtype(storage), 2, shape, bits);
     array_free(bits);
@@ -203,7 +203,7 @@ typedef struct {
 
 static uint16_t *stored_bits(const LnProblem *p, const float *values)
 {
-    uint16_t *bits = ALLOC_ARRAY(uint16_t, p->n * p->d);
+    uint16_t *bits = ALLOC_ARRAY(p->n * p->d, uint16_t);
     ln_storage_bits(p->storage, bits, values, p->n * p->d);
     return bits;
 }
@@ -213,7 +213,7 @@ static StoredRows stored_rows(const LnProblem *p, float *result)
 {
     if (p->storage == STORAGE_FLOAT32)
         return (StoredRows){p->x, p->dy, result};
-    return (StoredRows){stored_bits(p, p->x), stored_bits(p, p->dy), ALLOC_ARRAY(uint16_t, p->n * p->d)};
+    return (StoredRows){stored_bits(p, p->x), stored_bits(p, p->dy), ALLOC_ARRAY(p->n * p->d, uint16_t)};
 }
 
 static void stored_rows_done(const LnProblem *p, StoredRows rows, float *result)
@@ -241,7 +241,7 @@ void ln_problem_backward_cpu(LnProblem *p)
 {
     StoredRows rows = stored_rows(p, p->dx);
     /* layer norm's scratch (dgamma and dbeta) holds RMSNorm's (dgamma) too */
-    float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(p->n, p->d));
+    float *scratch = ALLOC_ARRAY(layernorm_backward_f32_scratch_floats(p->n, p->d), float);
     if (p->norm == NORM_RMS)
         rmsnorm_backward_stored(rows.out, p->dgamma, scratch, rows.dy, rows.x, p->rstd, p->gamma, p->n, p->d, p->eps,
                                 p->storage);
@@ -254,7 +254,7 @@ void ln_problem_backward_cpu(LnProblem *p)
 
 static double *widened(const float *values, size_t count)
 {
-    double *out = ALLOC_ARRAY(double, count);
+    double *out = ALLOC_ARRAY(count, double);
     widen_f32(out, values, count);
     return out;
 }
@@ -263,12 +263,12 @@ LnReference ln_reference_compute(const LnProblem *p)
 {
     size_t n = p->n, d = p->d;
     LnReference ref = {.n = n, .d = d};
-    ref.y = ALLOC_ARRAY(double, n *d);
-    ref.dx = ALLOC_ARRAY(double, n *d);
-    ref.mean = ALLOC_ARRAY(double, n);
-    ref.rstd = ALLOC_ARRAY(double, n);
-    ref.dgamma = ALLOC_ARRAY(double, d);
-    ref.dbeta = ALLOC_ARRAY(double, d);
+    ref.y = ALLOC_ARRAY(n * d, double);
+    ref.dx = ALLOC_ARRAY(n * d, double);
+    ref.mean = ALLOC_ARRAY(n, double);
+    ref.rstd = ALLOC_ARRAY(n, double);
+    ref.dgamma = ALLOC_ARRAY(d, double);
+    ref.dbeta = ALLOC_ARRAY(d, double);
     double *x = widened(p->x, n * d), *dy = widened(p->dy, n * d);
     double *gamma = widened(p->gamma, d), *beta = widened(p->beta, d);
     if (p->norm == NORM_RMS) {
@@ -314,7 +314,7 @@ static MeanRoundingCost mean_rounding_cost(const LnProblem *p, const LnReference
     const double two_u = 0x1p-23;
     size_t n = p->n, d = p->d;
     MeanRoundingCost cost = {0};
-    double max_gamma = 0.0, *dgamma_shift = ALLOC_ARRAY(double, d);
+    double max_gamma = 0.0, *dgamma_shift = ALLOC_ARRAY(d, double);
     for (size_t j = 0; j < d; j++)
         max_gamma = fmax(max_gamma, fabs(p->gamma[j]));
     for (size_t row = 0; row < n; row++) {

@@ -101,7 +101,7 @@ void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *ga
     size_t row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
-        float *widened = ALLOC_ARRAY(float, d); /* each thread's; unused for float32 */
+        float *widened = ALLOC_ARRAY(d, float); /* each thread's; unused for float32 */
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
             rms_forward_row_stored((char *)y + row * row_bytes, rstd + row, stored_at(x, row * d, storage),

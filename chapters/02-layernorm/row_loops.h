@@ -322,7 +322,7 @@ static inline float *rescaled_row_f32(const float *x, size_t d, int *k)
     if (!ln_can_rescale(max_magnitude))
         return NULL;
     *k = ln_scaling_exponent(max_magnitude);
-    float *scaled = ALLOC_ARRAY(float, d);
+    float *scaled = ALLOC_ARRAY(d, float);
     for (size_t j = 0; j < d; j++)
         scaled[j] = ldexpf(x[j], -*k);
     return scaled;
@@ -493,7 +493,7 @@ static inline double *gamma_for_double_sums(const float *gamma, size_t d, LnStor
 {
     if (storage == STORAGE_FLOAT32)
         return NULL;
-    double *wide = ALLOC_ARRAY(double, d);
+    double *wide = ALLOC_ARRAY(d, double);
     for (size_t j = 0; j < d; j++)
         wide[j] = gamma[j];
     return wide;
@@ -577,7 +577,7 @@ static inline void add_chunk_partials(float *const *outputs, size_t count, const
                                       size_t d)
 {
     size_t width = count * d;
-    double *totals = ALLOC_ARRAY(double, width); /* zeroed */
+    double *totals = ALLOC_ARRAY(width, double); /* zeroed */
     for (size_t chunk = 0; chunk < chunks; chunk++)
         for (size_t j = 0; j < width; j++)
             totals[j] += scratch[chunk * width + j];

@@ -94,7 +94,7 @@ static void normalize_row(float *y, const float *x, const float *gamma, const fl
 static void stored_mean_run(LnProblem *p)
 {
     size_t d = p->d;
-    double *dgamma = ALLOC_ARRAY(double, d);
+    double *dgamma = ALLOC_ARRAY(d, double);
     for (size_t row = 0; row < p->n; row++) {
         const float *x = p->x + row * d, *dy = p->dy + row * d;
         float *y = p->y + row * d, *dx = p->dx + row * d, mean = p->mean[row], rstd = p->rstd[row];
@@ -322,11 +322,11 @@ TinyEpsRun tiny_eps_run(float eps)
 {
     LnProblem p = ln_problem_new(TINY_EPS_ROWS, TINY_EPS_D, eps);
     ln_problem_fill_random(&p, SEED, 1.0, 1e-6);
-    double *exact = ALLOC_ARRAY(double, p.n *p.d);
+    double *exact = ALLOC_ARRAY(p.n * p.d, double);
     tiny_eps_exact_rows(exact, p.n * p.d);
     ln_problem_run_cpu(&p);
     TinyEpsRun run = {INFINITY, 0.0, 0.0, max_abs_f32(p.dx, p.n * p.d), 1.0};
-    float *xhat = ALLOC_ARRAY(float, p.d);
+    float *xhat = ALLOC_ARRAY(p.d, float);
     for (size_t row = 0; row < p.n; row++) {
         run.rstd_min = fmin(run.rstd_min, p.rstd[row]);
         run.rstd_max = fmax(run.rstd_max, p.rstd[row]);
@@ -371,7 +371,7 @@ void tiny_eps_exact_rows(double *exact, size_t count)
 double tiny_eps_predicted_correlation(void)
 {
     size_t count = (size_t)TINY_EPS_ROWS * TINY_EPS_D;
-    double *exact = ALLOC_ARRAY(double, count), noise = 0.0, signal = 0.0;
+    double *exact = ALLOC_ARRAY(count, double), noise = 0.0, signal = 0.0;
     tiny_eps_exact_rows(exact, count);
     for (size_t i = 0; i < count; i++) {
         float rounded = (float)exact[i];

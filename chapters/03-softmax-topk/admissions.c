@@ -27,13 +27,13 @@ void write_admissions_data(FILE *out)
     }
     positions[CHECKPOINTS - 1] = VOCAB;
     double admitted[3][CHECKPOINTS] = {{0}};
-    float *row = ALLOC_ARRAY(float, VOCAB);
+    float *row = ALLOC_ARRAY(VOCAB, float);
     Rng rng;
     rng_seed(&rng, 1);
     for (int r = 0; r < ROWS; r++) {
         rng_fill_normal_f32(&rng, row, VOCAB, 0.0, 3.0);
         for (int t = 0; t < 3; t++) {
-            TopkEntry *storage = ALLOC_ARRAY(TopkEntry, topk_collector_storage(ks[t]));
+            TopkEntry *storage = ALLOC_ARRAY(topk_collector_storage(ks[t]), TopkEntry);
             TopkCollector collector;
             topk_collector_init(&collector, ks[t], storage);
             size_t i = 0;

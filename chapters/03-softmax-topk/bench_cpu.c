@@ -72,8 +72,8 @@ static BenchCase bench_case_new(CpuVersion version, StoredLogits logits, size_t 
                        vocab,
                        k,
                        threads,
-                       ALLOC_ARRAY(float, rows *(size_t)k),
-                       ALLOC_ARRAY(int64_t, rows * (size_t)k)};
+                       ALLOC_ARRAY(rows * (size_t)k, float),
+                       ALLOC_ARRAY(rows * (size_t)k, int64_t)};
 }
 
 static void bench_case_free(BenchCase *c)
@@ -204,7 +204,7 @@ static void run_sampling_step(void *ctx)
 static BenchStats sampling_step_stats(const BenchData *data, size_t vocab, const SamplingCase *sampled)
 {
     size_t k = (size_t)sampled->params.top_k, rows = sampled->rows;
-    float *candidate_logits = ALLOC_ARRAY(float, rows *k);
+    float *candidate_logits = ALLOC_ARRAY(rows * k, float);
     softmax_topk_stored_rows(float32_logits(data->logits), rows, vocab, (int)k, data->threads, sampled->probs,
                              sampled->indices);
     for (size_t i = 0; i < rows * k; i++) {
@@ -229,9 +229,9 @@ static SamplingOverhead sampling_overhead(const BenchData *data, size_t vocab, i
                             vocab,
                             params,
                             threads,
-                            ALLOC_ARRAY(int64_t, rows),
-                            ALLOC_ARRAY(int64_t, rows * (size_t)k),
-                            ALLOC_ARRAY(float, rows *(size_t)k)};
+                            ALLOC_ARRAY(rows, int64_t),
+                            ALLOC_ARRAY(rows * (size_t)k, int64_t),
+                            ALLOC_ARRAY(rows * (size_t)k, float)};
     const BenchBody bodies[2] = {
         {run_case,          &fused  },
         {run_sampling_case, &sampled}
@@ -338,8 +338,8 @@ static BenchStats cached_logit_stats(StoredLogits row, size_t vocab, int k)
                        vocab,
                        k,
                        row_scratch_new(CPU_FUSED, vocab, k),
-                       ALLOC_ARRAY(float, (size_t)k),
-                       ALLOC_ARRAY(int64_t, (size_t)k)};
+                       ALLOC_ARRAY((size_t)k, float),
+                       ALLOC_ARRAY((size_t)k, int64_t)};
     /* The warm-up run brings the row into L2. */
     BenchStats stats =
         seconds_per_row(bench_run_thread_cpu(run_cached_row, &c, 1, CACHED_TIMED_RUNS), CACHED_PASSES * vocab);
@@ -637,7 +637,7 @@ void print_accuracy_table(TableFormat format)
     Table *table = table_new(4, headers, "rrrr");
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v];
-        float *logits = ALLOC_ARRAY(float, ROWS *vocab), probs[ROWS * K];
+        float *logits = ALLOC_ARRAY(ROWS * vocab, float), probs[ROWS * K];
         int64_t indices[ROWS * K];
         Rng rng;
         rng_seed(&rng, vocab);

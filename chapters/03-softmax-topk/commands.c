@@ -29,7 +29,7 @@
 static Logits random_logits(long rows, long vocab, long seed)
 {
     Logits x = {.rows = (size_t)rows, .vocab = (size_t)vocab};
-    x.logits = ALLOC_ARRAY(float, x.rows *x.vocab);
+    x.logits = ALLOC_ARRAY((x.rows * x.vocab), float);
     Rng rng;
     rng_seed(&rng, (uint64_t)seed);
     rng_fill_normal_f32(&rng, x.logits, x.rows * x.vocab, 0.0, 3.0);
@@ -81,7 +81,7 @@ Logits load_logits(const char *path, const char *dtype)
 void widen_logits_file(Logits *x)
 {
     if (x->logits == NULL) {
-        x->logits = ALLOC_ARRAY(float, x->rows * x->vocab);
+        x->logits = ALLOC_ARRAY(x->rows * x->vocab, float);
         widen_logits(x->stored, 0, x->rows * x->vocab, x->logits);
     }
 }
@@ -158,9 +158,9 @@ static void require_device(const TopkDevice *device)
 
 void note_nonfinite_logits(const Logits *x, int k, const float *probs)
 {
-    bool *flagged = ALLOC_ARRAY(bool, x->rows);
+    bool *flagged = ALLOC_ARRAY(x->rows, bool);
     /* A row at a time, widened: 16-bit logits are not widened whole. */
-    float *row = ALLOC_ARRAY(float, x->vocab);
+    float *row = ALLOC_ARRAY(x->vocab, float);
     for (size_t r = 0; r < x->rows; r++) {
         widen_logits(x->stored, r * x->vocab, x->vocab, row);
         mark_nonfinite_rows(row, 1, x->vocab, flagged + r);
@@ -195,6 +195,16 @@ static float row_max(const float *row, size_t vocab)
     return max;
 }
 
+/* A logit's quotient by the temperature, rounded to float; a finite logit's
+ * is held within float's range, so that it stays finite. */
+static float divided_logit(float logit, double quotient)
+{
+    if (isfinite(logit) && fabs(quotient) > FLT_MAX) {
+        return quotient > 0.0 ? FLT_MAX : -FLT_MAX;
+    }
+    return (float)quotient;
+}
+
 /* Temperature: (x - m) / T for the row's largest logit m, in double, rounded
  * to float. A shift changes neither the softmax nor the top K, and shifted,
  * no quotient is above 0: x / T itself overflows float at a small T (10 /
@@ -207,14 +217,6 @@ static float row_max(const float *row, size_t vocab)
  * range: next to +inf a finite logit weighs 0 at any temperature, and
  * 3e38 / 0.5 rounded to +inf would share the probability. T = 1 leaves the
  * logits, and 16-bit ones are read as stored. */
-static float finite_if_finite(float logit, double quotient)
-{
-    if (isfinite(logit) && fabs(quotient) > FLT_MAX) {
-        return quotient > 0.0 ? FLT_MAX : -FLT_MAX;
-    }
-    return (float)quotient;
-}
-
 static void divide_logits(Logits *x, double temperature)
 {
     if (temperature == 1.0) {
@@ -225,13 +227,12 @@ static void divide_logits(Logits *x, double temperature)
         float max = row_max(row, x->vocab);
         if (!isfinite(max)) {
             for (size_t i = 0; i < x->vocab; i++) {
-                row[i] = finite_if_finite(row[i], (double)row[i] / temperature);
+                row[i] = divided_logit(row[i], (double)row[i] / temperature);
             }
             continue;
         }
         for (size_t i = 0; i < x->vocab; i++) {
-            double shifted = ((double)row[i] - max) / temperature;
-            row[i] = isfinite(row[i]) && shifted < -FLT_MAX ? -FLT_MAX : (float)shifted;
+            row[i] = divided_logit(row[i], ((double)row[i] - max) / temperature);
         }
     }
     x->stored = float32_logits(x->logits);
@@ -256,7 +257,7 @@ static int by_logit_then_index(const void *a, const void *b)
  * logits as read, into out. */
 static void best_tied(int64_t *out, int count, const float *quotients, const float *logits, size_t vocab, float tied)
 {
-    TiedCandidate *group = ALLOC_ARRAY(TiedCandidate, vocab);
+    TiedCandidate *group = ALLOC_ARRAY(vocab, TiedCandidate);
     size_t size = 0;
     for (size_t i = 0; i < vocab; i++)
         if (quotients[i] == tied)
@@ -303,8 +304,8 @@ static int compute_and_check(const TopkDevice *device, const TopkOptions *o, con
 {
     require_k_at_most_vocab(o->k, x);
     int k = (int)o->k;
-    float *probs = ALLOC_ARRAY(float, x->rows *(size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, x->rows * (size_t)k);
+    float *probs = ALLOC_ARRAY(x->rows * (size_t)k, float);
+    int64_t *indices = ALLOC_ARRAY(x->rows * (size_t)k, int64_t);
     double rtol = device->compute(o->version, o->threads, x, k, probs, indices);
     size_t row_step = x->rows > 64 ? x->rows / 64 : 1;
     TopkComparison c = compare_with_reference(x->logits, x->rows, row_step, x->vocab, k, probs, indices, rtol);
@@ -374,7 +375,7 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     widen_logits_file(&x); /* for the reference, and the versions that read float32 */
     float *as_read = NULL;
     if (temperature != 1.0) {
-        as_read = ALLOC_ARRAY(float, x.rows *x.vocab);
+        as_read = ALLOC_ARRAY((x.rows * x.vocab), float);
         memcpy(as_read, x.logits, x.rows * x.vocab * sizeof *as_read);
     }
     divide_logits(&x, temperature);
@@ -471,7 +472,7 @@ int hard_inputs_command(int argc, char **argv)
     Table *table = table_new(5, headers, "lrrll");
     for (int c = 0; c < HARD_INPUT_COUNT; c++) {
         const HardInput *input = &HARD_INPUTS[c];
-        float *row = ALLOC_ARRAY(float, input->vocab), probs[16];
+        float *row = ALLOC_ARRAY(input->vocab, float), probs[16];
         int64_t indices[16];
         input->fill(row, input->vocab);
         RowScratch scratch = row_scratch_new(CPU_FUSED, input->vocab, input->k);

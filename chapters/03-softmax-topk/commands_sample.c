@@ -187,9 +187,9 @@ int topk_sample_command(int argc, char **argv, const TopkDevice *device)
     NpyOutputDir out = npy_output_dir_open(o.save);
     int k = (int)o.k, samples = (int)o.samples;
     SamplingParams params = {o.temperature, k, o.top_p, o.min_p};
-    int64_t *tokens = ALLOC_ARRAY(int64_t, x.rows * (size_t)samples);
-    float *probs = ALLOC_ARRAY(float, x.rows *(size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, x.rows * (size_t)k);
+    int64_t *tokens = ALLOC_ARRAY(x.rows * (size_t)samples, int64_t);
+    float *probs = ALLOC_ARRAY(x.rows * (size_t)k, float);
+    int64_t *indices = ALLOC_ARRAY(x.rows * (size_t)k, int64_t);
     device->draw(o.version, o.threads, &x, params, o.method, (uint64_t)o.seed, samples, tokens, probs, indices);
     printf("%zu rows, V = %zu, K = %d, top-p %g, min-p %g, temperature %g, seed %ld, %d draws per row by %s\n", x.rows,
            x.vocab, k, o.top_p, o.min_p, o.temperature, o.seed, samples, o.method_text);

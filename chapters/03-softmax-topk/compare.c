@@ -44,8 +44,8 @@ TopkComparison compare_with_reference(const float *logits, size_t rows, size_t r
                                       const float *probs, const int64_t *indices, double rtol)
 {
     TopkComparison c = {0};
-    double *ref_probs = ALLOC_ARRAY(double, (size_t)k);
-    int64_t *ref_indices = ALLOC_ARRAY(int64_t, (size_t)k);
+    double *ref_probs = ALLOC_ARRAY((size_t)k, double);
+    int64_t *ref_indices = ALLOC_ARRAY((size_t)k, int64_t);
     for (size_t row = 0; row < rows; row += row_step) {
         softmax_topk_reference(logits + row * vocab, vocab, k, ref_probs, ref_indices);
         for (int j = 0; j < k; j++) {

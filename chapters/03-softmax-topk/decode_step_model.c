@@ -172,7 +172,7 @@ DecodeStepCounts decode_step_counts(const float *row, DecodeStepKernel kernel)
     counts.slice_length = (kernel.vocab + kernel.splits - 1) / kernel.splits;
     SortWork costliest = {0};
     ReplayedBuffer b = {
-        ALLOC_ARRAY(TopkEntry, (size_t)kernel.capacity), kernel.capacity, kernel.k, 0, topk_sentinel(), {0}};
+        ALLOC_ARRAY((size_t)kernel.capacity, TopkEntry), kernel.capacity, kernel.k, 0, topk_sentinel(), {0}};
     for (int split = 0; split < kernel.splits; split++) {
         int begin = split * counts.slice_length < kernel.vocab ? split * counts.slice_length : kernel.vocab;
         int end = begin + counts.slice_length < kernel.vocab ? begin + counts.slice_length : kernel.vocab;

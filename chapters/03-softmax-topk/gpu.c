@@ -54,10 +54,15 @@ static void gpu_draw(long version, long threads, Logits *x, SamplingParams param
     printf("GPU version %ld (%s)\n", version, softmax_topk_gpu_version_name((int)version));
 }
 
+/* A macro's value as a string literal (the second step expands it first),
+ * so that --help names the versions there are. */
+#define LITERAL(x) #x
+#define VALUE_AS_LITERAL(x) LITERAL(x)
+
 static const TopkDevice GPU = {
-    .version_help =
-        "GPU version 1 .. 8 (kernels/softmax_topk_gpu.h; gpu-sample: the top K it draws after, 7 drawing in "
-        "the same kernel)",
+    .version_help = "GPU version 1 .. " VALUE_AS_LITERAL(
+        SOFTMAX_TOPK_GPU_VERSIONS) " (kernels/softmax_topk_gpu.h; gpu-sample: the top K it draws after, 7 drawing "
+                                   "in the same kernel)",
     .default_version = 3,
     .default_sample_version = 7,
     .version_count = SOFTMAX_TOPK_GPU_VERSIONS,
@@ -104,8 +109,8 @@ static SoftmaxTopkGpuRun *gpu_run_new(int version, const GpuCase *c, SoftmaxTopk
 static TopkComparison validate(SoftmaxTopkGpuRun *run, const GpuCase *c, size_t row_step)
 {
     size_t outputs = c->rows * (size_t)c->k;
-    float *probs = ALLOC_ARRAY(float, outputs);
-    int64_t *indices = ALLOC_ARRAY(int64_t, outputs);
+    float *probs = ALLOC_ARRAY(outputs, float);
+    int64_t *indices = ALLOC_ARRAY(outputs, int64_t);
     softmax_topk_gpu_run_once(run, probs, indices);
     TopkComparison check =
         compare_with_reference(c->logits, c->rows, row_step, c->vocab, c->k, probs, indices, topk_rtol_gpu(c->vocab));
@@ -158,7 +163,7 @@ static void check_hard_inputs(int version, VersionVerdict *verdict)
         if (input->k > softmax_topk_gpu_max_k(version)) {
             continue;
         }
-        float *row = ALLOC_ARRAY(float, input->vocab);
+        float *row = ALLOC_ARRAY(input->vocab, float);
         input->fill(row, input->vocab);
         GpuCase c = {row, 1, input->vocab, input->k};
         check_case(version, input->name, &c, verdict);
@@ -179,7 +184,7 @@ static void check_random_rows(int version, VersionVerdict *verdict)
     };
     const int ks[] = {1, 8, 64, 256, 1024};
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        float *logits = ALLOC_ARRAY(float, shapes[s].rows *shapes[s].vocab);
+        float *logits = ALLOC_ARRAY((shapes[s].rows * shapes[s].vocab), float);
         fill_tied_logits(logits, shapes[s].rows * shapes[s].vocab, 7 + s);
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             if (ks[t] <= softmax_topk_gpu_max_k(version) && (size_t)ks[t] <= shapes[s].vocab) {
@@ -363,8 +368,8 @@ static bool validated_sampling_time(int version, const GpuCase *c, SamplingParam
     if (why != NULL) {
         cli_fail_status(1, "version %d: %s", version, why);
     }
-    int64_t *tokens = ALLOC_ARRAY(int64_t, c->rows), *indices = ALLOC_ARRAY(int64_t, c->rows * (size_t)c->k);
-    float *probs = ALLOC_ARRAY(float, c->rows *(size_t)c->k);
+    int64_t *tokens = ALLOC_ARRAY(c->rows, int64_t), *indices = ALLOC_ARRAY(c->rows * (size_t)c->k, int64_t);
+    float *probs = ALLOC_ARRAY(c->rows * (size_t)c->k, float);
     softmax_topk_gpu_run_launch(run);
     softmax_topk_gpu_run_tokens(run, tokens, probs, indices);
     bool ok = memcmp(tokens, cpu_tokens, c->rows * sizeof(int64_t)) == 0;
@@ -381,11 +386,12 @@ static bool validated_sampling_time(int version, const GpuCase *c, SamplingParam
 static Table *sampling_table(const float *logits, size_t rows, int *wrong)
 {
     const int ks[] = {1, 8, 64}, versions[] = {6, 7};
+    const size_t k_count = sizeof ks / sizeof ks[0], largest_k = (size_t)ks[k_count - 1];
     const char *headers[] = {"K", "version", "ms (slowest–fastest)", "vs version 6 then the sampling kernel"};
     Table *table = table_new(4, headers, "rrrr");
-    int64_t *cpu_tokens = ALLOC_ARRAY(int64_t, rows), *cpu_indices = ALLOC_ARRAY(int64_t, rows * 64);
-    float *cpu_probs = ALLOC_ARRAY(float, rows * 64);
-    for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
+    int64_t *cpu_tokens = ALLOC_ARRAY(rows, int64_t), *cpu_indices = ALLOC_ARRAY(rows * largest_k, int64_t);
+    float *cpu_probs = ALLOC_ARRAY(rows * largest_k, float);
+    for (size_t t = 0; t < k_count; t++) {
         GpuCase c = {logits, rows, SAMPLING_VOCAB, ks[t]};
         SamplingParams params = {1.0, ks[t], 0.9, 0.0};
         sample_rows(float32_logits(logits), rows, SAMPLING_VOCAB, params, DRAW_INVERSE_CDF, SAMPLING_SEED, 1,
@@ -420,10 +426,11 @@ int gpu_bench_command(int argc, char **argv)
     GpuBenchOptions options = results_parse_bench_options(argc, argv, "only V = 128256, on 1024 rows");
     cuda_require_device();
     const size_t all_vocabs[] = {32000, 50257, 128256, 151936}, quick_vocabs[] = {128256};
-    size_t rows = options.quick ? QUICK_ROWS : BENCH_ROWS, vocab_count = options.quick ? 1 : 4;
+    const size_t all_count = sizeof all_vocabs / sizeof all_vocabs[0], largest_vocab = all_vocabs[all_count - 1];
+    size_t rows = options.quick ? QUICK_ROWS : BENCH_ROWS, vocab_count = options.quick ? 1 : all_count;
     const size_t *vocabs = options.quick ? quick_vocabs : all_vocabs;
-    float *logits = bench_logits_new(rows * all_vocabs[3], bench_max_threads());
-    double read_gbs = cuda_read_bandwidth_gbs(rows * all_vocabs[3] * sizeof(float));
+    float *logits = bench_logits_new(rows * largest_vocab, bench_max_threads());
+    double read_gbs = cuda_read_bandwidth_gbs(rows * largest_vocab * sizeof(float));
     int wrong = 0;
     BenchReport *report = bench_report_new(
         "read bandwidth: %.0f GB/s, measured in this run by a kernel of 16-byte loads that writes nothing back, the "
@@ -431,13 +438,11 @@ int gpu_bench_command(int argc, char **argv)
         "timing; median of %d launches, each from a cold L2, and the slowest and fastest of them",
         read_gbs, rows, TIMED_LAUNCHES);
     bench_report_add(report, batch_table(logits, rows, vocabs, vocab_count, read_gbs, &wrong), NULL);
-    char decode_step_title[256];
-    snprintf(decode_step_title, sizeof decode_step_title,
-             "One row (a decode step), V = 128256: the mean of %d launches captured in a CUDA graph, so that the "
-             "host's launch latency is not timed, the row warm in L2 as a decode step's logits are, just written; "
-             "median of %d replays, and the slowest and fastest:",
-             DECODE_STEP_LAUNCHES, TIMED_LAUNCHES);
-    bench_report_add(report, decode_step_table(logits, &wrong), decode_step_title);
+    bench_report_add(report, decode_step_table(logits, &wrong),
+                     "One row (a decode step), V = 128256: the mean of %d launches captured in a CUDA graph, so that "
+                     "the host's launch latency is not timed, the row warm in L2 as a decode step's logits are, just "
+                     "written; median of %d replays, and the slowest and fastest:",
+                     DECODE_STEP_LAUNCHES, TIMED_LAUNCHES);
     bench_report_add(report, sampling_table(logits, rows, &wrong),
                      "Sampling, one draw per row at top-p 0.9, V = 128256: after the top K (version 6, then the "
                      "sampling kernel) or in the top-K kernel (version 7); each version's tokens equal to sample_rows' "

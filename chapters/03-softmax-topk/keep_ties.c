@@ -40,8 +40,8 @@ void print_ties_table(size_t vocab, int k, size_t rows, uint64_t seed, TableForm
 {
     const char *headers[] = {"row", "K-th logit", "logits equal to it", "top K", "top K with its ties"};
     Table *table = table_new(5, headers, "rrrrr");
-    float *logits = ALLOC_ARRAY(float, vocab), *probs = ALLOC_ARRAY(float, vocab);
-    int64_t *indices = ALLOC_ARRAY(int64_t, vocab);
+    float *logits = ALLOC_ARRAY(vocab, float), *probs = ALLOC_ARRAY(vocab, float);
+    int64_t *indices = ALLOC_ARRAY(vocab, int64_t);
     for (size_t row = 0; row < rows; row++) {
         fill_tied_logits(logits, vocab, seed + row);
         size_t kept = topk_keep_ties(logits, vocab, k, probs, indices);

@@ -60,7 +60,7 @@ static void write_float4_scan(FILE *out, int vocab, int row, int warps)
     uintptr_t address = (uintptr_t)row * (uintptr_t)vocab * sizeof(float);
     Float4Split split = float4_split(address, vocab);
     int lines = (split.vectors + WARP_LANES - 1) / WARP_LANES;
-    int *line_warp = ALLOC_ARRAY(int, (size_t)lines + 1);
+    int *line_warp = ALLOC_ARRAY((size_t)lines + 1, int);
     for (int member = 0; member < warps; member++) {
         for (int base = member * WARP_LANES; base < split.vectors; base += warps * WARP_LANES) {
             line_warp[base / WARP_LANES] = member;

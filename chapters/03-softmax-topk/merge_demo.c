@@ -30,7 +30,7 @@ void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, 
     const int warps_per_row = EMULATED_BLOCK_WARPS / rows_per_block;
     const int list_size = topk_list_size(k);
     Partial partials[EMULATED_BLOCK_WARPS];
-    TopkEntry *lists = ALLOC_ARRAY(TopkEntry, (size_t)EMULATED_BLOCK_WARPS * (size_t)list_size);
+    TopkEntry *lists = ALLOC_ARRAY((size_t)EMULATED_BLOCK_WARPS * (size_t)list_size, TopkEntry);
     for (int warp = 0; warp < EMULATED_BLOCK_WARPS; warp++) {
         partials[warp].list = lists + warp * list_size;
         scan_warp_share(logits + (size_t)(warp / warps_per_row) * vocab, vocab, warp % warps_per_row, warps_per_row, k,
@@ -59,8 +59,8 @@ void emulate_block_merge(const float *logits, int rows_per_block, size_t vocab, 
 /* How many rows of the block come out right. */
 static int rows_right(const float *logits, int rows_per_block, size_t vocab, int k, int merge_group)
 {
-    float *probs = ALLOC_ARRAY(float, (size_t)rows_per_block *(size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)rows_per_block * (size_t)k);
+    float *probs = ALLOC_ARRAY((size_t)rows_per_block * (size_t)k, float);
+    int64_t *indices = ALLOC_ARRAY((size_t)rows_per_block * (size_t)k, int64_t);
     emulate_block_merge(logits, rows_per_block, vocab, k, merge_group, probs, indices);
     int right = 0;
     for (int row = 0; row < rows_per_block; row++) {
@@ -76,7 +76,7 @@ static int rows_right(const float *logits, int rows_per_block, size_t vocab, int
 void print_merge_demo(TableFormat format)
 {
     enum { VOCAB = 1000, K = 5 };
-    float *logits = ALLOC_ARRAY(float, EMULATED_BLOCK_WARPS *VOCAB);
+    float *logits = ALLOC_ARRAY(EMULATED_BLOCK_WARPS * VOCAB, float);
     Rng rng;
     rng_seed(&rng, 2018);
     rng_fill_normal_f32(&rng, logits, EMULATED_BLOCK_WARPS * VOCAB, 0.0, 3.0);

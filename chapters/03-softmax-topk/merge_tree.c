@@ -111,7 +111,7 @@ void write_merge_tree_diagram(FILE *out, const float *logits, size_t vocab, int 
 
 void write_seeded_merge_tree_diagram(FILE *out, size_t vocab, int rows_per_block, int merge_group, uint64_t seed)
 {
-    float *logits = ALLOC_ARRAY(float, (size_t)rows_per_block *vocab);
+    float *logits = ALLOC_ARRAY((size_t)rows_per_block * vocab, float);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, logits, (size_t)rows_per_block * vocab, 0.0, 3.0);

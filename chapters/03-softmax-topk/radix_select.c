@@ -62,7 +62,7 @@ static void write_pass(FILE *out, const RadixPass *pass, int k)
 
 void write_radix_histogram_data(FILE *out, size_t vocab, int k, uint64_t seed)
 {
-    float *row = ALLOC_ARRAY(float, vocab);
+    float *row = ALLOC_ARRAY(vocab, float);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, row, vocab, 0.0, 3.0);

@@ -62,9 +62,9 @@ static void run_rejection_on_row(void *ctx)
 static double expected_rounds(const float *row, SamplingParams params)
 {
     int k = params.top_k;
-    double *probs = ALLOC_ARRAY(double, (size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k);
-    float *ranked = ALLOC_ARRAY(float, (size_t)k), *survivor_probs = ALLOC_ARRAY(float, (size_t)k);
+    double *probs = ALLOC_ARRAY((size_t)k, double);
+    int64_t *indices = ALLOC_ARRAY((size_t)k, int64_t);
+    float *ranked = ALLOC_ARRAY((size_t)k, float), *survivor_probs = ALLOC_ARRAY((size_t)k, float);
     softmax_topk_reference(row, VOCAB, k, probs, indices);
     for (int j = 0; j < k; j++) {
         ranked[j] = row[indices[j]];
@@ -81,9 +81,9 @@ static double expected_rounds(const float *row, SamplingParams params)
  * draws. */
 static double measured_rounds(const float *row, SamplingParams params, double *weights, int draws)
 {
-    float *candidate_logits = ALLOC_ARRAY(float, (size_t)params.top_k),
-          *probs = ALLOC_ARRAY(float, (size_t)params.top_k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)params.top_k);
+    float *candidate_logits = ALLOC_ARRAY((size_t)params.top_k, float),
+          *probs = ALLOC_ARRAY((size_t)params.top_k, float);
+    int64_t *indices = ALLOC_ARRAY((size_t)params.top_k, int64_t);
     RowScratch scratch = row_scratch_new(CPU_FUSED, VOCAB, params.top_k);
     softmax_topk_row(CPU_FUSED, row, VOCAB, params.top_k, &scratch, probs, indices);
     for (int j = 0; j < params.top_k; j++) {
@@ -129,10 +129,10 @@ void print_rejection_table(TableFormat format)
     float *logits = bench_logits_new((size_t)ROWS * VOCAB, 1);
     RejectionCase c = {logits,
                        sampling_params_top_k(TOP_K),
-                       ALLOC_ARRAY(int64_t, ROWS),
-                       ALLOC_ARRAY(int64_t, (size_t)ROWS * VOCAB),
-                       ALLOC_ARRAY(float, (size_t)ROWS *VOCAB),
-                       ALLOC_ARRAY(double, VOCAB),
+                       ALLOC_ARRAY(ROWS, int64_t),
+                       ALLOC_ARRAY((size_t)ROWS * VOCAB, int64_t),
+                       ALLOC_ARRAY((size_t)ROWS * VOCAB, float),
+                       ALLOC_ARRAY(VOCAB, double),
                        0,
                        0};
     const char *headers[] = {"candidates",

@@ -44,7 +44,7 @@ static int draw_place(DrawMethod method, const float *probs, int count, uint64_t
 static void draw_by_rejection(const float *candidate_logits, SamplingParams params, uint64_t seed, uint64_t row,
                               uint32_t first_draw, int samples, const int64_t *indices, int64_t *tokens)
 {
-    double *weights = ALLOC_ARRAY(double, (size_t)params.top_k);
+    double *weights = ALLOC_ARRAY((size_t)params.top_k, double);
     RejectionCandidates c = {candidate_logits, params.top_k, weights, 0.0};
     bool drawable = rejection_weights(&c, params);
     for (int d = 0; d < samples; d++) {
@@ -63,7 +63,7 @@ void sample_candidates(const float *candidate_logits, SamplingParams params, Dra
      * small K), allocated beyond. */
     enum { WEIGHTS_ON_STACK = 256 };
     double stack_weights[WEIGHTS_ON_STACK];
-    double *weights = params.top_k <= WEIGHTS_ON_STACK ? stack_weights : ALLOC_ARRAY(double, (size_t)params.top_k);
+    double *weights = params.top_k <= WEIGHTS_ON_STACK ? stack_weights : ALLOC_ARRAY((size_t)params.top_k, double);
     int count = sampling_survivors(candidate_logits, params, weights, probs);
     if (weights != stack_weights) {
         array_free(weights);
@@ -112,8 +112,8 @@ int64_t sample_one_token(const float *logits, size_t vocab, SamplingParams param
                          uint64_t row, uint32_t draw)
 {
     size_t k = (size_t)params.top_k;
-    float *probs = ALLOC_ARRAY(float, k), *candidate_logits = ALLOC_ARRAY(float, k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, k), token;
+    float *probs = ALLOC_ARRAY(k, float), *candidate_logits = ALLOC_ARRAY(k, float);
+    int64_t *indices = ALLOC_ARRAY(k, int64_t), token;
     RowScratch scratch = row_scratch_new(CPU_FUSED, vocab, params.top_k);
     softmax_topk_row(CPU_FUSED, logits, vocab, params.top_k, &scratch, probs, indices);
     for (size_t j = 0; j < k; j++) {

@@ -289,9 +289,9 @@ static SlowPathCounts replay_rows(const float *logits, size_t rows, SharedThresh
 {
     SlowPathCounts counts = {.rows = (long)rows};
     const int warps = kernel.warps_per_row;
-    ReplayedWarp *w = ALLOC_ARRAY(ReplayedWarp, (size_t)warps);
-    TopkEntry *buffers = ALLOC_ARRAY(TopkEntry, (size_t)warps * (size_t)(kernel.kept_size + kernel.fresh_size));
-    uint32_t *keys = ALLOC_ARRAY(uint32_t, (size_t)topk_step_keys_per_row(kernel.vocab) + 1);
+    ReplayedWarp *w = ALLOC_ARRAY((size_t)warps, ReplayedWarp);
+    TopkEntry *buffers = ALLOC_ARRAY((size_t)warps * (size_t)(kernel.kept_size + kernel.fresh_size), TopkEntry);
+    uint32_t *keys = ALLOC_ARRAY((size_t)topk_step_keys_per_row(kernel.vocab) + 1, uint32_t);
     for (int m = 0; m < warps; m++) {
         w[m].kept = buffers + (size_t)m * (size_t)(kernel.kept_size + kernel.fresh_size);
         w[m].fresh = w[m].kept + kernel.kept_size;

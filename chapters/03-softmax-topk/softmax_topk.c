@@ -16,7 +16,7 @@
 
 const char *cpu_version_name(CpuVersion version)
 {
-    /* The versions count from 1 (the command line's numbers), so names[0] is empty. */
+    /* The versions count from 1 (the command line's numbers): names[0] is unused. */
     static const char *const names[] = {[CPU_NAIVE] = "naive", [CPU_ONLINE] = "online", [CPU_FUSED] = "fused"};
     if (version < CPU_NAIVE || version > CPU_FUSED)
         return "?";
@@ -99,12 +99,12 @@ enum { FUSED_CHUNK = 256 };
 
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k)
 {
-    RowScratch scratch = {NULL, ALLOC_ARRAY(TopkEntry, topk_collector_storage(k)), NULL};
+    RowScratch scratch = {NULL, ALLOC_ARRAY(topk_collector_storage(k), TopkEntry), NULL};
     if (version == CPU_NAIVE) {
-        scratch.probabilities = ALLOC_ARRAY(float, vocab);
+        scratch.probabilities = ALLOC_ARRAY(vocab, float);
     }
     if (version == CPU_FUSED) {
-        scratch.chunk_maxima = ALLOC_ARRAY(float, (vocab + FUSED_CHUNK - 1) / FUSED_CHUNK);
+        scratch.chunk_maxima = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, float);
     }
     return scratch;
 }
@@ -552,7 +552,7 @@ static const TopkEntry *online_stored_row(StoredLogits row, size_t vocab, TopkCo
     if (row.type == LOGITS_FLOAT32) {
         return online_row(row.data, vocab, top, state);
     }
-    float *widened = ALLOC_ARRAY(float, vocab);
+    float *widened = ALLOC_ARRAY(vocab, float);
     widen_logits(row, 0, vocab, widened);
     const TopkEntry *best = online_row(widened, vocab, top, state);
     array_free(widened);
@@ -650,7 +650,7 @@ static void rows_with_lookahead(CpuVersion version, StoredLogits logits, size_t 
 #pragma omp parallel num_threads(threads)
     {
         RowScratch scratch = row_scratch_new(version, vocab, k);
-        float *candidate_logits = then != NULL ? ALLOC_ARRAY(float, (size_t)k) : NULL;
+        float *candidate_logits = then != NULL ? ALLOC_ARRAY((size_t)k, float) : NULL;
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
             /* The rows after this one follow it in memory. */
@@ -704,7 +704,7 @@ static double reference_weight(double x, double max)
 
 void softmax_topk_reference(const float *logits, size_t vocab, int k, double *probs, int64_t *indices)
 {
-    TopkEntry *sorted = ALLOC_ARRAY(TopkEntry, vocab);
+    TopkEntry *sorted = ALLOC_ARRAY(vocab, TopkEntry);
     double max = -INFINITY;
     for (size_t i = 0; i < vocab; i++) {
         sorted[i] = topk_entry(logits[i], (int32_t)i);

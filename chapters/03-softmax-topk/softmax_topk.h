@@ -110,8 +110,9 @@ void softmax_topk_reference(const float *logits, size_t vocab, int k, double *pr
  * addition per chunk, hundreds one after another, and a confident row (one
  * weight near 1 and a long tail below an ulp of it) would lose its tail:
  * 1e-5 of the sum at V = 50257, beyond the fused version's tolerance; a
- * double one, added to every chunk, cost a tenth of the pass. Each lane also keeps the largest logit it has seen, apart
- * for FLOOR_GROUPS groups of chunks (chunk c in group c % FLOOR_GROUPS):
+ * double one, added to every chunk, cost a tenth of the pass. Each lane
+ * also keeps the largest logit it has seen, apart for FLOOR_GROUPS groups
+ * of chunks (chunk c in group c % FLOOR_GROUPS):
  * LANES * FLOOR_GROUPS different logits of the row, from which
  * lane_sums_topk_floor bounds the k-th best. */
 #define LANES 64

@@ -103,7 +103,7 @@ static ComparingCache comparing_cache_create(const ModelConfig *config, int num_
         .exact = paged_cache_create(config, 1, num_blocks, setup->block_size, false),
         .measured = paged_cache_create_in(config, 1, num_blocks, setup->block_size, false, format, setup->int4_group),
         .head_dim = config->head_dim,
-        .exact_out = ALLOC_ARRAY(float, (size_t)config->n_heads * config->head_dim),
+        .exact_out = ALLOC_ARRAY((size_t)config->n_heads * config->head_dim, float),
         .errors = errors,
     };
 }
@@ -171,7 +171,7 @@ static AccuracyResult measure_format(const Model *model, const AccuracySetup *se
     ComparingCache cache = comparing_cache_create(c, num_blocks, setup, format, &errors);
     if (scales.keys != NULL)
         paged_cache_set_fp8_scales(&cache.measured, scales.keys, scales.values);
-    float *logits = ALLOC_ARRAY(float, (size_t)steps *vocab);
+    float *logits = ALLOC_ARRAY((size_t)steps * vocab, float);
     run_teacher_forced(model, &cache.base, reference, logits);
 
     AccuracyResult r = {.format = format, .fp8_scales = scales.kind, .steps = steps};
@@ -229,7 +229,7 @@ static void calibrate(const Model *model, const AccuracySetup *setup, const Requ
     int steps = reference->n_generated, stored = reference->prompt_len + steps - 1;
     PagedCache cache =
         paged_cache_create(c, 1, paged_kv_blocks_for(stored, setup->block_size), setup->block_size, false);
-    float *logits = ALLOC_ARRAY(float, (size_t)steps * c->vocab_size);
+    float *logits = ALLOC_ARRAY((size_t)steps * c->vocab_size, float);
     run_teacher_forced(model, &cache.base, reference, logits);
     paged_cache_largest(&cache, 0, stored, largest_key, largest_value);
     array_free(logits);
@@ -257,8 +257,8 @@ void accuracy_measure_fp8_scales(const Model *model, const AccuracySetup *setup,
 {
     const ModelConfig *c = &model->config;
     size_t count = (size_t)c->n_layers * c->n_kv_heads;
-    float *largest_key = ALLOC_ARRAY(float, count), *largest_value = ALLOC_ARRAY(float, count);
-    float *key_scales = ALLOC_ARRAY(float, count), *value_scales = ALLOC_ARRAY(float, count);
+    float *largest_key = ALLOC_ARRAY(count, float), *largest_value = ALLOC_ARRAY(count, float);
+    float *key_scales = ALLOC_ARRAY(count, float), *value_scales = ALLOC_ARRAY(count, float);
     Request *reference = greedy_reference(model, setup);
     calibrate(model, setup, reference, largest_key, largest_value);
     const KvFormat formats[2] = {KV_FORMAT_FP8_E4M3, KV_FORMAT_FP8_E5M2};

@@ -128,8 +128,8 @@ static void attend_all_paged(const AttendInput *in, int block_size, KvFormat for
     PagedKvShape shape = {block_size, in->n_kv_heads, in->head_dim};
     KvBlockLayout keys = kv_layout(format, true, shape, int4_group),
                   values = kv_layout(format, false, shape, int4_group);
-    float *key_head_scales = ALLOC_ARRAY(float, in->n_kv_heads),
-          *value_head_scales = ALLOC_ARRAY(float, in->n_kv_heads);
+    float *key_head_scales = ALLOC_ARRAY(in->n_kv_heads, float),
+          *value_head_scales = ALLOC_ARRAY(in->n_kv_heads, float);
     if (keys.axis == KV_SCALE_PER_TENSOR) {
         keys = calibrate_fp8(in, keys, in->k, fp8_scales, key_head_scales);
         values = calibrate_fp8(in, values, in->v, fp8_scales, value_head_scales);
@@ -141,9 +141,9 @@ static void attend_all_paged(const AttendInput *in, int block_size, KvFormat for
     Rng rng;
     rng_seed(&rng, 1);
     block_pool_shuffle(&pool, &rng);
-    uint8_t *key_pool = ALLOC_ARRAY(uint8_t, (size_t)blocks * kv_block_bytes(keys));
-    uint8_t *value_pool = ALLOC_ARRAY(uint8_t, (size_t)blocks * kv_block_bytes(values));
-    float *tile = ALLOC_ARRAY(float, (size_t)block_size * in->head_dim);
+    uint8_t *key_pool = ALLOC_ARRAY((size_t)blocks * kv_block_bytes(keys), uint8_t);
+    uint8_t *value_pool = ALLOC_ARRAY((size_t)blocks * kv_block_bytes(values), uint8_t);
+    float *tile = ALLOC_ARRAY((size_t)block_size * in->head_dim, float);
     int group = in->n_heads / in->n_kv_heads;
     for (int b = 0; b < in->batch; b++) {
         BlockTable table = block_table_create(paged_kv_blocks_for(in->lens[b], block_size));
@@ -201,9 +201,9 @@ static void attend_and_save(const AttendInput *in, const char *save_dir, int blo
     NpyOutputDir save = npy_output_dir_open(save_dir);
     size_t heads = (size_t)in->batch * in->n_heads;
     size_t out_shape[3] = {(size_t)in->batch, (size_t)in->n_heads, (size_t)in->head_dim};
-    float *scores = ALLOC_ARRAY(float, (size_t)(in->n_heads / in->n_kv_heads) * in->max_len);
-    float *out = ALLOC_ARRAY(float, heads * in->head_dim);
-    bool *flagged = ALLOC_ARRAY(bool, heads);
+    float *scores = ALLOC_ARRAY((size_t)(in->n_heads / in->n_kv_heads) * in->max_len, float);
+    float *out = ALLOC_ARRAY(heads * in->head_dim, float);
+    bool *flagged = ALLOC_ARRAY(heads, bool);
     flag_nonfinite_inputs(in, flagged);
     attend_all_contiguous(in, scores, out);
     mark_nonfinite_rows(out, heads, (size_t)in->head_dim, flagged);

@@ -59,11 +59,11 @@ static AttentionBench bench_create(int batch, int context, int block_size, Rng *
         .batch = batch, .context = context, .shape = {block_size, BENCH_KV_HEADS, BENCH_HEAD_DIM}
     };
     size_t floats = (size_t)batch * BENCH_KV_HEADS * context * BENCH_HEAD_DIM;
-    b.queries = ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM);
-    b.out = ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM);
-    b.scores = ALLOC_ARRAY(float, (size_t)(BENCH_HEADS / BENCH_KV_HEADS) * context);
-    b.keys = ALLOC_ARRAY(float, floats);
-    b.values = ALLOC_ARRAY(float, floats);
+    b.queries = ALLOC_ARRAY((size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM, float);
+    b.out = ALLOC_ARRAY((size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM, float);
+    b.scores = ALLOC_ARRAY((size_t)(BENCH_HEADS / BENCH_KV_HEADS) * context, float);
+    b.keys = ALLOC_ARRAY(floats, float);
+    b.values = ALLOC_ARRAY(floats, float);
     rng_fill_uniform_f32(rng, b.queries, (size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM, -1, 1);
     rng_fill_uniform_f32(rng, b.keys, floats, -1, 1);
     rng_fill_uniform_f32(rng, b.values, floats, -1, 1);
@@ -72,9 +72,9 @@ static AttentionBench bench_create(int batch, int context, int block_size, Rng *
     b.pool = block_pool_create(batch * blocks_per_seq, block_size, false);
     block_pool_shuffle(&b.pool, rng);
     size_t pool_floats = (size_t)b.pool.num_blocks * paged_kv_block_floats(b.shape);
-    b.key_pool = ALLOC_ARRAY(float, pool_floats);
-    b.value_pool = ALLOC_ARRAY(float, pool_floats);
-    b.tables = ALLOC_ARRAY(BlockTable, batch);
+    b.key_pool = ALLOC_ARRAY(pool_floats, float);
+    b.value_pool = ALLOC_ARRAY(pool_floats, float);
+    b.tables = ALLOC_ARRAY(batch, BlockTable);
     size_t row = sizeof(float) * BENCH_HEAD_DIM;
     for (int s = 0; s < batch; s++) {
         BlockCopy no_copy;
@@ -108,7 +108,7 @@ static void bench_free(AttentionBench *b)
 static bool outputs_identical(AttentionBench *b)
 {
     size_t floats = (size_t)b->batch * BENCH_HEADS * BENCH_HEAD_DIM;
-    float *contiguous = ALLOC_ARRAY(float, floats);
+    float *contiguous = ALLOC_ARRAY(floats, float);
     decode_step(b, LAYOUT_CONTIGUOUS);
     memcpy(contiguous, b->out, sizeof(float) * floats);
     decode_step(b, LAYOUT_PAGED);
@@ -173,7 +173,7 @@ static void attend_in_format(void *context)
 static bool first_sequence_matches(const DecodeBatch *b, const float *out)
 {
     size_t per_seq = (size_t)b->n_heads * b->shape.head_dim;
-    double *ref = ALLOC_ARRAY(double, per_seq);
+    double *ref = ALLOC_ARRAY(per_seq, double);
     decode_batch_reference(b, 0, ref);
     bool ok = check_close_f32(out, ref, per_seq, 2e-5, 1e-4).ok;
     array_free(ref);
@@ -212,7 +212,7 @@ bool attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
     double float_bytes_per_seq = (double)CONTEXT * 2 * BENCH_KV_HEADS * BENCH_HEAD_DIM * sizeof(float);
     int batch = (int)(cache_bytes / float_bytes_per_seq);
     batch = batch > 0 ? batch : 1;
-    int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
+    int32_t *lengths = ALLOC_ARRAY(batch, int32_t);
     for (int s = 0; s < batch; s++)
         lengths[s] = CONTEXT;
     fprintf(out,
@@ -223,13 +223,14 @@ bool attention_bench_formats(int block_size, size_t cache_bytes, FILE *out, Tabl
             batch * float_bytes_per_seq / 1048576.0, bench_llc_bytes() / 1048576.0);
     bench_print_machine(out, 1);
     fprintf(out, "\n");
-    FormatBench *benches = ALLOC_ARRAY(FormatBench, KV_FORMAT_COUNT);
+    FormatBench *benches = ALLOC_ARRAY(KV_FORMAT_COUNT, FormatBench);
     bool ok[KV_FORMAT_COUNT];
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
         const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, block_size, (KvFormat)f,
                                         32,    9,           false};
         benches[f].batch = decode_batch_create(&shape, lengths);
-        benches[f].run = (FormatRun){&benches[f].batch, ALLOC_ARRAY(float, (size_t)batch *BENCH_HEADS *BENCH_HEAD_DIM)};
+        benches[f].run =
+            (FormatRun){&benches[f].batch, ALLOC_ARRAY((size_t)batch * BENCH_HEADS * BENCH_HEAD_DIM, float)};
         attend_in_format(&benches[f].run);
         ok[f] = first_sequence_matches(&benches[f].batch, benches[f].run.out);
     }

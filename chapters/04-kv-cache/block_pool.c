@@ -12,18 +12,18 @@ BlockPool block_pool_create(int num_blocks, int block_size, bool prefix_caching)
         .block_size = block_size,
         .prefix_caching = prefix_caching,
         .copy_on_write = true,
-        .ref_count = ALLOC_ARRAY(int, num_blocks),
-        .free_stack = ALLOC_ARRAY(int32_t, num_blocks),
+        .ref_count = ALLOC_ARRAY(num_blocks, int),
+        .free_stack = ALLOC_ARRAY(num_blocks, int32_t),
         .free_count = num_blocks,
-        .lru_prev = ALLOC_ARRAY(int32_t, num_blocks),
-        .lru_next = ALLOC_ARRAY(int32_t, num_blocks),
+        .lru_prev = ALLOC_ARRAY(num_blocks, int32_t),
+        .lru_next = ALLOC_ARRAY(num_blocks, int32_t),
         .lru_head = NO_BLOCK,
         .lru_tail = NO_BLOCK,
-        .cached = ALLOC_ARRAY(bool, num_blocks),
-        .hash = ALLOC_ARRAY(uint64_t, num_blocks),
-        .parent_hash = ALLOC_ARRAY(uint64_t, num_blocks),
-        .tokens = ALLOC_ARRAY(int32_t, (size_t)num_blocks * block_size),
-        .bucket_next = ALLOC_ARRAY(int32_t, num_blocks),
+        .cached = ALLOC_ARRAY(num_blocks, bool),
+        .hash = ALLOC_ARRAY(num_blocks, uint64_t),
+        .parent_hash = ALLOC_ARRAY(num_blocks, uint64_t),
+        .tokens = ALLOC_ARRAY((size_t)num_blocks * block_size, int32_t),
+        .bucket_next = ALLOC_ARRAY(num_blocks, int32_t),
     };
     /* Block 0 on top of the stack: a fresh pool hands out 0, 1, 2, ... */
     for (int i = 0; i < num_blocks; i++)
@@ -31,7 +31,7 @@ BlockPool block_pool_create(int num_blocks, int block_size, bool prefix_caching)
     pool.n_buckets = 1;
     while (pool.n_buckets < num_blocks)
         pool.n_buckets *= 2;
-    pool.bucket_head = ALLOC_ARRAY(int32_t, pool.n_buckets);
+    pool.bucket_head = ALLOC_ARRAY(pool.n_buckets, int32_t);
     for (int i = 0; i < pool.n_buckets; i++)
         pool.bucket_head[i] = NO_BLOCK;
     return pool;
@@ -142,7 +142,7 @@ static void drop_block(BlockPool *pool, int32_t b)
 
 BlockTable block_table_create(int capacity)
 {
-    return (BlockTable){.blocks = ALLOC_ARRAY(int32_t, capacity), .capacity = capacity};
+    return (BlockTable){.blocks = ALLOC_ARRAY(capacity, int32_t), .capacity = capacity};
 }
 
 void block_table_free(BlockTable *table)

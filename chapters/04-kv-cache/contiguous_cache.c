@@ -62,8 +62,8 @@ ContiguousCache contiguous_cache_create(const ModelConfig *c, int n_seqs)
         .head_dim = c->head_dim,
     };
     size_t floats = (size_t)c->n_layers * n_seqs * c->n_kv_heads * c->max_seq_len * c->head_dim;
-    cache.keys = ALLOC_ARRAY(float, floats);
-    cache.values = ALLOC_ARRAY(float, floats);
+    cache.keys = ALLOC_ARRAY(floats, float);
+    cache.values = ALLOC_ARRAY(floats, float);
     return cache;
 }
 

@@ -18,10 +18,10 @@ static void scatter_blocks(DecodeBatch *b, Rng *rng)
         b->max_blocks = blocks > b->max_blocks ? blocks : b->max_blocks;
         b->num_blocks += blocks;
     }
-    b->block_tables = ALLOC_ARRAY(int32_t, (size_t)b->batch * b->max_blocks);
+    b->block_tables = ALLOC_ARRAY((size_t)b->batch * b->max_blocks, int32_t);
     BlockPool pool = block_pool_create(b->num_blocks, block_size, false);
     block_pool_shuffle(&pool, rng);
-    BlockTable *tables = ALLOC_ARRAY(BlockTable, b->batch);
+    BlockTable *tables = ALLOC_ARRAY(b->batch, BlockTable);
     for (int s = 0; s < b->batch; s++) {
         BlockCopy no_copy;
         tables[s] = block_table_create(b->max_blocks);
@@ -64,8 +64,8 @@ static float head_gain(const DecodeBatch *b, int kv_head)
 static void give_heads_scales(DecodeBatch *b)
 {
     int heads = b->shape.n_kv_heads;
-    b->key_head_scales = ALLOC_ARRAY(float, heads);
-    b->value_head_scales = ALLOC_ARRAY(float, heads);
+    b->key_head_scales = ALLOC_ARRAY(heads, float);
+    b->value_head_scales = ALLOC_ARRAY(heads, float);
     for (int h = 0; h < heads; h++) {
         b->key_head_scales[h] = kv_fp8_scale_for(4.0f * head_gain(b, h), b->key_layout.number);
         b->value_head_scales[h] = kv_fp8_scale_for(head_gain(b, h), b->value_layout.number);
@@ -92,20 +92,20 @@ DecodeBatch decode_batch_create(const DecodeBatchShape *s, const int32_t *length
         if (s->fp8_per_head)
             give_heads_scales(&b);
     }
-    b.lengths = ALLOC_ARRAY(int32_t, s->batch);
+    b.lengths = ALLOC_ARRAY(s->batch, int32_t);
     memcpy(b.lengths, lengths, sizeof(int32_t) * s->batch);
     Rng rng;
     rng_seed(&rng, s->seed);
     scatter_blocks(&b, &rng);
-    b.key_pool = ALLOC_ARRAY(uint8_t, (size_t)b.num_blocks * kv_block_bytes(b.key_layout));
-    b.value_pool = ALLOC_ARRAY(uint8_t, (size_t)b.num_blocks * kv_block_bytes(b.value_layout));
+    b.key_pool = ALLOC_ARRAY((size_t)b.num_blocks * kv_block_bytes(b.key_layout), uint8_t);
+    b.value_pool = ALLOC_ARRAY((size_t)b.num_blocks * kv_block_bytes(b.value_layout), uint8_t);
     size_t query_floats = (size_t)s->batch * s->n_heads * s->head_dim;
-    b.queries = ALLOC_ARRAY(float, query_floats);
+    b.queries = ALLOC_ARRAY(query_floats, float);
     rng_fill_normal_f32(&rng, b.queries, query_floats, 0, 1);
 
     int longest = b.max_blocks * s->block_size;
-    float *keys = ALLOC_ARRAY(float, (size_t)longest * s->head_dim);
-    float *values = ALLOC_ARRAY(float, (size_t)longest * s->head_dim);
+    float *keys = ALLOC_ARRAY((size_t)longest * s->head_dim, float);
+    float *values = ALLOC_ARRAY((size_t)longest * s->head_dim, float);
     for (int seq = 0; seq < s->batch; seq++) {
         const int32_t *table = b.block_tables + (size_t)seq * b.max_blocks;
         size_t floats = (size_t)lengths[seq] * s->head_dim;
@@ -150,8 +150,8 @@ void decode_batch_reference(const DecodeBatch *b, int seq, double *out)
 {
     int d = b->shape.head_dim, length = b->lengths[seq], group = b->n_heads / b->shape.n_kv_heads;
     const int32_t *table = b->block_tables + (size_t)seq * b->max_blocks;
-    float *keys = ALLOC_ARRAY(float, (size_t)length *d), *values = ALLOC_ARRAY(float, (size_t)length *d);
-    double *weights = ALLOC_ARRAY(double, length);
+    float *keys = ALLOC_ARRAY((size_t)length * d, float), *values = ALLOC_ARRAY((size_t)length * d, float);
+    double *weights = ALLOC_ARRAY(length, double);
     for (int kv = 0; kv < b->shape.n_kv_heads; kv++) {
         load_sequence(b->key_layout, b->key_pool, table, kv, length, keys);
         load_sequence(b->value_layout, b->value_pool, table, kv, length, values);
@@ -168,8 +168,8 @@ void decode_batch_reference(const DecodeBatch *b, int seq, double *out)
 void decode_batch_attend_cpu(const DecodeBatch *b, float *out)
 {
     int d = b->shape.head_dim, group = b->n_heads / b->shape.n_kv_heads, longest = b->max_blocks * b->shape.block_size;
-    float *scores = ALLOC_ARRAY(float, (size_t)group *longest);
-    float *tile = ALLOC_ARRAY(float, (size_t)b->shape.block_size *d);
+    float *scores = ALLOC_ARRAY((size_t)group * longest, float);
+    float *tile = ALLOC_ARRAY((size_t)b->shape.block_size * d, float);
     KvPool keys = {b->key_pool, b->key_layout}, values = {b->value_pool, b->value_layout};
     for (int s = 0; s < b->batch; s++)
         for (int kv = 0; kv < b->shape.n_kv_heads; kv++) {

@@ -159,7 +159,7 @@ bool demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
     Request *first = requests_random(c, &rng, 1, prompt_len, prompt_len, n_new, n_new);
     Request *runs[3];
     for (int k = 0; k < 3; k++) {
-        runs[k] = ALLOC_ARRAY(Request, n);
+        runs[k] = ALLOC_ARRAY(n, Request);
         for (int i = 0; i < n; i++)
             runs[k][i] = request_create(c, first->tokens, prompt_len, n_new, DEMO_SEED + i);
     }
@@ -272,7 +272,7 @@ bool demo_preemption(const Model *model, int block_size, const Sampler *sampler,
                                         PREEMPT_BLOCKS * block_size);
     /* One more that can never fit: longer than the whole pool. */
     request_free(&requests[n_requests - 1]);
-    int32_t *long_prompt = ALLOC_ARRAY(int32_t, num_blocks * block_size);
+    int32_t *long_prompt = ALLOC_ARRAY(num_blocks * block_size, int32_t);
     requests[n_requests - 1] = request_create(c, long_prompt, num_blocks * block_size, 4, 1);
     Request *alone = requests_copy(c, requests, n_requests);
 

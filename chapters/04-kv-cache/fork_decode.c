@@ -12,7 +12,7 @@ bool sample_parallel(const Model *model, PagedCache *cache, Request *requests, i
     const ServeOptions plain = {0};
     ServeStats stats = {0};
     int vocab = model->config.vocab_size, prompt_len = requests[0].prompt_len;
-    Request **batch = ALLOC_ARRAY(Request *, n);
+    Request **batch = ALLOC_ARRAY(n, Request *);
     for (int i = 0; i < n; i++) {
         batch[i] = &requests[i];
         requests[i].slot = i;
@@ -43,8 +43,8 @@ bool sample_parallel(const Model *model, PagedCache *cache, Request *requests, i
 Beam beam_create(const ModelConfig *config, int steps)
 {
     return (Beam){
-        .tokens = ALLOC_ARRAY(int32_t, steps),
-        .logits = ALLOC_ARRAY(float, (size_t)steps * config->vocab_size),
+        .tokens = ALLOC_ARRAY(steps, int32_t),
+        .logits = ALLOC_ARRAY((size_t)steps * config->vocab_size, float),
     };
 }
 
@@ -79,8 +79,8 @@ typedef struct {
 static void extend_beams(PagedCache *cache, BeamState *s, const float *logits, int vocab, int width, int t)
 {
     size_t n_candidates = (size_t)s->n_live * vocab;
-    double *score = ALLOC_ARRAY(double, n_candidates);
-    int *best = ALLOC_ARRAY(int, width);
+    double *score = ALLOC_ARRAY(n_candidates, double);
+    int *best = ALLOC_ARRAY(width, int);
     for (int b = 0; b < s->n_live; b++) {
         log_softmax(logits + (size_t)b * vocab, vocab, score + (size_t)b * vocab);
         for (int v = 0; v < vocab; v++)
@@ -116,16 +116,16 @@ bool beam_search(const Model *model, PagedCache *cache, const int32_t *prompt, i
 {
     KvCache *kv = &cache->base;
     int vocab = model->config.vocab_size;
-    Beam *scratch = ALLOC_ARRAY(Beam, width);
+    Beam *scratch = ALLOC_ARRAY(width, Beam);
     for (int j = 0; j < width; j++)
         scratch[j] = beam_create(&model->config, steps);
-    BeamState s = {.live = beams, .next = scratch, .n_live = 1, .free_slots = ALLOC_ARRAY(int, 2 * width)};
+    BeamState s = {.live = beams, .next = scratch, .n_live = 1, .free_slots = ALLOC_ARRAY(2 * width, int)};
     for (int slot = 2 * width - 1; slot >= 1; slot--)
         s.free_slots[s.n_free++] = slot;
     s.live[0].slot = 0;
     s.live[0].log_prob = 0.0;
-    float *logits = ALLOC_ARRAY(float, (size_t)width *vocab);
-    SeqChunk *chunks = ALLOC_ARRAY(SeqChunk, width);
+    float *logits = ALLOC_ARRAY((size_t)width * vocab, float);
+    SeqChunk *chunks = ALLOC_ARRAY(width, SeqChunk);
     bool ok = kv->reserve(kv, 0, prompt_len);
     if (ok)
         model_forward(model, kv, &(SeqChunk){0, 0, prompt_len, prompt}, 1, logits);

@@ -49,8 +49,8 @@ static CloseReport compare_with_reference(const DecodeBatch *b, const float *out
     int checked = 0;
     for (int s = 0; s < b->batch; s += step)
         checked++;
-    float *got = ALLOC_ARRAY(float, checked *per_seq);
-    double *ref = ALLOC_ARRAY(double, checked *per_seq);
+    float *got = ALLOC_ARRAY(checked * per_seq, float);
+    double *ref = ALLOC_ARRAY(checked * per_seq, double);
     int i = 0;
     for (int s = 0; s < b->batch; s += step, i++) {
         decode_batch_reference(b, s, ref + i * per_seq);
@@ -95,7 +95,7 @@ static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_g
     const char *why = paged_attention_gpu_run_new(&run, &problem);
     if (why != NULL)
         cli_fail_status(1, "a check case was refused: %s", why);
-    float *result = ALLOC_ARRAY(float, (size_t)c->batch * c->n_heads * c->head_dim);
+    float *result = ALLOC_ARRAY((size_t)c->batch * c->n_heads * c->head_dim, float);
     const int versions[] = {1, 2, 2, 3, 3, 4, 4};
     const int partitions[] = {0, 0, 3 * c->block_size, 0, 3 * c->block_size, 0, 3 * c->block_size};
     int failures = 0;
@@ -184,7 +184,7 @@ static BenchStats time_steps(PagedAttentionGpuRun *run, int version)
 static Timing validated_timing(PagedAttentionGpuRun *run, const DecodeBatch *b, int version, char *why, size_t size)
 {
     Timing t = {.ok = false, .bytes = decode_batch_cache_bytes(b)};
-    float *result = ALLOC_ARRAY(float, (size_t)b->batch * b->n_heads * b->shape.head_dim);
+    float *result = ALLOC_ARRAY((size_t)b->batch * b->n_heads * b->shape.head_dim, float);
     const char *refused = paged_attention_gpu_run_once(run, version, 0, result);
     if (refused != NULL)
         cli_fail_status(1, "version %d: %s", version, refused);
@@ -202,7 +202,7 @@ static Timing validated_timing(PagedAttentionGpuRun *run, const DecodeBatch *b, 
 
 static DecodeBatch bench_batch(int batch, int context, KvFormat format)
 {
-    int32_t *lengths = ALLOC_ARRAY(int32_t, batch);
+    int32_t *lengths = ALLOC_ARRAY(batch, int32_t);
     for (int s = 0; s < batch; s++)
         lengths[s] = context;
     const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, format,

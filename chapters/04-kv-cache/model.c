@@ -39,7 +39,7 @@ bool model_config_check(const ModelConfig *c, char *err, size_t err_size)
 
 static float *normal_weights(Rng *rng, size_t count, double stddev)
 {
-    float *w = ALLOC_ARRAY(float, count);
+    float *w = ALLOC_ARRAY(count, float);
     rng_fill_normal_f32(rng, w, count, 0.0, stddev);
     return w;
 }
@@ -52,7 +52,7 @@ static float *projection(Rng *rng, int fan_in, int fan_out)
 
 static float *norm_gain(Rng *rng, int dim)
 {
-    float *g = ALLOC_ARRAY(float, dim);
+    float *g = ALLOC_ARRAY(dim, float);
     rng_fill_normal_f32(rng, g, dim, 1.0, 0.1);
     return g;
 }
@@ -62,8 +62,8 @@ static float *norm_gain(Rng *rng, int dim)
 static void make_rope_tables(Model *m)
 {
     int pairs = m->config.head_dim / 2, positions = m->config.max_seq_len;
-    m->rope_cos = ALLOC_ARRAY(float, (size_t)positions *pairs);
-    m->rope_sin = ALLOC_ARRAY(float, (size_t)positions *pairs);
+    m->rope_cos = ALLOC_ARRAY((size_t)positions * pairs, float);
+    m->rope_sin = ALLOC_ARRAY((size_t)positions * pairs, float);
     for (int p = 0; p < positions; p++)
         for (int i = 0; i < pairs; i++) {
             double angle = p * pow(ROPE_THETA, -2.0 * i / m->config.head_dim);
@@ -80,7 +80,7 @@ Model model_create(const ModelConfig *config)
     rng_seed(&rng, c.seed);
     int q_width = c.n_heads * c.head_dim, kv_width = c.n_kv_heads * c.head_dim;
     m.token_embedding = normal_weights(&rng, (size_t)c.vocab_size * c.dim, 1.0);
-    m.layers = ALLOC_ARRAY(LayerWeights, c.n_layers);
+    m.layers = ALLOC_ARRAY(c.n_layers, LayerWeights);
     for (int l = 0; l < c.n_layers; l++) {
         LayerWeights *w = &m.layers[l];
         w->attn_norm = norm_gain(&rng, c.dim);
@@ -221,8 +221,8 @@ static RowMap map_rows(const SeqChunk *chunks, int n_chunks)
     RowMap map = {0};
     for (int c = 0; c < n_chunks; c++)
         map.rows += chunks[c].count;
-    map.seq = ALLOC_ARRAY(int, map.rows);
-    map.position = ALLOC_ARRAY(int, map.rows);
+    map.seq = ALLOC_ARRAY(map.rows, int);
+    map.position = ALLOC_ARRAY(map.rows, int);
     int r = 0;
     for (int c = 0; c < n_chunks; c++)
         for (int i = 0; i < chunks[c].count; i++, r++) {
@@ -246,7 +246,7 @@ static void store_and_attend_rows(KvCache *cache, const ModelConfig *c, int laye
     for (int r = 0; r < map->rows; r++)
         if (map->position[r] + 1 > max_length)
             max_length = map->position[r] + 1;
-    float *scores = ALLOC_ARRAY(float, (size_t)group *max_length);
+    float *scores = ALLOC_ARRAY((size_t)group * max_length, float);
     for (int r = 0; r < map->rows; r++) {
         for (int h = 0; h < c->n_kv_heads; h++) {
             size_t at = ((size_t)r * c->n_kv_heads + h) * c->head_dim;
@@ -269,16 +269,16 @@ static Activations activations_alloc(const ModelConfig *c, int rows)
 {
     size_t r = (size_t)rows;
     return (Activations){
-        .x = ALLOC_ARRAY(float, r * c->dim),
-        .xn = ALLOC_ARRAY(float, r * c->dim),
-        .rstd = ALLOC_ARRAY(float, r),
-        .q = ALLOC_ARRAY(float, r * c->n_heads * c->head_dim),
-        .k = ALLOC_ARRAY(float, r * c->n_kv_heads * c->head_dim),
-        .v = ALLOC_ARRAY(float, r * c->n_kv_heads * c->head_dim),
-        .attn = ALLOC_ARRAY(float, r * c->n_heads * c->head_dim),
-        .proj = ALLOC_ARRAY(float, r * c->dim),
-        .gate = ALLOC_ARRAY(float, r * c->hidden_dim),
-        .up = ALLOC_ARRAY(float, r * c->hidden_dim),
+        .x = ALLOC_ARRAY(r * c->dim, float),
+        .xn = ALLOC_ARRAY(r * c->dim, float),
+        .rstd = ALLOC_ARRAY(r, float),
+        .q = ALLOC_ARRAY(r * c->n_heads * c->head_dim, float),
+        .k = ALLOC_ARRAY(r * c->n_kv_heads * c->head_dim, float),
+        .v = ALLOC_ARRAY(r * c->n_kv_heads * c->head_dim, float),
+        .attn = ALLOC_ARRAY(r * c->n_heads * c->head_dim, float),
+        .proj = ALLOC_ARRAY(r * c->dim, float),
+        .gate = ALLOC_ARRAY(r * c->hidden_dim, float),
+        .up = ALLOC_ARRAY(r * c->hidden_dim, float),
     };
 }
 

@@ -117,13 +117,13 @@ PagedCache paged_cache_create_in(const ModelConfig *c, int n_seqs, int num_block
     cache.value_layout = kv_layout(format, false, cache.shape, int4_group);
     cache.key_layer_bytes = num_blocks * kv_block_bytes(cache.key_layout);
     cache.value_layer_bytes = num_blocks * kv_block_bytes(cache.value_layout);
-    cache.keys = ALLOC_ARRAY(uint8_t, c->n_layers * cache.key_layer_bytes);
-    cache.values = ALLOC_ARRAY(uint8_t, c->n_layers * cache.value_layer_bytes);
+    cache.keys = ALLOC_ARRAY(c->n_layers * cache.key_layer_bytes, uint8_t);
+    cache.values = ALLOC_ARRAY(c->n_layers * cache.value_layer_bytes, uint8_t);
     size_t block_floats = (size_t)block_size * c->head_dim;
     if (cache.key_layout.axis == KV_SCALE_PER_CHANNEL)
-        cache.recent_keys = ALLOC_ARRAY(float, (size_t)n_seqs * c->n_layers * c->n_kv_heads * block_floats);
-    cache.tile = ALLOC_ARRAY(float, block_floats);
-    cache.tables = ALLOC_ARRAY(BlockTable, n_seqs);
+        cache.recent_keys = ALLOC_ARRAY((size_t)n_seqs * c->n_layers * c->n_kv_heads * block_floats, float);
+    cache.tile = ALLOC_ARRAY(block_floats, float);
+    cache.tables = ALLOC_ARRAY(n_seqs, BlockTable);
     int capacity = paged_kv_blocks_for(c->max_seq_len, block_size);
     for (int s = 0; s < n_seqs; s++)
         cache.tables[s] = block_table_create(capacity);
@@ -156,8 +156,8 @@ void paged_cache_set_fp8_scales(PagedCache *cache, const float *key_scales, cons
     size_t count = (size_t)cache->n_layers * cache->shape.n_kv_heads;
     array_free(cache->key_scales);
     array_free(cache->value_scales);
-    cache->key_scales = ALLOC_ARRAY(float, count);
-    cache->value_scales = ALLOC_ARRAY(float, count);
+    cache->key_scales = ALLOC_ARRAY(count, float);
+    cache->value_scales = ALLOC_ARRAY(count, float);
     memcpy(cache->key_scales, key_scales, sizeof(float) * count);
     memcpy(cache->value_scales, value_scales, sizeof(float) * count);
 }

@@ -12,8 +12,8 @@ Request request_create(const ModelConfig *config, const int32_t *prompt, int pro
         .prompt_len = prompt_len,
         .max_new = max_new,
         .sample_seed = sample_seed,
-        .tokens = ALLOC_ARRAY(int32_t, (size_t)prompt_len + max_new),
-        .logits = ALLOC_ARRAY(float, (size_t)max_new * config->vocab_size),
+        .tokens = ALLOC_ARRAY((size_t)prompt_len + max_new, int32_t),
+        .logits = ALLOC_ARRAY((size_t)max_new * config->vocab_size, float),
     };
     memcpy(r.tokens, prompt, sizeof(int32_t) * prompt_len);
     return r;
@@ -129,8 +129,8 @@ void run_batch(const Model *model, KvCache *cache, Request *const *batch, int n,
                const ServeOptions *options, ServeStats *stats)
 {
     int vocab = model->config.vocab_size;
-    SeqChunk *chunks = ALLOC_ARRAY(SeqChunk, n);
-    float *logits = ALLOC_ARRAY(float, (size_t)n *vocab);
+    SeqChunk *chunks = ALLOC_ARRAY(n, SeqChunk);
+    float *logits = ALLOC_ARRAY((size_t)n * vocab, float);
     for (int i = 0; i < n; i++) {
         const Request *r = batch[i];
         chunks[i] = (SeqChunk){r->slot, r->cached, tokens_to_feed(r, options), r->tokens + r->cached};
@@ -158,7 +158,7 @@ void run_batch(const Model *model, KvCache *cache, Request *const *batch, int n,
 static void step(const Model *model, KvCache *cache, Queues *q, Request *requests, const Sampler *sampler,
                  const ServeOptions *options, ServeStats *stats)
 {
-    Request **batch = ALLOC_ARRAY(Request *, q->n_running);
+    Request **batch = ALLOC_ARRAY(q->n_running, Request *);
     for (int i = 0; i < q->n_running; i++)
         batch[i] = &requests[q->running[i]];
     run_batch(model, cache, batch, q->n_running, sampler, options, stats);
@@ -182,9 +182,9 @@ ServeStats serve(const Model *model, KvCache *cache, int n_slots, Request *reque
 {
     ServeStats stats = {0};
     Queues q = {
-        .waiting = ALLOC_ARRAY(int, n_requests),
-        .running = ALLOC_ARRAY(int, n_slots),
-        .free_slots = ALLOC_ARRAY(int, n_slots),
+        .waiting = ALLOC_ARRAY(n_requests, int),
+        .running = ALLOC_ARRAY(n_slots, int),
+        .free_slots = ALLOC_ARRAY(n_slots, int),
     };
     for (int s = n_slots - 1; s >= 0; s--)
         q.free_slots[q.n_free_slots++] = s;

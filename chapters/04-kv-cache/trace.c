@@ -24,8 +24,8 @@ static void random_tokens(Rng *rng, int32_t *tokens, int n, int vocab_size)
 Request *requests_random(const ModelConfig *config, Rng *rng, int n, int prompt_min, int prompt_max, int new_min,
                          int new_max)
 {
-    Request *requests = ALLOC_ARRAY(Request, n);
-    int32_t *prompt = ALLOC_ARRAY(int32_t, prompt_max);
+    Request *requests = ALLOC_ARRAY(n, Request);
+    int32_t *prompt = ALLOC_ARRAY(prompt_max, int32_t);
     for (int i = 0; i < n; i++) {
         int length = uniform_int(rng, prompt_min, prompt_max);
         random_tokens(rng, prompt, length, config->vocab_size);
@@ -39,10 +39,10 @@ Request *requests_shared_prefixes(const ModelConfig *config, Rng *rng, int n, in
                                   int question_median, int new_min, int new_max)
 {
     int question_max = QUESTION_MAX_FACTOR * question_median;
-    int32_t *system = ALLOC_ARRAY(int32_t, (size_t)n_system * system_len);
-    int32_t *prompt = ALLOC_ARRAY(int32_t, system_len + question_max);
+    int32_t *system = ALLOC_ARRAY((size_t)n_system * system_len, int32_t);
+    int32_t *prompt = ALLOC_ARRAY(system_len + question_max, int32_t);
     random_tokens(rng, system, n_system * system_len, config->vocab_size);
-    Request *requests = ALLOC_ARRAY(Request, n);
+    Request *requests = ALLOC_ARRAY(n, Request);
     for (int i = 0; i < n; i++) {
         const int32_t *chosen = system + rng_below(rng, (uint64_t)n_system) * system_len;
         int question = lognormal_length(rng, question_median, 0.8, 1, question_max);
@@ -59,7 +59,7 @@ Request *requests_shared_prefixes(const ModelConfig *config, Rng *rng, int n, in
 
 Request *requests_copy(const ModelConfig *config, const Request *requests, int n)
 {
-    Request *copies = ALLOC_ARRAY(Request, n);
+    Request *copies = ALLOC_ARRAY(n, Request);
     for (int i = 0; i < n; i++)
         copies[i] = request_create(config, requests[i].tokens, requests[i].prompt_len, requests[i].max_new,
                                    requests[i].sample_seed);

@@ -7,7 +7,7 @@
 void generate_uncached(const Model *model, Request *r, const Sampler *sampler)
 {
     int vocab = model->config.vocab_size;
-    float *logits = ALLOC_ARRAY(float, vocab);
+    float *logits = ALLOC_ARRAY(vocab, float);
     while (r->n_generated < r->max_new) {
         int known = r->prompt_len + r->n_generated;
         /* Attention needs every position's keys and values within one pass;

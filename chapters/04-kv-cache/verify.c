@@ -118,8 +118,8 @@ Comparison verify_chunked_prefill(const Model *model, int prompt_len, int chunk)
 
     /* The cache after the prompt: every key and value, and the last logits. */
     ContiguousCache whole = contiguous_cache_create(config, 1), parts = contiguous_cache_create(config, 1);
-    float *logits_whole = ALLOC_ARRAY(float, config->vocab_size);
-    float *logits_parts = ALLOC_ARRAY(float, config->vocab_size);
+    float *logits_whole = ALLOC_ARRAY(config->vocab_size, float);
+    float *logits_parts = ALLOC_ARRAY(config->vocab_size, float);
     prefill(model, &whole.base, one_shot->tokens, prompt_len, 0, logits_whole);
     prefill(model, &parts.base, one_shot->tokens, prompt_len, chunk, logits_parts);
     int cache_floats = config->n_layers * config->n_kv_heads * config->max_seq_len * config->head_dim;
@@ -207,7 +207,7 @@ Comparison verify_parallel_sampling(const Model *model, int prompt_len, int n, i
 {
     Comparison c = comparison_new();
     Request *first = one_request(model, prompt_len, n_new);
-    Request *forked = ALLOC_ARRAY(Request, n);
+    Request *forked = ALLOC_ARRAY(n, Request);
     for (int i = 0; i < n; i++)
         forked[i] = request_create(&model->config, first->tokens, prompt_len, n_new, VERIFY_SEED + i);
     Request *alone = requests_copy(&model->config, forked, n);
@@ -233,14 +233,14 @@ Comparison verify_beam_search(const Model *model, int prompt_len, int width, int
     Request *source = one_request(model, prompt_len, 1);
     int blocks = 2 * width * paged_kv_blocks_for(prompt_len + steps, block_size);
     PagedCache cache = paged_cache_create(config, 2 * width, blocks, block_size, false);
-    Beam *beams = ALLOC_ARRAY(Beam, width);
+    Beam *beams = ALLOC_ARRAY(width, Beam);
     for (int j = 0; j < width; j++)
         beams[j] = beam_create(config, steps);
     c.tokens_equal = beam_search(model, &cache, source->tokens, prompt_len, width, steps, beams);
 
     /* Alone: the prompt and the beam's first k tokens, one token to draw. The
      * logits it is drawn from must be those the beam chose its token k from. */
-    int32_t *sequence = ALLOC_ARRAY(int32_t, prompt_len + steps);
+    int32_t *sequence = ALLOC_ARRAY(prompt_len + steps, int32_t);
     memcpy(sequence, source->tokens, sizeof(int32_t) * prompt_len);
     const Sampler greedy = {0};
     for (int j = 0; j < width; j++) {

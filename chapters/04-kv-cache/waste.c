@@ -15,7 +15,7 @@
 
 LengthTrace length_trace_create(int n, int max_len, uint64_t seed)
 {
-    LengthTrace trace = {.n = n, .prompt_len = ALLOC_ARRAY(int, n), .output_len = ALLOC_ARRAY(int, n)};
+    LengthTrace trace = {.n = n, .prompt_len = ALLOC_ARRAY(n, int), .output_len = ALLOC_ARRAY(n, int)};
     Rng rng;
     rng_seed(&rng, seed);
     for (int i = 0; i < n; i++) {
@@ -97,7 +97,7 @@ static int first_fit(const Pool *pool, int size)
 {
     /* Reservations sorted by start: few enough to sort each time. */
     int n = pool->n_running;
-    int *starts = ALLOC_ARRAY(int, n + 1), *ends = ALLOC_ARRAY(int, n + 1);
+    int *starts = ALLOC_ARRAY(n + 1, int), *ends = ALLOC_ARRAY(n + 1, int);
     for (int i = 0; i < n; i++) {
         int at = i;
         while (at > 0 && starts[at - 1] > pool->running[i].start) {
@@ -196,9 +196,9 @@ PoolStats simulate_pool(const LengthTrace *trace, Reservation reservation, int p
     Pool pool = {.trace = trace, .reservation = reservation, .max_len = max_len};
     pool.capacity = paged(&pool) ? pool_slots / reservation.block_size : pool_slots;
     pool.free = pool.capacity;
-    pool.queue = ALLOC_ARRAY(int, trace->n);
-    pool.done = ALLOC_ARRAY(int, trace->n);
-    pool.running = ALLOC_ARRAY(Running, trace->n);
+    pool.queue = ALLOC_ARRAY(trace->n, int);
+    pool.done = ALLOC_ARRAY(trace->n, int);
+    pool.running = ALLOC_ARRAY(trace->n, Running);
     for (int i = 0; i < trace->n; i++)
         pool.queue[pool.tail++] = i;
     while (pool.head < pool.tail || pool.n_running > 0) {

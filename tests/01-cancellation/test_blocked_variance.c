@@ -77,8 +77,8 @@ static void test_every_value_counts(void)
 {
     enum { N = 2 * VARIANCE_CHUNK + 1 };
     const size_t positions[] = {0, VARIANCE_CHUNK - 1, VARIANCE_CHUNK, N - 1};
-    float *xf = ALLOC_ARRAY(float, N);
-    double *xd = ALLOC_ARRAY(double, N);
+    float *xf = ALLOC_ARRAY(N, float);
+    double *xd = ALLOC_ARRAY(N, double);
     for (size_t p = 0; p < sizeof positions / sizeof positions[0]; p++) {
         for (size_t i = 0; i < N; i++) {
             xf[i] = i == positions[p] ? 1.0f : 0.0f;
@@ -98,8 +98,8 @@ static void test_every_value_counts(void)
 static void test_constant_data_gives_exactly_zero(void)
 {
     const double values[] = {0.1, -3.7e8, 7.0, 1e30};
-    float *xf = ALLOC_ARRAY(float, sizes[SIZE_COUNT - 1]);
-    double *xd = ALLOC_ARRAY(double, sizes[SIZE_COUNT - 1]);
+    float *xf = ALLOC_ARRAY(sizes[SIZE_COUNT - 1], float);
+    double *xd = ALLOC_ARRAY(sizes[SIZE_COUNT - 1], double);
     for (size_t v = 0; v < sizeof values / sizeof values[0]; v++) {
         for (int s = 0; s < SIZE_COUNT; s++) {
             for (size_t i = 0; i < sizes[s]; i++) {
@@ -123,8 +123,8 @@ static void test_constant_data_gives_exactly_zero(void)
 static void test_the_offset_never_enters_the_arithmetic(void)
 {
     enum { N = 3 * VARIANCE_CHUNK + 7 };
-    float *zf = ALLOC_ARRAY(float, N), *xf = ALLOC_ARRAY(float, N);
-    double *zd = ALLOC_ARRAY(double, N), *xd = ALLOC_ARRAY(double, N);
+    float *zf = ALLOC_ARRAY(N, float), *xf = ALLOC_ARRAY(N, float);
+    double *zd = ALLOC_ARRAY(N, double), *xd = ALLOC_ARRAY(N, double);
     Rng rng;
     rng_seed(&rng, 17);
     for (size_t i = 0; i < N; i++) {

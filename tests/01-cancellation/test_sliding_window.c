@@ -48,7 +48,7 @@ static void test_remove_undoes_merge_without_rounding(void)
  * loose (the errors mostly cancel) but derived, not fitted. */
 static double slid_error(double spread)
 {
-    double *x = ALLOC_ARRAY(double, 2 * WINDOW);
+    double *x = ALLOC_ARRAY(2 * WINDOW, double);
     Rng rng;
     rng_seed(&rng, 5);
     rng_fill_normal_f64(&rng, x, WINDOW, 0.0, spread);

@@ -30,7 +30,7 @@ static void test_merge_tree_is_exact_without_rounding(void)
     enum { COUNT = 1024 };
     Rng rng;
     rng_seed(&rng, 11);
-    WelfordState *states = ALLOC_ARRAY(WelfordState, COUNT);
+    WelfordState *states = ALLOC_ARRAY(COUNT, WelfordState);
     int64_t sum = 0, sum_of_squares = 0;
     for (int i = 0; i < COUNT; i++) {
         int64_t value = (int64_t)rng_below(&rng, 16);
@@ -88,14 +88,14 @@ static void check_cut(const double *x, const size_t *bounds, size_t chunks, doub
 
 static void test_chunked_merges_agree_with_one_pass(void)
 {
-    double *x = ALLOC_ARRAY(double, N);
+    double *x = ALLOC_ARRAY(N, double);
     Rng rng;
     rng_seed(&rng, 5);
     rng_fill_normal_f64(&rng, x, N, OFFSET, DATA_SPREAD);
     AccuracyTrial trial = {.n = N, .reference = variance_reference_f64(x, N)};
     double one_pass = welford_variance(welford_accumulate(x, N));
 
-    size_t *bounds = ALLOC_ARRAY(size_t, 1025);
+    size_t *bounds = ALLOC_ARRAY(1025, size_t);
     for (size_t chunks = 1; chunks <= 1024; chunks *= 2) {
         for (size_t c = 0; c <= chunks; c++) {
             bounds[c] = c * N / chunks;

@@ -78,9 +78,9 @@ static void test_alignment_and_scratch_do_not_matter(void)
     LnProblem p = ln_problem_new(n, d, 1e-5f);
     ln_problem_fill_random(&p, 5, 0.0, 1.0);
     ln_problem_run_cpu(&p);
-    float *y_shifted = ALLOC_ARRAY(float, n *d + 16), *dx_shifted = ALLOC_ARRAY(float, n *d + 16);
-    float *dgamma = ALLOC_ARRAY(float, d), *dbeta = ALLOC_ARRAY(float, d);
-    float *scratch = ALLOC_ARRAY(float, scratch_floats);
+    float *y_shifted = ALLOC_ARRAY(n * d + 16, float), *dx_shifted = ALLOC_ARRAY(n * d + 16, float);
+    float *dgamma = ALLOC_ARRAY(d, float), *dbeta = ALLOC_ARRAY(d, float);
+    float *scratch = ALLOC_ARRAY(scratch_floats, float);
     bool all_same = true;
     for (size_t shift = 1; shift < 16; shift += 7) {
         for (size_t i = 0; i < scratch_floats; i++)
@@ -129,14 +129,14 @@ static const char *run_cpu(LnProblem *p, void *context)
  * node-by-node chain rule agree to rounding, about 1e-12 relative. */
 static void test_node_by_node_agrees(size_t n, size_t d)
 {
-    double *x = ALLOC_ARRAY(double, n *d), *dy = ALLOC_ARRAY(double, n *d), *y = ALLOC_ARRAY(double, n *d);
-    double *gamma = ALLOC_ARRAY(double, d), *beta = ALLOC_ARRAY(double, d);
-    double *mean = ALLOC_ARRAY(double, n), *rstd = ALLOC_ARRAY(double, n);
+    double *x = ALLOC_ARRAY(n * d, double), *dy = ALLOC_ARRAY(n * d, double), *y = ALLOC_ARRAY(n * d, double);
+    double *gamma = ALLOC_ARRAY(d, double), *beta = ALLOC_ARRAY(d, double);
+    double *mean = ALLOC_ARRAY(n, double), *rstd = ALLOC_ARRAY(n, double);
     double *dx[2], *dgamma[2], *dbeta[2];
     for (int k = 0; k < 2; k++) {
-        dx[k] = ALLOC_ARRAY(double, n *d);
-        dgamma[k] = ALLOC_ARRAY(double, d);
-        dbeta[k] = ALLOC_ARRAY(double, d);
+        dx[k] = ALLOC_ARRAY(n * d, double);
+        dgamma[k] = ALLOC_ARRAY(d, double);
+        dbeta[k] = ALLOC_ARRAY(d, double);
     }
     Rng rng;
     rng_seed(&rng, 6);

@@ -286,9 +286,9 @@ static void test_dx_guard(void)
  * sum_error set to 0: rstd at offset 0, d = 4096 and 16384). */
 static void check_exact_stats_bounds(LnStorage storage, size_t d, double offset, uint64_t seed)
 {
-    float *x = ALLOC_ARRAY(float, d), *dy = ALLOC_ARRAY(float, d), *gamma = ALLOC_ARRAY(float, d);
-    double *gamma_wide = ALLOC_ARRAY(double, d);
-    uint16_t *x_bits = ALLOC_ARRAY(uint16_t, d), *dy_bits = ALLOC_ARRAY(uint16_t, d);
+    float *x = ALLOC_ARRAY(d, float), *dy = ALLOC_ARRAY(d, float), *gamma = ALLOC_ARRAY(d, float);
+    double *gamma_wide = ALLOC_ARRAY(d, double);
+    uint16_t *x_bits = ALLOC_ARRAY(d, uint16_t), *dy_bits = ALLOC_ARRAY(d, uint16_t);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, x, d, offset, 1.0);

@@ -57,7 +57,7 @@ static float dy_at(size_t row_in_chunk, size_t j, Rng *rng)
 static void expected_sums(float *dgamma, float *dbeta, const float *x, const float *dy, size_t n, size_t d)
 {
     size_t chunks = n < LN_BACKWARD_CHUNKS ? n : LN_BACKWARD_CHUNKS;
-    double *total_g = ALLOC_ARRAY(double, d), *total_b = ALLOC_ARRAY(double, d); /* zeroed */
+    double *total_g = ALLOC_ARRAY(d, double), *total_b = ALLOC_ARRAY(d, double); /* zeroed */
     for (size_t chunk = 0; chunk < chunks; chunk++)
         for (size_t j = 0; j < d; j++) {
             float part_g = 0.0f, part_b = 0.0f;
@@ -84,8 +84,8 @@ static void check_case(NormKind norm, LnStorage storage, size_t rows_per_chunk, 
     omp_set_num_threads(threads);
 #endif
     size_t n = LN_BACKWARD_CHUNKS * rows_per_chunk, count = n * d, bytes = count * ln_storage_bytes(storage);
-    float *x = ALLOC_ARRAY(float, count), *dy = ALLOC_ARRAY(float, count), *gamma = ALLOC_ARRAY(float, d);
-    float *mean = ALLOC_ARRAY(float, n), *rstd = ALLOC_ARRAY(float, n); /* mean 0 */
+    float *x = ALLOC_ARRAY(count, float), *dy = ALLOC_ARRAY(count, float), *gamma = ALLOC_ARRAY(d, float);
+    float *mean = ALLOC_ARRAY(n, float), *rstd = ALLOC_ARRAY(n, float); /* mean 0 */
     Rng rng;
     rng_seed(&rng, 7 + d);
     for (size_t row = 0; row < n; row++) {
@@ -100,14 +100,14 @@ static void check_case(NormKind norm, LnStorage storage, size_t rows_per_chunk, 
     /* The kernels read x and dy in the storage type: exact, as above. */
     void *x_stored = x, *dy_stored = dy, *dx = array_alloc_uninitialized(bytes, 1);
     if (storage != STORAGE_FLOAT32) {
-        x_stored = ALLOC_ARRAY(uint16_t, count);
-        dy_stored = ALLOC_ARRAY(uint16_t, count);
+        x_stored = ALLOC_ARRAY(count, uint16_t);
+        dy_stored = ALLOC_ARRAY(count, uint16_t);
         ln_storage_bits(storage, x_stored, x, count);
         ln_storage_bits(storage, dy_stored, dy, count);
     }
-    float *dgamma = ALLOC_ARRAY(float, d), *dbeta = ALLOC_ARRAY(float, d);
-    float *want_g = ALLOC_ARRAY(float, d), *want_b = ALLOC_ARRAY(float, d);
-    float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(n, d));
+    float *dgamma = ALLOC_ARRAY(d, float), *dbeta = ALLOC_ARRAY(d, float);
+    float *want_g = ALLOC_ARRAY(d, float), *want_b = ALLOC_ARRAY(d, float);
+    float *scratch = ALLOC_ARRAY(layernorm_backward_f32_scratch_floats(n, d), float);
     if (norm == NORM_RMS)
         rmsnorm_backward_stored(dx, dgamma, scratch, dy_stored, x_stored, rstd, gamma, n, d, 1e-5f, storage);
     else

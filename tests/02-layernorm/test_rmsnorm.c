@@ -47,10 +47,10 @@ static void test_reference_by_hand(void)
  * agree to rounding. */
 static void test_node_by_node_agrees(size_t n, size_t d)
 {
-    double *x = ALLOC_ARRAY(double, n *d), *dy = ALLOC_ARRAY(double, n *d), *y = ALLOC_ARRAY(double, n *d);
-    double *gamma = ALLOC_ARRAY(double, d), *rstd = ALLOC_ARRAY(double, n);
-    double *dx[2] = {ALLOC_ARRAY(double, n *d), ALLOC_ARRAY(double, n *d)};
-    double *dgamma[2] = {ALLOC_ARRAY(double, d), ALLOC_ARRAY(double, d)};
+    double *x = ALLOC_ARRAY(n * d, double), *dy = ALLOC_ARRAY(n * d, double), *y = ALLOC_ARRAY(n * d, double);
+    double *gamma = ALLOC_ARRAY(d, double), *rstd = ALLOC_ARRAY(n, double);
+    double *dx[2] = {ALLOC_ARRAY(n * d, double), ALLOC_ARRAY(n * d, double)};
+    double *dgamma[2] = {ALLOC_ARRAY(d, double), ALLOC_ARRAY(d, double)};
     Rng rng;
     rng_seed(&rng, 12);
     rng_fill_normal_f64(&rng, x, n * d, 1.0, 3.0);

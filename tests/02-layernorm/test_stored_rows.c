@@ -38,8 +38,8 @@ typedef struct {
 
 static Results results_new(size_t n, size_t d)
 {
-    Results r = {ALLOC_ARRAY(float, n *d), ALLOC_ARRAY(float, n *d), ALLOC_ARRAY(float, n),
-                 ALLOC_ARRAY(float, n),    ALLOC_ARRAY(float, d),    ALLOC_ARRAY(float, d)};
+    Results r = {ALLOC_ARRAY(n * d, float), ALLOC_ARRAY(n * d, float), ALLOC_ARRAY(n, float),
+                 ALLOC_ARRAY(n, float),     ALLOC_ARRAY(d, float),     ALLOC_ARRAY(d, float)};
     return r;
 }
 
@@ -53,7 +53,7 @@ static void results_free(Results *r)
 static void run_backward(NormKind norm, LnStorage storage, void *dx, Results *r, const void *x, const void *dy,
                          const float *gamma, size_t n, size_t d)
 {
-    float *scratch = ALLOC_ARRAY(float, layernorm_backward_f32_scratch_floats(n, d));
+    float *scratch = ALLOC_ARRAY(layernorm_backward_f32_scratch_floats(n, d), float);
     if (norm == NORM_RMS)
         rmsnorm_backward_stored(dx, r->dgamma, scratch, dy, x, r->rstd, gamma, n, d, 1e-5f, storage);
     else
@@ -82,7 +82,7 @@ static bool same_bits(const void *a, const void *b, size_t bytes)
  * row of magnitude 1e30 (its squares overflow float). */
 static void fill_stored(uint16_t *bits, LnStorage storage, size_t n, size_t d, uint64_t seed, double offset)
 {
-    float *values = ALLOC_ARRAY(float, n *d);
+    float *values = ALLOC_ARRAY(n * d, float);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, values, n * d, offset, 1.0);
@@ -111,9 +111,9 @@ static void check_layer_norm_forward(LnStorage storage, const uint16_t *y, const
                                      const float *gamma, const float *beta, size_t n, size_t d, int threads)
 {
     size_t count = n * d;
-    double *x64 = ALLOC_ARRAY(double, count), *gamma64 = ALLOC_ARRAY(double, d), *beta64 = ALLOC_ARRAY(double, d);
-    double *y_ref = ALLOC_ARRAY(double, count), *mean_ref = ALLOC_ARRAY(double, n), *rstd_ref = ALLOC_ARRAY(double, n);
-    float *y_got = ALLOC_ARRAY(float, count);
+    double *x64 = ALLOC_ARRAY(count, double), *gamma64 = ALLOC_ARRAY(d, double), *beta64 = ALLOC_ARRAY(d, double);
+    double *y_ref = ALLOC_ARRAY(count, double), *mean_ref = ALLOC_ARRAY(n, double), *rstd_ref = ALLOC_ARRAY(n, double);
+    float *y_got = ALLOC_ARRAY(count, float);
     widen_f32(x64, x_wide, count);
     widen_f32(gamma64, gamma, d);
     widen_f32(beta64, beta, d);
@@ -177,11 +177,11 @@ static void check_backward(NormKind norm, LnStorage storage, const uint16_t *dx,
                            size_t d, int threads)
 {
     size_t count = n * d;
-    double *x64 = ALLOC_ARRAY(double, count), *dy64 = ALLOC_ARRAY(double, count), *gamma64 = ALLOC_ARRAY(double, d);
-    double *beta64 = ALLOC_ARRAY(double, d), *y_ref = ALLOC_ARRAY(double, count), *dx_ref = ALLOC_ARRAY(double, count);
-    double *mean_ref = ALLOC_ARRAY(double, n), *rstd_ref = ALLOC_ARRAY(double, n);
-    double *dgamma_ref = ALLOC_ARRAY(double, d), *dbeta_ref = ALLOC_ARRAY(double, d);
-    float *dx_got = ALLOC_ARRAY(float, count);
+    double *x64 = ALLOC_ARRAY(count, double), *dy64 = ALLOC_ARRAY(count, double), *gamma64 = ALLOC_ARRAY(d, double);
+    double *beta64 = ALLOC_ARRAY(d, double), *y_ref = ALLOC_ARRAY(count, double), *dx_ref = ALLOC_ARRAY(count, double);
+    double *mean_ref = ALLOC_ARRAY(n, double), *rstd_ref = ALLOC_ARRAY(n, double);
+    double *dgamma_ref = ALLOC_ARRAY(d, double), *dbeta_ref = ALLOC_ARRAY(d, double);
+    float *dx_got = ALLOC_ARRAY(count, float);
     widen_f32(x64, x_wide, count);
     widen_f32(dy64, dy_wide, count);
     widen_f32(gamma64, gamma, d);
@@ -194,7 +194,7 @@ static void check_backward(NormKind norm, LnStorage storage, const uint16_t *dx,
         layernorm_backward_f64(dx_ref, dgamma_ref, dbeta_ref, dy64, x64, mean_ref, rstd_ref, gamma64, n, d);
     }
     ln_storage_widen_bits(storage, dx_got, dx, count);
-    double *dx_ref_error = ALLOC_ARRAY(double, count);
+    double *dx_ref_error = ALLOC_ARRAY(count, double);
     reference_dx_error(dx_ref_error, x64, dy64, gamma64, norm == NORM_LAYER ? mean_ref : NULL, rstd_ref, n, d);
     size_t beyond = 0, dgamma_off = 0;
     for (size_t i = 0; i < count; i++)
@@ -222,11 +222,11 @@ static void check_case(NormKind norm, LnStorage storage, size_t n, size_t d, int
     omp_set_num_threads(threads);
 #endif
     size_t count = n * d;
-    uint16_t *x = ALLOC_ARRAY(uint16_t, count), *dy = ALLOC_ARRAY(uint16_t, count);
-    uint16_t *y = ALLOC_ARRAY(uint16_t, count), *dx = ALLOC_ARRAY(uint16_t, count);
-    uint16_t *y_expected = ALLOC_ARRAY(uint16_t, count);
-    float *gamma = ALLOC_ARRAY(float, d), *beta = ALLOC_ARRAY(float, d);
-    float *x_wide = ALLOC_ARRAY(float, count), *dy_wide = ALLOC_ARRAY(float, count);
+    uint16_t *x = ALLOC_ARRAY(count, uint16_t), *dy = ALLOC_ARRAY(count, uint16_t);
+    uint16_t *y = ALLOC_ARRAY(count, uint16_t), *dx = ALLOC_ARRAY(count, uint16_t);
+    uint16_t *y_expected = ALLOC_ARRAY(count, uint16_t);
+    float *gamma = ALLOC_ARRAY(d, float), *beta = ALLOC_ARRAY(d, float);
+    float *x_wide = ALLOC_ARRAY(count, float), *dy_wide = ALLOC_ARRAY(count, float);
     fill_stored(x, storage, n, d, 100 + d, 3.0);
     fill_stored(dy, storage, n, d, 200 + d, 0.0);
     Rng rng;

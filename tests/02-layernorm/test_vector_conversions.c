@@ -39,8 +39,8 @@ static uint32_t quieted(uint32_t bits)
 
 static void every_half_widens_to_its_bits(void)
 {
-    uint16_t *halves = ALLOC_ARRAY(uint16_t, 65536);
-    float *floats = ALLOC_ARRAY(float, 65536);
+    uint16_t *halves = ALLOC_ARRAY(65536, uint16_t);
+    float *floats = ALLOC_ARRAY(65536, float);
     for (uint32_t h = 0; h < 65536; h++)
         halves[h] = (uint16_t)h;
     for (size_t first = 0; first < 65536; first += PIECE)
@@ -74,8 +74,8 @@ static size_t boundary_floats(float *out)
 static void every_boundary_narrows_to_its_bits(void)
 {
     size_t capacity = (size_t)LOW_PATTERNS << 19;
-    float *floats = ALLOC_ARRAY(float, capacity);
-    uint16_t *halves = ALLOC_ARRAY(uint16_t, capacity), *bf16s = ALLOC_ARRAY(uint16_t, capacity);
+    float *floats = ALLOC_ARRAY(capacity, float);
+    uint16_t *halves = ALLOC_ARRAY(capacity, uint16_t), *bf16s = ALLOC_ARRAY(capacity, uint16_t);
     size_t count = boundary_floats(floats);
     for (size_t first = 0; first < count; first += PIECE) {
         halves_from_floats(halves + first, floats + first, piece_at(first, count));

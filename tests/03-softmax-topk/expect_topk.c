@@ -34,7 +34,7 @@ static int rank_order(const void *a, const void *b)
 
 int reference_survivors(const float *logits, size_t vocab, SamplingParams params, double *probs, int64_t *indices)
 {
-    int64_t *order = ALLOC_ARRAY(int64_t, vocab);
+    int64_t *order = ALLOC_ARRAY(vocab, int64_t);
     for (size_t i = 0; i < vocab; i++) {
         order[i] = (int64_t)i;
     }

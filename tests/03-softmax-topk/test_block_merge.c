@@ -29,7 +29,7 @@ static int rows_right(const float *logits, int rows_per_block, int merge_group)
 
 int main(void)
 {
-    float *logits = ALLOC_ARRAY(float, EMULATED_BLOCK_WARPS *VOCAB);
+    float *logits = ALLOC_ARRAY(EMULATED_BLOCK_WARPS * VOCAB, float);
     fill_tied_logits(logits, EMULATED_BLOCK_WARPS * VOCAB, 11);
     for (int rows = 1; rows <= EMULATED_BLOCK_WARPS; rows *= 2) {
         int within = rows_right(logits, rows, EMULATED_BLOCK_WARPS / rows);

@@ -236,7 +236,7 @@ static void test_failed_writes(void)
 static void test_round_trip(void)
 {
     enum { ROWS = 5, VOCAB = 1003, K = 7 };
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
+    float *logits = ALLOC_ARRAY(ROWS * VOCAB, float);
     fill_tied_logits(logits, ROWS * VOCAB, 3);
     const size_t shape[2] = {ROWS, VOCAB};
     save_or_fail(scratch_path("logits.npy"), NPY_FLOAT32, 2, shape, logits);

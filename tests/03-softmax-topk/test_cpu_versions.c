@@ -18,8 +18,8 @@ static double cpu_rtol(CpuVersion version, size_t vocab)
 static bool run_and_check(CpuVersion version, const char *what, const float *logits, size_t rows, size_t vocab, int k,
                           int threads)
 {
-    float *probs = ALLOC_ARRAY(float, rows *(size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
+    float *probs = ALLOC_ARRAY(rows * (size_t)k, float);
+    int64_t *indices = ALLOC_ARRAY(rows * (size_t)k, int64_t);
     softmax_topk_rows(version, logits, rows, vocab, k, threads, probs, indices);
     char label[200];
     snprintf(label, sizeof label, "%s: %s", cpu_version_name(version), what);
@@ -33,7 +33,7 @@ static void test_hard_inputs(void)
 {
     for (int c = 0; c < HARD_INPUT_COUNT; c++) {
         const HardInput *input = &HARD_INPUTS[c];
-        float *row = ALLOC_ARRAY(float, input->vocab);
+        float *row = ALLOC_ARRAY(input->vocab, float);
         input->fill(row, input->vocab);
         for (CpuVersion v = CPU_NAIVE; v <= CPU_FUSED; v++) {
             EXPECT(run_and_check(v, input->name, row, 1, input->vocab, input->k, 1), "%s: %s", cpu_version_name(v),
@@ -51,7 +51,7 @@ static void test_shapes(void)
     const int ks[] = {1, 2, 7, 32, 33, 64, 100, 256, 1823};
     for (size_t a = 0; a < sizeof vocabs / sizeof vocabs[0]; a++) {
         size_t vocab = vocabs[a], rows = vocab > 10000 ? 3 : 5;
-        float *logits = ALLOC_ARRAY(float, rows *vocab);
+        float *logits = ALLOC_ARRAY(rows * vocab, float);
         fill_tied_logits(logits, rows * vocab, vocab);
         for (size_t b = 0; b < sizeof ks / sizeof ks[0]; b++) {
             int k = ks[b] > (int)vocab ? (int)vocab : ks[b];
@@ -72,7 +72,7 @@ static void test_shapes(void)
 static void test_ties_at_floor(void)
 {
     enum { ROWS = 3, VOCAB = 3001 };
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
+    float *logits = ALLOC_ARRAY(ROWS * VOCAB, float);
     for (size_t i = 0; i < ROWS * VOCAB; i++) {
         logits[i] = (float)((i * 7919) % 3);
     }
@@ -89,11 +89,11 @@ static void test_ties_at_floor(void)
 static void test_threads(void)
 {
     enum { ROWS = 13, VOCAB = 3001, K = 40 };
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
+    float *logits = ALLOC_ARRAY(ROWS * VOCAB, float);
     fill_tied_logits(logits, ROWS * VOCAB, 7);
     for (CpuVersion v = CPU_NAIVE; v <= CPU_FUSED; v++) {
-        float *p1 = ALLOC_ARRAY(float, ROWS *K), *p2 = ALLOC_ARRAY(float, ROWS *K);
-        int64_t *i1 = ALLOC_ARRAY(int64_t, ROWS * K), *i2 = ALLOC_ARRAY(int64_t, ROWS * K);
+        float *p1 = ALLOC_ARRAY(ROWS * K, float), *p2 = ALLOC_ARRAY(ROWS * K, float);
+        int64_t *i1 = ALLOC_ARRAY(ROWS * K, int64_t), *i2 = ALLOC_ARRAY(ROWS * K, int64_t);
         softmax_topk_rows(v, logits, ROWS, VOCAB, K, 1, p1, i1);
         softmax_topk_rows(v, logits, ROWS, VOCAB, K, 3, p2, i2);
         EXPECT(memcmp(p1, p2, sizeof(float) * ROWS * K) == 0 && memcmp(i1, i2, sizeof(int64_t) * ROWS * K) == 0,

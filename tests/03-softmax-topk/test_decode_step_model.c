@@ -119,7 +119,7 @@ static void test_time_has_its_parts(float *row)
 
 int main(void)
 {
-    float *row = ALLOC_ARRAY(float, VOCAB);
+    float *row = ALLOC_ARRAY(VOCAB, float);
     test_falling_row(row);
     test_rising_row(row);
     test_slice_of_a_block_step(row);

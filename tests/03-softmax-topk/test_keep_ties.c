@@ -24,8 +24,8 @@ static void fused_topk(const float *logits, size_t vocab, int k, float *probs, i
  * logit, ascending, and nothing else; their probability is the K-th's. */
 static void check_row(const char *what, const float *logits, size_t vocab, int k)
 {
-    float *probs = ALLOC_ARRAY(float, vocab), *fused_probs = ALLOC_ARRAY(float, vocab);
-    int64_t *indices = ALLOC_ARRAY(int64_t, vocab), *fused_indices = ALLOC_ARRAY(int64_t, vocab);
+    float *probs = ALLOC_ARRAY(vocab, float), *fused_probs = ALLOC_ARRAY(vocab, float);
+    int64_t *indices = ALLOC_ARRAY(vocab, int64_t), *fused_indices = ALLOC_ARRAY(vocab, int64_t);
     size_t kept = topk_keep_ties(logits, vocab, k, probs, indices);
     fused_topk(logits, vocab, k, fused_probs, fused_indices);
     bool same_first_k = true;
@@ -54,7 +54,7 @@ static void check_row(const char *what, const float *logits, size_t vocab, int k
 static void test_tied_random_rows(void)
 {
     enum { VOCAB = 2000 };
-    float *logits = ALLOC_ARRAY(float, VOCAB);
+    float *logits = ALLOC_ARRAY(VOCAB, float);
     const int ks[] = {1, 7, 50, 333};
     for (uint64_t seed = 1; seed <= 6; seed++) {
         fill_tied_logits(logits, VOCAB, seed);

@@ -23,9 +23,9 @@ enum { ROWS = 5, VOCAB = 1001 };
  * of each float), and each as the float32 values those bits stand for. */
 static void make_files(void)
 {
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB), *as_fp16 = ALLOC_ARRAY(float, ROWS *VOCAB),
-          *as_bf16 = ALLOC_ARRAY(float, ROWS *VOCAB);
-    uint16_t *fp16 = ALLOC_ARRAY(uint16_t, ROWS * VOCAB), *bf16 = ALLOC_ARRAY(uint16_t, ROWS * VOCAB);
+    float *logits = ALLOC_ARRAY(ROWS * VOCAB, float), *as_fp16 = ALLOC_ARRAY(ROWS * VOCAB, float),
+          *as_bf16 = ALLOC_ARRAY(ROWS * VOCAB, float);
+    uint16_t *fp16 = ALLOC_ARRAY(ROWS * VOCAB, uint16_t), *bf16 = ALLOC_ARRAY(ROWS * VOCAB, uint16_t);
     Rng rng;
     rng_seed(&rng, 31);
     rng_fill_normal_f32(&rng, logits, ROWS * VOCAB, 0.0, 3.0);

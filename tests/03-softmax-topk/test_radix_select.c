@@ -21,7 +21,7 @@ static int larger_key_first(const void *a, const void *b)
 /* The K-th key and how many keys exceed it, by sorting every key. */
 static void check_against_sort(const char *what, const float *row, size_t vocab, int k)
 {
-    uint32_t *keys = ALLOC_ARRAY(uint32_t, vocab);
+    uint32_t *keys = ALLOC_ARRAY(vocab, uint32_t);
     for (size_t i = 0; i < vocab; i++) {
         keys[i] = topk_radix_key(row[i]);
     }
@@ -43,7 +43,7 @@ static void check_against_sort(const char *what, const float *row, size_t vocab,
  * position V / 3: the run's last entry and the next one. */
 static void check_ks(const char *what, const float *row, size_t vocab)
 {
-    uint32_t *keys = ALLOC_ARRAY(uint32_t, vocab);
+    uint32_t *keys = ALLOC_ARRAY(vocab, uint32_t);
     for (size_t i = 0; i < vocab; i++) {
         keys[i] = topk_radix_key(row[i]);
     }
@@ -66,7 +66,7 @@ int main(void)
     const size_t vocabs[] = {1, 7, 1000, 32003};
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v];
-        float *row = ALLOC_ARRAY(float, vocab);
+        float *row = ALLOC_ARRAY(vocab, float);
         for (uint64_t seed = 1; seed <= 3; seed++) {
             fill_tied_logits(row, vocab, seed);
             check_ks("tied logits", row, vocab);

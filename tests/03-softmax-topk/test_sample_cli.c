@@ -34,7 +34,7 @@ static const SamplingParams PARAMS = {0.7, K, 0.9, 0.02};
  * are needed for 0.9 of the mass). */
 static float *make_logits(void)
 {
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
+    float *logits = ALLOC_ARRAY(ROWS * VOCAB, float);
     Rng rng;
     rng_seed(&rng, 11);
     rng_fill_normal_f32(&rng, logits, ROWS * VOCAB, 0.0, 2.0);
@@ -175,7 +175,7 @@ static void test_round_trip(void)
 /* The tokens of sample_rows, the library's function, called here. */
 static bool same_tokens_as_library(const float *logits, DrawMethod method, const Samples *s)
 {
-    int64_t *tokens = ALLOC_ARRAY(int64_t, ROWS * SAMPLES), indices[ROWS * K];
+    int64_t *tokens = ALLOC_ARRAY(ROWS * SAMPLES, int64_t), indices[ROWS * K];
     float probs[ROWS * K];
     sample_rows(float32_logits(logits), ROWS, VOCAB, PARAMS, method, 5, SAMPLES, 2, tokens, probs, indices);
     bool same = memcmp(tokens, s->tokens.data, sizeof(int64_t) * ROWS * SAMPLES) == 0;
@@ -319,7 +319,7 @@ static bool same_floats(const NpyArray *a, const NpyArray *b)
 static void test_apply_temperature(void)
 {
     enum { APPLY_ROWS = 3 };
-    float *logits = ALLOC_ARRAY(float, APPLY_ROWS *VOCAB);
+    float *logits = ALLOC_ARRAY(APPLY_ROWS * VOCAB, float);
     Rng rng;
     rng_seed(&rng, 12);
     rng_fill_normal_f32(&rng, logits, APPLY_ROWS * VOCAB, 0.0, 2.0);

@@ -32,7 +32,7 @@ enum { ROWS = 7, VOCAB = 301 };
 
 static void save_logits(void)
 {
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
+    float *logits = ALLOC_ARRAY(ROWS * VOCAB, float);
     fill_tied_logits(logits, ROWS * VOCAB, 41);
     logits[1 * VOCAB + 150] = NAN;
     for (size_t i = 0; i < VOCAB; i++) {

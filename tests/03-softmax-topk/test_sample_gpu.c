@@ -60,10 +60,10 @@ static int count_far_probs(const float *got, const float *expected, size_t n)
 static void check_case(int version, size_t vocab, SamplingParams params, int max_blocks)
 {
     size_t k = (size_t)params.top_k, out = ROWS * k;
-    float *logits = ALLOC_ARRAY(float, ROWS *vocab), *probs = ALLOC_ARRAY(float, out),
-          *cpu_probs = ALLOC_ARRAY(float, out);
-    int64_t *indices = ALLOC_ARRAY(int64_t, out), *cpu_indices = ALLOC_ARRAY(int64_t, out);
-    int64_t *tokens = ALLOC_ARRAY(int64_t, ROWS * SAMPLES), *cpu_tokens = ALLOC_ARRAY(int64_t, ROWS * SAMPLES);
+    float *logits = ALLOC_ARRAY(ROWS * vocab, float), *probs = ALLOC_ARRAY(out, float),
+          *cpu_probs = ALLOC_ARRAY(out, float);
+    int64_t *indices = ALLOC_ARRAY(out, int64_t), *cpu_indices = ALLOC_ARRAY(out, int64_t);
+    int64_t *tokens = ALLOC_ARRAY(ROWS * SAMPLES, int64_t), *cpu_tokens = ALLOC_ARRAY(ROWS * SAMPLES, int64_t);
     fill_rows(logits, vocab);
     SoftmaxTopkGpuConfig config = {max_blocks, 0};
     const char *why =

@@ -42,9 +42,9 @@ static int sample_one_row(const float *logits, size_t vocab, SamplingParams para
 static void check_against_reference(const char *what, const float *logits, size_t vocab, SamplingParams params)
 {
     size_t k = (size_t)params.top_k;
-    float *probs = ALLOC_ARRAY(float, k);
-    double *ref_probs = ALLOC_ARRAY(double, k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, k), *ref_indices = ALLOC_ARRAY(int64_t, k), token;
+    float *probs = ALLOC_ARRAY(k, float);
+    double *ref_probs = ALLOC_ARRAY(k, double);
+    int64_t *indices = ALLOC_ARRAY(k, int64_t), *ref_indices = ALLOC_ARRAY(k, int64_t), token;
     int count = sample_one_row(logits, vocab, params, probs, indices, &token);
     int ref_count = reference_survivors(logits, vocab, params, ref_probs, ref_indices);
     int wrong = 0;
@@ -67,7 +67,7 @@ static void check_against_reference(const char *what, const float *logits, size_
 static void test_semantics_against_reference(void)
 {
     enum { VOCAB = 1823 };
-    float *logits = ALLOC_ARRAY(float, VOCAB);
+    float *logits = ALLOC_ARRAY(VOCAB, float);
     fill_tied_logits(logits, VOCAB, 5); /* many ties, at every cut */
     const SamplingParams cases[] = {
         {1.0,  1,     1.0,  0.0 }, /* greedy */
@@ -172,7 +172,7 @@ static void test_hard_rows(void)
 /* Normal logits with this seed and standard deviation, array_free'd by the caller. */
 static float *normal_logits(size_t count, uint64_t seed, double deviation)
 {
-    float *logits = ALLOC_ARRAY(float, count);
+    float *logits = ALLOC_ARRAY(count, float);
     Rng rng;
     rng_seed(&rng, seed);
     rng_fill_normal_f32(&rng, logits, count, 0.0, deviation);
@@ -184,8 +184,8 @@ static void test_thread_count_does_not_matter(void)
 {
     enum { ROWS = 37, VOCAB = 1000, K = 20, SAMPLES = 50 };
     float *logits = normal_logits(ROWS * VOCAB, 9, 2.0), probs[ROWS * K];
-    int64_t indices[ROWS * K], *one = ALLOC_ARRAY(int64_t, ROWS * SAMPLES),
-                               *three = ALLOC_ARRAY(int64_t, ROWS * SAMPLES);
+    int64_t indices[ROWS * K], *one = ALLOC_ARRAY(ROWS * SAMPLES, int64_t),
+                               *three = ALLOC_ARRAY(ROWS * SAMPLES, int64_t);
     SamplingParams params = {1.0, K, 0.9, 0.0};
     for (int method = DRAW_INVERSE_CDF; method <= DRAW_GUMBEL_MAX; method++) {
         sample_rows(float32_logits(logits), ROWS, VOCAB, params, (DrawMethod)method, 77, SAMPLES, 1, one, probs,
@@ -303,7 +303,7 @@ static const FitCase FIT_CASES[] = {
  * the survivors with these indices. */
 static ChiSquare fit_of_tokens(const int64_t *tokens, const int64_t *indices, const double *expected, int count)
 {
-    int64_t *observed = ALLOC_ARRAY(int64_t, (size_t)count);
+    int64_t *observed = ALLOC_ARRAY((size_t)count, int64_t);
     for (int j = 0; j < count; j++) {
         observed[j] = 0;
     }
@@ -323,9 +323,9 @@ static ChiSquare fit_of_tokens(const int64_t *tokens, const int64_t *indices, co
 static ChiSquare fit_of_draws(const FitCase *c, DrawMethod method, const float *logits, int64_t *tokens)
 {
     int k = c->params.top_k;
-    float *probs = ALLOC_ARRAY(float, (size_t)k);
-    double *expected = ALLOC_ARRAY(double, (size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k), *ref_indices = ALLOC_ARRAY(int64_t, (size_t)k);
+    float *probs = ALLOC_ARRAY((size_t)k, float);
+    double *expected = ALLOC_ARRAY((size_t)k, double);
+    int64_t *indices = ALLOC_ARRAY((size_t)k, int64_t), *ref_indices = ALLOC_ARRAY((size_t)k, int64_t);
     sample_rows(float32_logits(logits), 1, FIT_VOCAB, c->params, method, 2024, DRAWS, 1, tokens, probs, indices);
     int count = reference_survivors(logits, FIT_VOCAB, c->params, expected, ref_indices);
     ChiSquare fit = fit_of_tokens(tokens, ref_indices, expected, count);
@@ -342,9 +342,9 @@ static ChiSquare fit_of_draws(const FitCase *c, DrawMethod method, const float *
 static ChiSquare fit_without_renormalising(const FitCase *c, const float *logits, int64_t *tokens)
 {
     int k = c->params.top_k;
-    float *in_the_k = ALLOC_ARRAY(float, (size_t)k);
-    double *expected = ALLOC_ARRAY(double, (size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k), token;
+    float *in_the_k = ALLOC_ARRAY((size_t)k, float);
+    double *expected = ALLOC_ARRAY((size_t)k, double);
+    int64_t *indices = ALLOC_ARRAY((size_t)k, int64_t), token;
     int count = reference_survivors(logits, FIT_VOCAB, c->params, expected, indices);
     SamplingParams top_k_only = sampling_params_top_k(k);
     top_k_only.temperature = c->params.temperature;
@@ -372,9 +372,9 @@ typedef struct {
 static RankedCandidates ranked_candidates(const FitCase *c, const float *logits)
 {
     int k = c->params.top_k;
-    RankedCandidates r = {ALLOC_ARRAY(float, (size_t)k), ALLOC_ARRAY(int64_t, (size_t)k),
-                          ALLOC_ARRAY(double, (size_t)k), k};
-    float *probs = ALLOC_ARRAY(float, (size_t)k);
+    RankedCandidates r = {ALLOC_ARRAY((size_t)k, float), ALLOC_ARRAY((size_t)k, int64_t),
+                          ALLOC_ARRAY((size_t)k, double), k};
+    float *probs = ALLOC_ARRAY((size_t)k, float);
     int64_t token;
     sample_one_row(logits, FIT_VOCAB, sampling_params_top_k(k), probs, r.indices, &token);
     for (int j = 0; j < k; j++) {
@@ -397,8 +397,8 @@ static void ranked_candidates_free(RankedCandidates *r)
 static ChiSquare fit_of_wrong_rejection(const FitCase *c, const float *logits, int64_t *tokens)
 {
     RankedCandidates r = ranked_candidates(c, logits);
-    double *expected = ALLOC_ARRAY(double, (size_t)r.k), *weights = ALLOC_ARRAY(double, (size_t)r.k);
-    int64_t *ref_indices = ALLOC_ARRAY(int64_t, (size_t)r.k);
+    double *expected = ALLOC_ARRAY((size_t)r.k, double), *weights = ALLOC_ARRAY((size_t)r.k, double);
+    int64_t *ref_indices = ALLOC_ARRAY((size_t)r.k, int64_t);
     int count = reference_survivors(logits, FIT_VOCAB, c->params, expected, ref_indices);
     RejectionCandidates candidates = {r.logits, r.k, weights, 0.0};
     rejection_weights(&candidates, c->params);
@@ -422,7 +422,7 @@ static ChiSquare fit_of_wrong_rejection(const FitCase *c, const float *logits, i
 static void check_rounds(const FitCase *c, const float *logits)
 {
     RankedCandidates r = ranked_candidates(c, logits);
-    double *weights = ALLOC_ARRAY(double, (size_t)r.k);
+    double *weights = ALLOC_ARRAY((size_t)r.k, double);
     RejectionCandidates candidates = {r.logits, r.k, weights, 0.0};
     rejection_weights(&candidates, c->params);
     double sum = 0.0, sum_squares = 0.0;
@@ -432,8 +432,8 @@ static void check_rounds(const FitCase *c, const float *logits)
         sum_squares += (double)rounds * rounds;
     }
     double mean = sum / DRAWS, variance = sum_squares / DRAWS - mean * mean;
-    double *probs = ALLOC_ARRAY(double, (size_t)r.k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)r.k);
+    double *probs = ALLOC_ARRAY((size_t)r.k, double);
+    int64_t *indices = ALLOC_ARRAY((size_t)r.k, int64_t);
     int survivors = reference_survivors(logits, FIT_VOCAB, c->params, probs, indices);
     double expected = rejection_expected_rounds(r.weights, r.k, survivors);
     double tolerance = 6.0 * sqrt(variance / DRAWS) + 1e-12;
@@ -452,8 +452,8 @@ static void check_rounds(const FitCase *c, const float *logits)
 
 static void test_goodness_of_fit(void)
 {
-    float *logits = ALLOC_ARRAY(float, FIT_VOCAB);
-    int64_t *tokens = ALLOC_ARRAY(int64_t, DRAWS);
+    float *logits = ALLOC_ARRAY(FIT_VOCAB, float);
+    int64_t *tokens = ALLOC_ARRAY(DRAWS, int64_t);
     for (size_t c = 0; c < sizeof FIT_CASES / sizeof FIT_CASES[0]; c++) {
         const FitCase *fit_case = &FIT_CASES[c];
         fit_case->fill(logits, FIT_VOCAB);

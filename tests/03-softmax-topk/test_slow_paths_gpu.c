@@ -25,8 +25,8 @@ static bool same_counts(SoftmaxTopkSlowPathTally emulated, SlowPathCounts replay
 
 static SoftmaxTopkSlowPathTally launch_and_count(SoftmaxTopkGpuRun *run, int k)
 {
-    float *probs = ALLOC_ARRAY(float, (size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, (size_t)k);
+    float *probs = ALLOC_ARRAY((size_t)k, float);
+    int64_t *indices = ALLOC_ARRAY((size_t)k, int64_t);
     softmax_topk_gpu_slow_path_tally_reset();
     softmax_topk_gpu_run_once(run, probs, indices);
     array_free(probs);

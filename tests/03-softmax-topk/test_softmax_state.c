@@ -195,7 +195,7 @@ static void test_recurrence(void)
     Rng rng;
     rng_seed(&rng, 4);
     enum { N = 5000 };
-    float *x = ALLOC_ARRAY(float, N);
+    float *x = ALLOC_ARRAY(N, float);
     rng_fill_normal_f32(&rng, x, N, 0.0, 4.0);
     check_state(push_all(x, N), x, N, "random order");
     /* Increasing logits: a new maximum at every step, the sum rescaled each time. */
@@ -310,7 +310,7 @@ static void test_push4(void)
     /* A long stream four at a time, increasing (the sum rescaled at every
      * step), against the definition. */
     enum { N = 4000 };
-    float *x = ALLOC_ARRAY(float, N);
+    float *x = ALLOC_ARRAY(N, float);
     for (size_t i = 0; i < N; i++) {
         x[i] = -20.0f + 40.0f * (float)i / N;
     }
@@ -344,7 +344,7 @@ static SoftmaxState add_in_chunks(const float *x, int n, int chunk)
 static void test_lane_sums(void)
 {
     enum { N = 40 * LANES };
-    float *x = ALLOC_ARRAY(float, N);
+    float *x = ALLOC_ARRAY(N, float);
     Rng rng;
     rng_seed(&rng, 6);
     rng_fill_normal_f32(&rng, x, N, 0.0, 5.0);
@@ -400,7 +400,7 @@ static int compare_descending(const void *a, const void *b)
 /* The k-th largest of n floats, ties counted. */
 static float kth_largest(const float *values, int n, int k)
 {
-    float *sorted = ALLOC_ARRAY(float, (size_t)n);
+    float *sorted = ALLOC_ARRAY((size_t)n, float);
     memcpy(sorted, values, (size_t)n * sizeof(float));
     qsort(sorted, (size_t)n, sizeof(float), compare_descending);
     float kth = sorted[k - 1];
@@ -453,7 +453,7 @@ static void test_topk_floor(void)
 static void test_topk_floor_is_tight(void)
 {
     enum { ROWS = 16, V = 128256, CHUNK = 4 * LANES };
-    float *x = ALLOC_ARRAY(float, V);
+    float *x = ALLOC_ARRAY(V, float);
     Rng rng;
     rng_seed(&rng, 9);
     const int ks[] = {8, 16, 32, 64};

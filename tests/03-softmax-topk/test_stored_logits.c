@@ -23,8 +23,8 @@
 static void test_widen_every_pattern(void)
 {
     enum { PATTERNS = 1 << 16 };
-    uint16_t *bits = ALLOC_ARRAY(uint16_t, PATTERNS);
-    float *widened = ALLOC_ARRAY(float, PATTERNS);
+    uint16_t *bits = ALLOC_ARRAY(PATTERNS, uint16_t);
+    float *widened = ALLOC_ARRAY(PATTERNS, float);
     for (int i = 0; i < PATTERNS; i++) {
         bits[i] = (uint16_t)i;
     }
@@ -79,10 +79,10 @@ static bool same_bytes(const void *a, const void *b, size_t bytes)
 static void check_type(LogitsType type, size_t vocab, int k, int threads)
 {
     size_t count = ROWS * vocab, out = ROWS * (size_t)k;
-    float *x = ALLOC_ARRAY(float, count), *widened = ALLOC_ARRAY(float, count);
-    uint16_t *stored = ALLOC_ARRAY(uint16_t, count);
-    float *probs16 = ALLOC_ARRAY(float, out), *probs32 = ALLOC_ARRAY(float, out);
-    int64_t *indices16 = ALLOC_ARRAY(int64_t, out), *indices32 = ALLOC_ARRAY(int64_t, out);
+    float *x = ALLOC_ARRAY(count, float), *widened = ALLOC_ARRAY(count, float);
+    uint16_t *stored = ALLOC_ARRAY(count, uint16_t);
+    float *probs16 = ALLOC_ARRAY(out, float), *probs32 = ALLOC_ARRAY(out, float);
+    int64_t *indices16 = ALLOC_ARRAY(out, int64_t), *indices32 = ALLOC_ARRAY(out, int64_t);
     fill_logits(x, vocab, vocab + (size_t)k);
     store_in_16_bits(x, count, type, stored, widened);
     StoredLogits as_stored = {stored, type};

@@ -23,8 +23,8 @@
 static bool version_matches(int version, const char *what, const float *logits, size_t rows, size_t vocab, int k,
                             SoftmaxTopkGpuConfig config)
 {
-    float *probs = ALLOC_ARRAY(float, rows *(size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
+    float *probs = ALLOC_ARRAY(rows * (size_t)k, float);
+    int64_t *indices = ALLOC_ARRAY(rows * (size_t)k, int64_t);
     char label[256];
     snprintf(label, sizeof label, "version %d, %s (rows %zu, V %zu, K %d, max_blocks %d, splits %d)", version, what,
              rows, vocab, k, config.max_blocks, config.splits);
@@ -61,7 +61,7 @@ static void test_hard_inputs(void)
 {
     for (int c = 0; c < HARD_INPUT_COUNT; c++) {
         const HardInput *input = &HARD_INPUTS[c];
-        float *row = ALLOC_ARRAY(float, input->vocab);
+        float *row = ALLOC_ARRAY(input->vocab, float);
         input->fill(row, input->vocab);
         check_all_versions(input->name, row, 1, input->vocab, input->k);
         array_free(row);
@@ -76,7 +76,7 @@ static void test_shapes(void)
     const int ks[] = {1, 7, 32, 256};
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v], rows = vocab > 10000 ? 5 : 37;
-        float *logits = ALLOC_ARRAY(float, rows *vocab);
+        float *logits = ALLOC_ARRAY(rows * vocab, float);
         fill_tied_logits(logits, rows * vocab, 100 + vocab);
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             int k = ks[t] > (int)vocab ? (int)vocab : ks[t];
@@ -94,7 +94,7 @@ static void test_winners_in_the_last_tile(void)
     const size_t vocabs[] = {4096, 4099, 128256 + 3};
     for (size_t v = 0; v < 3; v++) {
         size_t vocab = vocabs[v];
-        float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+        float *logits = ALLOC_ARRAY(ROWS * vocab, float);
         fill_tied_logits(logits, ROWS * vocab, 7 + vocab);
         for (size_t row = 0; row < ROWS; row++) {
             float *x = logits + row * vocab;
@@ -113,7 +113,7 @@ static void test_winners_in_the_last_tile(void)
 static void test_mixed_rows(void)
 {
     enum { ROWS = 16, VOCAB = 300, K = 5 };
-    float *logits = ALLOC_ARRAY(float, ROWS *VOCAB);
+    float *logits = ALLOC_ARRAY(ROWS * VOCAB, float);
     fill_tied_logits(logits, ROWS * VOCAB, 99);
     logits[2 * VOCAB + 17] = NAN;
     for (int i = 0; i < VOCAB; i++) {
@@ -139,7 +139,7 @@ static void test_large_k(void)
     const int ks[] = {257, 1000, 1024};
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v];
-        float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+        float *logits = ALLOC_ARRAY(ROWS * vocab, float);
         fill_tied_logits(logits, ROWS * vocab, 300 + vocab);
         float *equal_block = logits + vocab, *zeros = logits + 2 * vocab;
         float *with_nan = logits + 3 * vocab, *one_finite = logits + 4 * vocab;
@@ -179,7 +179,7 @@ static void test_splits(void)
     };
     enum { ROWS = 6 };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        float *logits = ALLOC_ARRAY(float, ROWS *cases[c].vocab);
+        float *logits = ALLOC_ARRAY(ROWS * cases[c].vocab, float);
         fill_tied_logits(logits, ROWS * cases[c].vocab, 5 + c);
         for (int version = 4; version <= 8; version += 4) {
             for (int max_blocks = 0; max_blocks <= 2; max_blocks += 2) {
@@ -200,7 +200,7 @@ static void test_runs_made_before_either_launches(void)
 {
     enum { ROWS = 1 };
     const size_t vocab = 128256;
-    float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+    float *logits = ALLOC_ARRAY(ROWS * vocab, float);
     fill_tied_logits(logits, ROWS * vocab, 909);
     for (int version = 4; version <= 8; version += 4) {
         SoftmaxTopkGpuConfig large = {0, 112}, small = {0, 2};
@@ -214,8 +214,8 @@ static void test_runs_made_before_either_launches(void)
             softmax_topk_gpu_run_free(second);
             continue;
         }
-        float *probs = ALLOC_ARRAY(float, ROWS * 256);
-        int64_t *indices = ALLOC_ARRAY(int64_t, ROWS * 256);
+        float *probs = ALLOC_ARRAY(ROWS * 256, float);
+        int64_t *indices = ALLOC_ARRAY(ROWS * 256, int64_t);
         softmax_topk_gpu_run_once(first, probs, indices);
         EXPECT(topk_matches_reference("the first of two runs, K = 256, 112 splits", logits, ROWS, vocab, 256, probs,
                                       indices, topk_rtol_gpu(vocab)),
@@ -239,7 +239,7 @@ static void test_runs_made_before_either_launches(void)
 static void check_one_threshold_per_row(int version, size_t vocab)
 {
     enum { ROWS = 8 };
-    float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+    float *logits = ALLOC_ARRAY(ROWS * vocab, float);
     fill_tied_logits(logits, ROWS * vocab, 61);
     for (size_t i = 0; i < vocab; i++) {
         logits[1 * vocab + i] = 1.5f;
@@ -294,8 +294,8 @@ static bool launched_twice_matches(const char *what, const float *logits, size_t
         printf("FAIL %s: %s\n", what, why);
         return false;
     }
-    float *probs = ALLOC_ARRAY(float, rows *(size_t)k);
-    int64_t *indices = ALLOC_ARRAY(int64_t, rows * (size_t)k);
+    float *probs = ALLOC_ARRAY(rows * (size_t)k, float);
+    int64_t *indices = ALLOC_ARRAY(rows * (size_t)k, int64_t);
     bool ok = true;
     for (int launch = 1; launch <= 2; launch++) {
         char label[256];
@@ -315,7 +315,7 @@ static void test_last_block_merge(void)
     enum { ROWS = 4 };
     const size_t vocab = 128256 + 3;
     const int ks[] = {1, 8, 64}, splits[] = {0, 1, 7, 46, 128};
-    float *logits = ALLOC_ARRAY(float, ROWS *vocab);
+    float *logits = ALLOC_ARRAY(ROWS * vocab, float);
     fill_tied_logits(logits, ROWS * vocab, 808);
     for (size_t i = 0; i < vocab; i++) {
         logits[2 * vocab + i] = -INFINITY;

@@ -57,7 +57,7 @@ static bool same_entries(const TopkEntry *a, const TopkEntry *b, int k)
 /* The k best of `entries` by sorting a copy. */
 static TopkEntry *sorted_copy(const TopkEntry *entries, int n)
 {
-    TopkEntry *copy = ALLOC_ARRAY(TopkEntry, n);
+    TopkEntry *copy = ALLOC_ARRAY(n, TopkEntry);
     for (int i = 0; i < n; i++) {
         copy[i] = entries[i];
     }
@@ -222,7 +222,7 @@ static void test_bitonic_network(void)
     rng_seed(&rng, 44);
     int wrong = 0;
     for (int size = 1; size <= 1024; size *= 2) {
-        TopkEntry *list = ALLOC_ARRAY(TopkEntry, size);
+        TopkEntry *list = ALLOC_ARRAY(size, TopkEntry);
         random_entries(&rng, list, size, true);
         /* Half sentinels in the larger lists, as in a buffer not yet full. */
         for (int i = size / 2; i < size && size >= 8; i += 2) {
@@ -342,7 +342,7 @@ static void test_select_and_sort(void)
 static bool collector_keeps_the_best(const TopkEntry *stream, int n, int k, const float *floor,
                                      const TopkEntry *expected)
 {
-    TopkEntry *storage = ALLOC_ARRAY(TopkEntry, topk_collector_storage(k));
+    TopkEntry *storage = ALLOC_ARRAY(topk_collector_storage(k), TopkEntry);
     TopkCollector collector;
     topk_collector_init(&collector, k, storage);
     if (floor != NULL) {
@@ -371,7 +371,7 @@ static void test_collector(void)
             if (k > n) {
                 continue;
             }
-            TopkEntry *stream = ALLOC_ARRAY(TopkEntry, n);
+            TopkEntry *stream = ALLOC_ARRAY(n, TopkEntry);
             random_entries(&rng, stream, n, l % 2 == 1);
             TopkEntry *expected = sorted_copy(stream, n);
             wrong += !collector_keeps_the_best(stream, n, k, NULL, expected);
@@ -399,7 +399,7 @@ static void test_collector_floor(void)
         for (int repeat = 0; repeat < 20; repeat++) {
             enum { N = 1000 };
             int k = ks[t], floor_rank = repeat % 2 == 0 ? k : 4 * k;
-            TopkEntry *stream = ALLOC_ARRAY(TopkEntry, N);
+            TopkEntry *stream = ALLOC_ARRAY(N, TopkEntry);
             random_entries(&rng, stream, N, false);
             TopkEntry *expected = sorted_copy(stream, N);
             wrong += !collector_keeps_the_best(stream, N, k, &expected[floor_rank - 1].value, expected);
@@ -425,7 +425,7 @@ static void test_step_floor(void)
     for (int steps = 1; steps <= MAX_STEPS; steps += 3) {
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             int k = ks[t], n = steps * STEP;
-            TopkEntry *row = ALLOC_ARRAY(TopkEntry, n);
+            TopkEntry *row = ALLOC_ARRAY(n, TopkEntry);
             random_entries(&rng, row, n, false);
             for (int i = 0; i < n; i++) {
                 row[i].index = i; /* the row in index order: step s holds [128 s, 128 s + 128) */

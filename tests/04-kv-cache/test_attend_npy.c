@@ -117,12 +117,12 @@ static float fp8_scale(const Inputs *in, const float *kv, KvFormat format, KvSca
  * (FP8 with its scales per tensor or per kv head, as `axis` says). */
 static Inputs *as_stored(const Inputs *in, KvFormat format, KvScaleAxis axis)
 {
-    Inputs *stored = ALLOC_ARRAY(Inputs, 1);
+    Inputs *stored = ALLOC_ARRAY(1, Inputs);
     *stored = *in;
     PagedKvShape one_row = {1, 1, D};
     KvBlockLayout keys = kv_layout(format, true, one_row, 32), values = kv_layout(format, false, one_row, 32);
     bool fp8 = format == KV_FORMAT_FP8_E4M3 || format == KV_FORMAT_FP8_E5M2;
-    uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(keys));
+    uint8_t *head = ALLOC_ARRAY(kv_head_bytes(keys), uint8_t);
     for (size_t r = 0; r < (size_t)B * KVH * L; r++) {
         int h = (int)(r / L % KVH);
         if (fp8) {
@@ -142,7 +142,7 @@ static void quantized_output_matches(const Inputs *in, KvFormat format, const ch
                                      double within)
 {
     Inputs *stored = as_stored(in, format, KV_SCALE_PER_TENSOR);
-    double *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
+    double *ref = ALLOC_ARRAY((size_t)B * H * D, double);
     reference(stored, ref);
     NpyArray got = load_output(in, name);
     CloseReport r = check_close_f32(got.data, ref, (size_t)B * H * D, 1e-5, 1e-5);
@@ -162,7 +162,7 @@ static void outputs_match_reference(Inputs *in)
     path_of(path, in, output_names[0]);
     EXPECT(access(path, F_OK) != 0, "the outputs go to --save, not to --load");
     NpyArray contiguous = load_output(in, "out_contiguous.npy"), paged = load_output(in, "out_paged.npy");
-    double *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
+    double *ref = ALLOC_ARRAY((size_t)B * H * D, double);
     reference(in, ref);
     /* Outputs are weighted means of values in [-1, 1]; float scores and
      * softmax over at most 37 positions: well inside 1e-5. */
@@ -208,7 +208,7 @@ static double error_of_head_1(const float *got, const double *exact)
  * accurate for head 1 than the per-tensor ones. */
 static void fp8_scales_per_head(const Inputs *original)
 {
-    Inputs *in = ALLOC_ARRAY(Inputs, 1);
+    Inputs *in = ALLOC_ARRAY(1, Inputs);
     *in = *original;
     for (int b = 0; b < B; b++)
         for (size_t i = 0; i < (size_t)L * D; i++) {
@@ -216,7 +216,7 @@ static void fp8_scales_per_head(const Inputs *original)
             in->v[((size_t)b * KVH + 1) * L * D + i] = ldexpf(in->v[((size_t)b * KVH + 1) * L * D + i], -16);
         }
     save_all(in);
-    double *exact = ALLOC_ARRAY(double, (size_t)B *H *D), *ref = ALLOC_ARRAY(double, (size_t)B *H *D);
+    double *exact = ALLOC_ARRAY((size_t)B * H * D, double), *ref = ALLOC_ARRAY((size_t)B * H * D, double);
     reference(in, exact);
     attend_npy(in->dir, in->save_dir, 16, 32, KV_SCALE_PER_TENSOR);
     NpyArray per_tensor = load_output(in, "out_fp8_e4m3.npy");
@@ -292,7 +292,7 @@ static void bad_inputs_are_refused(Inputs *in)
 static void unwritable_output_fails(const Inputs *in)
 {
     save_all(in);
-    Inputs *missing = ALLOC_ARRAY(Inputs, 1);
+    Inputs *missing = ALLOC_ARRAY(1, Inputs);
     *missing = *in;
     snprintf(missing->save_dir, sizeof missing->save_dir, "%s/missing/out", in->dir);
     ChildResult r = test_run_child(attend_in_child, missing);
@@ -317,7 +317,7 @@ static void remove_files(const Inputs *in)
 
 int main(void)
 {
-    Inputs *in = ALLOC_ARRAY(Inputs, 1);
+    Inputs *in = ALLOC_ARRAY(1, Inputs);
     snprintf(in->dir, sizeof in->dir, "/tmp/kv_cache_attend_XXXXXX");
     if (!mkdtemp(in->dir))
         test_skip("cannot make a temporary directory in /tmp");

@@ -20,14 +20,14 @@ typedef struct {
 static void check_case(Case c, Rng *rng)
 {
     int d = c.head_dim, n = c.length;
-    float *q = ALLOC_ARRAY(float, (size_t)c.group *d);
-    float *keys = ALLOC_ARRAY(float, (size_t)n *d), *values = ALLOC_ARRAY(float, (size_t)n *d);
+    float *q = ALLOC_ARRAY((size_t)c.group * d, float);
+    float *keys = ALLOC_ARRAY((size_t)n * d, float), *values = ALLOC_ARRAY((size_t)n * d, float);
     rng_fill_normal_f32(rng, q, (size_t)c.group * d, 0, 1);
     rng_fill_normal_f32(rng, keys, (size_t)n * d, 0, c.key_scale);
     rng_fill_uniform_f32(rng, values, (size_t)n * d, -1, 1);
-    float *scores = ALLOC_ARRAY(float, (size_t)c.group *n);
-    float *out = ALLOC_ARRAY(float, (size_t)c.group *d), *paged_out = ALLOC_ARRAY(float, (size_t)c.group *d);
-    double *ref = ALLOC_ARRAY(double, (size_t)c.group *d), *weights = ALLOC_ARRAY(double, n);
+    float *scores = ALLOC_ARRAY((size_t)c.group * n, float);
+    float *out = ALLOC_ARRAY((size_t)c.group * d, float), *paged_out = ALLOC_ARRAY((size_t)c.group * d, float);
+    double *ref = ALLOC_ARRAY((size_t)c.group * d, double), *weights = ALLOC_ARRAY(n, double);
 
     attend_contiguous(q, c.group, keys, values, n, d, scores, out);
     for (int g = 0; g < c.group; g++)
@@ -50,7 +50,7 @@ static void check_case(Case c, Rng *rng)
         BlockCopy copy;
         block_table_reserve(&pool, &table, n, &copy);
         size_t pool_floats = (size_t)pool.num_blocks * paged_kv_block_floats(shape);
-        float *key_pool = ALLOC_ARRAY(float, pool_floats), *value_pool = ALLOC_ARRAY(float, pool_floats);
+        float *key_pool = ALLOC_ARRAY(pool_floats, float), *value_pool = ALLOC_ARRAY(pool_floats, float);
         for (int p = 0; p < n; p++) {
             size_t at = paged_kv_position_offset(shape, table.blocks, 0, p);
             memcpy(key_pool + at, keys + (size_t)p * d, sizeof(float) * d);

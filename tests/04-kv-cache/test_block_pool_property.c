@@ -185,7 +185,7 @@ static bool invariants_hold(const World *w, long step)
 
 int main(void)
 {
-    World *w = ALLOC_ARRAY(World, 1);
+    World *w = ALLOC_ARRAY(1, World);
     w->pool = block_pool_create(BLOCKS, BLOCK_SIZE, true);
     rng_seed(&w->rng, 12345);
     for (int s = 0; s < SEQS; s++)

@@ -105,7 +105,7 @@ static void running_out_gives_every_block_back(const Model *model)
     Rng rng;
     rng_seed(&rng, 10);
     Request *first = requests_random(&model->config, &rng, 1, prompt_len, prompt_len, n_new, n_new);
-    Request *forked = ALLOC_ARRAY(Request, n);
+    Request *forked = ALLOC_ARRAY(n, Request);
     for (int i = 0; i < n; i++)
         forked[i] = request_create(&model->config, first->tokens, prompt_len, n_new, i);
     /* 3 prompt blocks and one copy for each of 4 samples need 6; growth needs more. */

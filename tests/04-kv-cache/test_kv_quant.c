@@ -68,7 +68,7 @@ static PagedKvShape shape_of(int block_size, int head_dim)
 static void check_per_token_rows(KvFormat format, int group, int head_dim, const float *x, int rows, const char *what)
 {
     KvBlockLayout l = kv_layout(format, true, shape_of(rows, head_dim), group);
-    uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
+    uint8_t *head = ALLOC_ARRAY(kv_head_bytes(l), uint8_t);
     double worst_share = 0.0;
     bool within_qmax = true;
     for (int s = 0; s < rows; s++)
@@ -99,7 +99,7 @@ static void round_trips_within_half_a_step(void)
     enum { ROWS = 16, HEAD_DIM = 128 };
     Rng rng;
     rng_seed(&rng, 4);
-    float *x = ALLOC_ARRAY(float, ROWS *HEAD_DIM);
+    float *x = ALLOC_ARRAY(ROWS * HEAD_DIM, float);
     const double magnitudes[] = {1e-6, 1.0, 300.0, 1e5};
     for (size_t m = 0; m < 4; m++) {
         rng_fill_normal_f32(&rng, x, ROWS * HEAD_DIM, 0, magnitudes[m]);
@@ -216,7 +216,7 @@ static void per_channel_blocks(void)
     EXPECT(l.axis == KV_SCALE_PER_CHANNEL, "KIVI keys are quantized per channel");
     EXPECT(kv_layout(KV_FORMAT_KIVI4, false, shape_of(BLOCK, HEAD_DIM), 32).axis == KV_SCALE_PER_TOKEN,
            "KIVI values are quantized per token");
-    uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
+    uint8_t *head = ALLOC_ARRAY(kv_head_bytes(l), uint8_t);
     const int counts[] = {1, 5, BLOCK};
     for (int i = 0; i < 3; i++) {
         kv_store_block_per_channel(l, head, rows, counts[i]);
@@ -347,8 +347,8 @@ static void rows_read_like_numbers(void)
             for (int g = 0; g < 4; g++) {
                 PagedKvShape shape = {5, 1, head_dims[d]};
                 KvBlockLayout l = kv_layout((KvFormat)format, true, shape, groups[g]);
-                uint8_t *head = ALLOC_ARRAY(uint8_t, kv_head_bytes(l));
-                float *rows = ALLOC_ARRAY(float, 5 * (size_t)head_dims[d]), row[130];
+                uint8_t *head = ALLOC_ARRAY(kv_head_bytes(l), uint8_t);
+                float *rows = ALLOC_ARRAY(5 * (size_t)head_dims[d], float), row[130];
                 rng_fill_normal_f32(&rng, rows, 5 * (size_t)head_dims[d], 0, 1);
                 if (l.axis == KV_SCALE_PER_CHANNEL)
                     kv_store_block_per_channel(l, head, rows, 5);

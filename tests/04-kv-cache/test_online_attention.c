@@ -55,9 +55,9 @@ static void check(const char *what, const float *acc, SoftmaxState state, const 
 
 static void check_case(int length, int d, float score_scale, Rng *rng)
 {
-    float *scores = ALLOC_ARRAY(float, length), *values = ALLOC_ARRAY(float, (size_t)length *d);
-    float *acc = ALLOC_ARRAY(float, d), *part = ALLOC_ARRAY(float, d);
-    double *ref = ALLOC_ARRAY(double, d);
+    float *scores = ALLOC_ARRAY(length, float), *values = ALLOC_ARRAY((size_t)length * d, float);
+    float *acc = ALLOC_ARRAY(d, float), *part = ALLOC_ARRAY(d, float);
+    double *ref = ALLOC_ARRAY(d, double);
     rng_fill_normal_f32(rng, scores, length, 0, score_scale);
     rng_fill_uniform_f32(rng, values, (size_t)length * d, -1, 1);
     reference(scores, values, length, d, ref);

@@ -46,7 +46,7 @@ static void runs_and_arguments(void)
     EXPECT(why != NULL && strstr(why, "multiple of the block size 16") != NULL,
            "a partition that is not a multiple of the block size is refused: %s", why);
     size_t floats = (size_t)b.batch * b.n_heads * 128;
-    float *first = ALLOC_ARRAY(float, floats), *second = ALLOC_ARRAY(float, floats);
+    float *first = ALLOC_ARRAY(floats, float), *second = ALLOC_ARRAY(floats, float);
     why = paged_attention_gpu_run_once(run, PAGED_ATTENTION_GPU_VERSIONS + 1, 0, first);
     EXPECT(why != NULL && strstr(why, "no version") != NULL, "there is no version %d: %s",
            PAGED_ATTENTION_GPU_VERSIONS + 1, why);

@@ -29,8 +29,8 @@ static void positions_map_to_distinct_slots(int block_size, int n_kv_heads, int 
     for (int s = 0; s < 3; s++)
         total_blocks += paged_kv_blocks_for(lengths[s], block_size);
     size_t pool_floats = (size_t)total_blocks * paged_kv_block_floats(shape);
-    int *owner = ALLOC_ARRAY(int, pool_floats);
-    int32_t *tables = ALLOC_ARRAY(int32_t, total_blocks);
+    int *owner = ALLOC_ARRAY(pool_floats, int);
+    int32_t *tables = ALLOC_ARRAY(total_blocks, int32_t);
     /* Hand out blocks backwards, so logical and physical order differ. */
     for (int i = 0; i < total_blocks; i++)
         tables[i] = total_blocks - 1 - i;

@@ -29,7 +29,7 @@ static void too_long_is_refused(const Model *model, KvCache *cache, int n_slots,
 {
     const Sampler greedy = {0};
     const ModelConfig *config = &model->config;
-    int32_t *prompt = ALLOC_ARRAY(int32_t, too_long);
+    int32_t *prompt = ALLOC_ARRAY(too_long, int32_t);
     for (int i = 0; i < too_long; i++)
         prompt[i] = i % config->vocab_size;
     Request requests[3] = {

@@ -20,8 +20,8 @@ static void matches_reference(DecodeBatchShape shape, const int32_t *lengths)
 {
     DecodeBatch b = decode_batch_create(&shape, lengths);
     size_t per_seq = (size_t)shape.n_heads * shape.head_dim;
-    float *out = ALLOC_ARRAY(float, shape.batch *per_seq);
-    double *ref = ALLOC_ARRAY(double, shape.batch *per_seq);
+    float *out = ALLOC_ARRAY(shape.batch * per_seq, float);
+    double *ref = ALLOC_ARRAY(shape.batch * per_seq, double);
     decode_batch_attend_cpu(&b, out);
     for (int s = 0; s < shape.batch; s++)
         decode_batch_reference(&b, s, ref + s * per_seq);

@@ -79,7 +79,7 @@ static void forked(const Model *model, KvFormat format, const Sampler *sampler)
 {
     const int n = 4, prompt_len = 4 * BLOCK + 3, n_new = 12; /* the prompt's last block is shared, partly full */
     Request *first = mixed(model, 1, 3);
-    Request *samples = ALLOC_ARRAY(Request, n);
+    Request *samples = ALLOC_ARRAY(n, Request);
     for (int i = 0; i < n; i++)
         samples[i] = request_create(&model->config, first->tokens, prompt_len, n_new, 50 + i);
     Request *alone = requests_copy(&model->config, samples, n);

@@ -27,8 +27,8 @@ static void test_alignment_and_zeros(void)
 {
     const size_t counts[] = {0, 1, 3, 63, 64, 65, 1000, 1823 * 781};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
-        float *x = ALLOC_ARRAY(float, counts[i]);
-        EXPECT(x != NULL, "ALLOC_ARRAY(float, %zu) returns an array", counts[i]);
+        float *x = ALLOC_ARRAY(counts[i], float);
+        EXPECT(x != NULL, "ALLOC_ARRAY(%zu, float) returns an array", counts[i]);
         EXPECT((uintptr_t)x % ARRAY_ALIGNMENT == 0, "%zu floats are 64-byte aligned (address %p)", counts[i],
                (void *)x);
         EXPECT(all_zero((const unsigned char *)x, counts[i] * sizeof *x), "%zu floats are zero-filled", counts[i]);
@@ -43,7 +43,7 @@ static void test_alignment_and_zeros(void)
 
 static void test_resize(void)
 {
-    int *x = ALLOC_ARRAY(int, 5);
+    int *x = ALLOC_ARRAY(5, int);
     for (int i = 0; i < 5; i++) {
         x[i] = i + 1;
     }

@@ -133,7 +133,7 @@ static void test_normal_moments(void)
 {
     Rng rng;
     rng_seed(&rng, 2);
-    double *x = ALLOC_ARRAY(double, SAMPLES);
+    double *x = ALLOC_ARRAY(SAMPLES, double);
     rng_fill_normal_f64(&rng, x, SAMPLES, 3.0, 2.0);
     double sum = 0;
     for (int i = 0; i < SAMPLES; i++) {

@@ -40,7 +40,7 @@ static void save_seed(const char *dir, const char *name, NpyDtype dtype, int ndi
         count *= shape[d];
     }
     size_t bytes = count * npy_dtype_size(dtype);
-    uint8_t *data = ALLOC_ARRAY(uint8_t, bytes > 0 ? bytes : 1);
+    uint8_t *data = ALLOC_ARRAY(bytes > 0 ? bytes : 1, uint8_t);
     for (size_t i = 0; i < bytes; i++) {
         data[i] = (uint8_t)(i * 7 + 1);
     }
@@ -61,7 +61,7 @@ static uint8_t *read_all(const char *path, size_t *size)
     fseek(file, 0, SEEK_END);
     *size = (size_t)ftell(file);
     fseek(file, 0, SEEK_SET);
-    uint8_t *bytes = ALLOC_ARRAY(uint8_t, *size);
+    uint8_t *bytes = ALLOC_ARRAY(*size, uint8_t);
     if (fread(bytes, 1, *size, file) != *size) {
         perror(path);
         exit(1);

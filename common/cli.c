@@ -349,3 +349,16 @@ int cli_without_cuda(int argc, char **argv)
     (void)argv;
     cli_fail("this program was built without CUDA (./configure found no nvcc), so it has no GPU");
 }
+
+CliOption cli_markdown_option(bool *markdown)
+{
+    return (CliOption){"--markdown", CLI_FLAG, markdown, 0, 0, "print tables as Markdown"};
+}
+
+bool cli_parse_markdown_only(int argc, char **argv)
+{
+    bool markdown = false;
+    const CliOption options[] = {cli_markdown_option(&markdown)};
+    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    return markdown;
+}

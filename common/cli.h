@@ -42,6 +42,12 @@ typedef struct {
  * inside a subcommand means the subcommand's own summary from its table. */
 void cli_parse(int argc, char **argv, const CliOption *options, size_t option_count, const char *summary);
 
+/* --markdown, which every command that prints tables takes. */
+CliOption cli_markdown_option(bool *markdown);
+
+/* For a command that takes nothing but --markdown: whether it was given. */
+bool cli_parse_markdown_only(int argc, char **argv);
+
 /* The function of a subcommand: it parses its own options from argv
  * (argv[0] is the subcommand's name) and returns the exit status. A function
  * type, so that one declaration declares them all:

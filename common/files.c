@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "common/cli.h"
 
 /* "cannot <doing>: <the system's reason>", for the calling thread. */
 static _Thread_local char failure[160];
@@ -174,4 +175,22 @@ int whole_file_commit(WholeFile *out, const char **why)
     array_free(out->partial);
     *out = (WholeFile){0};
     return status;
+}
+
+FILE *whole_file_open_or_exit(WholeFile *out, const char *path)
+{
+    const char *why;
+    if (whole_file_open(out, path, &why) != 0)
+        cli_fail_status(1, "cannot write %s: %s", path, why);
+    return out->file;
+}
+
+void whole_file_commit_or_exit(WholeFile *out)
+{
+    char *path = ALLOC_ARRAY(strlen(out->path) + 1, char); /* the commit frees out->path */
+    strcpy(path, out->path);
+    const char *why;
+    if (whole_file_commit(out, &why) != 0)
+        cli_fail_status(1, "cannot write %s: %s", path, why);
+    array_free(path);
 }

@@ -57,6 +57,11 @@ int whole_file_open(WholeFile *out, const char *path, const char **why);
  * failed, with the partial file removed and *why set. */
 int whole_file_commit(WholeFile *out, const char **why);
 
+/* The same for a program: where writing fails, one line ("cannot write
+ * PATH: why") and exit status 1. */
+FILE *whole_file_open_or_exit(WholeFile *out, const char *path);
+void whole_file_commit_or_exit(WholeFile *out);
+
 COMMON_END_C
 
 #endif

@@ -366,10 +366,10 @@ int resource_table_command(int argc, char **argv, const char *default_record, Ke
     const char *sass_path = NULL;
     bool markdown = false, budget = false;
     const CliOption options[] = {
-        {"--record",   CLI_STRING, &path,      0, 0, "ptxas's record of the kernels (default: the build's copy)"      },
-        {"--budget",   CLI_FLAG,   &budget,    0, 0, "print the instruction budget and Little's law table instead"    },
-        {"--sass",     CLI_STRING, &sass_path, 0, 0, "the kernels' machine code (default: beside the record, if kept)"},
-        {"--markdown", CLI_FLAG,   &markdown,  0, 0, "print the table as Markdown"                                    },
+        {"--record", CLI_STRING, &path,      0, 0, "ptxas's record of the kernels (default: the build's copy)"      },
+        {"--budget", CLI_FLAG,   &budget,    0, 0, "print the instruction budget and Little's law table instead"    },
+        {"--sass",   CLI_STRING, &sass_path, 0, 0, "the kernels' machine code (default: beside the record, if kept)"},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (sass_path != NULL && !budget)
@@ -382,7 +382,7 @@ int resource_table_command(int argc, char **argv, const char *default_record, Ke
         kernel_resources_free(&record);
         cli_fail("%s: no kernel in it (not a ptxas -v report)", path);
     }
-    TableFormat format = markdown ? TABLE_MARKDOWN : TABLE_TEXT;
+    TableFormat format = table_format_for(markdown);
     if (budget)
         print_budget(&record, sass_path != NULL ? sass_path : path, sass_path != NULL, rule, format);
     else
@@ -395,8 +395,8 @@ int resource_table_without_cuda_command(int argc, char **argv)
 {
     bool markdown = false, budget = false;
     const CliOption options[] = {
-        {"--budget",   CLI_FLAG, &budget,   0, 0, "the instruction budget table (there is none either)"},
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"                        },
+        {"--budget", CLI_FLAG, &budget, 0, 0, "the instruction budget table (there is none either)"},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     printf("This build has no resource records: it was configured without CUDA, so ptxas compiled no kernel.\n");

@@ -137,15 +137,12 @@ void results_write(const char *path, const char *title, const char *device, cons
                    const BenchReport *report)
 {
     WholeFile written; /* a results file is never left cut short */
-    const char *why;
-    if (whole_file_open(&written, path, &why) != 0)
-        cli_fail_status(1, "--results %s: %s", path, why);
-    fprintf(written.file, "%s\n\n", title);
-    results_stamp(written.file, device, results_commit(commit));
-    fprintf(written.file, "\n");
-    bench_report_print(report, written.file, TABLE_MARKDOWN);
-    if (whole_file_commit(&written, &why) != 0)
-        cli_fail_status(1, "--results %s: %s", path, why);
+    FILE *file = whole_file_open_or_exit(&written, path);
+    fprintf(file, "%s\n\n", title);
+    results_stamp(file, device, results_commit(commit));
+    fprintf(file, "\n");
+    bench_report_print(report, file, TABLE_MARKDOWN);
+    whole_file_commit_or_exit(&written);
     printf("\nwrote %s\n", path);
 }
 

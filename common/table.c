@@ -202,3 +202,8 @@ void table_free(Table *table)
     array_free(table->align);
     array_free(table);
 }
+
+TableFormat table_format_for(bool markdown)
+{
+    return markdown ? TABLE_MARKDOWN : TABLE_TEXT;
+}

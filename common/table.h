@@ -4,6 +4,7 @@
 #ifndef COMMON_TABLE_H
 #define COMMON_TABLE_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "common/hostdevice.h"
@@ -25,6 +26,9 @@ void table_bold_last(Table *table);
 /* Print the table; every row must be complete (a short last row is a
  * forgotten cell: the program stops with one line and status 1). */
 void table_print(const Table *table, FILE *out, TableFormat format);
+
+/* TABLE_MARKDOWN when --markdown was given, TABLE_TEXT otherwise. */
+TableFormat table_format_for(bool markdown);
 void table_free(Table *table);
 
 COMMON_END_C

@@ -14,31 +14,13 @@
 #include "chapters/01-cancellation/variance.h"
 #include "common/alloc.h"
 #include "common/cli.h"
+#include "common/files.h"
 #include "common/rng.h"
 
 void print_table(Table *table, bool markdown)
 {
-    table_print(table, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    table_print(table, stdout, table_format_for(markdown));
     table_free(table);
-}
-
-FILE *open_for_writing(WholeFile *out, const char *path)
-{
-    const char *why;
-    if (whole_file_open(out, path, &why) != 0) {
-        cli_fail_status(1, "cannot write %s: %s", path, why);
-    }
-    return out->file;
-}
-
-void close_written(WholeFile *out)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s", out->path); /* commit frees it */
-    const char *why;
-    if (whole_file_commit(out, &why) != 0) {
-        cli_fail_status(1, "error writing %s: %s", path, why);
-    }
 }
 
 /* A relative error in words where a number would mislead: exact results
@@ -100,7 +82,7 @@ int show_command(int argc, char **argv)
         {"--offset",    CLI_DOUBLE, &offset,         -1e30, 1e30, "offset of the data"                      },
         {"--precision", CLI_STRING, &precision_text, 0,     0,    "float or double: the data and arithmetic"},
         {"--seed",      CLI_INT,    &seed,           0,     1e18, "random seed"                             },
-        {"--markdown",  CLI_FLAG,   &markdown,       0,     0,    "print the table as Markdown"             },
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     Precision precision = parse_precision(precision_text);
@@ -190,7 +172,7 @@ static int sweep_command(int argc, char **argv, const SweepColumn *columns, size
         {"--n",         CLI_INT,    &n,              2, 1e7,  "values per data set"                     },
         {"--precision", CLI_STRING, &precision_text, 0, 0,    "float or double: the data and arithmetic"},
         {"--seed",      CLI_INT,    &seed,           0, 1e18, "random seed"                             },
-        {"--markdown",  CLI_FLAG,   &markdown,       0, 0,    "print the table as Markdown"             },
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     Precision precision = parse_precision(precision_text);
@@ -269,11 +251,11 @@ int theory_data_command(int argc, char **argv)
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     WholeFile written;
-    FILE *file = open_for_writing(&written, output);
+    FILE *file = whole_file_open_or_exit(&written, output);
     write_theory_block(file, PRECISION_FLOAT, (size_t)n);
     fprintf(file, "\n\n");
     write_theory_block(file, PRECISION_DOUBLE, (size_t)n);
-    close_written(&written);
+    whole_file_commit_or_exit(&written);
     return 0;
 }
 
@@ -294,9 +276,9 @@ int layernorm_demo_command(int argc, char **argv)
     long n = 4096, seed = 1;
     bool markdown = false;
     const CliOption options[] = {
-        {"--n",        CLI_INT,  &n,        2, 1e7,  "values in the row"          },
-        {"--seed",     CLI_INT,  &seed,     0, 1e18, "random seed"                },
-        {"--markdown", CLI_FLAG, &markdown, 0, 0,    "print the table as Markdown"},
+        {"--n",    CLI_INT, &n,    2, 1e7,  "values in the row"},
+        {"--seed", CLI_INT, &seed, 0, 1e18, "random seed"      },
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
 
@@ -344,10 +326,10 @@ int merge_demo_command(int argc, char **argv)
     double offset = 1e8;
     bool markdown = false;
     const CliOption options[] = {
-        {"--n",        CLI_INT,    &n,        2,     1e7,  "values in the data set"     },
-        {"--offset",   CLI_DOUBLE, &offset,   -1e30, 1e30, "offset of the data"         },
-        {"--seed",     CLI_INT,    &seed,     0,     1e18, "random seed"                },
-        {"--markdown", CLI_FLAG,   &markdown, 0,     0,    "print the table as Markdown"},
+        {"--n",      CLI_INT,    &n,      2,     1e7,  "values in the data set"},
+        {"--offset", CLI_DOUBLE, &offset, -1e30, 1e30, "offset of the data"    },
+        {"--seed",   CLI_INT,    &seed,   0,     1e18, "random seed"           },
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
 
@@ -400,9 +382,9 @@ int window_demo_command(int argc, char **argv)
     long window = 1024, seed = 1;
     bool markdown = false;
     const CliOption options[] = {
-        {"--window",   CLI_INT,  &window,   2, 1e7,  "values in the window"       },
-        {"--seed",     CLI_INT,  &seed,     0, 1e18, "random seed"                },
-        {"--markdown", CLI_FLAG, &markdown, 0, 0,    "print the table as Markdown"},
+        {"--window", CLI_INT, &window, 2, 1e7,  "values in the window"},
+        {"--seed",   CLI_INT, &seed,   0, 1e18, "random seed"         },
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     printf("A window of %ld values N(0, s^2) in double, slid out of a Welford state by %ld values N(0, 1): "

@@ -8,7 +8,6 @@
 #include <stdio.h>
 
 #include "common/cli.h"
-#include "common/files.h"
 #include "common/table.h"
 
 /* commands.c: the accuracy of the variance */
@@ -23,9 +22,5 @@ CliCommandFunction bench_command;
 
 /* Plumbing the commands share. */
 void print_table(Table *table, bool markdown); /* and free it */
-/* The file at `path`, written whole or not at all (common/files.h); either
- * call stops with one line and status 1 where writing fails. */
-FILE *open_for_writing(WholeFile *out, const char *path);
-void close_written(WholeFile *out);
 
 #endif

@@ -80,8 +80,8 @@ int bench_command(int argc, char **argv)
     long seed = 1;
     bool markdown = false;
     const CliOption options[] = {
-        {"--seed",     CLI_INT,  &seed,     0, 1e18, "random seed of the data"    },
-        {"--markdown", CLI_FLAG, &markdown, 0, 0,    "print the table as Markdown"},
+        {"--seed", CLI_INT, &seed, 0, 1e18, "random seed of the data"},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
 

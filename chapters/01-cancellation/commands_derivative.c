@@ -6,6 +6,7 @@
 #include "chapters/01-cancellation/commands.h"
 #include "chapters/01-cancellation/derivative.h"
 #include "common/cli.h"
+#include "common/files.h"
 
 /* The best step of the central difference for exp, predicted and measured. */
 static void print_prediction(const TestFunction *exp_function, double u, bool markdown)
@@ -49,11 +50,7 @@ static void print_both_methods(double u, bool markdown)
 
 int derivative_command(int argc, char **argv)
 {
-    bool markdown = false;
-    const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the tables as Markdown"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    bool markdown = cli_parse_markdown_only(argc, argv);
     double u = unit_roundoff(PRECISION_DOUBLE);
     print_prediction(&test_functions[0], u, markdown);
     print_both_methods(u, markdown);
@@ -70,7 +67,7 @@ int derivative_data_command(int argc, char **argv)
     const TestFunction *exp_function = &test_functions[0];
     double u = unit_roundoff(PRECISION_DOUBLE);
     WholeFile written;
-    FILE *file = open_for_writing(&written, output);
+    FILE *file = whole_file_open_or_exit(&written, output);
     fprintf(file, "# %s on [%g, %g], worst relative error over %d points; best step predicted at %.6e\n",
             exp_function->name, exp_function->lo, exp_function->hi, DERIVATIVE_POINTS, predicted_best_step(u));
     fprintf(file, "# h central_difference complex_step predicted_central truncation unit_roundoff\n");
@@ -81,6 +78,6 @@ int derivative_data_command(int argc, char **argv)
                 worst_relative_error(exp_function, COMPLEX_STEP_DERIVATIVE, h, DERIVATIVE_POINTS),
                 predicted_error(h, u), h * h / 6, u);
     }
-    close_written(&written);
+    whole_file_commit_or_exit(&written);
     return 0;
 }

@@ -18,13 +18,6 @@
 #include "common/npy.h"
 #include "common/table.h"
 
-static const char markdown_help[] = "print tables as Markdown";
-
-static TableFormat table_format(bool markdown)
-{
-    return markdown ? TABLE_MARKDOWN : TABLE_TEXT;
-}
-
 static const char norm_help[] = "the norm: layer (default) or rms";
 
 /* The value of --norm (NULL: not given) as a NormKind, or one line and exit 2. */
@@ -34,17 +27,6 @@ static NormKind norm_option(const char *name)
     if (name != NULL && !norm_kind_parse(name, &norm))
         cli_fail("--norm expects one of %s, got '%s'", norm_kind_names, name);
     return norm;
-}
-
-/* The subcommands that print one table and take nothing but --markdown. */
-static TableFormat parse_markdown_only(int argc, char **argv)
-{
-    bool markdown = false;
-    const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, markdown_help},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    return table_format(markdown);
 }
 
 /* p's float results against the double reference. */
@@ -386,18 +368,18 @@ int gradcheck_command(int argc, char **argv)
     bool markdown = false, all = false;
     const char *norm = NULL;
     const CliOption options[] = {
-        {"--seed",     CLI_INT,    &seed,     0, 1L << 62, "random seed of the points and the directions"    },
-        {"--norm",     CLI_STRING, &norm,     0, 0,        norm_help                                         },
-        {"--all",      CLI_FLAG,   &all,      0, 0,        "one table, every column (counts compared, times)"},
-        {"--markdown", CLI_FLAG,   &markdown, 0, 0,        markdown_help                                     },
+        {"--seed", CLI_INT,    &seed, 0, 1L << 62, "random seed of the points and the directions"    },
+        {"--norm", CLI_STRING, &norm, 0, 0,        norm_help                                         },
+        {"--all",  CLI_FLAG,   &all,  0, 0,        "one table, every column (counts compared, times)"},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     GradCheckRows rows = {0};
     bool ok = grad_check_plan_run(norm_option(norm), (uint64_t)seed, keep_gradcheck_row, &rows);
     if (all)
-        print_every_gradcheck_column(&rows, table_format(markdown));
+        print_every_gradcheck_column(&rows, table_format_for(markdown));
     else
-        print_gradcheck_tables(&rows, table_format(markdown));
+        print_gradcheck_tables(&rows, table_format_for(markdown));
     array_free(rows.rows);
     return ok ? 0 : 1;
 }
@@ -407,11 +389,11 @@ int edge_cases_command(int argc, char **argv)
     bool markdown = false;
     const char *norm = NULL;
     const CliOption options[] = {
-        {"--norm",     CLI_STRING, &norm,     0, 0, norm_help    },
-        {"--markdown", CLI_FLAG,   &markdown, 0, 0, markdown_help},
+        {"--norm", CLI_STRING, &norm, 0, 0, norm_help},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    TableFormat format = table_format(markdown);
+    TableFormat format = table_format_for(markdown);
     static EdgeChecks checks;
     bool ok = edge_cases_run_all(norm_option(norm), &checks);
     const char *headers[] = {"case", "shape", "check", "measured", "allowed", "result"};
@@ -432,19 +414,19 @@ int edge_cases_command(int argc, char **argv)
 
 int complexity_command(int argc, char **argv)
 {
-    complexity_print(stdout, parse_markdown_only(argc, argv));
+    complexity_print(stdout, table_format_for(cli_parse_markdown_only(argc, argv)));
     return 0;
 }
 
 int cache_memory_command(int argc, char **argv)
 {
-    cache_memory_print(stdout, parse_markdown_only(argc, argv));
+    cache_memory_print(stdout, table_format_for(cli_parse_markdown_only(argc, argv)));
     return 0;
 }
 
 int storage_command(int argc, char **argv)
 {
-    storage_accuracy_print(stdout, parse_markdown_only(argc, argv));
+    storage_accuracy_print(stdout, table_format_for(cli_parse_markdown_only(argc, argv)));
     return 0;
 }
 
@@ -455,13 +437,13 @@ int failure_command(int argc, char **argv)
     char mode_help[128];
     snprintf(mode_help, sizeof mode_help, "the failure mode to show: %s", failure_mode_names);
     const CliOption options[] = {
-        {"--mode",     CLI_STRING, &mode,     0, 0, mode_help    },
-        {"--markdown", CLI_FLAG,   &markdown, 0, 0, markdown_help},
+        {"--mode", CLI_STRING, &mode, 0, 0, mode_help},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (mode == NULL)
         cli_fail("needs --mode, one of %s", failure_mode_names);
-    if (!failure_mode_print(mode, stdout, table_format(markdown)))
+    if (!failure_mode_print(mode, stdout, table_format_for(markdown)))
         cli_fail("--mode expects one of %s, got '%s'", failure_mode_names, mode);
     return 0;
 }
@@ -470,10 +452,10 @@ int bench_command(int argc, char **argv)
 {
     bool quick = false, markdown = false;
     const CliOption options[] = {
-        {"--quick",    CLI_FLAG, &quick,    0, 0, "d = 4096 only, 5 rounds instead of 7 (3 for 16-bit rows)"},
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, markdown_help                                             },
+        {"--quick", CLI_FLAG, &quick, 0, 0, "d = 4096 only, 5 rounds instead of 7 (3 for 16-bit rows)"},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    bench_cpu_print(stdout, table_format(markdown), quick);
+    bench_cpu_print(stdout, table_format_for(markdown), quick);
     return 0;
 }

@@ -434,16 +434,6 @@ int sample_command(int argc, char **argv)
     return topk_sample_command(argc, argv, &CPU);
 }
 
-static TableFormat parse_table_options(int argc, char **argv)
-{
-    bool markdown = false;
-    const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    return markdown ? TABLE_MARKDOWN : TABLE_TEXT;
-}
-
 /* Up to SHOWN entries of a row, and " ..." after them if there are more. */
 typedef struct {
     char indices[128], probs[160];
@@ -467,7 +457,7 @@ static ShownEntries shown_entries(const float *probs, const int64_t *indices, in
 
 int hard_inputs_command(int argc, char **argv)
 {
-    TableFormat format = parse_table_options(argc, argv);
+    TableFormat format = table_format_for(cli_parse_markdown_only(argc, argv));
     const char *headers[] = {"input", "V", "K", "indices", "probabilities"};
     Table *table = table_new(5, headers, "lrrll");
     for (int c = 0; c < HARD_INPUT_COUNT; c++) {
@@ -493,19 +483,19 @@ int hard_inputs_command(int argc, char **argv)
 
 int traffic_command(int argc, char **argv)
 {
-    print_traffic_table(parse_table_options(argc, argv));
+    print_traffic_table(table_format_for(cli_parse_markdown_only(argc, argv)));
     return 0;
 }
 
 int accuracy_command(int argc, char **argv)
 {
-    print_accuracy_table(parse_table_options(argc, argv));
+    print_accuracy_table(table_format_for(cli_parse_markdown_only(argc, argv)));
     return 0;
 }
 
 int merge_demo_command(int argc, char **argv)
 {
-    print_merge_demo(parse_table_options(argc, argv));
+    print_merge_demo(table_format_for(cli_parse_markdown_only(argc, argv)));
     return 0;
 }
 
@@ -514,12 +504,12 @@ int bench_command(int argc, char **argv)
     bool quick = false, markdown = false;
     long threads = bench_max_threads();
     const CliOption options[] = {
-        {"--quick",    CLI_FLAG, &quick,    0, 0,    "a reduced grid: V = 128256 and K in {8, 64}"},
-        {"--threads",  CLI_INT,  &threads,  1, 1024, "CPU threads of the all-cores rows"          },
-        {"--markdown", CLI_FLAG, &markdown, 0, 0,    "print the table as Markdown"                },
+        {"--quick",   CLI_FLAG, &quick,   0, 0,    "a reduced grid: V = 128256 and K in {8, 64}"},
+        {"--threads", CLI_INT,  &threads, 1, 1024, "CPU threads of the all-cores rows"          },
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    print_cpu_bench(quick, (int)threads, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    print_cpu_bench(quick, (int)threads, table_format_for(markdown));
     return 0;
 }
 
@@ -588,39 +578,30 @@ int ties_command(int argc, char **argv)
     long vocab = 128256, k = 50, rows = 8, seed = 1;
     bool markdown = false;
     const CliOption options[] = {
-        {"--vocab",    CLI_INT,  &vocab,    1, 1 << 30, "V: logits per row"                              },
-        {"-k",         CLI_INT,  &k,        1, 1 << 30, "K: how many of the largest logits per row"      },
-        {"--rows",     CLI_INT,  &rows,     1, 1000,    "rows of random logits (normal(0, 3) in 1/16ths)"},
-        {"--seed",     CLI_INT,  &seed,     0, 1e18,    "random seed of the first row"                   },
-        {"--markdown", CLI_FLAG, &markdown, 0, 0,       "print the table as Markdown"                    },
+        {"--vocab", CLI_INT, &vocab, 1, 1 << 30, "V: logits per row"                              },
+        {"-k",      CLI_INT, &k,     1, 1 << 30, "K: how many of the largest logits per row"      },
+        {"--rows",  CLI_INT, &rows,  1, 1000,    "rows of random logits (normal(0, 3) in 1/16ths)"},
+        {"--seed",  CLI_INT, &seed,  0, 1e18,    "random seed of the first row"                   },
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (k > vocab) {
         cli_fail("-k %ld is larger than V = %ld", k, vocab);
     }
-    print_ties_table((size_t)vocab, (int)k, (size_t)rows, (uint64_t)seed, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    print_ties_table((size_t)vocab, (int)k, (size_t)rows, (uint64_t)seed, table_format_for(markdown));
     return 0;
 }
 
 int rejection_command(int argc, char **argv)
 {
-    bool markdown = false;
-    const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    print_rejection_table(markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    print_rejection_table(table_format_for(cli_parse_markdown_only(argc, argv)));
     return 0;
 }
 
 #ifndef HAVE_CUDA
 int gpu_latency_without_cuda_command(int argc, char **argv)
 {
-    bool markdown = false;
-    const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    (void)cli_parse_markdown_only(argc, argv); /* the options of the CUDA build, accepted */
     printf("This build was configured without CUDA: the kernels' launcher, which chooses the slices and buffers "
            "the model counts, was not built.\n");
     return 0;
@@ -628,11 +609,7 @@ int gpu_latency_without_cuda_command(int argc, char **argv)
 
 int gpu_slow_paths_without_cuda_command(int argc, char **argv)
 {
-    bool markdown = false;
-    const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    (void)cli_parse_markdown_only(argc, argv); /* the options of the CUDA build, accepted */
     printf("This build was configured without CUDA: there is no machine code to cost the slow paths with.\n");
     return 0;
 }

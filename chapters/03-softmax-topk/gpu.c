@@ -532,11 +532,7 @@ static int kernel_warps(void)
  * on an H100, counted on the benchmark's own row (decode_step_model.h). */
 int gpu_latency_command(int argc, char **argv)
 {
-    bool markdown = false;
-    const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
+    bool markdown = cli_parse_markdown_only(argc, argv);
     const int ks[] = {1, 8, 64}, versions[] = {4, 8};
     const char *verdicts[3];
     int largest_k_merge_steps = 0; /* the loop's last K is the largest */
@@ -584,7 +580,7 @@ int gpu_latency_command(int argc, char **argv)
     }
     decode_step_print_costs(stdout);
     printf("\n");
-    table_print(table, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    table_print(table, stdout, table_format_for(markdown));
     int splits = softmax_topk_gpu_splits_for(1, TABLE_VOCAB, 8, H100_SXM.sms), warps = kernel_warps();
     printf("\nThe last block's merge of the %d slices at K = 8: %d merges for its busiest warp, with each "
            "round's merges dealt to the warps in turn; %d if each warp took the partials whose index is its own "
@@ -766,7 +762,7 @@ int gpu_slow_paths_command(int argc, char **argv)
     bool markdown = false;
     const char *record_path = "softmax_topk.resources", *sass_path = "softmax_topk.sass";
     const CliOption options[] = {
-        {"--markdown", CLI_FLAG, &markdown, 0, 0, "print the table as Markdown"},
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     KernelResourceList record;
@@ -814,7 +810,7 @@ int gpu_slow_paths_command(int argc, char **argv)
         slow_path_row(table, ks[t], &step_floor, &costs, true, logits, &worst_9);
     }
     print_slow_path_model();
-    table_print(table, stdout, markdown ? TABLE_MARKDOWN : TABLE_TEXT);
+    table_print(table, stdout, table_format_for(markdown));
     printf("\nAgainst the goal of %.0f%% of the copy bandwidth: the lowest prediction above for version 6 is %.0f%%, "
            "%s; for version 9 (at K = 1 version 6's argmax) %.0f%%, %s.\n",
            100 * BANDWIDTH_GOAL, 100 * worst, worst >= BANDWIDTH_GOAL ? "within it" : "short of it", 100 * worst_9,

@@ -56,16 +56,6 @@ static CliOption block_size_option(long *block_size)
     return (CliOption){"--block-size", CLI_INT, block_size, 1, 256, "positions per block of the paged cache"};
 }
 
-static CliOption markdown_option(bool *markdown)
-{
-    return (CliOption){"--markdown", CLI_FLAG, markdown, 0, 0, "print tables as Markdown"};
-}
-
-static TableFormat format_of(bool markdown)
-{
-    return markdown ? TABLE_MARKDOWN : TABLE_TEXT;
-}
-
 /* The chapter's decoder, as the options describe it. */
 typedef struct {
     long vocab, dim, layers, heads, kv_heads, head_dim, hidden, max_len, seed;
@@ -216,11 +206,11 @@ int cost_command(int argc, char **argv)
 {
     GenerationOptions g = {PROMPT_LEN, NEW_TOKENS};
     bool markdown = false;
-    const CliOption own[] = {markdown_option(&markdown)};
+    const CliOption own[] = {cli_markdown_option(&markdown)};
     ModelConfig config = parse_generation(argc, argv, &g, own, CLI_COUNT(own), NULL);
     check_generation_length(&g, &config);
     Model model = model_create(&config);
-    bool same = cost_report(&model, (int)g.prompt_len, (int)g.new_tokens, stdout, format_of(markdown));
+    bool same = cost_report(&model, (int)g.prompt_len, (int)g.new_tokens, stdout, table_format_for(markdown));
     model_free(&model);
     return status_of_claims(same);
 }
@@ -231,7 +221,7 @@ int run_demo(int argc, char **argv, DemoFunction *demo, bool samples, long least
     long block_size = BLOCK_SIZE;
     bool markdown = false;
     OptionTable table = {0};
-    const CliOption own[] = {block_size_option(&block_size), markdown_option(&markdown)};
+    const CliOption own[] = {block_size_option(&block_size), cli_markdown_option(&markdown)};
     add_options(&table, own, CLI_COUNT(own));
     if (samples)
         add_sampler_options(&table, &s);
@@ -245,7 +235,7 @@ int run_demo(int argc, char **argv, DemoFunction *demo, bool samples, long least
         cli_fail("--max-len %d is too short: this needs at least %d with --block-size %ld", config.max_seq_len, needed,
                  block_size);
     Model model = model_create(&config);
-    bool every_claim_holds = demo(&model, (int)block_size, &sampler, stdout, format_of(markdown));
+    bool every_claim_holds = demo(&model, (int)block_size, &sampler, stdout, table_format_for(markdown));
     model_free(&model);
     return status_of_claims(every_claim_holds);
 }
@@ -287,7 +277,7 @@ int accuracy_command(int argc, char **argv)
     const CliOption own[] = {
         block_size_option(&block_size),
         {"--int4-group", CLI_INT, &int4_group, 1, 1024, "INT4 channels per scale: 32 or 64"},
-        markdown_option(&markdown),
+        cli_markdown_option(&markdown),
     };
     add_options(&table, own, CLI_COUNT(own));
     ModelConfig config = parse_with_model(argc, argv, &table);
@@ -300,7 +290,7 @@ int accuracy_command(int argc, char **argv)
                  config.head_dim, 2 * ACCURACY_OUTLIER_PAIRS);
     const AccuracySetup setup = {ACCURACY_PROMPT_LEN, ACCURACY_NEW_TOKENS, (int)block_size, (int)int4_group,
                                  ACCURACY_SEED};
-    accuracy_report(&config, &setup, stdout, format_of(markdown));
+    accuracy_report(&config, &setup, stdout, table_format_for(markdown));
     return 0;
 }
 
@@ -310,10 +300,10 @@ int waste_command(int argc, char **argv)
     bool markdown = false;
     const CliOption options[] = {
         {"--requests", CLI_INT, &requests, 1, 1000000, "requests in the trace"},
-        markdown_option(&markdown),
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    waste_report((int)requests, WASTE_MAX_LEN, WASTE_POOL_SLOTS, WASTE_SEED, stdout, format_of(markdown));
+    waste_report((int)requests, WASTE_MAX_LEN, WASTE_POOL_SLOTS, WASTE_SEED, stdout, table_format_for(markdown));
     return 0;
 }
 
@@ -372,13 +362,13 @@ int memory_command(int argc, char **argv)
     bool markdown = false, all = false;
     long context = MEMORY_DEFAULT_CONTEXT;
     const CliOption options[] = {
-        markdown_option(&markdown),
+        cli_markdown_option(&markdown),
         {"--context", CLI_INT,  &context, 1, 1 << 24, "tokens per sequence of the largest-batch table"          },
         {"--all",     CLI_FLAG, &all,     0, 0,
                      "every model and column, and the tokens that fit on each card (the book shows the models it discusses)"},
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    memory_report(stdout, format_of(markdown), (int)context, all);
+    memory_report(stdout, table_format_for(markdown), (int)context, all);
     return 0;
 }
 
@@ -398,11 +388,11 @@ static int run_bench(int argc, char **argv, BenchFunction *bench)
     const CliOption options[] = {
         block_size_option(&block_size),
         {"--quick", CLI_FLAG, &quick, 0, 0, "a 64 MiB cache instead of one above the last-level cache"},
-        markdown_option(&markdown),
+        cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     bool outputs_match =
-        bench((int)block_size, quick ? QUICK_BENCH_BYTES : bench_large_bytes(), stdout, format_of(markdown));
+        bench((int)block_size, quick ? QUICK_BENCH_BYTES : bench_large_bytes(), stdout, table_format_for(markdown));
     return status_of_claims(outputs_match);
 }
 

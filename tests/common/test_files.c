@@ -101,6 +101,45 @@ static void test_failed_write_keeps_the_older_file(void)
     unlink(path);
 }
 
+/* A program's forms: one line naming the file, and status 1. */
+static void open_a_directory_or_exit(void *ctx)
+{
+    WholeFile out;
+    whole_file_open_or_exit(&out, ctx);
+}
+
+static void write_past_a_size_limit_or_exit(void *ctx)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limit = {4096, 4096}; /* room for the error line in the captured stderr, a file too */
+    WholeFile out;
+    FILE *file = whole_file_open_or_exit(&out, ctx);
+    setrlimit(RLIMIT_FSIZE, &limit);
+    for (int i = 0; i < 1000; i++)
+        fputs("a line longer than the limit allows\n", file);
+    whole_file_commit_or_exit(&out);
+}
+
+static void expect_one_line_and_status_1(ChildResult child, const char *expected, const char *what)
+{
+    EXPECT(child.exit_status == 1 && child.err_lines == 1 && strstr(child.err, expected) != NULL,
+           "%s: status %d (expected 1), stderr (expected one line with '%s'): %s", what, child.exit_status, expected,
+           child.err);
+}
+
+static void test_or_exit_forms(void)
+{
+    char expected[512];
+    snprintf(expected, sizeof expected, "cannot write %s: not a regular file", scratch_directory);
+    expect_one_line_and_status_1(test_run_child(open_a_directory_or_exit, (void *)scratch_directory), expected,
+                                 "opening a directory");
+    const char *path = scratch_path("limited.txt");
+    snprintf(expected, sizeof expected, "cannot write %s: cannot write the whole file", path);
+    expect_one_line_and_status_1(test_run_child(write_past_a_size_limit_or_exit, (void *)path), expected,
+                                 "a write past the size limit");
+    EXPECT(access(path, F_OK) != 0 && alone_in_directory(""), "nothing is left of the failed file");
+}
+
 static void test_refuses_what_is_no_regular_file(void)
 {
     WholeFile out;
@@ -183,6 +222,7 @@ int main(void)
     test_whole_file_is_written();
     test_failed_write_keeps_the_older_file();
     test_refuses_what_is_no_regular_file();
+    test_or_exit_forms();
     test_symbolic_link_is_written_through();
     test_read_error_is_an_error();
     scratch_directory_remove();

@@ -41,13 +41,25 @@ void cli_escape_control_bytes(const char *text, char *escaped, size_t size)
 
 /* "<program>: <kind>: <message>" on stderr. stderr is unbuffered: format
  * the message first, so that the whole line goes out in one write and never
- * interleaves with other output. */
+ * interleaves with other output. The message is as long as it needs to be:
+ * a path may take thousands of bytes, and the reason comes after it. */
 static void print_line(const char *kind, const char *fmt, va_list args)
 {
-    char message[1024], escaped[4 * sizeof message];
-    vsnprintf(message, sizeof message, fmt, args);
-    cli_escape_control_bytes(message, escaped, sizeof escaped);
-    fprintf(stderr, "%s: %s: %s\n", program_name, kind, escaped);
+    va_list measuring;
+    va_copy(measuring, args);
+    int length = vsnprintf(NULL, 0, fmt, measuring);
+    va_end(measuring);
+    size_t size = length > 0 ? (size_t)length + 1 : 1;
+    char *message = malloc(size), *escaped = malloc(4 * size + 1); /* a control byte becomes 4 */
+    if (message != NULL && escaped != NULL) {
+        vsnprintf(message, size, fmt, args);
+        cli_escape_control_bytes(message, escaped, 4 * size + 1);
+        fprintf(stderr, "%s: %s: %s\n", program_name, kind, escaped);
+    } else {
+        fprintf(stderr, "%s: %s: (no memory left to say more)\n", program_name, kind);
+    }
+    free(message);
+    free(escaped);
 }
 
 static _Noreturn void fail_with(int exit_status, const char *fmt, va_list args)
@@ -96,12 +108,14 @@ long cli_parse_long(const char *what, const char *text, long min, long max)
     return value;
 }
 
-double cli_parse_double(const char *what, const char *text, double min, double max)
+double cli_parse_double(const char *what, const char *text, double min, double max, bool above_min)
 {
     char *end;
     errno = 0;
     double value = strtod(text, &end);
-    bool number = starts_like_a_number(text) && *end == '\0';
+    /* strtod also reads hexadecimal ("0x1p-3"), which the integers, read
+     * in base 10, refuse: one notation for every number. */
+    bool number = starts_like_a_number(text) && *end == '\0' && strpbrk(text, "xX") == NULL;
     /* ERANGE is overflow, whose inf the range test refuses, or underflow: a
      * value below DBL_MIN (subnormal) is still the number given, to fewer
      * digits, but "1e-400" would silently become 0, and is refused. NaN
@@ -109,8 +123,10 @@ double cli_parse_double(const char *what, const char *text, double min, double m
     if (number && errno == ERANGE && value == 0.0) {
         cli_fail("%s: '%s' is too small for a double: it would become 0", what, text);
     }
-    if (!number || !isfinite(value) || !(value >= min && value <= max)) {
-        cli_fail("%s expects a finite number in [%g, %g], got '%s'", what, min, max, text);
+    bool in_range = (above_min ? value > min : value >= min) && value <= max; /* false for NaN */
+    if (!number || !isfinite(value) || !in_range) {
+        cli_fail("%s expects a finite decimal number in %c%g, %g], got '%s'", what, above_min ? '(' : '[', min, max,
+                 text);
     }
     return value;
 }
@@ -136,7 +152,10 @@ static void parse_value(const CliOption *option, const char *text)
         *(long *)option->value = cli_parse_long(option->name, text, long_bound(option->min), long_bound(option->max));
         break;
     case CLI_DOUBLE:
-        *(double *)option->value = cli_parse_double(option->name, text, option->min, option->max);
+        *(double *)option->value = cli_parse_double(option->name, text, option->min, option->max, false);
+        break;
+    case CLI_DOUBLE_ABOVE_MIN:
+        *(double *)option->value = cli_parse_double(option->name, text, option->min, option->max, true);
         break;
     case CLI_STRING:
         if (text[0] == '\0') {
@@ -165,6 +184,7 @@ static const char *value_placeholder(CliKind kind)
     case CLI_INT:
         return " <int>";
     case CLI_DOUBLE:
+    case CLI_DOUBLE_ABOVE_MIN:
         return " <number>";
     case CLI_STRING:
         return " <text>";
@@ -178,7 +198,8 @@ static const char *value_placeholder(CliKind kind)
  * the program tests for: there is no default value to show. */
 static bool is_not_given_marker(const CliOption *option, double value)
 {
-    return value < option->min || value > option->max;
+    bool above_min = option->kind == CLI_DOUBLE_ABOVE_MIN;
+    return value < option->min || (above_min && value == option->min) || value > option->max;
 }
 
 static void print_default(const CliOption *option)
@@ -192,14 +213,15 @@ static void print_default(const CliOption *option)
         is_not_given_marker(option, (double)value) ? printf("(optional)") : printf("(default %ld)", value);
         break;
     }
-    case CLI_DOUBLE: {
+    case CLI_DOUBLE:
+    case CLI_DOUBLE_ABOVE_MIN: {
         double value = *(const double *)option->value;
         is_not_given_marker(option, value) ? printf("(optional)") : printf("(default %g)", value);
         break;
     }
     case CLI_STRING: {
         const char *text = *(const char *const *)option->value;
-        text != NULL ? printf("(default '%s')", text) : printf("(default none)");
+        text != NULL ? printf("(default '%s')", text) : printf("(optional)");
         break;
     }
     }
@@ -282,6 +304,9 @@ void cli_parse(int argc, char **argv, const CliOption *options, size_t option_co
         /* Options are found by their declared name, dashes included, so a
          * program may declare a short one such as "-k" beside "--name"s. */
         const CliOption *option = find_option(options, option_count, arg, name_length);
+        if (option == NULL && equals != NULL && strncmp(arg, "--help=", strlen("--help=")) == 0) {
+            cli_fail("--help takes no value, got '%s'", equals + 1);
+        }
         if (option == NULL && strncmp(arg, "--", 2) != 0) {
             cli_fail("unexpected argument '%s' (options start with --; see --help)", arg);
         }
@@ -326,6 +351,10 @@ int cli_run_command(int argc, char **argv, const CliCommand *commands, size_t co
     }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "help") == 0) {
+        if (argc > 2) {
+            cli_fail("%s takes nothing after it, got '%s' (a command's options: %s COMMAND --help)", name, argv[2],
+                     program_name);
+        }
         print_commands(commands, command_count, summary);
     }
     for (size_t i = 0; i < command_count; i++) {

@@ -20,10 +20,11 @@ COMMON_BEGIN_C
 #define CLI_EXIT_USAGE 2
 
 typedef enum {
-    CLI_FLAG,   /* bool*: present means true; takes no value */
-    CLI_INT,    /* long*: integer in [min, max] */
-    CLI_DOUBLE, /* double*: finite number in [min, max] */
-    CLI_STRING  /* const char**: any non-empty text */
+    CLI_FLAG,             /* bool*: present means true; takes no value */
+    CLI_INT,              /* long*: integer in [min, max] */
+    CLI_DOUBLE,           /* double*: finite decimal number in [min, max] */
+    CLI_DOUBLE_ABOVE_MIN, /* double*: the same in (min, max], as a temperature, which cannot be 0 */
+    CLI_STRING            /* const char**: any non-empty text */
 } CliKind;
 
 typedef struct {
@@ -33,6 +34,10 @@ typedef struct {
     double min, max;  /* inclusive range for CLI_INT and CLI_DOUBLE */
     const char *help; /* one line for --help */
 } CliOption;
+
+/* Room for an error message that names a file: a path may take PATH_MAX
+ * (4096) bytes, and the reason comes after it. */
+#define CLI_MESSAGE_SIZE 8192
 
 /* The number of entries of an array of options or commands. */
 #define CLI_COUNT(array) (sizeof(array) / sizeof((array)[0]))
@@ -107,7 +112,7 @@ void cli_escape_control_bytes(const char *text, char *escaped, size_t size);
 /* The parsers behind cli_parse, for programs with their own argument forms.
  * `what` names the thing being parsed in the error line (e.g. "--n"). */
 long cli_parse_long(const char *what, const char *text, long min, long max);
-double cli_parse_double(const char *what, const char *text, double min, double max);
+double cli_parse_double(const char *what, const char *text, double min, double max, bool above_min);
 
 COMMON_END_C
 

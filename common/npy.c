@@ -118,7 +118,7 @@ static int npy_error(char *err, size_t err_size, const char *path, const char *f
 
 static int npy_error(char *err, size_t err_size, const char *path, const char *fmt, ...)
 {
-    char message[1024];
+    char message[CLI_MESSAGE_SIZE];
     int used = snprintf(message, sizeof message, "%s: ", path);
     if (used >= 0 && (size_t)used < sizeof message) {
         va_list args;
@@ -200,7 +200,7 @@ int npy_save(const char *path, NpyDtype dtype, int ndim, const size_t *shape, co
 
 void npy_save_or_exit(const char *path, NpyDtype dtype, int ndim, const size_t *shape, const void *data)
 {
-    char err[1024];
+    char err[CLI_MESSAGE_SIZE];
     if (npy_save(path, dtype, ndim, shape, data, err, sizeof err) != 0) {
         cli_fail_status(1, "%s", err);
     }
@@ -436,14 +436,27 @@ static int parse_header(const char *path, const char *text, size_t length, NpyAr
     return npy_error(err, err_size, path, "malformed header %.*s", shown > 200 ? 200 : shown, text);
 }
 
+/* A read that came back short: the file ended (`at_the_end` says what that
+ * means), or reading it failed, which a shorter file must not hide. */
+static int short_read(FILE *file, const char *path, const char *at_the_end, char *err, size_t err_size)
+{
+    if (ferror(file)) {
+        return npy_error(err, err_size, path, "read error: %s", strerror(errno));
+    }
+    return npy_error(err, err_size, path, "%s", at_the_end);
+}
+
 /* The header length field: 2 bytes in version 1, 4 in versions 2 and 3. */
 static int read_header_length(FILE *file, const char *path, size_t *length, size_t *prefix_bytes, char *err,
                               size_t err_size)
 {
     unsigned char prefix[NPY_PREFIX_BYTES + 4];
-    if (fread(prefix, 1, NPY_PREFIX_BYTES, file) != NPY_PREFIX_BYTES ||
-        memcmp(prefix, npy_magic, sizeof npy_magic) != 0) {
-        return npy_error(err, err_size, path, "not a .npy file (it does not start with \\x93NUMPY)");
+    const char *not_npy = "not a .npy file (it does not start with \\x93NUMPY)";
+    if (fread(prefix, 1, NPY_PREFIX_BYTES, file) != NPY_PREFIX_BYTES) {
+        return short_read(file, path, not_npy, err, err_size);
+    }
+    if (memcmp(prefix, npy_magic, sizeof npy_magic) != 0) {
+        return npy_error(err, err_size, path, "%s", not_npy);
     }
     int major = prefix[6], minor = prefix[7];
     if (major < 1 || major > 3 || minor != 0) {
@@ -452,7 +465,7 @@ static int read_header_length(FILE *file, const char *path, size_t *length, size
     }
     size_t field_bytes = major == 1 ? 2 : 4;
     if (fread(prefix + NPY_PREFIX_BYTES, 1, field_bytes, file) != field_bytes) {
-        return npy_error(err, err_size, path, "truncated: the file ends inside the header");
+        return short_read(file, path, "truncated: the file ends inside the header", err, err_size);
     }
     size_t value = 0;
     for (size_t i = field_bytes; i-- > 0;) {
@@ -475,7 +488,7 @@ static int read_header(FILE *file, const char *path, NpyArray *out, size_t *data
     char *text = array_alloc(length + 1, 1);
     int status = fread(text, 1, length, file) == length
                      ? parse_header(path, text, length, out, err, err_size)
-                     : npy_error(err, err_size, path, "truncated: the file ends inside the header");
+                     : short_read(file, path, "truncated: the file ends inside the header", err, err_size);
     array_free(text);
     *data_offset = prefix_bytes + length;
     return status;
@@ -562,7 +575,7 @@ static void require_shape(const char *path, NpyArray *array, NpyDtype dtype, int
 NpyArray npy_load_or_exit(const char *path, NpyDtype dtype, int ndim, const size_t *expected_shape)
 {
     NpyArray array;
-    char err[1024];
+    char err[CLI_MESSAGE_SIZE];
     if (npy_load(path, &array, err, sizeof err) != 0) {
         cli_fail("%s", err);
     }
@@ -645,7 +658,7 @@ NpyArray npy_load_as_float32_or_exit(const char *path, NpyFloatEncoding encoding
                                      const size_t *expected_shape)
 {
     NpyArray array;
-    char err[1024];
+    char err[CLI_MESSAGE_SIZE];
     if (npy_load_as_float32(path, encoding, &array, err, sizeof err) != 0) {
         cli_fail("%s", err);
     }
@@ -696,7 +709,7 @@ void npy_output_dir_add(NpyOutputDir *out, const char *name, NpyDtype dtype, int
     }
     snprintf(out->names[out->count], NPY_OUTPUT_NAME_MAX, "%s", name);
     out->count++;
-    char path[PATH_MAX], err[1024];
+    char path[PATH_MAX], err[CLI_MESSAGE_SIZE];
     output_path(path, sizeof path, out->dir, name, true);
     if (npy_save(path, dtype, ndim, shape, data, err, sizeof err) != 0) {
         remove_partial_files(out);

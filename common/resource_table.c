@@ -341,7 +341,7 @@ static void print_budget(const KernelResourceList *record, const char *sass_path
     char *default_path = sass_path_beside(sass_path != NULL ? sass_path : "");
     const char *path = sass_given ? sass_path : default_path;
     SassRecord code;
-    char err[1024];
+    char err[CLI_MESSAGE_SIZE];
     if (!sass_given && access(path, F_OK) != 0) {
         printf("No machine code was recorded: this build found no cuobjdump (./configure --sass-tools "
                "installs it), so the instruction budget is skipped.\n");
@@ -366,18 +366,21 @@ int resource_table_command(int argc, char **argv, const char *default_record, Ke
     const char *sass_path = NULL;
     bool markdown = false, budget = false;
     const CliOption options[] = {
-        {"--record", CLI_STRING, &path,      0, 0, "ptxas's record of the kernels (default: the build's copy)"      },
-        {"--budget", CLI_FLAG,   &budget,    0, 0, "print the instruction budget and Little's law table instead"    },
-        {"--sass",   CLI_STRING, &sass_path, 0, 0, "the kernels' machine code (default: beside the record, if kept)"},
+        {"--record", CLI_STRING, &path,      0, 0, "ptxas's record of the kernels, as the build keeps it"       },
+        {"--budget", CLI_FLAG,   &budget,    0, 0, "print the instruction budget and Little's law table instead"},
+        {"--sass",   CLI_STRING, &sass_path, 0, 0,
+         "the kernels' machine code; without it, the file the build keeps beside the record"                    },
         cli_markdown_option(&markdown),
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     if (sass_path != NULL && !budget)
         cli_fail("--sass is read only with --budget");
     KernelResourceList record;
-    char err[1024];
-    if (kernel_resources_read(path, &record, err, sizeof err) != 0)
-        cli_fail("%s (run it in the chapter's directory, or give --record)", err);
+    char err[CLI_MESSAGE_SIZE];
+    if (kernel_resources_read(path, &record, err, sizeof err) != 0) {
+        bool record_given = path != default_record; /* --record points into argv */
+        cli_fail("%s%s", err, record_given ? "" : " (run it in the chapter's directory, or give --record)");
+    }
     if (record.count == 0) {
         kernel_resources_free(&record);
         cli_fail("%s: no kernel in it (not a ptxas -v report)", path);

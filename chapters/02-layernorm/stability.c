@@ -168,7 +168,7 @@ static int parse_torch_record(FILE *stream, void *out, char *err, size_t err_siz
 static TorchRecord torch_record_read(const char *path)
 {
     TorchRecord record = {.count = 0};
-    char err[512];
+    char err[CLI_MESSAGE_SIZE];
     if (access(path, F_OK) == 0 && parse_text_file(path, parse_torch_record, &record, err, sizeof err))
         cli_fail("%s", err);
     return record;

@@ -198,7 +198,7 @@ static void add_row(Table *table, NormKind norm, LnStorage storage, const char *
 void storage_accuracy_print(FILE *out, TableFormat format)
 {
     TorchStorageRecord record = {.count = 0};
-    char err[512];
+    char err[CLI_MESSAGE_SIZE];
     if (access(TORCH_STORAGE_RECORD, F_OK) == 0 &&
         parse_text_file(TORCH_STORAGE_RECORD, parse_torch_storage_record, &record, err, sizeof err))
         cli_fail("%s", err);

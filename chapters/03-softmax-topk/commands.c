@@ -55,7 +55,7 @@ Logits load_logits(const char *path, const char *dtype)
     const size_t any_shape[2] = {0, 0};
     NpyFloatEncoding encoding = npy_float_encoding_option("--dtype", dtype);
     Logits x = {0};
-    char err[1024];
+    char err[CLI_MESSAGE_SIZE];
     if (npy_load(path, &x.file, err, sizeof err) != 0) {
         cli_fail("%s", err);
     }
@@ -175,13 +175,6 @@ void require_k_at_most_vocab(long k, const Logits *x)
 {
     if ((size_t)k > x->vocab) {
         cli_fail("-k %ld is larger than V = %zu, the number of logits per row", k, x->vocab);
-    }
-}
-
-void require_positive_temperature(double temperature)
-{
-    if (!(temperature > 0.0)) {
-        cli_fail("--temperature %g: the logits are divided by it, so it must be > 0", temperature);
     }
 }
 
@@ -359,17 +352,17 @@ int topk_apply_command(int argc, char **argv, const TopkDevice *device)
     double temperature = 1.0;
     TopkOptions topk = topk_defaults(device);
     CliOption options[OWN + TOPK_OPTION_COUNT] = {
-        {"--load",        CLI_STRING, &load,        0, 0,     LOGITS_FILE_HELP                                                  },
-        {"--dtype",       CLI_STRING, &dtype,       0, 0,     LOGITS_DTYPE_HELP                                                 },
-        {"--save",        CLI_STRING, &save,        0, 0,     "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
-        {"--temperature", CLI_DOUBLE, &temperature, 0, 1e300, "T > 0: the softmax of the logits divided by T"                   },
+        {"--load",        CLI_STRING,           &load,        0, 0,     LOGITS_FILE_HELP                                                  },
+        {"--dtype",       CLI_STRING,           &dtype,       0, 0,     LOGITS_DTYPE_HELP                                                 },
+        {"--save",        CLI_STRING,           &save,        0, 0,     "write probs.npy (float32) and indices.npy (int64) [rows, K] here"},
+        {"--temperature", CLI_DOUBLE_ABOVE_MIN, &temperature, 0, 1e300,
+         "T > 0: the softmax of the logits divided by T"                                                                                  },
     };
     size_t count = OWN + topk_options(device, &topk, options + OWN);
     cli_parse(argc, argv, options, count, NULL);
     if (load == NULL || save == NULL) {
         cli_fail("%s is required (see --help)", load == NULL ? "--load FILE" : "--save DIR");
     }
-    require_positive_temperature(temperature);
     require_device(device);
     Logits x = load_logits(load, dtype);
     widen_logits_file(&x); /* for the reference, and the versions that read float32 */

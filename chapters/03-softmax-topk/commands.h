@@ -47,10 +47,6 @@ void free_logits(Logits *x);
 /* Refuse K > V: one line and exit 2. */
 void require_k_at_most_vocab(long k, const Logits *x);
 
-/* --temperature must be > 0 (the parser has already refused what is not
- * finite): one line and exit 2 if not. */
-void require_positive_temperature(double temperature);
-
 /* The non-finite policy's note (README, "Non-finite values") for rows whose
  * logits or whose k probabilities hold an inf or a NaN. */
 void note_nonfinite_logits(const Logits *x, int k, const float *probs);

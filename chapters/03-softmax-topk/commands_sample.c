@@ -52,10 +52,6 @@ static void require_sample_options(SampleOptions *o)
     o->seed = cli_parse_long("--seed", o->seed_text, 0, 1000000000000000000L);
     o->samples = cli_parse_long("--samples", o->samples_text, 1, MAX_SAMPLES);
     o->method = draw_method_option(o->method_text);
-    if (!(o->top_p > 0.0)) {
-        cli_fail("--top-p %g would keep no candidate: it must be in (0, 1]", o->top_p);
-    }
-    require_positive_temperature(o->temperature);
 }
 
 enum { SHARED_SAMPLE_OPTIONS = 9, SAMPLE_OPTIONS = SHARED_SAMPLE_OPTIONS + 2 };
@@ -65,21 +61,21 @@ enum { SHARED_SAMPLE_OPTIONS = 9, SAMPLE_OPTIONS = SHARED_SAMPLE_OPTIONS + 2 };
 static size_t sample_options(const TopkDevice *device, SampleOptions *o, CliOption *options)
 {
     const CliOption shared[SHARED_SAMPLE_OPTIONS] = {
-        {"--load",        CLI_STRING, &o->load,         0, 0,       LOGITS_FILE_HELP                                    },
-        {"--dtype",       CLI_STRING, &o->dtype,        0, 0,       LOGITS_DTYPE_HELP                                   },
-        {"--save",        CLI_STRING, &o->save,         0, 0,
+        {"--load",        CLI_STRING,           &o->load,         0, 0,       LOGITS_FILE_HELP                                    },
+        {"--dtype",       CLI_STRING,           &o->dtype,        0, 0,       LOGITS_DTYPE_HELP                                   },
+        {"--save",        CLI_STRING,           &o->save,         0, 0,
          "write tokens.npy (int64 [rows, N]), and probs.npy (float32) and indices.npy (int64) [rows, K] of the "
          "survivors, each row's padded with probability 0 and index -1; a row without survivors (a NaN, or only "
-         "-inf): tokens -1, probabilities NaN"                                                                          },
-        {"-k",            CLI_INT,    &o->k,            1, 1 << 30, "K: the candidates, before top-p and min-p"         },
-        {"--top-p",       CLI_DOUBLE, &o->top_p,        0, 1,
-         "P in (0, 1]: the shortest prefix of the K holding P of their probability; 1 "
-         "cuts nothing"                                                                                                 },
-        {"--min-p",       CLI_DOUBLE, &o->min_p,        0, 1,
-         "M in [0, 1]: cut the candidates less probable than M times the most probable; 0 cuts nothing"                 },
-        {"--temperature", CLI_DOUBLE, &o->temperature,  0, 1e300,   "T > 0: the logits are divided by T"                },
-        {"--seed",        CLI_STRING, &o->seed_text,    0, 0,       "S: the seed of the draws, an integer in [0, 10^18]"},
-        {"--samples",     CLI_STRING, &o->samples_text, 0, 0,       "N: draws per row, 1 to 2^24"                       },
+         "-inf): tokens -1, probabilities NaN"                                                                                    },
+        {"-k",            CLI_INT,              &o->k,            1, 1 << 30, "K: the candidates, before top-p and min-p"         },
+        {"--top-p",       CLI_DOUBLE_ABOVE_MIN, &o->top_p,        0, 1,
+         "P in (0, 1]: the shortest prefix of the K holding P of their probability; 1 cuts nothing, and 0 would keep "
+         "no candidate"                                                                                                           },
+        {"--min-p",       CLI_DOUBLE,           &o->min_p,        0, 1,
+         "M in [0, 1]: cut the candidates less probable than M times the most probable; 0 cuts nothing"                           },
+        {"--temperature", CLI_DOUBLE_ABOVE_MIN, &o->temperature,  0, 1e300,   "T > 0: the logits are divided by T"                },
+        {"--seed",        CLI_STRING,           &o->seed_text,    0, 0,       "S: the seed of the draws, an integer in [0, 10^18]"},
+        {"--samples",     CLI_STRING,           &o->samples_text, 0, 0,       "N: draws per row, 1 to 2^24"                       },
     };
     size_t count = SHARED_SAMPLE_OPTIONS;
     memcpy(options, shared, count * sizeof *options);

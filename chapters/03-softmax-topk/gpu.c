@@ -767,7 +767,7 @@ int gpu_slow_paths_command(int argc, char **argv)
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
     KernelResourceList record;
     SassRecord code;
-    char err[1024];
+    char err[CLI_MESSAGE_SIZE];
     if (kernel_resources_read(record_path, &record, err, sizeof err) != 0)
         cli_fail("%s (run it in the chapter's directory)", err);
     if (sass_record_read(sass_path, &code, err, sizeof err) != 0) {

@@ -92,7 +92,7 @@ rejects show --offset abc
 rejects show --offset nan
 rejects show --offset inf
 rejects show --offset -inf
-rejects_saying "--offset expects a finite number in [-1e+30, 1e+30], got '1e31'" show --offset 1e31
+rejects_saying "--offset expects a finite decimal number in [-1e+30, 1e+30], got '1e31'" show --offset 1e31
 rejects show --offset ''
 rejects_saying "--precision expects float or double, got 'half'" show --precision half
 rejects show --precision ''
@@ -173,6 +173,12 @@ name='cancellation gpu-resources'
 : > "$scratch/empty.resources"
 rejects gpu-resources --record "$scratch/empty.resources"
 rejects gpu-resources --record /proc/self/mem
+# A record named with --record is read where it was named: the error line
+# says what is wrong with it, and no hint about where the program runs.
+if ! grep -q "unknown option '--record'" "$err"; then
+    grep -q 'read error' "$err" || fail "cancellation gpu-resources --record /proc/self/mem should say 'read error'"
+    grep -q "give --record" "$err" && fail "cancellation gpu-resources --record FILE should not suggest giving --record"
+fi
 
 # The GPU subcommands: the work where a GPU is, else exactly one line and
 # status 2; bad input is refused either way.

@@ -171,6 +171,14 @@ if [ "$(ls "$scratch/rms-out" 2>/dev/null | tr '\n' ' ')" != "dgamma.npy dx.npy 
     checks=$((checks + 1)); fail "apply --norm rms wrote $(ls "$scratch/rms-out"), not y, rstd, dx, dgamma"
 fi
 accepts apply --norm layer --load "$scratch/good" --save "$scratch/out"
+# A long path (here 1,200 bytes, within PATH_MAX) is named whole, and the
+# reason still follows it on the error line.
+deep="$scratch"
+for part in 1 2 3 4 5 6; do deep="$deep/$(printf 'd%.0s' $(seq 199))"; done
+mkdir -p "$deep"
+cp -r "$scratch/good/." "$deep/"
+echo 'x,y' > "$deep/x.npy"
+rejects_mentioning "$deep/x.npy: not a .npy file" apply --load "$deep" --save "$scratch/out"
 rejects_saying "--norm expects one of layer, rms, got 'group'" apply --norm group --load "$scratch/good" --save "$scratch/out"
 rejects apply --norm layer --load "$scratch/rms" --save "$scratch/out"
 rejects_saying "needs --load DIR and --save DIR" apply --load "$scratch/good"
@@ -180,7 +188,7 @@ rejects_saying "unknown option '--n' (see --help)" apply --load "$scratch/good" 
 # What PyTorch accepts: eps = 0 (a constant row gets rstd inf and y NaN:
 # test_npy_roundtrip checks the values), and no rows.
 accepts apply --load "$scratch/good" --save "$scratch/out" --eps 0
-rejects_saying "--eps expects a finite number in [0, 1], got '-1e-05'" apply --load "$scratch/good" --save "$scratch/out" --eps -1e-05
+rejects_saying "--eps expects a finite decimal number in [0, 1], got '-1e-05'" apply --load "$scratch/good" --save "$scratch/out" --eps -1e-05
 rejects apply --load "$scratch/good" --save "$scratch/out" --eps nan
 rejects apply --load "$scratch/good" --save "$scratch/out" --eps inf
 mkdir -p "$scratch/no-rows"

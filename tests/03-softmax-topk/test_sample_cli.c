@@ -241,16 +241,16 @@ static void test_bad_input(void)
     const struct {
         const char *option, *value, *words;
     } refused[] = {
-        {"--top-p",       "0",          "--top-p 0 would keep no candidate"                                  },
-        {"--top-p",       "1.5",        "--top-p expects a finite number in [0, 1]"                          },
-        {"--top-p",       "nan",        "--top-p expects a finite number"                                    },
-        {"--min-p",       "-0.1",       "--min-p expects a finite number in [0, 1]"                          },
-        {"--min-p",       "2",          "--min-p expects a finite number in [0, 1]"                          },
-        {"--temperature", "0",          "--temperature 0: the logits are"                                    },
-        {"--temperature", "-1",         "--temperature expects a finite number"                              },
-        {"--temperature", "inf",        "--temperature expects a finite number"                              },
-        {"-k",            "301",        "-k 301 is larger than V = 300"                                      },
-        {"--method",      "gumbel-max", "--method expects inverse-cdf, gumbel or rejection, got 'gumbel-max'"},
+        {"--top-p",       "0",          "--top-p expects a finite decimal number in (0, 1], got '0'"           },
+        {"--top-p",       "1.5",        "--top-p expects a finite decimal number in (0, 1]"                    },
+        {"--top-p",       "nan",        "--top-p expects a finite decimal number"                              },
+        {"--min-p",       "-0.1",       "--min-p expects a finite decimal number in [0, 1]"                    },
+        {"--min-p",       "2",          "--min-p expects a finite decimal number in [0, 1]"                    },
+        {"--temperature", "0",          "--temperature expects a finite decimal number in (0, 1e+300], got '0'"},
+        {"--temperature", "-1",         "--temperature expects a finite decimal number"                        },
+        {"--temperature", "inf",        "--temperature expects a finite decimal number"                        },
+        {"-k",            "301",        "-k 301 is larger than V = 300"                                        },
+        {"--method",      "gumbel-max", "--method expects inverse-cdf, gumbel or rejection, got 'gumbel-max'"  },
     };
     for (size_t c = 0; c < sizeof refused / sizeof refused[0]; c++) {
         expect_refusal(run("sample", "--load", logits, "--seed", "1", "--samples", "10", "--save", out,
@@ -268,7 +268,7 @@ static void test_bad_input(void)
     expect_refusal(run("sample", "--seed", "1", "--samples", "10", "--save", out, NULL), "sample",
                    "--load FILE is required", NULL);
     expect_refusal(run("apply", "--load", logits, "--save", out, "--temperature", "0", NULL), "apply",
-                   "--temperature 0: the logits are", NULL);
+                   "--temperature expects a finite decimal number in (0, 1e+300], got '0'", NULL);
     struct stat info;
     EXPECT(stat(out, &info) != 0, "a refused run made its --save directory");
 }

@@ -13,6 +13,8 @@ accepts --help
 grep -q '^  show  *print --n lines$' "$out" || fail "--help does not list show"
 grep -q '^  exit  *exit with --status$' "$out" || fail "--help does not list exit"
 accepts help
+rejects_saying "help takes nothing after it, got 'show' (a command's options: cli_commands_demo COMMAND --help)" help show
+rejects_saying "--help takes nothing after it, got '--junk' (a command's options: cli_commands_demo COMMAND --help)" --help --junk
 run_program exit --status 1
 [ $status -eq 1 ] || fail "exit --status 1 returned $status"
 

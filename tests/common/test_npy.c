@@ -278,6 +278,10 @@ static void test_errors(void)
     expect_refused(scratch_path("empty.npy"), "not a .npy file", "an empty file");
     write_bytes(scratch_path("text.npy"), "x,y\n1,2\n3,4\n", 12);
     expect_refused(scratch_path("text.npy"), "not a .npy file (it does not start with \\x93NUMPY)", "a CSV file");
+    /* A regular file to stat whose first read fails (EIO): an error, not a
+     * file too short to be .npy. */
+    if (access("/proc/self/mem", R_OK) == 0)
+        expect_refused("/proc/self/mem", "read error: ", "a file whose reading fails");
     write_bytes(scratch_path("short.npy"), "\x93NUMPY\x01\x00\x76", 9);
     expect_refused(scratch_path("short.npy"), "truncated: the file ends inside the header", "a cut length field");
     /* The length field claims more header than the file holds. */

@@ -13,6 +13,14 @@
 #include "kernels/kv_quant.h"
 #include "kernels/paged_kv.h"
 
+/* How close float attention comes to the same attention in double, for
+ * values in [-1, 1] (the output is a weighted mean of them, so of the same
+ * size) and float scores and a float softmax over up to a few thousand
+ * positions: within a few hundred ulps of 1. The tests and the benchmark's
+ * check use these. */
+#define ATTENTION_FLOAT_ATOL 2e-5
+#define ATTENTION_FLOAT_RTOL 1e-4
+
 /* n_queries query vectors [n_queries][head_dim] attend over `length`
  * positions of keys and values [length][head_dim]; out is [n_queries][head_dim];
  * scores is scratch for n_queries * length floats. */

@@ -9,6 +9,7 @@
 
 #include "chapters/04-kv-cache/accuracy.h"
 #include "chapters/04-kv-cache/decode_batch.h"
+#include "chapters/04-kv-cache/paged_cache.h"
 #include "common/alloc.h"
 #include "common/bench.h"
 #include "common/check.h"
@@ -85,8 +86,15 @@ static const CheckCase CHECK_CASES[] = {
  * every version and partition, one line each. */
 static int check_case(FILE *out, const CheckCase *c, KvFormat format, int int4_group, bool fp8_per_head)
 {
-    const DecodeBatchShape shape = {c->batch,   c->n_heads, c->n_kv_heads, c->head_dim, c->block_size, format,
-                                    int4_group, 31,         fp8_per_head};
+    const DecodeBatchShape shape = {.batch = c->batch,
+                                    .n_heads = c->n_heads,
+                                    .n_kv_heads = c->n_kv_heads,
+                                    .head_dim = c->head_dim,
+                                    .block_size = c->block_size,
+                                    .format = format,
+                                    .int4_group = int4_group,
+                                    .seed = 31,
+                                    .fp8_per_head = fp8_per_head};
     char format_name[64];
     snprintf(format_name, sizeof format_name, "%s%s", kv_format_name(format), fp8_per_head ? " per head" : "");
     DecodeBatch b = decode_batch_create(&shape, c->lengths);
@@ -205,8 +213,14 @@ static DecodeBatch bench_batch(int batch, int context, KvFormat format)
     int32_t *lengths = ALLOC_ARRAY(batch, int32_t);
     for (int s = 0; s < batch; s++)
         lengths[s] = context;
-    const DecodeBatchShape shape = {batch, BENCH_HEADS, BENCH_KV_HEADS, BENCH_HEAD_DIM, BENCH_BLOCK, format,
-                                    32,    77,          false};
+    const DecodeBatchShape shape = {.batch = batch,
+                                    .n_heads = BENCH_HEADS,
+                                    .n_kv_heads = BENCH_KV_HEADS,
+                                    .head_dim = BENCH_HEAD_DIM,
+                                    .block_size = BENCH_BLOCK,
+                                    .format = format,
+                                    .int4_group = KV_DEFAULT_INT4_GROUP,
+                                    .seed = 77};
     DecodeBatch b = decode_batch_create(&shape, lengths);
     array_free(lengths);
     return b;

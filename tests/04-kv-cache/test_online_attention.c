@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "chapters/04-kv-cache/attention.h"
 #include "common/alloc.h"
 #include "common/check.h"
 #include "common/rng.h"
@@ -47,9 +48,8 @@ static void check(const char *what, const float *acc, SoftmaxState state, const 
     float out[256];
     for (int i = 0; i < d; i++)
         out[i] = acc[i] / state.sum;
-    /* Values in [-1, 1], weights summed in float over up to 5000 positions:
-     * a few hundred ulps of the sum at most. */
-    CloseReport r = check_close_f32(out, ref, (size_t)d, 2e-5, 1e-4);
+    /* Values in [-1, 1], weights summed in float over up to 5000 positions. */
+    CloseReport r = check_close_f32(out, ref, (size_t)d, ATTENTION_FLOAT_ATOL, ATTENTION_FLOAT_RTOL);
     EXPECT(close_report_print(stdout, what, &r), "%s", what);
 }
 

@@ -32,7 +32,7 @@ static void matches_reference(DecodeBatchShape shape, const int32_t *lengths)
     /* The same numbers in float arithmetic: values in [-1, 1] (times up to
      * 4, kv head h + 1, with FP8 scales per head), a float softmax over at
      * most 1000 positions. */
-    CloseReport r = check_close_f32(out, ref, shape.batch * per_seq, 2e-5, 1e-4);
+    CloseReport r = check_close_f32(out, ref, shape.batch * per_seq, ATTENTION_FLOAT_ATOL, ATTENTION_FLOAT_RTOL);
     EXPECT(close_report_print(stdout, what, &r), "%s: matches the double reference", what);
     array_free(out);
     array_free(ref);

@@ -530,12 +530,61 @@ static int kernel_warps(void)
 /* One row of V = 128256, the decode step of gpu-bench: versions 4 and 8
  * at K = 1, 8 and 64, with the slices and buffers their launcher chooses
  * on an H100, counted on the benchmark's own row (decode_step_model.h). */
+/* One version's row at one K: what the model counts on the row and the
+ * times it predicts. Returns the verdict against the goal; *merge_steps,
+ * the steps of one merge of two lists of K. */
+static const char *add_latency_row(Table *table, const float *row, int version, int k, int *merge_steps)
+{
+    DecodeStepKernel kernel = {version,
+                               TABLE_VOCAB,
+                               k,
+                               softmax_topk_gpu_splits_for(1, TABLE_VOCAB, k, H100_SXM.sms),
+                               softmax_topk_gpu_candidate_capacity(k),
+                               kernel_warps()};
+    DecodeStepCounts counts = decode_step_counts(row, kernel);
+    *merge_steps = counts.merge_steps;
+    double low = decode_step_seconds(&counts, &DECODE_STEP_LOW);
+    double high = decode_step_seconds(&counts, &DECODE_STEP_HIGH);
+    double sorts_low = decode_step_sort_seconds(&counts, &DECODE_STEP_LOW);
+    double sorts_high = decode_step_sort_seconds(&counts, &DECODE_STEP_HIGH);
+    table_cell(table, "%d", k);
+    table_cell(table, "%d", version);
+    table_cell(table, "%d of %d", kernel.splits, counts.slice_length);
+    table_cell(table, "%d", counts.scan_loads);
+    sort_sizes_cell(table, &counts);
+    table_cell(table, "%d x %d, %d", counts.merge_rounds, counts.merge_steps, counts.block_merges);
+    table_cell(table, "%d", counts.round_trips_after);
+    table_cell(table, "%d", counts.kernels);
+    table_cell(table, "%.0f%%, %.0f%%", 100 * sorts_low / low, 100 * sorts_high / high);
+    table_cell(table, "%.1f-%.1f", low * 1e6, high * 1e6);
+    return high <= DECODE_STEP_GOAL_S  ? "within it at both ends"
+           : low <= DECODE_STEP_GOAL_S ? "within it at the low costs, above it at the high"
+                                       : "above it at both ends";
+}
+
+/* What the table does not show: the busiest warp's merges at K = 8, one
+ * merge of two lists of the largest K, and version 8 against the goal. */
+static void print_latency_notes(int largest_k, int largest_k_merge_steps, const char *const verdicts[3])
+{
+    int splits = softmax_topk_gpu_splits_for(1, TABLE_VOCAB, 8, H100_SXM.sms), warps = kernel_warps();
+    printf("\nThe last block's merge of the %d slices at K = 8: %d merges for its busiest warp, with each "
+           "round's merges dealt to the warps in turn; %d if each warp took the partials whose index is its own "
+           "modulo %d.\n",
+           splits, decode_step_busiest_warp_merges(splits, warps, false),
+           decode_step_busiest_warp_merges(splits, warps, true), warps);
+    printf("\nA merge of two lists of K = %d (warp_merge_sorted): %d steps, each a wait for shared memory; by "
+           "binary searches, the merge it replaced, %d dependent shared-memory loads for each lane.\n",
+           largest_k, largest_k_merge_steps, decode_step_search_merge_loads(largest_k));
+    printf("\nVersion 8 against the goal of %.0f microseconds for one row: at K = 1 %s; at K = 8 %s; at K = 64 %s.\n",
+           DECODE_STEP_GOAL_S * 1e6, verdicts[0], verdicts[1], verdicts[2]);
+}
+
 int gpu_latency_command(int argc, char **argv)
 {
     bool markdown = cli_parse_markdown_only(argc, argv);
     const int ks[] = {1, 8, 64}, versions[] = {4, 8};
     const char *verdicts[3];
-    int largest_k_merge_steps = 0; /* the loop's last K is the largest */
+    int merge_steps = 0; /* the loop's last K is the largest */
     float *row = bench_logits_new(TABLE_VOCAB, 1);
     const char *headers[] = {"K",
                              "version",
@@ -550,49 +599,15 @@ int gpu_latency_command(int argc, char **argv)
     Table *table = table_new(10, headers, "rrrrrrrrrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
-            DecodeStepKernel kernel = {versions[v],
-                                       TABLE_VOCAB,
-                                       ks[t],
-                                       softmax_topk_gpu_splits_for(1, TABLE_VOCAB, ks[t], H100_SXM.sms),
-                                       softmax_topk_gpu_candidate_capacity(ks[t]),
-                                       kernel_warps()};
-            DecodeStepCounts counts = decode_step_counts(row, kernel);
-            largest_k_merge_steps = counts.merge_steps;
-            double low = decode_step_seconds(&counts, &DECODE_STEP_LOW);
-            double high = decode_step_seconds(&counts, &DECODE_STEP_HIGH);
-            double sorts_low = decode_step_sort_seconds(&counts, &DECODE_STEP_LOW);
-            double sorts_high = decode_step_sort_seconds(&counts, &DECODE_STEP_HIGH);
-            table_cell(table, "%d", ks[t]);
-            table_cell(table, "%d", versions[v]);
-            table_cell(table, "%d of %d", kernel.splits, counts.slice_length);
-            table_cell(table, "%d", counts.scan_loads);
-            sort_sizes_cell(table, &counts);
-            table_cell(table, "%d x %d, %d", counts.merge_rounds, counts.merge_steps, counts.block_merges);
-            table_cell(table, "%d", counts.round_trips_after);
-            table_cell(table, "%d", counts.kernels);
-            table_cell(table, "%.0f%%, %.0f%%", 100 * sorts_low / low, 100 * sorts_high / high);
-            table_cell(table, "%.1f-%.1f", low * 1e6, high * 1e6);
+            const char *verdict = add_latency_row(table, row, versions[v], ks[t], &merge_steps);
             if (versions[v] == 8)
-                verdicts[t] = high <= DECODE_STEP_GOAL_S  ? "within it at both ends"
-                              : low <= DECODE_STEP_GOAL_S ? "within it at the low costs, above it at the high"
-                                                          : "above it at both ends";
+                verdicts[t] = verdict;
         }
     }
     decode_step_print_costs(stdout);
     printf("\n");
     table_print(table, stdout, table_format_for(markdown));
-    int splits = softmax_topk_gpu_splits_for(1, TABLE_VOCAB, 8, H100_SXM.sms), warps = kernel_warps();
-    printf("\nThe last block's merge of the %d slices at K = 8: %d merges for its busiest warp, with each "
-           "round's merges dealt to the warps in turn; %d if each warp took the partials whose index is its own "
-           "modulo %d.\n",
-           splits, decode_step_busiest_warp_merges(splits, warps, false),
-           decode_step_busiest_warp_merges(splits, warps, true), warps);
-    const int largest_k = ks[sizeof ks / sizeof ks[0] - 1];
-    printf("\nA merge of two lists of K = %d (warp_merge_sorted): %d steps, each a wait for shared memory; by "
-           "binary searches, the merge it replaced, %d dependent shared-memory loads for each lane.\n",
-           largest_k, largest_k_merge_steps, decode_step_search_merge_loads(largest_k));
-    printf("\nVersion 8 against the goal of %.0f microseconds for one row: at K = 1 %s; at K = 8 %s; at K = 64 %s.\n",
-           DECODE_STEP_GOAL_S * 1e6, verdicts[0], verdicts[1], verdicts[2]);
+    print_latency_notes(ks[sizeof ks / sizeof ks[0] - 1], merge_steps, verdicts);
     table_free(table);
     array_free(row);
     return 0;
@@ -757,26 +772,13 @@ static void print_slow_path_model(void)
            H100_SXM.name, SLOW_PATH_ROWS, TABLE_VOCAB, softmax_topk_gpu_warps_per_row(TABLE_VOCAB));
 }
 
-int gpu_slow_paths_command(int argc, char **argv)
+/* Versions 6 and 9 at each K, costed from their machine code on the
+ * benchmark's rows; *worst and *worst_9, each version's lowest share of the
+ * copy bandwidth. Version 9 runs version 6's argmax at K = 1: that row
+ * counts for both. */
+static Table *slow_paths_table(const KernelResourceList *record, const SassRecord *code, const float *logits,
+                               double *worst, double *worst_9)
 {
-    bool markdown = false;
-    const char *record_path = "softmax_topk.resources", *sass_path = "softmax_topk.sass";
-    const CliOption options[] = {
-        cli_markdown_option(&markdown),
-    };
-    cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    KernelResourceList record;
-    SassRecord code;
-    char err[CLI_MESSAGE_SIZE];
-    if (kernel_resources_read(record_path, &record, err, sizeof err) != 0)
-        cli_fail("%s (run it in the chapter's directory)", err);
-    if (sass_record_read(sass_path, &code, err, sizeof err) != 0) {
-        kernel_resources_free(&record);
-        printf("No machine code was recorded (./configure --sass-tools keeps it), so there are no costs to "
-               "count.\n");
-        return 0;
-    }
-    float *logits = bench_logits_new((size_t)SLOW_PATH_ROWS * TABLE_VOCAB, 1);
     const char *headers[] = {"version",
                              "K",
                              "steps read again per row, bytes added",
@@ -792,23 +794,43 @@ int gpu_slow_paths_command(int argc, char **argv)
                              "predicted, 1024 rows"};
     Table *table = table_new(13, headers, "rrrrrrrrrrrrr");
     const int ks[] = {1, 8, 64};
-    /* Version 9 runs version 6's argmax at K = 1: that row counts for both. */
-    double worst = 1, worst_9 = 1;
+    *worst = *worst_9 = 1;
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
-        RecordedKernel kernel = find_version_6(&record, &code, ks[t]);
+        RecordedKernel kernel = find_version_6(record, code, ks[t]);
         SlowPathCosts costs = costs_of(&kernel, ks[t]);
         double worst_of_row = 1;
         slow_path_row(table, ks[t], &kernel, &costs, false, logits, &worst_of_row);
-        worst = worst_of_row < worst ? worst_of_row : worst;
+        *worst = worst_of_row < *worst ? worst_of_row : *worst;
         if (ks[t] == 1)
-            worst_9 = worst_of_row;
+            *worst_9 = worst_of_row;
     }
-    RecordedKernel step_floor = find_kernel(&record, &code, "step_floor_kernel");
+    RecordedKernel step_floor = find_kernel(record, code, "step_floor_kernel");
     for (size_t t = 1; t < sizeof ks / sizeof ks[0]; t++) {
-        RecordedKernel revisit = find_version_6(&record, &code, ks[t]);
+        RecordedKernel revisit = find_version_6(record, code, ks[t]);
         SlowPathCosts costs = costs_of(&revisit, ks[t]);
-        slow_path_row(table, ks[t], &step_floor, &costs, true, logits, &worst_9);
+        slow_path_row(table, ks[t], &step_floor, &costs, true, logits, worst_9);
     }
+    return table;
+}
+
+int gpu_slow_paths_command(int argc, char **argv)
+{
+    bool markdown = cli_parse_markdown_only(argc, argv);
+    const char *record_path = "softmax_topk.resources", *sass_path = "softmax_topk.sass";
+    KernelResourceList record;
+    SassRecord code;
+    char err[CLI_MESSAGE_SIZE];
+    if (kernel_resources_read(record_path, &record, err, sizeof err) != 0)
+        cli_fail("%s (run it in the chapter's directory)", err);
+    if (sass_record_read(sass_path, &code, err, sizeof err) != 0) {
+        kernel_resources_free(&record);
+        printf("No machine code was recorded (./configure --sass-tools keeps it), so there are no costs to "
+               "count.\n");
+        return 0;
+    }
+    float *logits = bench_logits_new((size_t)SLOW_PATH_ROWS * TABLE_VOCAB, 1);
+    double worst, worst_9;
+    Table *table = slow_paths_table(&record, &code, logits, &worst, &worst_9);
     print_slow_path_model();
     table_print(table, stdout, table_format_for(markdown));
     printf("\nAgainst the goal of %.0f%% of the copy bandwidth: the lowest prediction above for version 6 is %.0f%%, "

@@ -17,7 +17,7 @@
 COMMON_BEGIN_C
 
 typedef struct {
-    double median, min, max; /* seconds per run */
+    double median, min, max; /* seconds per run; or the ratio or share that the function filling it names */
     int runs;                /* timed runs (warm-up runs excluded) */
 } BenchStats;
 

@@ -37,7 +37,8 @@ typedef struct {
     double memory_latency_s; /* from a load's issue to its data, under load */
 } GpuModel;
 
-/* H100 SXM (the kind lent to this project): see instruction_budget.c. */
+/* H100 SXM, the models' reference GPU (an H200 has the same SMs and more
+ * memory bandwidth): see instruction_budget.c. */
 extern const GpuModel H100_SXM;
 
 typedef enum {
@@ -58,7 +59,6 @@ typedef struct {
 
 InstructionBudget instruction_budget(const GpuModel *gpu, const SassSteadyState *steady, int warps_per_sm);
 
-/* "memory", "instructions" or "bytes in flight". */
 /* The same kernel when every byte it loads is also loaded by readers - 1
  * other thread blocks (the query heads of a GQA group, each its own block,
  * reading their kv head's keys): memory delivers a byte once and L2 the
@@ -67,6 +67,7 @@ InstructionBudget instruction_budget(const GpuModel *gpu, const SassSteadyState 
  * shows. Both fractions fall by the factor; the prediction follows. */
 InstructionBudget instruction_budget_shared_reads(InstructionBudget budget, int readers);
 
+/* "memory", "instructions" or "bytes in flight". */
 const char *budget_limiter_name(BudgetLimiter limiter);
 
 COMMON_END_C

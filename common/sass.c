@@ -31,6 +31,12 @@ static bool opcode_is(const Instruction *in, const char *base)
     return strncmp(in->opcode, base, length) == 0 && (in->opcode[length] == '\0' || in->opcode[length] == '.');
 }
 
+/* BRA.DIV: a branch taken only when the warp's lanes have diverged. */
+static bool is_divergence_branch(const Instruction *in)
+{
+    return strncmp(in->opcode, "BRA.DIV", strlen("BRA.DIV")) == 0;
+}
+
 static bool is_global_load(const Instruction *in)
 {
     /* LD is a generic load: the code does not say which memory it reads, and
@@ -95,8 +101,8 @@ static bool register_set_has(const RegisterSet *set, int r)
     return r >= 0 && r < REGISTER_COUNT && (set->bits[r / 64] >> (r % 64) & 1);
 }
 
-/* Call `visit` for every general register an operand list names: "R12" is
- * R12, and "R12.64", a 64-bit address, is R12 and R13. UR (uniform), SR
+/* Whether an operand list names a general register of `set`: "R12" names
+ * R12, and "R12.64", a 64-bit address, R12 and R13. UR (uniform), SR
  * (special) and RZ (zero) are not general registers. */
 static bool any_register(const char *operands, const RegisterSet *set)
 {
@@ -145,7 +151,7 @@ static bool falls_through(const Instruction *in)
         return true;
     if (opcode_is(in, "EXIT") || opcode_is(in, "RET"))
         return false;
-    return !(opcode_is(in, "BRA") && strncmp(in->opcode, "BRA.DIV", 7) != 0);
+    return !(opcode_is(in, "BRA") && !is_divergence_branch(in));
 }
 
 typedef struct {
@@ -219,9 +225,8 @@ static int counted(const Instruction *in)
  * issues the fewest instructions: the loads a pass must make, without the
  * code a pass rarely runs (a candidate that beats the threshold, a
  * remainder). Branches go forward inside the body; an inner loop that moves
- * no global memory is counted once. Marks its instructions in on_path and
- * returns how many there are. */
-static int mark_fast_path(const Instruction *code, Span span, bool is_loop, bool *on_path)
+ * no global memory is counted once. Marks its instructions in on_path. */
+static void mark_fast_path(const Instruction *code, Span span, bool is_loop, bool *on_path)
 {
     int n = span.last - span.first + 1;
     Way *ways = ALLOC_ARRAY((size_t)n, Way);
@@ -254,13 +259,9 @@ static int mark_fast_path(const Instruction *code, Span span, bool is_loop, bool
         if (is_end && ways[i].reached && (end < 0 || better_way(ways[i].bytes, ways[i].instructions, &ways[end])))
             end = i;
     }
-    int length = 0;
-    for (int i = end; i >= 0; i = ways[i].previous) {
+    for (int i = end; i >= 0; i = ways[i].previous)
         on_path[span.first + i] = true;
-        length++;
-    }
     array_free(ways);
-    return length;
 }
 
 static SassSteadyState measure(const Instruction *code, int count, Span span, bool is_loop)
@@ -344,7 +345,7 @@ static bool returns_from_divergence(const Instruction *code, int count, int i)
     while (start > 0 && falls_through(&code[start - 1]))
         start--;
     for (int j = 0; j < count; j++)
-        if (strncmp(code[j].opcode, "BRA.DIV", 7) == 0 && code[j].branch_target == code[start].address)
+        if (is_divergence_branch(&code[j]) && code[j].branch_target == code[start].address)
             return true;
     return false;
 }

@@ -9,8 +9,9 @@
  * Narrowing drops the low 16 bits, rounding to nearest with ties to even:
  * add just under half of the dropped unit, plus one if the kept part is
  * odd; a carry into the exponent is correct, and one out of the largest
- * finite value gives infinity, as it should. NaN stays a quiet NaN (the
- * addition could carry a NaN with a small payload into infinity).
+ * finite value gives infinity, as it should. NaN stays a quiet NaN: the
+ * bits dropped could be all of a NaN's payload (0x7f800001 would become
+ * infinity), and the addition could carry 0x7fffffff into the sign bit.
  * tests/common/test_npy_as_float32.c checks every one of the 65536 against
  * the value its bit fields define. */
 #ifndef KERNELS_BF16_H

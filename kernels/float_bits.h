@@ -1,7 +1,7 @@
 /* A float's bit pattern and back, without breaking the aliasing rules:
  * memcpy is the portable way, and compilers turn it into a plain register
- * move on the CPU and on the GPU. Shared by the softmax (kernels/online_softmax.h)
- * and the fp16 conversions (kernels/fp16.h). */
+ * move on the CPU and on the GPU. Shared by the float-format conversions
+ * (fp16, bf16, FP8) and the softmax. */
 #ifndef KERNELS_FLOAT_BITS_H
 #define KERNELS_FLOAT_BITS_H
 

@@ -32,7 +32,7 @@
  * signalling NaN halves, which F16C returns quiet: the same NaN to any
  * arithmetic that uses it. The portable code stays for every other
  * machine, and as the definition the F16C path is tested against
- * (tests/02-layernorm/test_stored_rows.c). */
+ * (tests/02-layernorm/test_vector_conversions.c). */
 #if defined(__F16C__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
 #define FP16_F16C 1

@@ -23,9 +23,9 @@
  * as vLLM keeps one k_scale and one v_scale per attention layer, or one per
  * kv head (head_scales), as vLLM does with per-attention-head scales.
  *
- * INT4 packs two numbers per byte. In quantized formats the rows and the
- * scales each start 16 bytes apart from the start of the run, so a GPU
- * thread can load them 16 bytes at a time. */
+ * INT4 packs two numbers per byte. In quantized formats the scales start at
+ * a multiple of 16 bytes from the start of the run, so a GPU thread can
+ * load them 16 bytes at a time. */
 #ifndef KERNELS_KV_QUANT_H
 #define KERNELS_KV_QUANT_H
 

@@ -208,9 +208,9 @@ HOST_DEVICE static inline LnRowStats ln_unscaled_stats(LnRowMoments scaled, int 
  * double holds the square of any float, and only rounding a sum of squares
  * (or the variance) to float can overflow, or lose digits below 2^-100.
  * Where it would, they are scaled by 2^-2k first, exactly, in double, with
- * k from the sum itself (the scaled variance in [1, 4)), and the row's
- * statistics come from the scaled ones as above. k = 0 otherwise: ldexp by
- * 0 changes nothing. */
+ * k from the sum itself (the scaled variance in [1/2, 4): ilogb / 2 rounds
+ * toward 0), and the row's statistics come from the scaled ones as above.
+ * k = 0 otherwise: ldexp by 0 changes nothing. */
 HOST_DEVICE static inline int ln_double_scaling_exponent(double sum_sq, float d)
 {
     double var = sum_sq / d;

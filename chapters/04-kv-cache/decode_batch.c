@@ -55,20 +55,23 @@ static void store_sequence(KvBlockLayout l, uint8_t *pool, const int32_t *table,
     }
 }
 
-static float head_gain(const DecodeBatch *b, int kv_head)
+/* How much larger kv head h's keys and values are drawn: h + 1 times where
+ * the heads have FP8 scales of their own, so that each needs its own. */
+static float head_gain(int kv_head, bool scaled_per_head)
 {
-    return b->key_head_scales != NULL ? (float)(kv_head + 1) : 1.0f;
+    return scaled_per_head ? (float)(kv_head + 1) : 1.0f;
 }
 
-/* Scales per kv head, calibrated as above on each head's numbers. */
+/* Scales per kv head, calibrated as in decode_batch_create on each head's
+ * numbers. */
 static void give_heads_scales(DecodeBatch *b)
 {
     int heads = b->shape.n_kv_heads;
     b->key_head_scales = ALLOC_ARRAY(heads, float);
     b->value_head_scales = ALLOC_ARRAY(heads, float);
     for (int h = 0; h < heads; h++) {
-        b->key_head_scales[h] = kv_fp8_scale_for(4.0f * head_gain(b, h), b->key_layout.number);
-        b->value_head_scales[h] = kv_fp8_scale_for(head_gain(b, h), b->value_layout.number);
+        b->key_head_scales[h] = kv_fp8_scale_for(4.0f * head_gain(h, true), b->key_layout.number);
+        b->value_head_scales[h] = kv_fp8_scale_for(head_gain(h, true), b->value_layout.number);
     }
     b->key_layout = kv_fp8_per_head(b->key_layout, b->key_head_scales);
     b->value_layout = kv_fp8_per_head(b->value_layout, b->value_head_scales);
@@ -110,7 +113,7 @@ DecodeBatch decode_batch_create(const DecodeBatchShape *s, const int32_t *length
         const int32_t *table = b.block_tables + (size_t)seq * b.max_blocks;
         size_t floats = (size_t)lengths[seq] * s->head_dim;
         for (int h = 0; h < s->n_kv_heads; h++) {
-            float gain = head_gain(&b, h);
+            float gain = head_gain(h, b.key_head_scales != NULL);
             rng_fill_normal_f32(&rng, keys, floats, 0, gain);
             rng_fill_uniform_f32(&rng, values, floats, -gain, gain);
             store_sequence(b.key_layout, b.key_pool, table, h, keys, lengths[seq]);

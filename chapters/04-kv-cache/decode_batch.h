@@ -37,8 +37,10 @@ typedef struct {
 /* Queries and keys normal, values uniform in [-1, 1], quantized into the
  * format as a cache would store them. With FP8 scales per kv head, kv head
  * h's keys and values are h + 1 times larger, and its scales h + 1 times
- * those of the first, so that a kernel reading another head's scale, or
- * none, gets numbers off by a factor of two or more. */
+ * those of the first: a kernel that reads head j's scale for head h gets
+ * its numbers off by (j + 1) / (h + 1), and one that ignores the heads'
+ * scales for the tensor's (head 0's) gets every other head off by a factor
+ * of 2 or more. */
 DecodeBatch decode_batch_create(const DecodeBatchShape *shape, const int32_t *lengths);
 void decode_batch_free(DecodeBatch *b);
 

@@ -90,6 +90,7 @@ enum { CARD_COUNT = sizeof CARDS / sizeof CARDS[0], FIGURE_FIRST_CARD = 2 };
 /* The formats of the tokens figure: fp16, and the two the chapter's kernels
  * read fastest; INT8 sits just under FP8 (memory --all). */
 static const KvFormat FIGURE_FORMATS[] = {KV_FORMAT_FP16, KV_FORMAT_FP8_E4M3, KV_FORMAT_INT4};
+enum { FIGURE_FORMAT_COUNT = sizeof FIGURE_FORMATS / sizeof FIGURE_FORMATS[0] };
 static const char *const FIGURE_FORMAT_NAMES[] = {"fp16", "FP8", "INT4"};
 
 /* The models the prose around the book's tables names; the models a bold
@@ -188,7 +189,7 @@ static void full_shapes_table(FILE *out, TableFormat format)
         table_cell(t, "%.2fB", m->parameters / 1e9);
         for (int f = 0; f < CALCULATOR_FORMAT_COUNT; f++)
             table_cell(t, "%.1f", kv_bytes_per_token(m, CALCULATOR_FORMATS[f]) / 1024);
-        for (int f = 0; f < 3; f++)
+        for (int f = 0; f < FIGURE_FORMAT_COUNT; f++)
             table_cell(t, "%.2f GiB", sequence_gib(m, FIGURE_FORMATS[f]));
     }
     table_print(t, out, format);
@@ -255,12 +256,12 @@ void memory_tokens_figure_data(FILE *out)
             100 * MEMORY_UTILISATION);
     for (int c = FIGURE_FIRST_CARD; c < CARD_COUNT; c++) {
         fprintf(out, "%s\"%s\"", c > FIGURE_FIRST_CARD ? "\n\n" : "", CARDS[c].name);
-        for (int f = 0; f < 3; f++)
+        for (int f = 0; f < FIGURE_FORMAT_COUNT; f++)
             fprintf(out, " %s", FIGURE_FORMAT_NAMES[f]);
         fputc('\n', out);
         for (int i = 0; i < REAL_MODEL_COUNT; i++) {
             fprintf(out, "%s", REAL_MODELS[i].name);
-            for (int f = 0; f < 3; f++) {
+            for (int f = 0; f < FIGURE_FORMAT_COUNT; f++) {
                 double tokens = tokens_that_fit(&REAL_MODELS[i], FIGURE_FORMATS[f], CARDS[c].gib, MEMORY_UTILISATION);
                 fprintf(out, tokens > 0.0 ? " %.0f" : " NaN", tokens);
             }
@@ -401,7 +402,7 @@ static void full_intensity_table(FILE *out, TableFormat format)
         for (int f = 0; f < CALCULATOR_FORMAT_COUNT; f++)
             table_cell(t, "%.1f", decode_attention_intensity(m, CALCULATOR_FORMATS[f]));
         table_cell(t, "%.1f%%", 100 * share_of_ridge(m));
-        for (int f = 0; f < 3; f++)
+        for (int f = 0; f < FIGURE_FORMAT_COUNT; f++)
             table_cell(t, "%.2f ms",
                        1e3 * m->max_context * kv_bytes_per_token(m, FIGURE_FORMATS[f]) / H200_HBM_BYTES_PER_S);
     }

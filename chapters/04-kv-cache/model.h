@@ -63,8 +63,8 @@ void model_free(Model *model);
  * kv head (the slowest-turning ones) by `gain`. */
 void model_add_key_outliers(Model *model, int pairs, float gain);
 
-/* Multiply-adds of the weight matrices for one token (the logits excluded),
- * and for the logits of one token. */
+/* FLOPs (two per multiply-add) of the weight matrices for one token (the
+ * logits excluded), and of the logits of one token. */
 double model_matmul_flops_per_token(const ModelConfig *config);
 double model_logits_flops(const ModelConfig *config);
 /* Bytes of one position's keys and values, all layers, in float32. */

@@ -5,6 +5,7 @@
 
 #include "chapters/04-kv-cache/attention.h"
 #include "common/alloc.h"
+#include "common/cli.h"
 
 static void copy_block(PagedCache *cache, int32_t from, int32_t to)
 {
@@ -171,6 +172,9 @@ static void note_largest(KvBlockLayout l, const uint8_t *head, int count, float 
 
 void paged_cache_largest(const PagedCache *cache, int seq, int length, float *largest_key, float *largest_value)
 {
+    if (cache->format != KV_FORMAT_FLOAT32) /* note_largest reads floats */
+        cli_fail_status(1, "paged_cache_largest reads float32 caches, not format %d (a program error)",
+                        (int)cache->format);
     int heads = cache->shape.n_kv_heads, block_size = cache->shape.block_size;
     const int32_t *table = cache->tables[seq].blocks;
     for (int layer = 0; layer < cache->n_layers; layer++) {

@@ -4,8 +4,8 @@
  * Memory is taken one block at a time as a sequence grows, so at most
  * block_size - 1 positions per sequence are reserved and unused.
  *
- * The blocks hold float32 numbers, or fp16, INT8 or INT4 ones with their
- * scales (kernels/kv_quant.h): the block manager, copy-on-write and prefix
+ * The blocks hold float32 numbers, or fp16, INT8, INT4 or FP8 (E4M3, E5M2)
+ * ones with their scales (kernels/kv_quant.h): the block manager, copy-on-write and prefix
  * caching work on blocks whatever is inside them. Attention reads quantized
  * blocks directly, one block at a time. */
 #ifndef CHAPTERS_04_KV_CACHE_PAGED_CACHE_H

@@ -4,10 +4,13 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/cli.h"
 
 Request request_create(const ModelConfig *config, const int32_t *prompt, int prompt_len, int max_new,
                        uint64_t sample_seed)
 {
+    if (max_new < 1)
+        cli_fail_status(1, "a request for %d new tokens: at least 1 (a program error)", max_new);
     Request r = {
         .prompt_len = prompt_len,
         .max_new = max_new,

@@ -54,7 +54,9 @@ typedef struct {
     long reused_tokens;  /* tokens known at admission taken from the prefix cache instead */
 } ServeStats;
 
-/* Set up a request: its token array starts with a copy of the prompt. */
+/* Set up a request: its token array starts with a copy of the prompt.
+ * max_new is at least 1: a request generates, and the first token is drawn
+ * from the prefill's logits. */
 Request request_create(const ModelConfig *config, const int32_t *prompt, int prompt_len, int max_new,
                        uint64_t sample_seed);
 void request_free(Request *request);

@@ -6,6 +6,7 @@
  * bit for bit. And the formats do quantize: their logits differ from the
  * float32 cache's. */
 #include <stdio.h>
+#include <string.h>
 
 #include "chapters/04-kv-cache/accuracy.h"
 #include "chapters/04-kv-cache/fork_decode.h"
@@ -145,10 +146,29 @@ static void quantized_logits_differ(const Model *model, KvFormat format, const S
     requests_free(exact, 1);
 }
 
+/* paged_cache_largest reads float32 blocks: asked of a quantized cache, it
+ * is a program error (one line, status 1), not bytes read as floats. */
+static void largest_of_an_int8_cache(void *ctx)
+{
+    const ModelConfig *config = ctx;
+    PagedCache cache = paged_cache_create_in(config, 1, 4, BLOCK, false, KV_FORMAT_INT8, 32);
+    float largest[64];
+    paged_cache_largest(&cache, 0, 1, largest, largest);
+    paged_cache_free(&cache);
+}
+
+static void largest_needs_float32(const ModelConfig *config)
+{
+    ChildResult child = test_run_child(largest_of_an_int8_cache, (void *)config);
+    EXPECT(child.exit_status == 1 && child.err_lines == 1 && strstr(child.err, "reads float32 caches") != NULL,
+           "paged_cache_largest of an INT8 cache: status %d (expected 1), stderr: %s", child.exit_status, child.err);
+}
+
 int main(void)
 {
     ModelConfig config = model_default_config();
     config.head_dim = 32;
+    largest_needs_float32(&config);
     Model model = model_create(&config);
     model_add_key_outliers(&model, 2, 10.0f);
     const Sampler sampled = {.temperature = 0.8, .top_k = 40};

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "chapters/04-kv-cache/sampling.h"
 #include "chapters/04-kv-cache/scheduler.h"
@@ -79,9 +80,29 @@ static void generation_repeats_for_its_seed(void)
     model_free(&model);
 }
 
+/* A request for no new tokens is a program error (the first token is drawn
+ * from the prefill's logits, which such a request has no room for): one
+ * line and status 1, not a write past its arrays. */
+static void create_a_request_for_nothing(void *ctx)
+{
+    (void)ctx;
+    ModelConfig config = model_default_config();
+    const int32_t prompt[1] = {3};
+    Request r = request_create(&config, prompt, 1, 0, 1);
+    request_free(&r);
+}
+
+static void a_request_must_generate(void)
+{
+    ChildResult child = test_run_child(create_a_request_for_nothing, NULL);
+    EXPECT(child.exit_status == 1 && child.err_lines == 1 && strstr(child.err, "at least 1") != NULL,
+           "a request for 0 new tokens: status %d (expected 1), stderr: %s", child.exit_status, child.err);
+}
+
 int main(void)
 {
     greedy_and_top_k();
     generation_repeats_for_its_seed();
+    a_request_must_generate();
     return test_finish();
 }

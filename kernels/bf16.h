@@ -36,7 +36,7 @@ HOST_DEVICE static inline uint16_t bf16_from_float(float x)
 {
     /* A select, not a branch, so that a loop of them vectorises. */
     uint32_t bits = float_bits(x);
-    uint32_t quiet_nan = bits >> 16 | 0x0040u, rounded = (bits + 0x7fffu + (bits >> 16 & 1u)) >> 16;
+    uint32_t quiet_nan = bits >> 16 | 0x0040u, rounded = bits_rounded_off(bits, 16);
     return (uint16_t)((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 

@@ -24,4 +24,18 @@ HOST_DEVICE static inline float float_from_bits(uint32_t bits)
     return x;
 }
 
+// ANCHOR: round_off_the_low_bits
+/* `bits` with its low `dropped` bits (1 to 31) rounded off, to nearest
+ * with ties to even, and shifted out: add just under half of the dropped
+ * unit, plus one if the kept part is odd. A carry out of the mantissa
+ * into the exponent is the right result: the significand rounded up to
+ * the next power of two. Every narrowing of a float (bf16, fp16, FP8)
+ * rounds so; each deals with NaN, overflow and subnormal results itself. */
+HOST_DEVICE static inline uint32_t bits_rounded_off(uint32_t bits, int dropped)
+{
+    uint32_t kept_is_odd = bits >> dropped & 1u;
+    return (bits + ((1u << (dropped - 1)) - 1u) + kept_is_odd) >> dropped;
+}
+// ANCHOR_END: round_off_the_low_bits
+
 #endif

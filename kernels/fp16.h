@@ -70,11 +70,9 @@ static inline uint16_t half_from_float_portable(float x)
     uint32_t sign = (bits >> 16) & 0x8000u, magnitude = bits & 0x7fffffffu;
     /* NaN: a quiet NaN, with what fits of the payload. */
     uint32_t nan = 0x7e00u | (magnitude >> 13 & 0x3ffu);
-    /* A normal half (2^-14 or more). Drop 13 mantissa bits, rounding to
-     * nearest even: add just under half of the dropped unit, plus one if
-     * the kept part is odd. A carry into the exponent is correct. Then
-     * rebias the exponent from 127 to 15. */
-    uint32_t normal = (magnitude + 0xfffu + (magnitude >> 13 & 1u) - 0x38000000u) >> 13;
+    /* A normal half (2^-14 or more): 13 mantissa bits rounded off
+     * (bits_rounded_off), then the exponent rebiased from 127 to 15. */
+    uint32_t normal = bits_rounded_off(magnitude, 13) - ((uint32_t)(127 - 15) << 10);
     /* A subnormal half or zero: count units of 2^-24. Scaling by 2^24 is
      * exact, and rintf rounds to nearest even; 1024 units come out as the
      * smallest normal half, whose bits are the same number. (Only a value

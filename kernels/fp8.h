@@ -90,13 +90,11 @@ HOST_DEVICE static inline uint8_t fp8_from_float(float x, Fp8Format f)
     }
     uint32_t smallest_normal = (uint32_t)(127 + 1 - f.bias) << 23;
     if (magnitude >= smallest_normal) {
-        /* Drop 23 - mantissa_bits bits, rounding to nearest even: add just
-         * under half of the dropped unit, plus one if the kept part is odd
-         * (a carry into the exponent is correct). Rebias from 127 to bias.
-         * Anything that rounds past the largest finite code saturates. */
-        int dropped = 23 - f.mantissa_bits;
-        uint32_t rounded = magnitude + ((1u << (dropped - 1)) - 1) + (magnitude >> dropped & 1u);
-        uint32_t code = (rounded - ((uint32_t)(127 - f.bias) << 23)) >> dropped;
+        /* 23 - mantissa_bits bits rounded off (bits_rounded_off), then
+         * the exponent rebiased from 127 to bias. Anything that rounds
+         * past the largest finite code saturates. */
+        uint32_t rebias = (uint32_t)(127 - f.bias) << f.mantissa_bits;
+        uint32_t code = bits_rounded_off(magnitude, 23 - f.mantissa_bits) - rebias;
         return (uint8_t)(sign | (code > f.largest ? f.largest : code));
     }
     /* Subnormal or zero: count units of 2^(1 - bias - mantissa_bits). The

@@ -183,6 +183,13 @@ HOST_DEVICE static inline int kv_groups_per_row(KvBlockLayout l)
     return (l.shape.head_dim + l.group - 1) / l.group;
 }
 
+/* The channel after the last of the group that starts at channel `first`:
+ * a group's width on, or the end of the row for a last group cut short. */
+HOST_DEVICE static inline int kv_group_end(KvBlockLayout l, int first)
+{
+    return first + l.group < l.shape.head_dim ? first + l.group : l.shape.head_dim;
+}
+
 /* Whether a block holds scales of its own (per token or per channel). */
 HOST_DEVICE static inline bool kv_scales_in_block(KvBlockLayout l)
 {
@@ -277,14 +284,20 @@ HOST_DEVICE static inline int int4_high(uint8_t byte)
 // ANCHOR_END: pack_two_int4_in_a_byte
 
 // ANCHOR: find_the_largest_magnitude_of_a_group
-/* The largest magnitude of n numbers, `stride` floats apart. A NaN wins (and
- * then stays), so that a group holding one gets a NaN scale. */
+/* The larger of a magnitude and the largest so far, where a NaN wins (and
+ * then stays: nothing compares above it), so that a group holding one gets
+ * a NaN scale. */
+HOST_DEVICE static inline float kv_larger_or_nan(float magnitude, float largest)
+{
+    return magnitude > largest || magnitude != magnitude ? magnitude : largest;
+}
+
+/* The largest magnitude of n numbers, `stride` floats apart. */
 HOST_DEVICE static inline float kv_largest_magnitude(const float *x, int n, int stride)
 {
     float largest = 0.0f;
     for (int i = 0; i < n; i++) {
-        float magnitude = fabsf(x[(size_t)i * stride]);
-        largest = magnitude > largest || magnitude != magnitude ? magnitude : largest;
+        largest = kv_larger_or_nan(fabsf(x[(size_t)i * stride]), largest);
     }
     return largest;
 }
@@ -370,7 +383,7 @@ HOST_DEVICE static inline void kv_load_row(KvBlockLayout l, const uint8_t *head,
         }
     } else {
         for (int first = 0; first < head_dim; first += l.group) {
-            int end = first + l.group < head_dim ? first + l.group : head_dim;
+            int end = kv_group_end(l, first);
             float scale = kv_load_scale(l, head, kv_scale_index(l, slot, first));
             int c = first;
             /* INT4 two at a time, a byte each, from an even channel on. */
@@ -445,11 +458,11 @@ HOST_DEVICE static inline void kv_store_row(KvBlockLayout l, uint8_t *head, int 
     }
     int qmax = kv_qmax(l.number);
     for (int first = 0; first < l.shape.head_dim; first += l.group) {
-        int count = l.shape.head_dim - first < l.group ? l.shape.head_dim - first : l.group;
-        uint16_t scale_bits = kv_scale_for(kv_largest_magnitude(x + first, count, 1), qmax);
+        int end = kv_group_end(l, first);
+        uint16_t scale_bits = kv_scale_for(kv_largest_magnitude(x + first, end - first, 1), qmax);
         kv_store_scale(l, head, kv_scale_index(l, slot, first), scale_bits);
         float scale = half_to_float(scale_bits);
-        for (int c = first; c < first + count; c++) {
+        for (int c = first; c < end; c++) {
             kv_store_integer(l, head, slot, c, kv_quantize(x[c], scale));
         }
     }

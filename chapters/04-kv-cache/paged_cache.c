@@ -167,7 +167,7 @@ static void note_largest(KvBlockLayout l, const uint8_t *head, int count, float 
 {
     const float *rows = (const float *)head;
     float block_largest = kv_largest_magnitude(rows, count * l.shape.head_dim, 1);
-    *largest = block_largest > *largest || isnan(block_largest) ? block_largest : *largest;
+    *largest = kv_larger_or_nan(block_largest, *largest);
 }
 
 void paged_cache_largest(const PagedCache *cache, int seq, int length, float *largest_key, float *largest_value)

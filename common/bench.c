@@ -174,41 +174,24 @@ static Slice thread_slice(size_t count, size_t block)
     return slice;
 }
 
-/* A bandwidth probe: its buffers, cut into one slice per thread. */
-typedef struct {
-    int threads;
-    size_t count; /* items in each buffer: bytes to copy, or floats to sum */
-    size_t block; /* slices are whole blocks of this many items */
-    unsigned char *source, *destination;
-    float *values;
-    /* volatile: the sum is stored here after every run, so the compiler
-     * must compute it, and so must read every value. */
-    volatile float sum;
-} Probe;
-
-typedef void SliceWork(Probe *probe, Slice slice);
-
-/* Every thread does `work` on its own slice. The same threads get the same
- * slices every time, which is what makes first touch place the pages well. */
-static void for_each_slice(Probe *probe, SliceWork *work)
-{
-#ifdef _OPENMP
-#pragma omp parallel num_threads(probe->threads)
-#endif
-    work(probe, thread_slice(probe->count, probe->block));
-}
-
 static int probe_threads(int threads)
 {
     return threads > 0 ? threads : bench_max_threads();
 }
 
-/* Each thread writes its own slices of both buffers first, so their pages are
- * placed next to the thread that will copy them. */
-static void touch_copy_slice(Probe *probe, Slice slice)
+/* Each thread writes its own slice of a probe's buffer first, the slice it
+ * will copy or sum (slices of whole blocks of `block_bytes`, as the passes
+ * below cut them), so that the buffer's pages are placed next to that
+ * thread: first touch. The same threads get the same slices every time. */
+static void touch_in_slices(void *buffer, size_t bytes, size_t block_bytes, int threads)
 {
-    memset(probe->source + slice.begin, 1, slice.end - slice.begin);
-    memset(probe->destination + slice.begin, 0, slice.end - slice.begin);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(threads)
+#endif
+    {
+        Slice slice = thread_slice(bytes, block_bytes);
+        memset((unsigned char *)buffer + slice.begin, 0, slice.end - slice.begin);
+    }
 }
 
 static void copy_in_slices(unsigned char *destination, const unsigned char *source, size_t bytes, int threads)
@@ -222,12 +205,6 @@ static void copy_in_slices(unsigned char *destination, const unsigned char *sour
     }
 }
 
-static void copy_buffers(void *ctx)
-{
-    Probe *probe = ctx;
-    copy_in_slices(probe->destination, probe->source, probe->count, probe->threads);
-}
-
 void copy_pass_run(void *ctx)
 {
     CopyPass *pass = ctx;
@@ -236,13 +213,14 @@ void copy_pass_run(void *ctx)
 
 double memcpy_bandwidth_gbs(size_t bytes, int threads)
 {
-    Probe probe = {.threads = probe_threads(threads), .count = bytes, .block = ARRAY_ALIGNMENT};
-    probe.source = array_alloc_uninitialized(bytes, 1);
-    probe.destination = array_alloc_uninitialized(bytes, 1);
-    for_each_slice(&probe, touch_copy_slice);
-    BenchStats stats = bench_run(copy_buffers, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
-    array_free(probe.source);
-    array_free(probe.destination);
+    int used = probe_threads(threads);
+    unsigned char *source = array_alloc_uninitialized(bytes, 1), *destination = array_alloc_uninitialized(bytes, 1);
+    touch_in_slices(source, bytes, ARRAY_ALIGNMENT, used);
+    touch_in_slices(destination, bytes, ARRAY_ALIGNMENT, used);
+    CopyPass pass = {destination, source, bytes, used};
+    BenchStats stats = bench_run(copy_pass_run, &pass, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
+    array_free(source);
+    array_free(destination);
     return gb_per_s(2.0 * (double)bytes, stats.median);
 }
 
@@ -271,13 +249,6 @@ static float sum_values(const float *values, size_t begin, size_t end)
     return sum;
 }
 
-static void touch_read_slice(Probe *probe, Slice slice)
-{
-    for (size_t i = slice.begin; i < slice.end; i++) {
-        probe->values[i] = 1.0f;
-    }
-}
-
 static float sum_in_slices(const float *values, size_t count, int threads)
 {
     float sum = 0;
@@ -291,12 +262,6 @@ static float sum_in_slices(const float *values, size_t count, int threads)
     return sum;
 }
 
-static void sum_buffer(void *ctx)
-{
-    Probe *probe = ctx;
-    probe->sum = sum_in_slices(probe->values, probe->count, probe->threads);
-}
-
 void read_pass_run(void *ctx)
 {
     ReadPass *pass = ctx;
@@ -305,12 +270,14 @@ void read_pass_run(void *ctx)
 
 double read_bandwidth_gbs(size_t bytes, int threads)
 {
-    Probe probe = {.threads = probe_threads(threads), .count = bytes / sizeof(float), .block = SUM_LANES};
-    probe.values = array_alloc_uninitialized(probe.count, sizeof(float));
-    for_each_slice(&probe, touch_read_slice);
-    BenchStats stats = bench_run(sum_buffer, &probe, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
-    array_free(probe.values);
-    return gb_per_s((double)(probe.count * sizeof(float)), stats.median);
+    int used = probe_threads(threads);
+    size_t count = bytes / sizeof(float);
+    float *values = array_alloc_uninitialized(count, sizeof(float));
+    touch_in_slices(values, count * sizeof(float), SUM_LANES * sizeof(float), used);
+    ReadPass pass = {values, count, used, 0.0f};
+    BenchStats stats = bench_run(read_pass_run, &pass, PROBE_WARMUP_RUNS, PROBE_TIMED_RUNS);
+    array_free(values);
+    return gb_per_s((double)(count * sizeof(float)), stats.median);
 }
 
 /* sysconf knows the L3 size on glibc; elsewhere the kernel's cache

@@ -104,14 +104,20 @@ int parse_text_file(const char *path, TextParser *parse, void *out, char *err, s
     return status;
 }
 
-/* DIR/.NAME.partial for DIR/NAME (.NAME.partial for a bare NAME). */
-static char *partial_path(const char *path)
+bool partial_file_path(char *buffer, size_t size, const char *path)
 {
     const char *slash = strrchr(path, '/');
-    size_t dir_length = slash != NULL ? (size_t)(slash - path) + 1 : 0;
-    char *partial = ALLOC_ARRAY(strlen(path) + sizeof "..partial", char);
-    memcpy(partial, path, dir_length);
-    sprintf(partial + dir_length, ".%s.partial", path + dir_length);
+    int dir_length = slash != NULL ? (int)(slash - path) + 1 : 0;
+    int length = snprintf(buffer, size, "%.*s.%s.partial", dir_length, path, path + dir_length);
+    return length >= 0 && (size_t)length < size;
+}
+
+/* partial_file_path, allocated to fit; the caller frees. */
+static char *partial_path(const char *path)
+{
+    size_t size = strlen(path) + sizeof "..partial";
+    char *partial = ALLOC_ARRAY(size, char);
+    partial_file_path(partial, size, path);
     return partial;
 }
 

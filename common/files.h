@@ -5,6 +5,7 @@
 #ifndef COMMON_FILES_H
 #define COMMON_FILES_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -49,6 +50,13 @@ typedef struct {
     FILE *file;
     char *path, *partial;
 } WholeFile;
+
+/* The name a file is written under until it is whole: DIR/.NAME.partial
+ * for DIR/NAME (.NAME.partial for a bare NAME), hidden from a listing and
+ * beside the final file, on the same file system, so that renaming it into
+ * place is atomic. The one spelling of it, for these files and the .npy
+ * outputs. Written into `buffer` (`size` bytes); false if it does not fit. */
+bool partial_file_path(char *buffer, size_t size, const char *path);
 
 /* 0, or -1 with *why set ("not a regular file", "cannot create: ...")
  * and nothing created. */

@@ -666,11 +666,18 @@ NpyArray npy_load_as_float32_or_exit(const char *path, NpyFloatEncoding encoding
     return array;
 }
 
-/* DIR/NAME, or DIR/.NAME.partial; false if it does not fit. */
+/* DIR/NAME, or the name it is written under until then (partial_file_path,
+ * common/files.h); false if it does not fit. */
 static bool output_path(char *path, size_t size, const char *dir, const char *name, bool partial)
 {
-    int length = snprintf(path, size, partial ? "%s/.%s.partial" : "%s/%s", dir, name);
-    return length >= 0 && (size_t)length < size;
+    char final[PATH_MAX];
+    int length = snprintf(final, sizeof final, "%s/%s", dir, name);
+    if (length < 0 || (size_t)length >= sizeof final)
+        return false;
+    if (partial)
+        return partial_file_path(path, size, final);
+    snprintf(path, size, "%s", final);
+    return (size_t)length < size;
 }
 
 static void remove_partial_files(const NpyOutputDir *out)

@@ -67,16 +67,23 @@ rejects_saying "--x expects a finite decimal number in [-10, 1e+09], got '2e9'" 
 rejects_saying "--x expects a finite decimal number in [-10, 1e+09], got '-10.5'" --x -10.5
 rejects_saying "--name expects a non-empty value" --name=
 rejects_saying "--name expects a value" --name
+# Options whose default is a "not given" marker: given, they print.
+accepts_printing "$default
+seed=0 p=0.25 label=x" --seed 0 --p 0.25 --label x
+rejects_saying "--p expects a finite decimal number in (0, 1], got '0'" --p 0
 
 # --help: exit 0, the summary, then one line per option with its default,
 # wherever --help stands and whatever else is there.
 expected_help='cli_demo: parse options and print them
-  --n <int>      number of samples (default 1000)
-  --x <number>   a value (default 0.5)
-  --t <number>   a value above 0 (default 1)
-  --name <text>  a label (default '"'demo'"')
-  --verbose      say more (default off)
-  --help         print this help and exit'
+  --n <int>       number of samples (default 1000)
+  --x <number>    a value (default 0.5)
+  --t <number>    a value above 0 (default 1)
+  --name <text>   a label (default '"'demo'"')
+  --verbose       say more (default off)
+  --seed <int>    a seed (optional)
+  --p <number>    a probability (optional)
+  --label <text>  a second label (optional)
+  --help          print this help and exit'
 for args in "--help" "--n 5 --help" "--bogus --help"; do
     checks=$((checks + 1))
     # shellcheck disable=SC2086 # split the arguments on purpose

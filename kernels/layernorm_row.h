@@ -228,16 +228,34 @@ HOST_DEVICE static inline LnRowStats ln_stats_from_double(double mean, double va
     return stats;
 }
 
-/* From sums of deviations from a float first mean: the mean and the variance
- * formed in double, where subtracting the correction's square cancels
- * only double's roundings, and then rounded (ln_stats_from_double above). */
+// ANCHOR_END: rescale_statistics_held_in_double
+
+// ANCHOR: moments_in_double
+/* ln_moments_from_deviations in double: from sum(x - c) and sum((x - c)^2)
+ * about a shift c, the correction (mean - c), the mean square about c,
+ * and the variance, the one less the other's square, where that
+ * subtraction cancels only double's roundings (clamped at 0, a NaN kept). */
+typedef struct {
+    double correction, mean_sq, var;
+} LnDoubleMoments;
+
+HOST_DEVICE static inline LnDoubleMoments ln_double_moments(double sum_dev, double sum_dev_sq, double d)
+{
+    LnDoubleMoments m = {sum_dev / d, sum_dev_sq / d, 0.0};
+    m.var = m.mean_sq - m.correction * m.correction;
+    m.var = m.var < 0.0 ? 0.0 : m.var;
+    return m;
+}
+
+/* From sums of deviations from a float first mean: the mean and the
+ * variance in double, then rounded (ln_stats_from_double above). */
 HOST_DEVICE static inline LnRowStats ln_stats_from_double_deviations(float first_mean, double sum_dev,
                                                                      double sum_dev_sq, float d, float eps)
 {
-    double correction = sum_dev / d, var = sum_dev_sq / d - correction * correction;
-    return ln_stats_from_double((double)first_mean + correction, var < 0.0 ? 0.0 : var, eps);
+    LnDoubleMoments m = ln_double_moments(sum_dev, sum_dev_sq, d);
+    return ln_stats_from_double((double)first_mean + m.correction, m.var, eps);
 }
-// ANCHOR_END: rescale_statistics_held_in_double
+// ANCHOR_END: moments_in_double
 
 // ANCHOR: normalize_an_element
 /* xhat = (x - mean - residual) * rstd, the subtractions in this order:
@@ -279,14 +297,12 @@ HOST_DEVICE static inline LnExactStats ln_exact_stats(double shift, double sum_d
                                                       double eps)
 {
     const double unit = 0x1p-53, sum_error = (d + 2.0) * unit;
-    double correction = sum_dev / d, mean_sq = sum_dev_sq / d;
-    double var = mean_sq - correction * correction;
-    var = var < 0.0 ? 0.0 : var; /* as in ln_stats_from_deviations: a NaN stays NaN */
+    LnDoubleMoments m = ln_double_moments(sum_dev, sum_dev_sq, d);
     LnExactStats s;
-    s.mean = shift + correction;
-    s.rstd = 1.0 / sqrt(var + eps);
-    s.mean_error = (unit * fabs(s.mean) + sum_error * sqrt(mean_sq)) * s.rstd;
-    s.rstd_error = 2.0 * sum_error * mean_sq / (var + eps) + 3.0 * unit;
+    s.mean = shift + m.correction;
+    s.rstd = 1.0 / sqrt(m.var + eps);
+    s.mean_error = (unit * fabs(s.mean) + sum_error * sqrt(m.mean_sq)) * s.rstd;
+    s.rstd_error = 2.0 * sum_error * m.mean_sq / (m.var + eps) + 3.0 * unit;
     return s;
 }
 

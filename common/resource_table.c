@@ -243,7 +243,7 @@ void resource_table_print(const KernelResourceList *record, KernelLaunchRule *ru
                              "warps per SM",
                              "occupancy",
                              "bound by"};
-    Table *table = table_new(10, headers, "lrrrrrrrrl");
+    Table *table = TABLE_NEW(headers, "lrrrrrrrrl");
     for (int r = 0; r < rows.count; r++)
         add_cells(table, &rows.rows[r]);
     table_print(table, out, format);
@@ -313,7 +313,7 @@ void resource_table_print_budget(const KernelResourceList *record, const SassRec
                              "in flight allows",
                              "predicted",
                              "limited by"};
-    Table *table = table_new(BUDGET_COLUMNS, headers, "llrrrrrrrrl");
+    Table *table = TABLE_NEW(headers, "llrrrrrrrrl");
     for (int r = 0; r < rows.count; r++)
         add_budget_cells(table, &rows.rows[r], sass_record_find(code, rows.rows[r].kernel->name), &H100_SXM);
     table_print(table, out, format);

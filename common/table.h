@@ -15,8 +15,14 @@ typedef enum { TABLE_TEXT, TABLE_MARKDOWN } TableFormat;
 
 typedef struct Table Table;
 
-/* `align` has one character per column: 'l' left, 'r' right (numbers). */
+/* `align` has one character per column: 'l' left, 'r' right (numbers);
+ * a table whose columns do not match it is a program error (one line,
+ * status 1). */
 Table *table_new(int columns, const char *const headers[], const char *align);
+/* table_new for an array of headers in scope, whose length is the number of
+ * columns: nothing to count by hand. (A pointer in place of the array is
+ * caught twice: gcc's -Wsizeof-pointer-div, and table_new's check.) */
+#define TABLE_NEW(headers, align) table_new((int)(sizeof(headers) / sizeof(headers)[0]), headers, align)
 /* Append the next cell (rows fill left to right, then wrap to a new row). In
  * Markdown a cell is Markdown: `code` and $math$ work; '|' is escaped. */
 void table_cell(Table *table, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

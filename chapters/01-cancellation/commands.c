@@ -93,7 +93,7 @@ int show_command(int argc, char **argv)
     printf("Exact variance of the stored values: %.7g; condition number kappa = %.1e.\n\n", trial.reference.variance,
            trial.reference.kappa);
     const char *headers[] = {"method", "variance", "square root", "relative error"};
-    Table *table = table_new(4, headers, "lrrr");
+    Table *table = TABLE_NEW(headers, "lrrr");
     for (int m = 0; m < TEXTBOOK_METHOD_COUNT; m++) {
         table_cell(table, "%s", method_names[m]);
         number_cell(table, trial.variance[m]);
@@ -284,7 +284,7 @@ int layernorm_demo_command(int argc, char **argv)
 
     const char *headers[] = {"offset",         "kappa",         "naive variance", "naive error", "two-pass variance",
                              "two-pass error", "two-pass bound"};
-    Table *table = table_new(7, headers, "rrrrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrrrr");
     for (double offset = 1.0; offset <= 1e5; offset *= 10) {
         LayerNormTrial trial = run_layernorm_trial(offset, (size_t)n, (uint64_t)seed);
         table_cell(table, "%.0e", offset);
@@ -304,7 +304,7 @@ static Table *merge_table(const double *x, size_t n, double exact, double single
 {
     enum { MOST_CHUNKS = 1024 };
     const char *headers[] = {"chunks", "values per chunk", "relative error", "difference from one pass"};
-    Table *table = table_new(4, headers, "rrrr");
+    Table *table = TABLE_NEW(headers, "rrrr");
     size_t *bounds = ALLOC_ARRAY((n < MOST_CHUNKS ? n : MOST_CHUNKS) + 1, size_t);
     for (size_t chunks = 1; chunks <= MOST_CHUNKS && chunks <= n; chunks *= 2) {
         for (size_t c = 0; c <= chunks; c++) {
@@ -358,7 +358,7 @@ int merge_demo_command(int argc, char **argv)
 static Table *window_table(size_t window, uint64_t seed)
 {
     const char *headers[] = {"burst spread s", "slid variance", "exact variance", "relative error", "u s^2"};
-    Table *table = table_new(5, headers, "rrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrr");
     double *x = ALLOC_ARRAY(2 * window, double);
     for (double spread = 1.0; spread <= 1e10; spread *= 100.0) {
         Rng rng;

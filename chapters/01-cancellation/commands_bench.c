@@ -94,7 +94,7 @@ int bench_command(int argc, char **argv)
     print_limits(n, bytes, memcpy_gbs, read_gbs);
 
     const char *headers[] = {"method", "passes", "ms", "GB/s read", "of memcpy", "of read", "speed-up over naive"};
-    Table *table = table_new(7, headers, "lrrrrrr");
+    Table *table = TABLE_NEW(headers, "lrrrrrr");
     BenchStats naive = {0}, stats[TIMED_METHOD_MAX];
     for (int m = 0; m < timed_method_count; m++) {
         const TimedMethod *method = &timed_methods[m];

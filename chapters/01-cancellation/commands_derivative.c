@@ -16,7 +16,7 @@ static void print_prediction(const TestFunction *exp_function, double u, bool ma
     printf("Central difference of %s, worst relative error over %d points in [%g, %g], steps 10^(-k/%d):\n\n",
            exp_function->name, DERIVATIVE_POINTS, exp_function->lo, exp_function->hi, DERIVATIVE_STEPS_PER_DECADE);
     const char *headers[] = {"", "predicted", "measured"};
-    Table *table = table_new(3, headers, "lrr");
+    Table *table = TABLE_NEW(headers, "lrr");
     table_cell(table, "best step");
     table_cell(table, "%.1e", h_star);
     table_cell(table, "%.1e", measured.step);
@@ -34,7 +34,7 @@ static void print_both_methods(double u, bool markdown)
            DERIVATIVE_POINTS, u);
     const char *headers[] = {"function", "interval", "central difference, predicted best step",
                              "complex step, h = 2^-66", "complex step / u"};
-    Table *table = table_new(5, headers, "lrrrr");
+    Table *table = TABLE_NEW(headers, "lrrrr");
     for (int f = 0; f < test_function_count; f++) {
         const TestFunction *function = &test_functions[f];
         double central = worst_relative_error(function, CENTRAL_DIFFERENCE, predicted_best_step(u), DERIVATIVE_POINTS);

@@ -146,7 +146,7 @@ static Table *time_block_sizes(const GpuBenchSize *size, double read_gbs)
         device_x, rows, cols, 0, cuda_device_alloc(rows * sizeof(float)), cuda_device_alloc(rows * sizeof(float))};
     const char *headers[] = {"threads per block", "ms", "GB/s", "of read bandwidth (slowest–fastest)",
                              "speed-up over 32 threads"};
-    Table *table = table_new(5, headers, "rrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrr");
     BenchStats baseline = {0};
     double bytes = rows_bytes(rows, cols);
     for (size_t b = 0; b < CLI_COUNT(BENCH_BLOCK_SIZES); b++) {

@@ -119,7 +119,7 @@ static Cost fused_cost(const char *pass)
 void complexity_print(FILE *out, TableFormat format)
 {
     const char *headers[] = {"pass", "implementation", "cache", "bytes / element", "FLOPs / element", "bytes vs fused"};
-    Table *table = table_new(6, headers, "lllrrr");
+    Table *table = TABLE_NEW(headers, "lllrrr");
     for (size_t i = 0; i < IMPLEMENTATION_COUNT; i++) {
         Cost cost = cost_of(&implementations[i]);
         table_cell(table, "%s", implementations[i].pass);
@@ -156,7 +156,7 @@ void cache_memory_print(FILE *out, TableFormat format)
 {
     const char *headers[] = {
         "model", "d", "norms", "tokens (B x T)", "cache xhat", "cache mean, rstd", "xhat recompute FLOPs / step FLOPs"};
-    Table *table = table_new(7, headers, "lrrrrrr");
+    Table *table = TABLE_NEW(headers, "lrrrrrr");
     const double mib = 1024.0 * 1024.0, gib = 1024.0 * mib;
     for (size_t m = 0; m < sizeof models / sizeof models[0]; m++) {
         const ModelShape *model = &models[m];

@@ -284,7 +284,7 @@ static void print_cached_forward(FILE *out, TableFormat format, const size_t *wi
     char all_threads[64];
     snprintf(all_threads, sizeof all_threads, "%d threads at that pace / memcpy", threads);
     const char *headers[] = {"pass", "storage", "d", "ns per element, rows in L2, 1 thread (least–most)", all_threads};
-    Table *table = table_new(5, headers, "llrrr");
+    Table *table = TABLE_NEW(headers, "llrrr");
     for (size_t w = 0; w < width_count; w++)
         for (int s = 0; s < STORAGES; s++)
             for (int p = 0; p < PASS_COUNT; p++) {
@@ -337,7 +337,7 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
                              "d",          "rows",        "GB/s",
                              "elements/s", "memcpy GB/s", "of memcpy, round by round (least–most)",
                              "verdict"};
-    Table *table = table_new(10, headers, "rllrrrrrrl");
+    Table *table = TABLE_NEW(headers, "rllrrrrrrl");
     PassResult results[2][MAX_WIDTHS][STORAGES][PASS_COUNT];
     int thread_rows = thread_counts[1] != thread_counts[0] ? 2 : 1;
     for (int t = 0; t < thread_rows; t++) {

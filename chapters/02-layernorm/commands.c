@@ -247,7 +247,7 @@ static void print_every_gradcheck_column(const GradCheckRows *rows, TableFormat 
 {
     const char *headers[] = {"check",         "shape",        "gradient",         "compared", "max abs error",
                              "max rel error", "of tolerance", "loss evaluations", "time"};
-    Table *table = table_new(9, headers, "lllrrrrrr");
+    Table *table = TABLE_NEW(headers, "lllrrrrrr");
     for (size_t i = 0; i < rows->count; i++) {
         const GradCheckRow *row = &rows->rows[i];
         const GradCheckResult *r = &row->result;
@@ -280,7 +280,7 @@ static bool worst_of_its_check(const GradCheckRows *rows, size_t index)
 static void print_element_checks(const GradCheckRows *rows, TableFormat format)
 {
     const char *headers[] = {"check", "shape", "gradient", "max abs error", "of tolerance"};
-    Table *table = table_new(5, headers, "lllrr");
+    Table *table = TABLE_NEW(headers, "lllrr");
     for (size_t i = 0; i < rows->count; i++) {
         const GradCheckRow *row = &rows->rows[i];
         if (grad_check_is_directional(row->result.method))
@@ -301,7 +301,7 @@ static void print_directional_checks(const GradCheckRows *rows, TableFormat form
 {
     const char *headers[] = {"check",        "gradient",         "max abs error", "max rel error",
                              "of tolerance", "loss evaluations", "time"};
-    Table *table = table_new(7, headers, "llrrrrr");
+    Table *table = TABLE_NEW(headers, "llrrrrr");
     for (size_t i = 0; i < rows->count; i++) {
         const GradCheckRow *row = &rows->rows[i];
         const GradCheckResult *r = &row->result;
@@ -397,7 +397,7 @@ int edge_cases_command(int argc, char **argv)
     static EdgeChecks checks;
     bool ok = edge_cases_run_all(norm_option(norm), &checks);
     const char *headers[] = {"case", "shape", "check", "measured", "allowed", "result"};
-    Table *table = table_new(6, headers, "llllll");
+    Table *table = TABLE_NEW(headers, "llllll");
     for (int i = 0; i < checks.count; i++) {
         const EdgeCheck *c = &checks.checks[i];
         table_cell(table, "%s", c->name);

@@ -329,7 +329,7 @@ static Table *bench_table(int runs, double copy)
     const size_t widths[] = {768, 1024, 4096};
     const char *headers[] = {
         "norm", "pass", "version", "d", "rows", "time", "GB/s", "of the copy kernel (range)", "vs version 1 (range)"};
-    Table *table = table_new(9, headers, "llrrrrrrr");
+    Table *table = TABLE_NEW(headers, "llrrrrrrr");
     for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++) {
         size_t d = widths[w], n = GPU_BENCH_TENSOR_BYTES / sizeof(float) / d;
         DeviceProblem *g = device_problem_new(n, d, 0, STORAGE_FLOAT32);

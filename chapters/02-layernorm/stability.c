@@ -267,7 +267,7 @@ static void huge_mean_gradients(FILE *out, TableFormat format)
 {
     const char *headers[] = {"offset",       "dx, stored mean", "dx, ours", "dx, PyTorch", "dgamma, stored mean",
                              "dgamma, ours", "dgamma, PyTorch"};
-    Table *table = table_new(7, headers, "rrrrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrrrr");
     TorchRecord torch = torch_record_read(TORCH_HUGE_MEAN_RECORD);
     for (int k = 0; k < HUGE_MEAN_OFFSET_COUNT; k++) {
         LnProblem p = offset_problem(HUGE_MEAN_OFFSETS[k]);

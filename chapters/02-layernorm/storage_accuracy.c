@@ -212,7 +212,7 @@ void storage_accuracy_print(FILE *out, TableFormat format)
                              "beyond 1 ulp",
                              "PyTorch: correctly rounded",
                              "PyTorch: max error, ulp (at value)"};
-    Table *table = table_new(10, headers, "llllrrrlrr");
+    Table *table = TABLE_NEW(headers, "llllrrrlrr");
     for (LnStorage s = STORAGE_FP16; s <= STORAGE_BF16; s++) {
         StoredResultsAccuracy ours = all_cases(NORM_LAYER, s, RSTD_SAVED_FLOAT32);
         TorchStorageFigures torch = torch_figures(&record, s);

@@ -270,7 +270,7 @@ static void print_sampling_overhead(const BenchData *data, int threads, TableFor
                              "predicted extra time",
                              "measured extra time, round by round (least–most)",
                              "an empty parallel region, µs per row (least–most)"};
-    Table *table = table_new(9, headers, "rrrrrrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrrrrrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         SamplingOverhead overhead = sampling_overhead(data, vocab, ks[t], threads);
         table_cell(table, "%zu", vocab);
@@ -373,7 +373,7 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
                              "GB/s read / read bandwidth, round by round (least–most)",
                              "CPU ns per logit, a row in L2, 1 thread (least–most)",
                              "the same on all threads / read bandwidth"};
-    Table *table = table_new(8, headers, "lrrrrrrr");
+    Table *table = TABLE_NEW(headers, "lrrrrrrr");
     for (int t = 0; t < 3; t++) {
         StoredLogits logits = float32_logits(data->logits);
         if (types[t] != LOGITS_FLOAT32) {
@@ -542,7 +542,7 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
                              "fused / naive (slowest–fastest)",
                              "read bandwidth",
                              "fused / read bandwidth, round by round (least–most)"};
-    Table *table = table_new(9, headers, "rrrrrrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
         for (size_t t = 0; t < k_count; t++) {
             const int thread_counts[] = {1, threads};
@@ -610,7 +610,7 @@ void print_traffic_table(TableFormat format)
                              "predicted time per row",
                              "measured time per row",
                              "predicted / measured (slowest–fastest)"};
-    Table *table = table_new(7, headers, "lrrrrrr");
+    Table *table = TABLE_NEW(headers, "lrrrrrr");
     for (CpuVersion version = CPU_NAIVE; version <= CPU_FUSED; version++) {
         Traffic traffic = predicted_traffic(version);
         double bytes = (double)((size_t)(traffic.reads + traffic.writes) * vocab * sizeof(float));
@@ -634,7 +634,7 @@ void print_accuracy_table(TableFormat format)
     enum { ROWS = 4, K = 64 };
     const size_t vocabs[] = {1000, 32000, 151936};
     const char *headers[] = {"V", "naive", "online", "fused"};
-    Table *table = table_new(4, headers, "rrrr");
+    Table *table = TABLE_NEW(headers, "rrrr");
     for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
         size_t vocab = vocabs[v];
         float *logits = ALLOC_ARRAY(ROWS * vocab, float), probs[ROWS * K];

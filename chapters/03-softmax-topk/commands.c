@@ -452,7 +452,7 @@ int hard_inputs_command(int argc, char **argv)
 {
     TableFormat format = table_format_for(cli_parse_markdown_only(argc, argv));
     const char *headers[] = {"input", "V", "K", "indices", "probabilities"};
-    Table *table = table_new(5, headers, "lrrll");
+    Table *table = TABLE_NEW(headers, "lrrll");
     for (int c = 0; c < HARD_INPUT_COUNT; c++) {
         const HardInput *input = &HARD_INPUTS[c];
         float *row = ALLOC_ARRAY(input->vocab, float), probs[16];

@@ -201,7 +201,7 @@ int gpu_check_command(int argc, char **argv)
     cli_parse(argc, argv, NULL, 0, NULL);
     cuda_require_device();
     const char *headers[] = {"version", "cases", "places", "largest relative error", "of the tolerance", "result"};
-    Table *table = table_new(6, headers, "lrrrrl");
+    Table *table = TABLE_NEW(headers, "lrrrrl");
     int failed = 0;
     for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
         VersionVerdict verdict = {0};
@@ -301,7 +301,7 @@ static Table *batch_table(const float *logits, size_t rows, const size_t *vocabs
     const int ks[] = {1, 8, 64, 256, 1024};
     const char *headers[] = {
         "V", "K", "version", "ms", "GB/s", "of read bandwidth (slowest–fastest)", "vs version 1 (slowest–fastest)"};
-    Table *table = table_new(7, headers, "rrrrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
         for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
             GpuCase c = {logits, rows, vocabs[v], ks[t]};
@@ -338,7 +338,7 @@ static Table *decode_step_table(const float *logits, int *wrong)
 {
     const int ks[] = {1, 8, 64};
     const char *headers[] = {"K", "version", "microseconds (slowest–fastest)"};
-    Table *table = table_new(3, headers, "rrr");
+    Table *table = TABLE_NEW(headers, "rrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         GpuCase c = {logits, 1, 128256, ks[t]};
         for (int version = 1; version <= SOFTMAX_TOPK_GPU_VERSIONS; version++) {
@@ -388,7 +388,7 @@ static Table *sampling_table(const float *logits, size_t rows, int *wrong)
     const int ks[] = {1, 8, 64}, versions[] = {6, 7};
     const size_t k_count = sizeof ks / sizeof ks[0], largest_k = (size_t)ks[k_count - 1];
     const char *headers[] = {"K", "version", "ms (slowest–fastest)", "vs version 6 then the sampling kernel"};
-    Table *table = table_new(4, headers, "rrrr");
+    Table *table = TABLE_NEW(headers, "rrrr");
     int64_t *cpu_tokens = ALLOC_ARRAY(rows, int64_t), *cpu_indices = ALLOC_ARRAY(rows * largest_k, int64_t);
     float *cpu_probs = ALLOC_ARRAY(rows * largest_k, float);
     for (size_t t = 0; t < k_count; t++) {
@@ -596,7 +596,7 @@ int gpu_latency_command(int argc, char **argv)
                              "kernels",
                              "sorts' share, low and high costs",
                              "predicted microseconds"};
-    Table *table = table_new(10, headers, "rrrrrrrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrrrrrrr");
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++) {
             const char *verdict = add_latency_row(table, row, versions[v], ks[t], &merge_steps);
@@ -792,7 +792,7 @@ static Table *slow_paths_table(const KernelResourceList *record, const SassRecor
                              "rows at once (SMs x per SM)",
                              "predicted, 4096 rows",
                              "predicted, 1024 rows"};
-    Table *table = table_new(13, headers, "rrrrrrrrrrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrrrrrrrrrr");
     const int ks[] = {1, 8, 64};
     *worst = *worst_9 = 1;
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {

@@ -39,7 +39,7 @@ static size_t count_equal(const float *logits, size_t vocab, float value)
 void print_ties_table(size_t vocab, int k, size_t rows, uint64_t seed, TableFormat format)
 {
     const char *headers[] = {"row", "K-th logit", "logits equal to it", "top K", "top K with its ties"};
-    Table *table = table_new(5, headers, "rrrrr");
+    Table *table = TABLE_NEW(headers, "rrrrr");
     float *logits = ALLOC_ARRAY(vocab, float), *probs = ALLOC_ARRAY(vocab, float);
     int64_t *indices = ALLOC_ARRAY(vocab, int64_t);
     for (size_t row = 0; row < rows; row++) {

@@ -82,7 +82,7 @@ void print_merge_demo(TableFormat format)
     rng_fill_normal_f32(&rng, logits, EMULATED_BLOCK_WARPS * VOCAB, 0.0, 3.0);
     const char *headers[] = {"rows per block", "warps per row", "rows right: merge within each row",
                              "rows right: merge across the block"};
-    Table *table = table_new(4, headers, "rrrr");
+    Table *table = TABLE_NEW(headers, "rrrr");
     for (int rows_per_block = 1; rows_per_block <= EMULATED_BLOCK_WARPS; rows_per_block *= 2) {
         int warps_per_row = EMULATED_BLOCK_WARPS / rows_per_block;
         table_cell(table, "%d", rows_per_block);

@@ -142,7 +142,7 @@ void print_rejection_table(TableFormat format)
                              "bound 1 + ln(1/p)",
                              "sort-based, µs per draw",
                              "rejection, µs per draw"};
-    Table *table = table_new(7, headers, "lrrrrrr");
+    Table *table = TABLE_NEW(headers, "lrrrrrr");
     const double top_ps[] = {0.5, 0.9, 0.99};
     const int ks[] = {TOP_K, VOCAB};
     for (int t = 0; t < 2; t++) {

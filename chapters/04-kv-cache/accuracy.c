@@ -284,7 +284,7 @@ void accuracy_measure_fp8_scales(const Model *model, const AccuracySetup *setup,
 static void sizes_table(const AccuracyResult *results, FILE *out, TableFormat format)
 {
     const char *headers[] = {"cache", "bits per key", "bits per value", "bytes per position", "of float32", "of fp16"};
-    Table *t = table_new(6, headers, "lrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrr");
     double float32 = results[KV_FORMAT_FLOAT32].bytes_per_position, fp16 = results[KV_FORMAT_FP16].bytes_per_position;
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
         const AccuracyResult *r = &results[f];
@@ -308,7 +308,7 @@ static const char *fp8_scales_name(Fp8Scales scales)
 static void accuracy_table(const AccuracyResult *results, int count, bool with_scales, FILE *out, TableFormat format)
 {
     const char *headers[] = {"cache", "attention error, mean", "max", "KL, mean (nats)", "max", "same top-1"};
-    Table *t = table_new(6, headers, "lrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrr");
     for (int f = 0; f < count; f++) {
         const AccuracyResult *r = &results[f];
         if (with_scales)

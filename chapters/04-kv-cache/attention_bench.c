@@ -257,7 +257,7 @@ static Table *formats_table(const FormatBench *benches, const bool ok[KV_FORMAT_
                              "float32's time / this (min–max)",
                              "fp16's time / this (min–max)",
                              "GB/s of cache read"};
-    Table *t = table_new(8, headers, "lrrlrrrr");
+    Table *t = TABLE_NEW(headers, "lrrlrrrr");
     double float_bytes = decode_batch_cache_bytes(&benches[KV_FORMAT_FLOAT32].batch);
     for (int f = 0; f < KV_FORMAT_COUNT; f++) {
         double bytes = decode_batch_cache_bytes(&benches[f].batch);
@@ -352,7 +352,7 @@ bool attention_bench_report(int block_size, size_t cache_bytes, FILE *out, Table
                              "paged GB/s",
                              "contiguous's time / paged's, round by round (min–max)",
                              "contiguous, of read bandwidth (min–max)"};
-    Table *t = table_new(7, headers, "rrlrrrr");
+    Table *t = TABLE_NEW(headers, "rrlrrrr");
     bool all_same = true;
     double worst_median = INFINITY, least = INFINITY, most = 0.0;
     Rng rng;

@@ -80,7 +80,7 @@ static void cost_ratio_table(const ModelConfig *c, FILE *out, TableFormat format
         {4096, 1000}
     };
     const char *headers[] = {"prompt", "generated", "FLOPs without / with", "bytes without / with"};
-    Table *table = table_new(4, headers, "rrrr");
+    Table *table = TABLE_NEW(headers, "rrrr");
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         GenerationCost with = cost_cached(c, sizes[i][0], sizes[i][1]);
         GenerationCost without = cost_uncached(c, sizes[i][0], sizes[i][1]);
@@ -110,7 +110,7 @@ bool cost_report(const Model *model, int prompt_len, int n_new, FILE *out, Table
     CostRow without = {"without a cache", cost_uncached(c, prompt_len, n_new), clock_seconds() - start};
 
     const char *headers[] = {"generation", "passes", "tokens run", "GFLOP", "GB moved", "seconds", "GFLOP/s"};
-    Table *table = table_new(7, headers, "lrrrrrr");
+    Table *table = TABLE_NEW(headers, "lrrrrrr");
     add_row(table, &without);
     add_row(table, &with);
     table_cell(table, "ratio");

@@ -84,7 +84,7 @@ bool demo_verify(const Model *model, int block_size, FILE *out, TableFormat form
     const Sampler greedy = {0}, sampled = {.temperature = 0.8, .top_k = 40};
     const char *headers[] = {"claim",         "sequences",   "vectors compared", "max relative error",
                              "bit-identical", "same tokens", "blocks returned",  "what happened"};
-    Table *t = table_new(8, headers, "lrrrllll");
+    Table *t = TABLE_NEW(headers, "lrrrllll");
     bool all_hold = true;
     all_hold &=
         add_verify_row(t, "cached = uncached, 64 steps", verify_cached_vs_uncached(model, 20, 64, &greedy), "-");
@@ -172,7 +172,7 @@ bool demo_copy_on_write(const Model *model, int block_size, const Sampler *sampl
         paged_cache_free(&cache);
     }
     const char *headers[] = {"continuation", "how", "tokens (first difference in bold)", "max relative error"};
-    Table *t = table_new(4, headers, "llll");
+    Table *t = TABLE_NEW(headers, "llll");
     const char *how[] = {"alone", "forked, copy-on-write", "forked, written in place"};
     Comparison copied = comparison_new();
     for (int i = 0; i < n; i++)
@@ -216,7 +216,7 @@ bool demo_prefix_caching(const Model *model, int block_size, const Sampler *samp
                              "hit rate",       "evictions",     "same tokens"};
     /* The work saved is the column "computed in prefill", not seconds: one
      * run of each on a shared machine has shown either one far ahead. */
-    Table *t = table_new(7, headers, "lrrrrrl");
+    Table *t = TABLE_NEW(headers, "lrrrrrl");
     Request *reference = NULL;
     bool same_as_reference = true;
     for (int with = 0; with < 2; with++) {
@@ -283,7 +283,7 @@ bool demo_preemption(const Model *model, int block_size, const Sampler *sampler,
     fprintf(out, "a pool of %d blocks of %d positions; %d requests arrive at once\n\n", num_blocks, block_size,
             n_requests);
     const char *headers[] = {"request", "prompt", "new tokens", "preempted", "outcome"};
-    Table *t = table_new(5, headers, "rrrrl");
+    Table *t = TABLE_NEW(headers, "rrrrl");
     bool all_same_as_alone = true;
     for (int i = 0; i < n_requests; i++) {
         const Request *r = &requests[i];

@@ -250,7 +250,7 @@ static Table *formats_table(int batch, int context, double read_gbs)
                              "GB/s",
                              "of read bandwidth (min–max)",
                              "fp16's time / this (min–max)"};
-    Table *t = table_new(8, headers, "lrrrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrrrr");
     Timing fp16[PAGED_ATTENTION_GPU_VERSIONS + 1] = {0};
     for (size_t f = 0; f < sizeof formats / sizeof formats[0]; f++) {
         DecodeBatch b = bench_batch(batch, context, formats[f]);
@@ -299,7 +299,7 @@ static Table *split_table(const int *contexts, int n_contexts, const int *batche
         headers[column] = names[column];
     char align[SPLIT_TABLE_COLUMNS + 1] = "";
     memset(align, 'r', SPLIT_TABLE_COLUMNS);
-    Table *t = table_new(SPLIT_TABLE_COLUMNS, headers, align);
+    Table *t = TABLE_NEW(headers, align);
     for (int c = 0; c < n_contexts; c++)
         for (int s = 0; s < n_batches; s++) {
             DecodeBatch b = bench_batch(batches[s], contexts[c], KV_FORMAT_FP16);

@@ -178,7 +178,7 @@ static void full_shapes_table(FILE *out, TableFormat format)
                              "one sequence at full context: fp16",
                              "FP8",
                              "INT4"};
-    Table *t = table_new(13, headers, "lrrrrrrrrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrrrrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
         table_cell(t, "%s", m->name);
@@ -206,7 +206,7 @@ static void book_shapes_table(FILE *out, TableFormat format)
                              "context", "KiB per token: fp16",
                              "FP8",     "INT8",
                              "INT4",    "one sequence, full context, fp16"};
-    Table *t = table_new(8, headers, "lrrrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrrrr");
     GqaPair pair = memory_gqa_pair();
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
@@ -231,7 +231,7 @@ static void fit_table(FILE *out, TableFormat format, KvFormat kv_format)
     const char *headers[1 + 1 + CARD_COUNT] = {"model", "fp16 weights"};
     for (int c = 0; c < CARD_COUNT; c++)
         headers[2 + c] = CARDS[c].name;
-    Table *t = table_new(2 + CARD_COUNT, headers, "lrrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
         table_cell(t, "%s", m->name);
@@ -288,7 +288,7 @@ static void batch_table(FILE *out, TableFormat format, int context, bool all)
 {
     const char *all_headers[] = {"model", "longest context", "fp16", "FP8", "INT8", "INT4", "FP8 / fp16"};
     const char *book_headers[] = {"model", "fp16", "FP8", "INT8", "INT4", "FP8 / fp16"};
-    Table *t = all ? table_new(7, all_headers, "lrrrrrr") : table_new(6, book_headers, "lrrrrr");
+    Table *t = all ? TABLE_NEW(all_headers, "lrrrrrr") : TABLE_NEW(book_headers, "lrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
         bool possible = batch_possible(m, context);
@@ -394,7 +394,7 @@ static void full_intensity_table(FILE *out, TableFormat format)
                              "reading one full context at 4.8 TB/s: fp16",
                              "FP8",
                              "INT4"};
-    Table *t = table_new(10, headers, "lrrrrrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrrrrrr");
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {
         const ModelSpec *m = &REAL_MODELS[i];
         table_cell(t, "%s", m->name);
@@ -418,7 +418,7 @@ static void book_intensity_table(FILE *out, TableFormat format)
                              "INT4",  "fp16, share of ridge",    "reading a full context: fp16",
                              "INT4"};
     const KvFormat shown[] = {KV_FORMAT_FP16, KV_FORMAT_INT4};
-    Table *t = table_new(7, headers, "lrrrrrr");
+    Table *t = TABLE_NEW(headers, "lrrrrrr");
     GqaPair pair = memory_gqa_pair();
     int closest = extreme_share_of_ridge(+1);
     for (int i = 0; i < REAL_MODEL_COUNT; i++) {

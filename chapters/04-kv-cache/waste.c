@@ -283,7 +283,7 @@ void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FI
 
     const char *waste_headers[] = {"reservation", "reserved slots holding tokens", "unused slots per request",
                                    "most unused in one request"};
-    Table *waste = table_new(4, waste_headers, "lrrr");
+    Table *waste = TABLE_NEW(waste_headers, "lrrr");
     for (int s = 0; s < n_schemes; s++) {
         WasteStats w = measure_waste(&trace, schemes[s].reservation, max_len);
         table_cell(waste, "%s", schemes[s].name);
@@ -299,7 +299,7 @@ void waste_report(int n_requests, int max_len, int pool_slots, uint64_t seed, FI
     const char *pool_headers[] = {
         "reservation",      "steps",      "requests per step", "next did not fit", "...though enough was free",
         "free memory then", "preemptions"};
-    Table *pool = table_new(7, pool_headers, "lrrrrrr");
+    Table *pool = TABLE_NEW(pool_headers, "lrrrrrr");
     for (int s = 0; s < n_schemes; s++) {
         if (schemes[s].reservation.scheme == RESERVE_PAGED && schemes[s].reservation.block_size != 16)
             continue;

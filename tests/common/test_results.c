@@ -54,7 +54,7 @@ static BenchReport *demo_report(void)
     const char *headers[] = {"a"};
     BenchReport *report = bench_report_new("how: %d runs", 5);
     for (int i = 0; i < 2; i++) {
-        Table *table = table_new(1, headers, "r");
+        Table *table = TABLE_NEW(headers, "r");
         table_cell(table, "%d", i);
         bench_report_add(report, table, i == 0 ? NULL : "caption %d:", i);
     }
@@ -136,7 +136,7 @@ static void test_write(const char *directory)
 static void test_wrong_cells(void)
 {
     const char *headers[] = {"case", "ms", "GB/s", "speed-up"};
-    Table *table = table_new(4, headers, "lrrr");
+    Table *table = TABLE_NEW(headers, "lrrr");
     table_cell(table, "a");
     results_wrong_cells(table, "3 of 8 values off", 2);
     CapturedOutput captured;

@@ -9,7 +9,7 @@
 static Table *example_table(void)
 {
     const char *headers[] = {"kernel", "time", "GB/s"};
-    Table *table = table_new(3, headers, "lrr");
+    Table *table = TABLE_NEW(headers, "lrr");
     table_cell(table, "%s", "naive");
     table_cell(table, "%.3f ms", 1.234);
     table_cell(table, "%.1f", 12.5);
@@ -54,7 +54,7 @@ static void test_formats(void)
 static void test_growth_and_empty(void)
 {
     const char *headers[] = {"n"};
-    Table *table = table_new(1, headers, "r");
+    Table *table = TABLE_NEW(headers, "r");
     expect_printed(table, TABLE_TEXT, "n\n-\n", "a table without rows prints its header");
     /* Far more cells than the first allocation holds. */
     for (int i = 0; i < 1000; i++) {
@@ -73,7 +73,7 @@ static void test_growth_and_empty(void)
 static void test_bold(void)
 {
     const char *headers[] = {"model", "KiB"};
-    Table *table = table_new(2, headers, "lr");
+    Table *table = TABLE_NEW(headers, "lr");
     table_cell(table, "small");
     table_cell(table, "%d", 800);
     table_bold_last(table);
@@ -102,7 +102,7 @@ static void bold_before_any_cell(void *ctx)
      * compiler would drop it), so that the table is still reachable when
      * the error exits: the leak sanitizer would report it on stderr. */
     static Table *volatile table;
-    table = table_new(1, headers, "l");
+    table = TABLE_NEW(headers, "l");
     table_bold_last(table);
 }
 
@@ -119,7 +119,7 @@ static void make_bad_alignment(void *ctx)
 {
     (void)ctx;
     const char *headers[] = {"a", "b"};
-    table_new(2, headers, "lx");
+    TABLE_NEW(headers, "lx");
 }
 
 static void expect_one_line_exit_1(void (*body)(void *), const char *expected, const char *what)

@@ -346,19 +346,21 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
 /* The chunk of n logits from `begin` on, as stored: the same code for each
  * type, which add_chunk's inlining turns into loops, each with the type's
  * widening inside it, in registers. A 16-bit row moves half the bytes from
- * memory. fp16 is the exception where the processor widens halves itself:
- * one instruction per 8 halves (halves_to_floats, kernels/fp16.h) into a
- * buffer of a chunk (1 KiB, in L1) costs less than the arithmetic of
- * half_to_float on every logit, the second time too when the chunk is
- * summed again. A signalling NaN comes out of it quiet, and in the fused
- * pass a NaN is never an output: a row with one is started again from
- * widen_logits (see fused_row). */
+ * memory. With AVX-512 that holds for fp16 too: one vcvtph2ps widens 16
+ * halves in a register (logits16_at). Without it, where the processor
+ * widens halves itself (F16C), one instruction per 8 halves into a buffer
+ * of a chunk (1 KiB, in L1) costs less than the arithmetic of half_to_float
+ * on every logit, the second time too when the chunk is summed again; with
+ * AVX-512 the buffer would only add a store and a load per 16 logits. A
+ * signalling NaN comes out of vcvtph2ps quiet, and in the fused pass a NaN
+ * is never an output: a row with one is started again from widen_logits
+ * (see fused_row). */
 static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, int n)
 {
     const uint16_t *bits = (const uint16_t *)logits.data + begin;
     switch (logits.type) {
     case LOGITS_FLOAT16: {
-#ifdef FP16_F16C
+#if defined(FP16_F16C) && !defined(EXP16_AVX512)
         float widened[FUSED_CHUNK];
         halves_to_floats(widened, bits, (size_t)n);
         return add_chunk(row, widened, LOGITS_FLOAT32, n);

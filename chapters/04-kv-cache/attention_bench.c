@@ -202,7 +202,7 @@ static void print_fp8_verdict(FILE *out, KvFormat fp8, BenchStats speedup)
     if (speedup.median >= FP8_GOAL_SPEEDUP)
         fprintf(out, "meets");
     else
-        fprintf(out, "misses by %.2f", FP8_GOAL_SPEEDUP - speedup.median);
+        fprintf(out, "misses by %.2f× of fp16's speed", FP8_GOAL_SPEEDUP - speedup.median);
     fprintf(out, "; median %.2f×, rounds %.2f–%.2f×\n", speedup.median, speedup.min, speedup.max);
 }
 

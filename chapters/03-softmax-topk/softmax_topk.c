@@ -223,14 +223,67 @@ LaneSums lane_sums_empty(void)
     return empty;
 }
 
+// ANCHOR: prefetch_ahead_into_l2
+/* The hardware prefetcher keeps only a little ahead of a loop this busy
+ * with arithmetic, and stops at every 4 KiB page. So the loop asks for the
+ * lines itself, 16 chunks ahead, into L2: that starts the slow trip to
+ * memory early, and from L2 on the hardware keeps up. (Asking for each
+ * line into L1 as well, 4 chunks ahead, was slower: 16 more instructions a
+ * chunk, and the fused pass read less of the bandwidth with them, on one
+ * thread and on two, at K = 8 and 64, in `bench`.)
+ * `readable` is how many bytes from `chunk` on may be read: the rest of
+ * the row and the rows after it, so that the next row is on its way while
+ * this one ends; a chunk is `size` bytes (FUSED_CHUNK logits of 4 or 2).
+ * (A prefetch never faults, but its address must stay inside the array to
+ * be valid C.) */
+enum { CACHE_LINE = 64, AHEAD_CHUNKS = 16 };
+
+/* Where the chunk AHEAD_CHUNKS after `chunk` starts, or NULL where that
+ * chunk is not all readable. */
+static inline const char *chunk_ahead(const char *chunk, size_t readable, size_t size)
+{
+    size_t ahead = AHEAD_CHUNKS * size;
+    return readable >= ahead + size ? chunk + ahead : NULL;
+}
+// ANCHOR_END: prefetch_ahead_into_l2
+
+// ANCHOR: spread_the_prefetches
+/* A prefetch that goes to memory holds one of the core's few line fill
+ * buffers (a dozen or two) until its line arrives, and so does every load
+ * that finds its line in L2 rather than L1, for its short trip up. Asked
+ * for all at once at the start of a chunk, the 16 lines of a chunk ahead
+ * (8 of a 16-bit one) take them, and the chunk's own loads from L2 wait
+ * behind trips to memory. So each step of the loop over a chunk asks for
+ * as many bytes of the chunk ahead as it reads itself: bytes first ..
+ * first + count - 1 from `ahead` on, into L2; nothing where ahead is NULL.
+ * always_inline: to gcc, a function that only prefetches has no effect,
+ * and it deletes the calls. */
+static inline __attribute__((always_inline)) void prefetch_lines(const char *ahead, size_t first, size_t count)
+{
+    if (ahead != NULL) {
+        for (size_t i = first; i < first + count; i += CACHE_LINE) {
+            __builtin_prefetch(ahead + i, 0, 1);
+        }
+    }
+}
+
+/* The whole chunk AHEAD_CHUNKS ahead at once, where no loop over a chunk
+ * follows to spread its lines across. */
+static inline __attribute__((always_inline)) void prefetch_ahead(const char *chunk, size_t readable, size_t size)
+{
+    prefetch_lines(chunk_ahead(chunk, readable, size), 0, size);
+}
+// ANCHOR_END: spread_the_prefetches
+
 #if defined(EXP16_AVX512)
 // ANCHOR: add_a_chunk_sixteen_lanes_at_a_time
 /* add_weights_below's loop with AVX-512, written out: the same lanes and
  * the same sums, in registers, and the exponential of exp16.h, whose table
  * lookup gcc does not make of softmax_exp_in_sum. max_ps(x, m) is m when x
  * is NaN, as x > m ? x : m is. */
-static inline __attribute__((always_inline)) void
-add_weights_below16(float sums[LANES], float maxima[LANES], const void *chunk, LogitsType type, int n, float reference)
+static inline __attribute__((always_inline)) void add_weights_below16(float sums[LANES], float maxima[LANES],
+                                                                      const void *chunk, LogitsType type, int n,
+                                                                      float reference, const char *ahead)
 {
     enum { VECTORS = LANES / 16 };
     const __m512 powers = exp16_powers(), subtrahend = _mm512_set1_ps(reference);
@@ -239,7 +292,9 @@ add_weights_below16(float sums[LANES], float maxima[LANES], const void *chunk, L
         sum[v] = _mm512_loadu_ps(sums + 16 * v);
         top[v] = _mm512_set1_ps(-INFINITY);
     }
+    size_t size = logits_type_size(type);
     for (int i = 0; i < n; i += LANES) {
+        prefetch_lines(ahead, (size_t)i * size, LANES * size);
         for (int v = 0; v < VECTORS; v++) {
             __m512 x = logits16_at(chunk, type, i + 16 * v);
             top[v] = _mm512_max_ps(x, top[v]);
@@ -263,19 +318,24 @@ add_weights_below16(float sums[LANES], float maxima[LANES], const void *chunk, L
  * only if no logit exceeds `max`; the caller checks with the maximum this
  * returns. While every logit so far is -inf, max is -inf and
  * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
- * exp(-inf) = 0, as it should. (inline: as a function of its own, called
- * twice, it would keep the 64 sums in memory instead of registers.) */
-static inline __attribute__((always_inline)) float
-add_weights_below(float sums[LANES], float maxima[LANES], const void *chunk, LogitsType type, int n, float max)
+ * exp(-inf) = 0, as it should. `ahead`, unless NULL, is the chunk
+ * AHEAD_CHUNKS on, whose lines each step asks for (prefetch_lines).
+ * (inline: as a function of its own, called twice, it would keep the 64
+ * sums in memory instead of registers.) */
+static inline __attribute__((always_inline)) float add_weights_below(float sums[LANES], float maxima[LANES],
+                                                                     const void *chunk, LogitsType type, int n,
+                                                                     float max, const char *ahead)
 {
     float reference = max == -INFINITY ? 0.0f : max;
 #if defined(EXP16_AVX512)
-    add_weights_below16(sums, maxima, chunk, type, n, reference);
+    add_weights_below16(sums, maxima, chunk, type, n, reference, ahead);
 #else
     for (int lane = 0; lane < LANES; lane++) {
         maxima[lane] = -INFINITY;
     }
+    size_t size = logits_type_size(type);
     for (int i = 0; i < n; i += LANES) {
+        prefetch_lines(ahead, (size_t)i * size, LANES * size);
         for (int lane = 0; lane < LANES; lane++) {
             float x = logit_at(chunk, type, i + lane);
             maxima[lane] = x > maxima[lane] ? x : maxima[lane];
@@ -313,14 +373,15 @@ static void raise_max(LaneSums *row, float max)
  * rescaled and the chunk, still in L1, is summed again from its maximum.
  * The chunk gets its own sums first, in float, a few terms a lane; they go
  * into the row's recent ones, and those into its double ones (LaneSums). */
-static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, const void *chunk, LogitsType type, int n)
+static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, const void *chunk, LogitsType type, int n,
+                                                             const char *ahead)
 {
     float sums[LANES] = {0}, maxima[LANES];
-    float max = add_weights_below(sums, maxima, chunk, type, n, row->max);
+    float max = add_weights_below(sums, maxima, chunk, type, n, row->max, ahead);
     if (max > row->max) {
         raise_max(row, max);
         memset(sums, 0, sizeof sums);
-        add_weights_below(sums, maxima, chunk, type, n, max);
+        add_weights_below(sums, maxima, chunk, type, n, max, NULL); /* its lines are asked for */
     }
     float *group_maxima = row->maxima[row->chunks++ % FLOOR_GROUPS];
     for (int lane = 0; lane < LANES; lane++) {
@@ -338,7 +399,7 @@ static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, cons
 
 float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
 {
-    return add_chunk(row, chunk, LOGITS_FLOAT32, n);
+    return add_chunk(row, chunk, LOGITS_FLOAT32, n, NULL);
 }
 // ANCHOR_END: sum_a_chunk_on_a_guess
 
@@ -355,24 +416,27 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
  * signalling NaN comes out of vcvtph2ps quiet, and in the fused pass a NaN
  * is never an output: a row with one is started again from widen_logits
  * (see fused_row). */
-static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, int n)
+static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, int n, const char *ahead)
 {
     const uint16_t *bits = (const uint16_t *)logits.data + begin;
     switch (logits.type) {
     case LOGITS_FLOAT16: {
 #if defined(FP16_F16C) && !defined(EXP16_AVX512)
         float widened[FUSED_CHUNK];
+        /* add_chunk's loop is over the widened floats: the halves' lines
+         * are asked for here, at once. */
+        prefetch_lines(ahead, 0, (size_t)n * sizeof *bits);
         halves_to_floats(widened, bits, (size_t)n);
-        return add_chunk(row, widened, LOGITS_FLOAT32, n);
+        return add_chunk(row, widened, LOGITS_FLOAT32, n, NULL);
 #else
-        return add_chunk(row, bits, LOGITS_FLOAT16, n);
+        return add_chunk(row, bits, LOGITS_FLOAT16, n, ahead);
 #endif
     }
     case LOGITS_BFLOAT16:
-        return add_chunk(row, bits, LOGITS_BFLOAT16, n);
+        return add_chunk(row, bits, LOGITS_BFLOAT16, n, ahead);
     case LOGITS_FLOAT32:
     default:
-        return add_chunk(row, (const float *)logits.data + begin, LOGITS_FLOAT32, n);
+        return add_chunk(row, (const float *)logits.data + begin, LOGITS_FLOAT32, n, ahead);
     }
 }
 // ANCHOR_END: add_a_stored_chunk
@@ -482,33 +546,6 @@ static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n
 }
 // ANCHOR_END: skip_chunks_without_candidates
 
-// ANCHOR: prefetch_ahead_into_l2
-/* The hardware prefetcher keeps only a little ahead of a loop this busy
- * with arithmetic, and stops at every 4 KiB page. So the loop asks for the
- * lines itself, 16 chunks ahead, into L2: that starts the slow trip to
- * memory early, and from L2 on the hardware keeps up. (Asking for each
- * line into L1 as well, 4 chunks ahead, was slower: 16 more instructions a
- * chunk, and the fused pass read less of the bandwidth with them, on one
- * thread and on two, at K = 8 and 64, in `bench`.)
- * `readable` is how many bytes from `chunk` on may be read: the rest of
- * the row and the rows after it, so that the next row is on its way while
- * this one ends; a chunk is `size` bytes (FUSED_CHUNK logits of 4 or 2).
- * (A prefetch never faults, but its address must stay inside the array to
- * be valid C.) always_inline: to gcc, a function that only prefetches has
- * no effect, and it deletes the calls. */
-enum { CACHE_LINE = 64, AHEAD_CHUNKS = 16 };
-
-static inline __attribute__((always_inline)) void prefetch_ahead(const char *chunk, size_t readable, size_t size)
-{
-    size_t ahead = AHEAD_CHUNKS * size;
-    if (readable >= ahead + size) {
-        for (size_t i = ahead; i < ahead + size; i += CACHE_LINE) {
-            __builtin_prefetch(chunk + i, 0, 1);
-        }
-    }
-}
-// ANCHOR_END: prefetch_ahead_into_l2
-
 // ANCHOR: screen_the_chunk_maxima
 static void offer_chunk(TopkCollector *top, StoredLogits row, size_t whole_lanes, size_t chunk, float max)
 {
@@ -569,8 +606,9 @@ static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readabl
     size_t whole_lanes = vocab - vocab % LANES, size = logits_type_size(row.type);
     for (size_t begin = 0; begin < whole_lanes; begin += FUSED_CHUNK) {
         size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
-        prefetch_ahead((const char *)row.data + begin * size, readable - begin * size, FUSED_CHUNK * size);
-        chunk_maxima[begin / FUSED_CHUNK] = add_stored_chunk(&sums, row, begin, (int)n);
+        const char *ahead =
+            chunk_ahead((const char *)row.data + begin * size, readable - begin * size, FUSED_CHUNK * size);
+        chunk_maxima[begin / FUSED_CHUNK] = add_stored_chunk(&sums, row, begin, (int)n, ahead);
     }
     *state = lane_sums_state(&sums);
     /* The last vocab % LANES logits, one by one. */

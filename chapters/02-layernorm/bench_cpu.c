@@ -33,6 +33,19 @@ static void run_backward(void *context)
                               a->d, 1e-5f, a->storage);
 }
 
+static void run_forward_float_then_round(void *context)
+{
+    BenchArrays *a = context;
+    layernorm_forward_float_then_round(a->y, a->mean, a->rstd, a->x, a->gamma, a->beta, a->n, a->d, 1e-5f, a->storage);
+}
+
+static void run_backward_float_then_round(void *context)
+{
+    BenchArrays *a = context;
+    layernorm_backward_float_then_round(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma,
+                                        a->n, a->d, a->storage);
+}
+
 static void run_rms_forward(void *context)
 {
     BenchArrays *a = context;
@@ -44,6 +57,13 @@ static void run_rms_backward(void *context)
     BenchArrays *a = context;
     rmsnorm_backward_stored(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 1e-5f,
                             a->storage);
+}
+
+static void run_rms_backward_float_then_round(void *context)
+{
+    BenchArrays *a = context;
+    rmsnorm_backward_float_then_round(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d,
+                                      a->storage);
 }
 
 /* Values that vary, cheaply: the speed does not depend on them, as long as
@@ -103,12 +123,16 @@ static void set_threads(int threads)
  * tensors in the storage type (x and y forward; x, dy and dx backward),
  * `stats` floats per row (mean and rstd, written forward and read
  * backward; RMSNorm has rstd only), and `params` float rows of d (gamma
- * and beta; gamma, dgamma and dbeta). The goal is a share of memcpy. */
+ * and beta; gamma, dgamma and dbeta). The goal is a share of memcpy. A
+ * pass "float then round" is a guarded pass without its guard
+ * (layernorm.h), timed on 16-bit rows only: on float32 rows it is the
+ * float32 pass itself. */
 typedef struct {
     const char *pass;
     void (*body)(void *context);
     int tensors, stats, params;
     double goal; /* percent of memcpy, on all cores */
+    bool sixteen_bit_only;
 } Pass;
 
 static double bytes_moved(const Pass *pass, LnStorage storage, size_t n, size_t d)
@@ -136,11 +160,21 @@ static void add_verdict_cell(Table *table, double share, double goal)
 }
 
 static const Pass PASSES[] = {
-    {"layer norm forward",  run_forward,      2, 2, 2, 80.0},
-    {"layer norm backward", run_backward,     3, 2, 3, 70.0},
-    {"RMSNorm forward",     run_rms_forward,  2, 1, 1, 80.0},
-    {"RMSNorm backward",    run_rms_backward, 3, 1, 2, 70.0},
+    {"layer norm forward",                    run_forward,                       2, 2, 2, 80.0, false},
+    {"layer norm forward, float then round",  run_forward_float_then_round,      2, 2, 2, 80.0, true },
+    {"layer norm backward",                   run_backward,                      3, 2, 3, 70.0, false},
+    {"layer norm backward, float then round", run_backward_float_then_round,     3, 2, 3, 70.0, true },
+    {"RMSNorm forward",                       run_rms_forward,                   2, 1, 1, 80.0, false},
+    {"RMSNorm backward",                      run_rms_backward,                  3, 1, 2, 70.0, false},
+    {"RMSNorm backward, float then round",    run_rms_backward_float_then_round, 3, 1, 2, 70.0, true },
 };
+
+/* Whether `pass` is timed on rows of `storage`. */
+static bool pass_runs_on(const Pass *pass, LnStorage storage)
+{
+    return !pass->sixteen_bit_only || storage != STORAGE_FLOAT32;
+}
+
 enum { PASS_COUNT = sizeof PASSES / sizeof PASSES[0], STORAGES = 3, MAX_WIDTHS = 3 };
 
 /* A pass timed in turns with memcpy on the same threads: its time per run,
@@ -193,8 +227,9 @@ static void time_width(PassResult results[STORAGES][PASS_COUNT], BenchArrays *a,
         fill_stored_in_parallel(a->x, a->n * a->d, X_MIX, a->storage);
         fill_stored_in_parallel(a->dy, a->n * a->d, DY_MIX, a->storage);
         for (int p = 0; p < PASS_COUNT; p++)
-            results[s][p] = time_pass_in_turns(&PASSES[p], a, bytes, threads,
-                                               a->storage == STORAGE_FLOAT32 ? timed_runs : timed_runs_16);
+            if (pass_runs_on(&PASSES[p], a->storage))
+                results[s][p] = time_pass_in_turns(&PASSES[p], a, bytes, threads,
+                                                   a->storage == STORAGE_FLOAT32 ? timed_runs : timed_runs_16);
     }
     for (size_t i = 0; i < 7; i++)
         array_free(*per_width[i]);
@@ -288,7 +323,7 @@ static void print_cached_forward(FILE *out, TableFormat format, const size_t *wi
     for (size_t w = 0; w < width_count; w++)
         for (int s = 0; s < STORAGES; s++)
             for (int p = 0; p < PASS_COUNT; p++) {
-                if (PASSES[p].tensors != 2)
+                if (PASSES[p].tensors != 2 || !pass_runs_on(&PASSES[p], (LnStorage)s))
                     continue; /* the forward passes: x read, y written */
                 BenchStats stats = cached_element_stats(&PASSES[p], (LnStorage)s, widths[w]);
                 size_t rows = bytes / ln_storage_bytes((LnStorage)s) / widths[w];
@@ -350,8 +385,9 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
         for (size_t w = 0; w < width_count; w++)
             for (int s = 0; s < STORAGES; s++)
                 for (int p = 0; p < PASS_COUNT; p++)
-                    add_kernel_row(table, threads, t == thread_rows - 1, &PASSES[p], (LnStorage)s, widths[w], bytes,
-                                   results[t][w][s][p]);
+                    if (pass_runs_on(&PASSES[p], (LnStorage)s))
+                        add_kernel_row(table, threads, t == thread_rows - 1, &PASSES[p], (LnStorage)s, widths[w], bytes,
+                                       results[t][w][s][p]);
     }
     table_print(table, out, format);
     table_free(table);

@@ -315,35 +315,36 @@ ROW_INLINE void forward_16_bit_row(void *y, float *mean, float *rstd, const void
 // ANCHOR_END: finish_a_16_bit_row
 
 // ANCHOR: share_the_rows_among_the_threads
-/* A float32 row, or a 16-bit one compiled once for each type. */
+/* A float32 row, or a 16-bit one compiled once for each type: guarded, or
+ * (guard_weights NULL) the float32 kernel on the widened row. */
 static void forward_row_stored(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
                                const float *beta, const float *guard_weights, size_t d, float eps, float *scratch,
                                LnStorage storage)
 {
-    switch (storage) {
-    case STORAGE_FP16:
-        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, scratch, STORAGE_FP16);
+    if (guard_weights == NULL) {
+        CALL_FOR_STORAGE(storage, forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, scratch, fixed_storage));
         return;
-    case STORAGE_BF16:
-        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, scratch, STORAGE_BF16);
-        return;
-    case STORAGE_FLOAT32:
-    default:
-        forward_row(y, mean, rstd, x, ahead, gamma, beta, d, eps, scratch, STORAGE_FLOAT32);
     }
+    if (storage == STORAGE_FP16)
+        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, scratch, STORAGE_FP16);
+    else
+        forward_16_bit_row(y, mean, rstd, x, ahead, gamma, beta, guard_weights, d, eps, scratch, STORAGE_BF16);
 }
 
-void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
-                              size_t n, size_t d, float eps, LnStorage storage)
+/* The rows spread over the threads; 16-bit rows guarded, or not
+ * (layernorm_forward_float_then_round, for the benchmark). */
+static void forward_rows(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
+                         size_t n, size_t d, float eps, LnStorage storage, bool guarded)
 {
     size_t row_bytes = d * ln_storage_bytes(storage);
     /* the 16-bit rows' guard, per column; float32 rows have none */
-    float *guard_weights = storage == STORAGE_FLOAT32 ? NULL : ALLOC_ARRAY(d, float);
+    float *guard_weights = guarded && storage != STORAGE_FLOAT32 ? ALLOC_ARRAY(d, float) : NULL;
     for (size_t j = 0; guard_weights != NULL && j < d; j++)
         guard_weights[j] = ln_guard_weight(beta[j], gamma[j]);
 #pragma omp parallel
     {
-        /* each thread's: where a 16-bit row's blocks that fail the guard wait */
+        /* each thread's: where a guarded 16-bit row's blocks that fail the
+         * guard wait, or a row computed in float is widened */
         float *scratch = ALLOC_ARRAY(d, float);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
@@ -355,6 +356,18 @@ void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, 
     array_free(guard_weights);
 }
 // ANCHOR_END: share_the_rows_among_the_threads
+
+void layernorm_forward_stored(void *y, float *mean, float *rstd, const void *x, const float *gamma, const float *beta,
+                              size_t n, size_t d, float eps, LnStorage storage)
+{
+    forward_rows(y, mean, rstd, x, gamma, beta, n, d, eps, storage, true);
+}
+
+void layernorm_forward_float_then_round(void *y, float *mean, float *rstd, const void *x, const float *gamma,
+                                        const float *beta, size_t n, size_t d, float eps, LnStorage storage)
+{
+    forward_rows(y, mean, rstd, x, gamma, beta, n, d, eps, storage, false);
+}
 
 void layernorm_forward_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma, const float *beta,
                            size_t n, size_t d, float eps)
@@ -444,22 +457,25 @@ ROW_INLINE void backward_span_pair(float *restrict dx0, float *restrict dx1, flo
 
 // ANCHOR: differentiate_a_row
 /* A chunk's partial rows, gamma, the statistics of the rows of a sweep
- * (row_loops.h: backward_rows), and their storage type. */
+ * (row_loops.h: backward_rows), their storage type, and whether they are
+ * guarded (16-bit rows, unless computed in float and rounded). */
 typedef struct {
     float *dgamma_part, *dbeta_part;
     const float *gamma;
-    const double *gamma_wide; /* 16-bit rows: gamma in double, for their sums */
+    const double *gamma_wide; /* guarded rows: gamma in double, for their sums */
     BackwardRow row[ROWS_AT_ONCE];
     LnStorage storage;
+    bool guarded;
 } LnBackwardRows;
 
-/* A span of the rows, and for 16-bit rows the elements the guard sent to
+/* A span of the rows, and for guarded rows the elements the guard sent to
  * double (row_loops.h: resolve_span_cancellations). The sweep sets the
- * storage type to a constant, and the test on it disappears. */
+ * storage type and the guard to constants, and the tests on them
+ * disappear. */
 ROW_INLINE void differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
 {
     const LnBackwardRows *c = norm;
-    bool guarded = c->storage != STORAGE_FLOAT32;
+    bool guarded = c->guarded;
     float *dgamma_part = c->dgamma_part + first, *dbeta_part = c->dbeta_part + first;
     int outside = 0;
     if (s->count == 1)
@@ -475,12 +491,13 @@ ROW_INLINE void differentiate_span(const BackwardSpan *s, size_t first, size_t c
 // ANCHOR_END: differentiate_a_row
 
 // ANCHOR: sum_then_sweep_the_rows
-/* One or two rows: each row's sums, then one sweep over both. A 16-bit
+/* One or two rows: each row's sums, then one sweep over both. A guarded
  * row's sums are in double, and its sweep guarded. */
-ROW_INLINE void backward_sweep(const BackwardRows *rows, LnBackwardRows c, size_t d, float eps, LnStorage storage)
+ROW_INLINE void backward_sweep(const BackwardRows *rows, LnBackwardRows c, size_t d, float eps, LnStorage storage,
+                               bool guarded)
 {
-    bool guarded = storage != STORAGE_FLOAT32;
     c.storage = storage;
+    c.guarded = guarded;
     for (size_t r = 0; r < rows->count; r++) {
         BackwardRow *row = &c.row[r];
         if (guarded)
@@ -488,13 +505,18 @@ ROW_INLINE void backward_sweep(const BackwardRows *rows, LnBackwardRows c, size_
         else
             row->terms.means = backward_sums(rows->dy[r], rows->x[r], c.gamma, d, row->mean, row->rstd, storage);
     }
-    backward_rows(rows, d, differentiate_span, &c, storage);
+    backward_rows(rows, d, differentiate_span, &c, storage, !guarded);
 }
 
-/* backward_sweep compiled once for each storage type. */
-static void backward_sweep_stored(const BackwardRows *rows, LnBackwardRows c, size_t d, float eps, LnStorage storage)
+/* backward_sweep compiled once for each storage type, and for 16-bit
+ * rows once more without the guard. */
+static void backward_sweep_stored(const BackwardRows *rows, LnBackwardRows c, size_t d, float eps, LnStorage storage,
+                                  bool guarded)
 {
-    CALL_FOR_STORAGE(storage, backward_sweep(rows, c, d, eps, fixed_storage));
+    if (guarded && storage != STORAGE_FLOAT32)
+        CALL_FOR_STORAGE(storage, backward_sweep(rows, c, d, eps, fixed_storage, true));
+    else
+        CALL_FOR_STORAGE(storage, backward_sweep(rows, c, d, eps, fixed_storage, false));
 }
 // ANCHOR_END: sum_then_sweep_the_rows
 
@@ -512,12 +534,12 @@ size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
 // ANCHOR_END: sum_parameter_gradients_in_chunks
 
 // ANCHOR: differentiate_the_chunks_of_rows
-void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy, const void *x,
-                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d, float eps,
-                               LnStorage storage)
+static void backward_rows_in_chunks(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy,
+                                    const void *x, const float *mean, const float *rstd, const float *gamma, size_t n,
+                                    size_t d, float eps, LnStorage storage, bool guarded)
 {
     size_t chunks = backward_chunks(n);
-    double *gamma_wide = gamma_for_double_sums(gamma, d, storage);
+    double *gamma_wide = guarded ? gamma_for_double_sums(gamma, d, storage) : NULL;
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -534,7 +556,7 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
                                     .storage = storage};
                 for (size_t r = 0; r < rows.count; r++)
                     c.row[r] = (BackwardRow){.mean = mean[row + r], .rstd = rstd[row + r]};
-                backward_sweep_stored(&rows, c, d, eps, storage);
+                backward_sweep_stored(&rows, c, d, eps, storage, guarded);
                 row += rows.count;
             }
         }
@@ -544,7 +566,22 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
     float *const sums[] = {dgamma, dbeta};
     add_chunk_partials(sums, 2, scratch, chunks, d);
 }
+
+void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy, const void *x,
+                               const float *mean, const float *rstd, const float *gamma, size_t n, size_t d, float eps,
+                               LnStorage storage)
+{
+    backward_rows_in_chunks(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, eps, storage, true);
+}
 // ANCHOR_END: differentiate_the_chunks_of_rows
+
+void layernorm_backward_float_then_round(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy,
+                                         const void *x, const float *mean, const float *rstd, const float *gamma,
+                                         size_t n, size_t d, LnStorage storage)
+{
+    /* eps unused: the float path trusts the saved rstd */
+    backward_rows_in_chunks(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, 0.0f, storage, false);
+}
 
 void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,
                             const float *mean, const float *rstd, const float *gamma, size_t n, size_t d)

@@ -44,6 +44,23 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
                                const float *mean, const float *rstd, const float *gamma, size_t n, size_t d, float eps,
                                LnStorage storage);
 
+// ANCHOR: take_the_guard_out
+/* The same passes without the guard: the float32 kernels' arithmetic on
+ * the widened rows (sums in float; backward, the saved statistics trusted
+ * and eps unused), each result rounded once to the storage type, as a
+ * library that computes in float and stores 16 bits does. Nothing tests
+ * them against cancellation, and there a result can stray beyond one ulp
+ * unnoticed. Not the chapter's
+ * kernels: the benchmark runs them beside the guarded ones, to measure
+ * what the guard and the double sums cost. For float32 rows they are the
+ * float32 kernels. */
+void layernorm_forward_float_then_round(void *y, float *mean, float *rstd, const void *x, const float *gamma,
+                                        const float *beta, size_t n, size_t d, float eps, LnStorage storage);
+void layernorm_backward_float_then_round(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy,
+                                         const void *x, const float *mean, const float *rstd, const float *gamma,
+                                         size_t n, size_t d, LnStorage storage);
+// ANCHOR_END: take_the_guard_out
+
 /* The reference: double, two-pass, one thread. */
 void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x, const double *gamma,
                            const double *beta, size_t n, size_t d, double eps);

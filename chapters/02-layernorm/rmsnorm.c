@@ -182,21 +182,22 @@ ROW_INLINE void rms_backward_span_pair(float *restrict dx0, float *restrict dx1,
 // ANCHOR_END: differentiate_a_span_of_an_rms_row
 
 // ANCHOR: differentiate_an_rms_row
-/* A chunk's partial row, gamma, the statistics of a sweep's rows, and
- * their storage type. */
+/* A chunk's partial row, gamma, the statistics of a sweep's rows, their
+ * storage type, and whether they are guarded (as layer norm's). */
 typedef struct {
     float *dgamma_part;
     const float *gamma;
-    const double *gamma_wide; /* 16-bit rows: gamma in double, for their sums */
+    const double *gamma_wide; /* guarded rows: gamma in double, for their sums */
     BackwardRow row[ROWS_AT_ONCE];
     LnStorage storage;
+    bool guarded;
 } RmsBackwardRows;
 
 /* A span of the rows, guarded as layer norm's differentiate_span. */
 ROW_INLINE void rms_differentiate_span(const BackwardSpan *s, size_t first, size_t count, const void *norm)
 {
     const RmsBackwardRows *c = norm;
-    bool guarded = c->storage != STORAGE_FLOAT32;
+    bool guarded = c->guarded;
     int outside = 0;
     if (s->count == 1)
         rms_backward_span(s->dx[0], c->dgamma_part + first, &outside, s->dy[0], s->x[0], c->gamma + first, count,
@@ -212,11 +213,12 @@ ROW_INLINE void rms_differentiate_span(const BackwardSpan *s, size_t first, size
 
 // ANCHOR: sum_then_sweep_the_rms_rows
 /* As layer norm's backward_sweep: each row's sum (in double and guarded
- * for a 16-bit row, about 0), then one sweep. */
-ROW_INLINE void rms_backward_sweep(const BackwardRows *rows, RmsBackwardRows c, size_t d, float eps, LnStorage storage)
+ * for a guarded row, about 0), then one sweep. */
+ROW_INLINE void rms_backward_sweep(const BackwardRows *rows, RmsBackwardRows c, size_t d, float eps, LnStorage storage,
+                                   bool guarded)
 {
-    bool guarded = storage != STORAGE_FLOAT32;
     c.storage = storage;
+    c.guarded = guarded;
     for (size_t r = 0; r < rows->count; r++) {
         BackwardRow *row = &c.row[r];
         if (guarded)
@@ -225,14 +227,18 @@ ROW_INLINE void rms_backward_sweep(const BackwardRows *rows, RmsBackwardRows c, 
             row->terms.means.mean_g_xhat =
                 sum_g_xhat(rows->dy[r], rows->x[r], c.gamma, d, row->rstd, storage) / (float)d;
     }
-    backward_rows(rows, d, rms_differentiate_span, &c, storage);
+    backward_rows(rows, d, rms_differentiate_span, &c, storage, !guarded);
 }
 
-/* rms_backward_sweep compiled once for each storage type. */
+/* rms_backward_sweep compiled once for each storage type, and for 16-bit
+ * rows once more without the guard. */
 static void rms_backward_sweep_stored(const BackwardRows *rows, RmsBackwardRows c, size_t d, float eps,
-                                      LnStorage storage)
+                                      LnStorage storage, bool guarded)
 {
-    CALL_FOR_STORAGE(storage, rms_backward_sweep(rows, c, d, eps, fixed_storage));
+    if (guarded && storage != STORAGE_FLOAT32)
+        CALL_FOR_STORAGE(storage, rms_backward_sweep(rows, c, d, eps, fixed_storage, true));
+    else
+        CALL_FOR_STORAGE(storage, rms_backward_sweep(rows, c, d, eps, fixed_storage, false));
 }
 // ANCHOR_END: sum_then_sweep_the_rms_rows
 
@@ -243,11 +249,12 @@ size_t rmsnorm_backward_f32_scratch_floats(size_t n, size_t d)
 
 /* dgamma in chunks of rows, one partial row each, added in chunk order:
  * the same bits for any number of threads (layernorm_backward_stored). */
-void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
-                             const float *gamma, size_t n, size_t d, float eps, LnStorage storage)
+static void rms_backward_rows_in_chunks(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
+                                        const float *rstd, const float *gamma, size_t n, size_t d, float eps,
+                                        LnStorage storage, bool guarded)
 {
     size_t chunks = backward_chunks(n);
-    double *gamma_wide = gamma_for_double_sums(gamma, d, storage);
+    double *gamma_wide = guarded ? gamma_for_double_sums(gamma, d, storage) : NULL;
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -261,7 +268,7 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
                     .dgamma_part = dgamma_part, .gamma = gamma, .gamma_wide = gamma_wide, .storage = storage};
                 for (size_t r = 0; r < rows.count; r++)
                     c.row[r] = (BackwardRow){.mean = 0.0f, .rstd = rstd[row + r]};
-                rms_backward_sweep_stored(&rows, c, d, eps, storage);
+                rms_backward_sweep_stored(&rows, c, d, eps, storage, guarded);
                 row += rows.count;
             }
         }
@@ -270,6 +277,19 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
     array_free(gamma_wide);
     float *const sums[] = {dgamma};
     add_chunk_partials(sums, 1, scratch, chunks, d);
+}
+
+void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
+                             const float *gamma, size_t n, size_t d, float eps, LnStorage storage)
+{
+    rms_backward_rows_in_chunks(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, eps, storage, true);
+}
+
+void rmsnorm_backward_float_then_round(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
+                                       const float *rstd, const float *gamma, size_t n, size_t d, LnStorage storage)
+{
+    /* eps unused: the float path trusts the saved rstd */
+    rms_backward_rows_in_chunks(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, 0.0f, storage, false);
 }
 
 void rmsnorm_backward_f32(float *dx, float *dgamma, float *scratch, const float *dy, const float *x, const float *rstd,

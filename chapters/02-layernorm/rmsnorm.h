@@ -44,6 +44,10 @@ void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *ga
                             LnStorage storage);
 void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
                              const float *gamma, size_t n, size_t d, float eps, LnStorage storage);
+/* The backward pass on 16-bit rows without the guard, as
+ * layernorm_backward_float_then_round: for the benchmark. */
+void rmsnorm_backward_float_then_round(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
+                                       const float *rstd, const float *gamma, size_t n, size_t d, LnStorage storage);
 
 /* The reference: double, one thread. */
 void rmsnorm_forward_f64(double *y, double *rstd, const double *x, const double *gamma, size_t n, size_t d, double eps);

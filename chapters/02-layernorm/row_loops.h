@@ -422,16 +422,17 @@ ROW_INLINE void backward_span_stored(const BackwardRows *rows, size_t row_count,
 // ANCHOR: sweep_the_rows
 /* The sweep over `row_count` rows, in the forward pass's shape: a head up
  * to a block boundary, the whole blocks, streamed out while the rows after
- * these are prefetched (their dy; their x too for float32 rows, whose sums
- * are quick), and the tail. */
+ * these are prefetched (their dy; their x too where the rows' sums are in
+ * float and quick: a guarded row's double sums ask for it), and the
+ * tail. */
 ROW_INLINE void backward_rows_of(BackwardRows rows, size_t row_count, size_t d, BackwardSpanFn *differentiate,
-                                 const void *norm, LnStorage storage)
+                                 const void *norm, LnStorage storage, bool float_sums)
 {
     size_t j = unaligned_head(rows.dx[0], d, storage);
     backward_span_stored(&rows, row_count, 0, j, false, differentiate, norm, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
         for (size_t r = 0; r < row_count; r++) {
-            if (storage == STORAGE_FLOAT32) /* a 16-bit row's: during its sums */
+            if (float_sums)
                 __builtin_prefetch(stored_at(rows.next_x[r], j, storage));
             __builtin_prefetch(stored_at(rows.next_dy[r], j, storage));
         }
@@ -443,12 +444,12 @@ ROW_INLINE void backward_rows_of(BackwardRows rows, size_t row_count, size_t d, 
 /* The sweep compiled for two rows and for one: in each the number of rows
  * is a constant, and the loops over the rows disappear. */
 ROW_INLINE void backward_rows(const BackwardRows *rows, size_t d, BackwardSpanFn *differentiate, const void *norm,
-                              LnStorage storage)
+                              LnStorage storage, bool float_sums)
 {
     if (rows->count == ROWS_AT_ONCE)
-        backward_rows_of(*rows, ROWS_AT_ONCE, d, differentiate, norm, storage);
+        backward_rows_of(*rows, ROWS_AT_ONCE, d, differentiate, norm, storage, float_sums);
     else
-        backward_rows_of(*rows, 1, d, differentiate, norm, storage);
+        backward_rows_of(*rows, 1, d, differentiate, norm, storage, float_sums);
 }
 // ANCHOR_END: sweep_the_rows
 

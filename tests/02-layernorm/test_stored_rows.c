@@ -13,6 +13,10 @@
  *   recomputes xhat with a residual rounded from double, not summed in
  *   float, and is held to the float32 tolerance of problem.c's ln_compare.
  * - RMSNorm's forward pass is the float32 path's: the same bits.
+ * - The passes without the guard (layernorm_*_float_then_round,
+ *   rmsnorm_backward_float_then_round), which the benchmark times beside
+ *   the guarded ones, are the float32 kernels on the widened rows, each
+ *   result rounded once: the same bits, statistics and gradients too.
  * Odd row lengths put the row ends on the head and tail paths; a NaN row
  * and (bf16, float's range) a row that overflows float's sums of squares
  * take the rare paths. */
@@ -216,6 +220,42 @@ static void check_backward(NormKind norm, LnStorage storage, const uint16_t *dx,
         array_free(arrays[i]);
 }
 
+/* The passes without the guard against `expected`, the float32 kernels'
+ * results on the widened rows: the same bits once rounded. */
+static void check_float_then_round(NormKind norm, LnStorage storage, const Results *expected, const uint16_t *x,
+                                   const uint16_t *dy, const float *gamma, const float *beta, size_t n, size_t d,
+                                   int threads)
+{
+    size_t count = n * d;
+    uint16_t *y = ALLOC_ARRAY(count, uint16_t), *dx = ALLOC_ARRAY(count, uint16_t);
+    uint16_t *y_expected = ALLOC_ARRAY(count, uint16_t), *dx_expected = ALLOC_ARRAY(count, uint16_t);
+    float *scratch = ALLOC_ARRAY(layernorm_backward_f32_scratch_floats(n, d), float);
+    Results got = results_new(n, d);
+    bool layer = norm == NORM_LAYER;
+    if (layer) {
+        layernorm_forward_float_then_round(y, got.mean, got.rstd, x, gamma, beta, n, d, 1e-5f, storage);
+        layernorm_backward_float_then_round(dx, got.dgamma, got.dbeta, scratch, dy, x, got.mean, got.rstd, gamma, n, d,
+                                            storage);
+    } else {
+        rmsnorm_forward_stored(y, got.rstd, x, gamma, n, d, 1e-5f, storage); /* unguarded already */
+        rmsnorm_backward_float_then_round(dx, got.dgamma, scratch, dy, x, got.rstd, gamma, n, d, storage);
+    }
+    ln_storage_bits(storage, y_expected, expected->y, count);
+    ln_storage_bits(storage, dx_expected, expected->dx, count);
+    bool statistics =
+        same_bits(got.rstd, expected->rstd, n * 4) && (!layer || same_bits(got.mean, expected->mean, n * 4));
+    bool gradients =
+        same_bits(got.dgamma, expected->dgamma, d * 4) && (!layer || same_bits(got.dbeta, expected->dbeta, d * 4));
+    EXPECT(same_bits(y, y_expected, count * 2) && same_bits(dx, dx_expected, count * 2) && statistics && gradients,
+           "%s norm %s, %zu x %zu, %d threads, float then round: y, dx, statistics and gradients the bits of widen, "
+           "float32, round",
+           norm_kind_name(norm), ln_storage_name(storage), n, d, threads);
+    results_free(&got);
+    void *arrays[] = {y, dx, y_expected, dx_expected, scratch};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+}
+
 static void check_case(NormKind norm, LnStorage storage, size_t n, size_t d, int threads)
 {
 #ifdef _OPENMP
@@ -252,6 +292,7 @@ static void check_case(NormKind norm, LnStorage storage, size_t n, size_t d, int
     EXPECT(same_bits(layer ? got.dbeta : got.dgamma, layer ? expected.dbeta : expected.dgamma, d * 4),
            "%s norm %s, %zu x %zu, %d threads: %s the float32 path's bits", norm_kind_name(norm),
            ln_storage_name(storage), n, d, threads, layer ? "dbeta" : "dgamma");
+    check_float_then_round(norm, storage, &expected, x, dy, gamma, beta, n, d, threads);
 
     results_free(&got);
     results_free(&expected);

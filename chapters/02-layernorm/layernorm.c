@@ -129,7 +129,7 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
 // ANCHOR: read_a_16_bit_row_once
 /* The first pass over a 16-bit row: sum(x - shift) and sum((x - shift)^2)
  * in double, lane by lane, about its first element, as chunks of it are
- * widened in registers. A double holds each difference of two floats
+ * widened in registers, while the row after next is asked for, into L2. A double holds each difference of two floats
  * (exactly, unless their exponents lie 29 apart) and the square of any
  * float, so nothing overflows, and the first element is never so far from
  * the mean that the variance loses more than log2(d) of double's 53 bits:
@@ -150,14 +150,14 @@ ROW_INLINE void add_deviations_in_double(double *acc, double *acc_sq, const floa
     }
 }
 
-ROW_INLINE ShiftedSums read_16_bit_row_once(const void *x, size_t d, const void *next_row, LnStorage storage)
+ROW_INLINE ShiftedSums read_16_bit_row_once(const void *x, size_t d, const void *row_after_next, LnStorage storage)
 {
     double acc[LANES] = {0}, acc_sq[LANES] = {0};
     float chunk[LANES];
     ShiftedSums sums = {*widen_chunk(chunk, x, 0, 1, storage), 0.0, 0.0};
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
-        prefetch_lanes(next_row, i, storage);
+        prefetch_lanes(row_after_next, i, true, storage);
         add_deviations_in_double(acc, acc_sq, widen_chunk(chunk, x, i, LANES, storage), LANES, sums.shift);
     }
     add_deviations_in_double(acc, acc_sq, widen_chunk(chunk, x, i, d - i, storage), d - i, sums.shift);
@@ -244,21 +244,20 @@ typedef struct {
 
 // ANCHOR: set_aside_the_blocks_that_fail
 /* The whole blocks from `first` on, up to GROUP_BLOCKS of them, streamed
- * out; a block that fails the guard is set aside and resolved after the
- * group. Then the loop over the blocks calls no function, and keeps its
+ * out (this pass only writes to memory: the first pass asked for the row
+ * after next); a block that fails the guard is set aside and resolved
+ * after the group. Then the loop over the blocks calls no function, and keeps its
  * constants in registers: a call in it clobbers every vector register,
  * and the loop would load them all again after each. Returns the element
  * after the group. */
 enum { GROUP_BLOCKS = 64 };
 
-ROW_INLINE size_t normalize_16_bit_blocks(void *y, const GuardedRow *r, size_t first, size_t d, const char *after_next,
-                                          LnStorage storage)
+ROW_INLINE size_t normalize_16_bit_blocks(void *y, const GuardedRow *r, size_t first, size_t d, LnStorage storage)
 {
     uint64_t failed = 0;
     size_t j = first;
     for (int b = 0; b < GROUP_BLOCKS && j + BLOCK <= d; b++, j += BLOCK) {
         float block[BLOCK], x_block[BLOCK];
-        __builtin_prefetch(stored_at(after_next, j, storage), 0, 2);
         if (normalize_block_guarded(block, widen_chunk(x_block, r->x, j, BLOCK, storage), r->gamma + j, r->beta + j,
                                     r->guard_weights + j, r->stats, r->factor)) {
             memcpy(r->set_aside + j, block, sizeof block);
@@ -294,12 +293,14 @@ ROW_INLINE void normalize_16_bit_ends(void *y, const GuardedRow *r, size_t first
 /* One 16-bit row: its statistics in double, saved and used rounded to
  * float; y in float a block at a time, guarded, the rare elements near
  * cancellation in double, then rounded to 16 bits and streamed out as the
- * float32 pass stores them, asking for the row after next on the way. */
+ * float32 pass stores them. Memory reads during the first pass, the
+ * longer one, which asks for the row after next (this row, asked for two
+ * rows ago, is in L2), and writes during the second. */
 ROW_INLINE void forward_16_bit_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead,
                                    const float *gamma, const float *beta, const float *guard_weights, size_t d,
                                    float eps, float *set_aside, LnStorage storage)
 {
-    ShiftedSums sums = read_16_bit_row_once(x, d, ahead.next, storage);
+    ShiftedSums sums = read_16_bit_row_once(x, d, ahead.after_next, storage);
     LnExactStats exact = ln_exact_stats(sums.shift, sums.sum_dev, sums.sum_dev_sq, (double)d, eps);
     LnRowStats stats = ln_rounded_stats(exact);
     float factor = ln_forward_guard_factor(exact, stats, ln_storage_significant_bits(storage));
@@ -307,7 +308,7 @@ ROW_INLINE void forward_16_bit_row(void *y, float *mean, float *rstd, const void
     size_t j = unaligned_head(y, d, storage);
     normalize_16_bit_ends(y, &r, 0, j, storage);
     while (j + BLOCK <= d)
-        j = normalize_16_bit_blocks(y, &r, j, d, ahead.after_next, storage);
+        j = normalize_16_bit_blocks(y, &r, j, d, storage);
     normalize_16_bit_ends(y, &r, j, d - j, storage);
     *mean = stats.mean;
     *rstd = stats.rstd;

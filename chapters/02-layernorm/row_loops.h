@@ -173,11 +173,15 @@ static inline RowsAhead rows_ahead(const void *x, size_t row, size_t n, size_t d
     return ahead;
 }
 
-/* One prefetch per 64-byte line of the LANES elements from i on. */
-ROW_INLINE void prefetch_lanes(const void *next_row, size_t i, LnStorage storage)
+/* One prefetch per 64-byte line of the LANES elements from i on, into L1,
+ * or into L2 only (a row wanted after the next one). */
+ROW_INLINE void prefetch_lanes(const void *row, size_t i, bool into_l2, LnStorage storage)
 {
     for (size_t byte = 0; byte < LANES * ln_storage_bytes(storage); byte += 64)
-        __builtin_prefetch(stored_at(next_row, i, storage) + byte);
+        if (into_l2)
+            __builtin_prefetch(stored_at(row, i, storage) + byte, 0, 2);
+        else
+            __builtin_prefetch(stored_at(row, i, storage) + byte);
 }
 // ANCHOR_END: prefetch_the_rows_ahead
 
@@ -197,7 +201,7 @@ ROW_INLINE const float *read_row_once(float *widened, float *sum, const void *x,
     float acc[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
-        prefetch_lanes(next_row, i, storage);
+        prefetch_lanes(next_row, i, false, storage);
         add_into_lanes(acc, widen_chunk(widened + i, x, i, LANES, storage), LANES, what);
     }
     add_into_lanes(acc, widen_chunk(widened + i, x, i, d - i, storage), d - i, what);
@@ -514,7 +518,7 @@ ROW_INLINE LnBackwardSums backward_sums_in_double(const void *dy, const void *x,
     float dy_chunk[LANES], x_chunk[LANES];
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
-        prefetch_lanes(next_x, i, storage);
+        prefetch_lanes(next_x, i, false, storage);
         add_backward_terms(&acc, widen_chunk(dy_chunk, dy, i, LANES, storage),
                            widen_chunk(x_chunk, x, i, LANES, storage), gamma + i, LANES, centre, centred);
     }

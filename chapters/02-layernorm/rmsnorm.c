@@ -66,18 +66,20 @@ ROW_INLINE void rms_scale_stored(void *y, const float *x, const float *gamma, si
 }
 
 /* y = gamma * (x * rstd), the row read from memory once (a 16-bit row
- * widened once) and y streamed, as layer norm's forward_row. */
+ * widened once) and y streamed, as layer norm's forward_row. Its two
+ * passes take about as long as each other: memory reads during the first,
+ * which asks for the row after next (this one, asked for two rows ago, is
+ * in L2), and writes during the second, which asks for nothing. */
 ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x_stored, RowsAhead ahead, const float *gamma,
                                 size_t d, float eps, float *widened, LnStorage storage)
 {
     float sum_squares;
-    const float *x = read_row_once(widened, &sum_squares, x_stored, d, ahead.next, SUM_SQUARES, storage);
+    const float *x = read_row_once(widened, &sum_squares, x_stored, d, ahead.after_next, true, SUM_SQUARES, storage);
     float r = rms_row_rstd(x, d, eps, sum_squares);
     size_t j = unaligned_head(y, d, storage);
     rms_scale_stored(y, x, gamma, 0, j, r, storage);
     for (; j + BLOCK <= d; j += BLOCK) {
         float block[BLOCK];
-        __builtin_prefetch(stored_at(ahead.after_next, j, storage), 0, 2);
         rms_scale_span(block, x + j, gamma + j, BLOCK, r);
         store_block_streaming(y, j, block, storage);
     }

@@ -188,20 +188,22 @@ ROW_INLINE void prefetch_lanes(const void *row, size_t i, bool into_l2, LnStorag
 // ANCHOR: read_a_row_once
 /* The first pass over a row, the only one that reads it from memory: it
  * takes the row's sum (of the values or of their squares) in lanes, the
- * same bits as sum_in_lanes, while it prefetches the next row. A 16-bit row
+ * same bits as sum_in_lanes, while it asks for `ahead_row`: the next row,
+ * into L1 (layer norm, whose third pass asks for the row after), or the
+ * row after next, into L2 (RMSNorm: below). A 16-bit row
  * is widened on the way into `widened`, d floats of the thread's own
  * (16 KiB at d = 4096, which stays in L1 or L2), and the passes after this
  * one read floats there: widening a chunk at a time in each pass would
  * convert every element two or three times, and leave the 16-bit passes
  * limited by those instructions, not by memory. A float32 row is used
  * where it lies. */
-ROW_INLINE const float *read_row_once(float *widened, float *sum, const void *x, size_t d, const void *next_row,
-                                      LaneSum what, LnStorage storage)
+ROW_INLINE const float *read_row_once(float *widened, float *sum, const void *x, size_t d, const void *ahead_row,
+                                      bool into_l2, LaneSum what, LnStorage storage)
 {
     float acc[LANES] = {0};
     size_t i = 0;
     for (; i + LANES <= d; i += LANES) {
-        prefetch_lanes(next_row, i, false, storage);
+        prefetch_lanes(ahead_row, i, into_l2, storage);
         add_into_lanes(acc, widen_chunk(widened + i, x, i, LANES, storage), LANES, what);
     }
     add_into_lanes(acc, widen_chunk(widened + i, x, i, d - i, storage), d - i, what);

@@ -129,14 +129,14 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
 // ANCHOR: read_a_16_bit_row_once
 /* The first pass over a 16-bit row: sum(x - shift) and sum((x - shift)^2)
  * in double, lane by lane, about its first element, as chunks of it are
- * widened in registers, while the row after next is asked for, into L2. A double holds each difference of two floats
- * (exactly, unless their exponents lie 29 apart) and the square of any
- * float, so nothing overflows, and the first element is never so far from
- * the mean that the variance loses more than log2(d) of double's 53 bits:
- * (x0 - mean)^2 <= d var. One pass, where float32 takes two. The widened
- * chunks are not kept: the second pass widens the row again from L1, one
- * instruction per 16 fp16 values, not a 64-byte store here and a 64-byte
- * load there for every 16. */
+ * widened in registers, while the row after next is asked for, into L2.
+ * A double holds each difference of two floats (exactly, unless their
+ * exponents lie 29 apart) and the square of any float, so nothing
+ * overflows, and the first element is never so far from the mean that the
+ * variance loses more than log2(d) of double's 53 bits: (x0 - mean)^2 <=
+ * d var. One pass, where float32 takes two. The widened chunks are not
+ * kept: the second pass widens the row again from L1, one instruction per
+ * 16 fp16 values, not a 64-byte store here and a 64-byte load there. */
 typedef struct {
     double shift, sum_dev, sum_dev_sq;
 } ShiftedSums;

@@ -106,23 +106,34 @@ __attribute__((noinline)) static LnRowStats row_stats(const float *x, size_t d, 
 /* One row, read from memory once: the first pass takes its sum and brings
  * it into the L1 cache (a row of 4096 floats is 16 KiB; a 16-bit row is
  * widened to floats there), and the other two read it there. */
+typedef struct {
+    const float *row, *gamma, *beta;
+    LnRowStats stats;
+    const char *after_next;
+    LnStorage storage;
+} NormalizedRow;
+
+/* y of `count` elements from `first` on, asking for the row after next,
+ * one line of it per line of y written. */
+ROW_INLINE void normalize_from(float *out, size_t first, size_t count, const void *pass)
+{
+    const NormalizedRow *r = pass;
+    __builtin_prefetch(stored_at(r->after_next, first, r->storage), 0, 2);
+    normalize_span(out, r->row + first, r->gamma + first, r->beta + first, count, r->stats);
+}
+
 ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
                             const float *beta, size_t d, float eps, float *widened, LnStorage storage)
 {
     float sum;
     const float *row = read_row_once(widened, &sum, x, d, ahead.next, false, SUM_VALUES, storage);
-    const LnRowStats stats = row_stats(row, d, eps, sum);
+    NormalizedRow r = {row, gamma, beta, row_stats(row, d, eps, sum), ahead.after_next, storage};
     size_t j = unaligned_head(y, d, storage);
-    normalize_stored(y, row, gamma, beta, 0, j, stats, storage);
-    for (; j + BLOCK <= d; j += BLOCK) {
-        float block[BLOCK];
-        __builtin_prefetch(stored_at(ahead.after_next, j, storage), 0, 2);
-        normalize_span(block, row + j, gamma + j, beta + j, BLOCK, stats);
-        store_block_streaming(y, j, block, storage);
-    }
-    normalize_stored(y, row, gamma, beta, j, d - j, stats, storage);
-    *mean = stats.mean;
-    *rstd = stats.rstd;
+    normalize_stored(y, row, gamma, beta, 0, j, r.stats, storage);
+    j = stream_whole_blocks(y, j, d, normalize_from, &r, storage);
+    normalize_stored(y, row, gamma, beta, j, d - j, r.stats, storage);
+    *mean = r.stats.mean;
+    *rstd = r.stats.rstd;
 }
 // ANCHOR_END: normalize_rows
 

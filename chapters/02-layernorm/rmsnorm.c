@@ -46,7 +46,7 @@ static inline float rms_row_rstd(const float *x, size_t d, float eps, float sum_
 }
 // ANCHOR_END: take_the_rms_of_a_row_that_may_overflow
 
-// ANCHOR: scale_a_row_and_stream_it_out
+// ANCHOR: scale_a_span_of_an_rms_row
 static void rms_scale_span(float *restrict out, const float *restrict x, const float *restrict gamma, size_t count,
                            float rstd)
 {
@@ -65,6 +65,22 @@ ROW_INLINE void rms_scale_stored(void *y, const float *x, const float *gamma, si
     narrow_chunk(y, first, out, count, storage);
 }
 
+// ANCHOR_END: scale_a_span_of_an_rms_row
+
+// ANCHOR: scale_a_row_and_stream_it_out
+/* What stream_whole_blocks needs of a row (row_loops.h): its floats,
+ * gamma and rstd. */
+typedef struct {
+    const float *x, *gamma;
+    float rstd;
+} RmsRow;
+
+ROW_INLINE void rms_scale_from(float *out, size_t first, size_t count, const void *pass)
+{
+    const RmsRow *row = pass;
+    rms_scale_span(out, row->x + first, row->gamma + first, count, row->rstd);
+}
+
 /* y = gamma * (x * rstd), the row read from memory once (a 16-bit row
  * widened once) and y streamed, as layer norm's forward_row. Its two
  * passes take about as long as each other: memory reads during the first,
@@ -75,16 +91,12 @@ ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x_stored, Rows
 {
     float sum_squares;
     const float *x = read_row_once(widened, &sum_squares, x_stored, d, ahead.after_next, true, SUM_SQUARES, storage);
-    float r = rms_row_rstd(x, d, eps, sum_squares);
+    RmsRow row = {x, gamma, rms_row_rstd(x, d, eps, sum_squares)};
     size_t j = unaligned_head(y, d, storage);
-    rms_scale_stored(y, x, gamma, 0, j, r, storage);
-    for (; j + BLOCK <= d; j += BLOCK) {
-        float block[BLOCK];
-        rms_scale_span(block, x + j, gamma + j, BLOCK, r);
-        store_block_streaming(y, j, block, storage);
-    }
-    rms_scale_stored(y, x, gamma, j, d - j, r, storage);
-    *rstd = r;
+    rms_scale_stored(y, x, gamma, 0, j, row.rstd, storage);
+    j = stream_whole_blocks(y, j, d, rms_scale_from, &row, storage);
+    rms_scale_stored(y, x, gamma, j, d - j, row.rstd, storage);
+    *rstd = row.rstd;
 }
 // ANCHOR_END: scale_a_row_and_stream_it_out
 

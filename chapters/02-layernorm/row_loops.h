@@ -293,6 +293,59 @@ static inline size_t unaligned_head(const void *dst, size_t d, LnStorage storage
 }
 // ANCHOR_END: begin_and_end_the_streamed_blocks
 
+// ANCHOR: stream_16_bit_results_a_line_at_a_time
+/* Two blocks of 16-bit results, one 64-byte line, in one streaming store
+ * where AVX-512 rounds them in registers (else as two blocks). Two 32-byte
+ * streaming stores to one line leave it in halves unless the processor
+ * joins them in its write-combining buffer first, and between them lies
+ * the arithmetic of a block; one store sends the whole line at once. */
+ROW_INLINE void store_16_bit_line_streaming(void *row, size_t first, const float *line, LnStorage storage)
+{
+#if defined(FP16_AVX512) && defined(BF16_AVX512)
+    __m512 low = _mm512_loadu_ps(line), high = _mm512_loadu_ps(line + BLOCK);
+    __m256i low_bits = storage == STORAGE_FP16 ? halves16_from_floats(low) : bf16s16_from_floats(low);
+    __m256i high_bits = storage == STORAGE_FP16 ? halves16_from_floats(high) : bf16s16_from_floats(high);
+    _mm512_stream_si512((__m512i *)((uint16_t *)row + first),
+                        _mm512_inserti64x4(_mm512_castsi256_si512(low_bits), high_bits, 1));
+#else
+    store_16_bit_block_streaming((uint16_t *)row + first, line, storage);
+    store_16_bit_block_streaming((uint16_t *)row + first + BLOCK, line + BLOCK, storage);
+#endif
+}
+// ANCHOR_END: stream_16_bit_results_a_line_at_a_time
+
+// ANCHOR: stream_the_whole_blocks
+/* A forward pass's results for `count` elements of its row from `first`
+ * on, into `out`; `pass` holds the row and its statistics. */
+typedef void ResultSpanFn(float *out, size_t first, size_t count, const void *pass);
+
+/* The whole blocks of a row from `first` (a block boundary) on, computed by
+ * `results` and streamed out: a float32 block is a line; 16-bit blocks go
+ * in pairs, a line each, from the first line boundary on. Returns the
+ * element after the last block. */
+ROW_INLINE size_t stream_whole_blocks(void *y, size_t first, size_t d, ResultSpanFn *results, const void *pass,
+                                      LnStorage storage)
+{
+    float line[2 * BLOCK];
+    size_t j = first;
+    bool in_pairs = storage != STORAGE_FLOAT32;
+    if (in_pairs && (uintptr_t)stored_at(y, j, storage) % 64 != 0 && j + BLOCK <= d) {
+        results(line, j, BLOCK, pass);
+        store_block_streaming(y, j, line, storage);
+        j += BLOCK;
+    }
+    for (; in_pairs && j + 2 * BLOCK <= d; j += 2 * BLOCK) {
+        results(line, j, 2 * BLOCK, pass);
+        store_16_bit_line_streaming(y, j, line, storage);
+    }
+    for (; j + BLOCK <= d; j += BLOCK) {
+        results(line, j, BLOCK, pass);
+        store_block_streaming(y, j, line, storage);
+    }
+    return j;
+}
+// ANCHOR_END: stream_the_whole_blocks
+
 // ANCHOR: test_a_block_of_flags
 /* Whether any of `count` (at most BLOCK) flags is set: the guard's verdicts
  * on a span's elements, one int each. Folding 16 flags into one the way

@@ -103,9 +103,8 @@ __attribute__((noinline)) static LnRowStats row_stats(const float *x, size_t d, 
 // ANCHOR_END: take_the_row_statistics
 
 // ANCHOR: normalize_rows
-/* One row, read from memory once: the first pass takes its sum and brings
- * it into the L1 cache (a row of 4096 floats is 16 KiB; a 16-bit row is
- * widened to floats there), and the other two read it there. */
+/* What stream_whole_blocks needs of a row (row_loops.h): its floats, the
+ * parameters, its statistics, and the row after next to ask for. */
 typedef struct {
     const float *row, *gamma, *beta;
     LnRowStats stats;
@@ -122,6 +121,9 @@ ROW_INLINE void normalize_from(float *out, size_t first, size_t count, const voi
     normalize_span(out, r->row + first, r->gamma + first, r->beta + first, count, r->stats);
 }
 
+/* One row, read from memory once: the first pass takes its sum and brings
+ * it into the L1 cache (a row of 4096 floats is 16 KiB; a 16-bit row is
+ * widened to floats there), and the other two read it there. */
 ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, RowsAhead ahead, const float *gamma,
                             const float *beta, size_t d, float eps, float *widened, LnStorage storage)
 {
@@ -257,10 +259,10 @@ typedef struct {
 /* The whole blocks from `first` on, up to GROUP_BLOCKS of them, streamed
  * out (this pass only writes to memory: the first pass asked for the row
  * after next); a block that fails the guard is set aside and resolved
- * after the group. Then the loop over the blocks calls no function, and keeps its
- * constants in registers: a call in it clobbers every vector register,
- * and the loop would load them all again after each. Returns the element
- * after the group. */
+ * after the group. Then the loop over the blocks calls no function, and
+ * keeps its constants in registers: a call in it clobbers every vector
+ * register, and the loop would load them all again after each. Returns
+ * the element after the group. */
 enum { GROUP_BLOCKS = 64 };
 
 ROW_INLINE size_t normalize_16_bit_blocks(void *y, const GuardedRow *r, size_t first, size_t d, LnStorage storage)

@@ -64,7 +64,6 @@ ROW_INLINE void rms_scale_stored(void *y, const float *x, const float *gamma, si
     rms_scale_span(out, x + first, gamma + first, count, rstd);
     narrow_chunk(y, first, out, count, storage);
 }
-
 // ANCHOR_END: scale_a_span_of_an_rms_row
 
 // ANCHOR: scale_a_row_and_stream_it_out

@@ -314,8 +314,26 @@ size_t bench_llc_bytes(void)
     return llc_bytes_from_sys();
 }
 
+bool bench_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__) /* gcc */
+    return true;
+#elif defined(__has_feature) /* clang */
+#if __has_feature(address_sanitizer)
+    return true;
+#else
+    return false;
+#endif
+#else
+    return false;
+#endif
+}
+
 size_t bench_large_bytes(void)
 {
+    if (bench_sanitized()) {
+        return BENCH_SANITIZED_BYTES;
+    }
     const size_t mib = (size_t)1 << 20;
     size_t bytes = 2 * bench_llc_bytes();
     if (bytes < 256 * mib) {
@@ -362,6 +380,7 @@ void bench_print_machine(FILE *out, int threads_used)
         strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", &utc);
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(out, "Measured on %s (%ld cores, %d thread%s used), %s.\n", model, cores, threads_used,
-            threads_used == 1 ? "" : "s", date);
+    fprintf(out, "Measured on %s (%ld cores, %d thread%s used), %s%s.\n", model, cores, threads_used,
+            threads_used == 1 ? "" : "s", date,
+            bench_sanitized() ? ", in a sanitizer build: the times are mostly the sanitizer's" : "");
 }

@@ -8,6 +8,7 @@
 #ifndef COMMON_BENCH_H
 #define COMMON_BENCH_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -130,15 +131,27 @@ void read_pass_run(void *ctx);
 /* The last-level cache size in bytes from sysconf or /sys, 0 if unknown. */
 size_t bench_llc_bytes(void);
 
+/* Whether this build checks every memory access with AddressSanitizer
+ * (./configure --sanitize). Such a build runs the benchmarks to check the
+ * code they time, and the book's tables with it, not to time anything: the
+ * sanitizer's checks are most of what a timer would measure there. */
+bool bench_sanitized(void);
+
 /* A working-set size above this machine's last-level cache, for bandwidth
  * claims: max(2 * LLC, 256 MiB), capped at 1 GiB (256 MiB when the LLC size
  * is unknown). Twice the LLC leaves at most half the data in cache between
- * runs; the cap keeps two buffers well inside a small machine's memory. */
+ * runs; the cap keeps two buffers well inside a small machine's memory.
+ * In a sanitized build, BENCH_SANITIZED_BYTES: every kernel still runs on
+ * data far beyond L2, and the sanitizer build of the book no longer spends
+ * most of its time there (layer norm's `bench --quick` took 21 minutes on
+ * 600 MiB tensors under the sanitizers). */
+enum { BENCH_SANITIZED_BYTES = 32 << 20 };
 size_t bench_large_bytes(void);
 
 /* One line saying where and when a CPU benchmark ran, for under its table:
  * "Measured on <CPU model> (N cores, T threads used), <date, UTC>." The
- * model is /proc/cpuinfo's "model name" ("an unknown CPU" elsewhere). */
+ * model is /proc/cpuinfo's "model name" ("an unknown CPU" elsewhere). A
+ * sanitized build says so, after the date. */
 void bench_print_machine(FILE *out, int threads_used);
 
 COMMON_END_C

@@ -71,6 +71,22 @@ static inline __m256i bf16s16_from_floats(__m512 values)
 #endif
     return bf16s16_from_floats_by_integers(values);
 }
+
+/* 32 floats rounded to bf16, `low`'s 16 in the low half: a 64-byte line
+ * of results. vcvtne2ps2bf16 rounds both vectors in one instruction,
+ * where two vcvtneps2bf16 and the insert that joins their halves take
+ * three: on rows in L2, a bf16 RMSNorm forward pass took 0.89 of the time
+ * (one thread, 15 runs each way, taken in turns), the same bits. */
+static inline __m512i bf16s32_from_floats(__m512 low, __m512 high)
+{
+#ifdef __AVX512BF16__
+    enum { SUBNORMAL = 0x20 };
+    if ((_mm512_fpclass_ps_mask(low, SUBNORMAL) | _mm512_fpclass_ps_mask(high, SUBNORMAL)) == 0)
+        return (__m512i)_mm512_cvtne2ps_pbh(high, low);
+#endif
+    return _mm512_inserti64x4(_mm512_castsi256_si512(bf16s16_from_floats_by_integers(low)),
+                              bf16s16_from_floats_by_integers(high), 1);
+}
 #endif
 
 /* count floats rounded to bf16. bf16_from_float's integer arithmetic,

@@ -303,10 +303,10 @@ ROW_INLINE void store_16_bit_line_streaming(void *row, size_t first, const float
 {
 #if defined(FP16_AVX512) && defined(BF16_AVX512)
     __m512 low = _mm512_loadu_ps(line), high = _mm512_loadu_ps(line + BLOCK);
-    __m256i low_bits = storage == STORAGE_FP16 ? halves16_from_floats(low) : bf16s16_from_floats(low);
-    __m256i high_bits = storage == STORAGE_FP16 ? halves16_from_floats(high) : bf16s16_from_floats(high);
-    _mm512_stream_si512((__m512i *)((uint16_t *)row + first),
-                        _mm512_inserti64x4(_mm512_castsi256_si512(low_bits), high_bits, 1));
+    __m512i bits = storage == STORAGE_FP16 ? _mm512_inserti64x4(_mm512_castsi256_si512(halves16_from_floats(low)),
+                                                                halves16_from_floats(high), 1)
+                                           : bf16s32_from_floats(low, high);
+    _mm512_stream_si512((__m512i *)((uint16_t *)row + first), bits);
 #else
     store_16_bit_block_streaming((uint16_t *)row + first, line, storage);
     store_16_bit_block_streaming((uint16_t *)row + first + BLOCK, line + BLOCK, storage);

@@ -12,7 +12,8 @@
  * 19 bits above them; infinities and NaN with their payloads included.
  * Where the machine lacks F16C, AVX-512 or AVX2 the same calls run the
  * portable loops, and the test still holds. Calls of 29 values use the
- * 16-at-a-time path, the 8-at-a-time one and the one-value tail. */
+ * 16-at-a-time path, the 8-at-a-time one and the one-value tail; with
+ * AVX-512, bf16s32_from_floats rounds them 32 at a time as well. */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -88,6 +89,20 @@ static void every_boundary_narrows_to_its_bits(void)
     }
     EXPECT(wrong_half == 0, "%zu of %zu floats round to other fp16 bits in blocks", wrong_half, count);
     EXPECT(wrong_bf16 == 0, "%zu of %zu floats round to other bf16 bits in blocks", wrong_bf16, count);
+#if defined(BF16_AVX512)
+    /* A line at a time, as the forward passes stream them: 32 values from
+     * two vectors, one instruction or (a subnormal among them) integers. */
+    size_t wrong_line = 0;
+    for (size_t first = 0; first + 32 <= count; first += 32) {
+        uint16_t line[32];
+        _mm512_storeu_si512(line,
+                            bf16s32_from_floats(_mm512_loadu_ps(floats + first), _mm512_loadu_ps(floats + first + 16)));
+        for (int k = 0; k < 32; k++)
+            wrong_line += line[k] != bf16_from_float(floats[first + k]);
+    }
+    EXPECT(wrong_line == 0, "%zu of %zu floats round to other bf16 bits a line at a time", wrong_line,
+           count - count % 32);
+#endif
     array_free(floats);
     array_free(halves);
     array_free(bf16s);

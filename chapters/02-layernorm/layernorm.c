@@ -128,7 +128,7 @@ ROW_INLINE void forward_row(void *y, float *mean, float *rstd, const void *x, Ro
                             const float *beta, size_t d, float eps, float *widened, LnStorage storage)
 {
     float sum;
-    const float *row = read_row_once(widened, &sum, x, d, ahead.next, false, SUM_VALUES, storage);
+    const float *row = read_row_once(widened, &sum, x, d, ahead.next, SUM_VALUES, storage);
     NormalizedRow r = {row, gamma, beta, row_stats(row, d, eps, sum), ahead.after_next, storage};
     size_t j = unaligned_head(y, d, storage);
     normalize_stored(y, row, gamma, beta, 0, j, r.stats, storage);

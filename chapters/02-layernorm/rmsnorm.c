@@ -1,6 +1,7 @@
 #include "chapters/02-layernorm/rmsnorm.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "chapters/02-layernorm/row_loops.h"
@@ -38,14 +39,24 @@ static float rescaled_rms_rstd(const float *x, size_t d, float eps, float plain)
     return rstd;
 }
 
-/* rstd of a row whose sum of squares the first pass took. A call per row,
+/* rstd of a row as stored, whose sum of squares is known. A call per row,
  * not inlined, as layer norm's row_stats: inlined into rms_forward_row, it
  * led GCC 12 to scale a float32 block one element at a time (16 vmulss
- * gathered into a vector), at two thirds of the speed on rows in cache. */
-__attribute__((noinline)) static float rms_row_rstd(const float *x, size_t d, float eps, float sum_squares)
+ * gathered into a vector), at two thirds of the speed on rows in cache. A
+ * 16-bit row that needs rescaling is widened for it, as rarely as that. */
+__attribute__((noinline)) static float rms_row_rstd(const void *x, size_t d, float eps, float sum_squares,
+                                                    LnStorage storage)
 {
     float rstd = rms_rstd(sum_squares, (float)d, eps);
-    return ln_may_need_rescaling(rstd) ? rescaled_rms_rstd(x, d, eps, rstd) : rstd;
+    if (!ln_may_need_rescaling(rstd))
+        return rstd;
+    if (storage == STORAGE_FLOAT32)
+        return rescaled_rms_rstd(x, d, eps, rstd);
+    float *widened = ALLOC_ARRAY(d, float);
+    ln_storage_widen_bits(storage, widened, x, d);
+    rstd = rescaled_rms_rstd(widened, d, eps, rstd);
+    array_free(widened);
+    return rstd;
 }
 // ANCHOR_END: take_the_rms_of_a_row_that_may_overflow
 
@@ -57,43 +68,49 @@ static void rms_scale_span(float *restrict out, const float *restrict x, const f
         out[j] = gamma[j] * (x[j] * rstd);
 }
 
-/* rms_scale_span for the `count` (< BLOCK) elements from `first` on, y
- * stored in its type: the ends of the row, outside the streamed blocks. */
-ROW_INLINE void rms_scale_stored(void *y, const float *x, const float *gamma, size_t first, size_t count, float rstd,
+/* rms_scale_span for the `count` (< BLOCK) elements from `first` on of a
+ * row as stored, y stored in its type: the ends of the row, outside the
+ * streamed blocks. */
+ROW_INLINE void rms_scale_stored(void *y, const void *x, const float *gamma, size_t first, size_t count, float rstd,
                                  LnStorage storage)
 {
-    float y_chunk[BLOCK];
+    float y_chunk[BLOCK], x_chunk[BLOCK];
     float *out = result_chunk(y_chunk, y, first, storage);
-    rms_scale_span(out, x + first, gamma + first, count, rstd);
+    rms_scale_span(out, widen_chunk(x_chunk, x, first, count, storage), gamma + first, count, rstd);
     narrow_chunk(y, first, out, count, storage);
 }
 // ANCHOR_END: scale_a_span_of_an_rms_row
 
 // ANCHOR: scale_a_row_and_stream_it_out
-/* What stream_whole_blocks needs of a row (row_loops.h): its floats,
- * gamma and rstd. */
+/* What stream_whole_blocks needs of a row (row_loops.h): the row as
+ * stored, gamma and rstd, and the next row's sum of squares, taken along
+ * the way (NULL for a thread's last row). */
 typedef struct {
-    const float *x, *gamma;
+    const void *x;
+    const float *gamma;
     float rstd;
+    RowSum *next;
+    LnStorage storage;
 } RmsRow;
 
+/* A block or a line of y, and as far again of the next row's sum: the
+ * next row is in L2 (asked for during the row before this one) and its
+ * span asks for the same span of the row after it. */
 ROW_INLINE void rms_scale_from(float *out, size_t first, size_t count, const void *pass)
 {
     const RmsRow *row = pass;
-    rms_scale_span(out, row->x + first, row->gamma + first, count, row->rstd);
+    float x_chunk[2 * BLOCK];
+    rms_scale_span(out, widen_chunk(x_chunk, row->x, first, count, row->storage), row->gamma + first, count, row->rstd);
+    if (row->next != NULL)
+        row_sum_up_to(row->next, first + count, row->storage);
 }
 
-/* y = gamma * (x * rstd), the row read from memory once (a 16-bit row
- * widened once) and y streamed, as layer norm's forward_row. Its two
- * passes take about as long as each other: memory reads during the first,
- * which asks for the row after next (this one, asked for two rows ago, is
- * in L2), and writes during the second, which asks for nothing. */
-ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x_stored, RowsAhead ahead, const float *gamma,
-                                size_t d, float eps, float *widened, LnStorage storage)
+/* y = gamma * (x * rstd) for a row whose sum of squares is known, streamed
+ * out in one sweep that also sums the next row's squares. */
+ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x, float sum_squares, RowSum *next,
+                                const float *gamma, size_t d, float eps, LnStorage storage)
 {
-    float sum_squares;
-    const float *x = read_row_once(widened, &sum_squares, x_stored, d, ahead.after_next, true, SUM_SQUARES, storage);
-    RmsRow row = {x, gamma, rms_row_rstd(x, d, eps, sum_squares)};
+    RmsRow row = {x, gamma, rms_row_rstd(x, d, eps, sum_squares, storage), next, storage};
     size_t j = unaligned_head(y, d, storage);
     rms_scale_stored(y, x, gamma, 0, j, row.rstd, storage);
     j = stream_whole_blocks(y, j, d, rms_scale_from, &row, storage);
@@ -102,28 +119,60 @@ ROW_INLINE void rms_forward_row(void *y, float *rstd, const void *x_stored, Rows
 }
 // ANCHOR_END: scale_a_row_and_stream_it_out
 
-// ANCHOR: normalize_rows_by_their_rms
+// ANCHOR: sum_the_next_row_along_the_way
+/* The sum of squares a thread took during its last row: that of row `row`
+ * (none yet: SIZE_MAX). */
+typedef struct {
+    size_t row;
+    float sum_squares;
+} SumAhead;
 
-/* rms_forward_row compiled once for each storage type. */
-static void rms_forward_row_stored(void *y, float *rstd, const void *x, RowsAhead ahead, const float *gamma, size_t d,
-                                   float eps, float *widened, LnStorage storage)
+/* One row, and the next row's sum of squares. A thread's rows follow one
+ * another (schedule(static) gives each thread one run of rows), so only
+ * its first row takes its sum in a pass of its own, asking for the next
+ * row, into L2. The row after the next is asked for during the sweep. */
+ROW_INLINE SumAhead rms_forward_row_then_sum(void *y, float *rstd, const void *x, const float *gamma, size_t row,
+                                             size_t n, size_t d, float eps, SumAhead taken, LnStorage storage)
 {
-    CALL_FOR_STORAGE(storage, rms_forward_row(y, rstd, x, ahead, gamma, d, eps, widened, fixed_storage));
+    const void *x_row = stored_at(x, row * d, storage);
+    RowsAhead ahead = rows_ahead(x, row, n, d, storage);
+    float sum_squares = taken.sum_squares;
+    if (taken.row != row) {
+        RowSum alone = row_sum_begin(x_row, ahead.next, true, NULL, SUM_SQUARES);
+        sum_squares = row_sum_finish(&alone, d, storage);
+    }
+    void *y_row = (char *)y + row * d * ln_storage_bytes(storage);
+    if (row + 1 == n) {
+        rms_forward_row(y_row, rstd + row, x_row, sum_squares, NULL, gamma, d, eps, storage);
+        return (SumAhead){SIZE_MAX, 0.0f};
+    }
+    RowSum next = row_sum_begin(ahead.next, ahead.after_next, true, NULL, SUM_SQUARES);
+    rms_forward_row(y_row, rstd + row, x_row, sum_squares, &next, gamma, d, eps, storage);
+    return (SumAhead){row + 1, row_sum_finish(&next, d, storage)};
+}
+
+// ANCHOR_END: sum_the_next_row_along_the_way
+
+// ANCHOR: normalize_rows_by_their_rms
+/* rms_forward_row_then_sum compiled once for each storage type. */
+static SumAhead rms_forward_row_stored(void *y, float *rstd, const void *x, const float *gamma, size_t row, size_t n,
+                                       size_t d, float eps, SumAhead taken, LnStorage storage)
+{
+    SumAhead next;
+    CALL_FOR_STORAGE(storage, next = rms_forward_row_then_sum(y, rstd, x, gamma, row, n, d, eps, taken, fixed_storage));
+    return next;
 }
 
 void rmsnorm_forward_stored(void *y, float *rstd, const void *x, const float *gamma, size_t n, size_t d, float eps,
                             LnStorage storage)
 {
-    size_t row_bytes = d * ln_storage_bytes(storage);
 #pragma omp parallel
     {
-        float *widened = ALLOC_ARRAY(d, float); /* each thread's; unused for float32 */
+        SumAhead taken = {SIZE_MAX, 0.0f};
 #pragma omp for schedule(static)
         for (size_t row = 0; row < n; row++)
-            rms_forward_row_stored((char *)y + row * row_bytes, rstd + row, stored_at(x, row * d, storage),
-                                   rows_ahead(x, row, n, d, storage), gamma, d, eps, widened, storage);
+            taken = rms_forward_row_stored(y, rstd, x, gamma, row, n, d, eps, taken, storage);
         streaming_stores_done();
-        array_free(widened);
     }
 }
 // ANCHOR_END: normalize_rows_by_their_rms

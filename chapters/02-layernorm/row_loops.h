@@ -185,29 +185,70 @@ ROW_INLINE void prefetch_lanes(const void *row, size_t i, bool into_l2, LnStorag
 }
 // ANCHOR_END: prefetch_the_rows_ahead
 
-// ANCHOR: read_a_row_once
-/* The first pass over a row, the only one that reads it from memory: it
- * takes the row's sum (of the values or of their squares) in lanes, the
- * same bits as sum_in_lanes, while it asks for `ahead_row`: the next row,
- * into L1 (layer norm, whose third pass asks for the row after), or the
- * row after next, into L2 (RMSNorm: below). A 16-bit row
- * is widened on the way into `widened`, d floats of the thread's own
- * (16 KiB at d = 4096, which stays in L1 or L2), and the passes after this
- * one read floats there: widening a chunk at a time in each pass would
- * convert every element two or three times, and leave the 16-bit passes
- * limited by those instructions, not by memory. A float32 row is used
- * where it lies. */
-ROW_INLINE const float *read_row_once(float *widened, float *sum, const void *x, size_t d, const void *ahead_row,
-                                      bool into_l2, LaneSum what, LnStorage storage)
+// ANCHOR: take_a_row_sum_a_piece_at_a_time
+/* A row's sum (of the values or of their squares) in lanes, the same bits
+ * as sum_in_lanes, taken LANES elements at a time, in order, as far as the
+ * caller asks: at once, or a piece at a time while other work goes on
+ * (rms_forward_rows). Each piece asks for the same span of `ahead`, into
+ * L1 or into L2 only. A 16-bit row is widened a piece at a time, into
+ * `kept` where the caller keeps the floats, or else into a chunk that is
+ * dropped. */
+typedef struct {
+    const void *x, *ahead;
+    float *kept;
+    bool into_l2;
+    LaneSum what;
+    size_t done; /* elements summed so far */
+    float acc[LANES];
+} RowSum;
+
+static inline RowSum row_sum_begin(const void *x, const void *ahead, bool into_l2, float *kept, LaneSum what)
 {
-    float acc[LANES] = {0};
-    size_t i = 0;
-    for (; i + LANES <= d; i += LANES) {
-        prefetch_lanes(ahead_row, i, into_l2, storage);
-        add_into_lanes(acc, widen_chunk(widened + i, x, i, LANES, storage), LANES, what);
+    RowSum sum = {x, ahead, kept, into_l2, what, 0, {0}};
+    return sum;
+}
+
+/* The row's whole pieces of LANES elements up to element `end`. */
+ROW_INLINE void row_sum_up_to(RowSum *sum, size_t end, LnStorage storage)
+{
+    float chunk[LANES];
+    for (; sum->done + LANES <= end; sum->done += LANES) {
+        prefetch_lanes(sum->ahead, sum->done, sum->into_l2, storage);
+        float *widened = sum->kept != NULL ? sum->kept + sum->done : chunk;
+        add_into_lanes(sum->acc, widen_chunk(widened, sum->x, sum->done, LANES, storage), LANES, sum->what);
     }
-    add_into_lanes(acc, widen_chunk(widened + i, x, i, d - i, storage), d - i, what);
-    *sum = add_lanes(acc);
+}
+
+// ANCHOR_END: take_a_row_sum_a_piece_at_a_time
+
+// ANCHOR: finish_a_row_sum
+/* The rest of a row of d elements, and its sum. */
+ROW_INLINE float row_sum_finish(RowSum *sum, size_t d, LnStorage storage)
+{
+    row_sum_up_to(sum, d, storage);
+    float chunk[LANES];
+    size_t i = sum->done;
+    float *widened = sum->kept != NULL ? sum->kept + i : chunk;
+    add_into_lanes(sum->acc, widen_chunk(widened, sum->x, i, d - i, storage), d - i, sum->what);
+    sum->done = d;
+    return add_lanes(sum->acc);
+}
+// ANCHOR_END: finish_a_row_sum
+
+// ANCHOR: read_a_row_once
+/* The first pass over a layer norm row, the only one that reads it from
+ * memory: it takes the row's sum at once while it asks for the next row,
+ * into L1 (the third pass asks for the row after). A 16-bit row is widened
+ * on the way into `widened`, d floats of the thread's own (16 KiB at
+ * d = 4096, which stays in L1 or L2), and the passes after this one read
+ * floats there: widening a chunk at a time in each pass would convert
+ * every element three times, and leave the 16-bit passes limited by those
+ * instructions, not by memory. A float32 row is used where it lies. */
+ROW_INLINE const float *read_row_once(float *widened, float *sum, const void *x, size_t d, const void *next_row,
+                                      LaneSum what, LnStorage storage)
+{
+    RowSum row = row_sum_begin(x, next_row, false, widened, what);
+    *sum = row_sum_finish(&row, d, storage);
     return storage == STORAGE_FLOAT32 ? (const float *)x : widened;
 }
 // ANCHOR_END: read_a_row_once

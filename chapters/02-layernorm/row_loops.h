@@ -189,7 +189,7 @@ ROW_INLINE void prefetch_lanes(const void *row, size_t i, bool into_l2, LnStorag
 /* A row's sum (of the values or of their squares) in lanes, the same bits
  * as sum_in_lanes, taken LANES elements at a time, in order, as far as the
  * caller asks: at once, or a piece at a time while other work goes on
- * (rms_forward_rows). Each piece asks for the same span of `ahead`, into
+ * (rms_forward_row_then_sum). Each piece asks for the same span of `ahead`, into
  * L1 or into L2 only. A 16-bit row is widened a piece at a time, into
  * `kept` where the caller keeps the floats, or else into a chunk that is
  * dropped. */

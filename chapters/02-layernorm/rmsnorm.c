@@ -150,7 +150,6 @@ ROW_INLINE SumAhead rms_forward_row_then_sum(void *y, float *rstd, const void *x
     rms_forward_row(y_row, rstd + row, x_row, sum_squares, &next, gamma, d, eps, storage);
     return (SumAhead){row + 1, row_sum_finish(&next, d, storage)};
 }
-
 // ANCHOR_END: sum_the_next_row_along_the_way
 
 // ANCHOR: normalize_rows_by_their_rms

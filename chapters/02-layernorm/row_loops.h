@@ -189,10 +189,10 @@ ROW_INLINE void prefetch_lanes(const void *row, size_t i, bool into_l2, LnStorag
 /* A row's sum (of the values or of their squares) in lanes, the same bits
  * as sum_in_lanes, taken LANES elements at a time, in order, as far as the
  * caller asks: at once, or a piece at a time while other work goes on
- * (rms_forward_row_then_sum). Each piece asks for the same span of `ahead`, into
- * L1 or into L2 only. A 16-bit row is widened a piece at a time, into
- * `kept` where the caller keeps the floats, or else into a chunk that is
- * dropped. */
+ * (rms_forward_row_then_sum). Each piece asks for the same span of
+ * `ahead`, into L1 or into L2 only. A 16-bit row is widened a piece at a
+ * time, into `kept` where the caller keeps the floats, or else into a
+ * chunk that is dropped. */
 typedef struct {
     const void *x, *ahead;
     float *kept;
@@ -218,7 +218,6 @@ ROW_INLINE void row_sum_up_to(RowSum *sum, size_t end, LnStorage storage)
         add_into_lanes(sum->acc, widen_chunk(widened, sum->x, sum->done, LANES, storage), LANES, sum->what);
     }
 }
-
 // ANCHOR_END: take_a_row_sum_a_piece_at_a_time
 
 // ANCHOR: finish_a_row_sum

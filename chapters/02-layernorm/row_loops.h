@@ -515,26 +515,87 @@ ROW_INLINE void backward_span_stored(const BackwardRows *rows, size_t row_count,
         else
             narrow_chunk(rows->dx[r], first, span.dx[r], count, storage);
 }
-
 // ANCHOR_END: widen_a_span_of_the_rows
 
+// ANCHOR: stream_16_bit_lines_of_dx
+/* Two blocks of 16-bit rows, a 64-byte line of each dx row, streamed out
+ * in one store a row (store_16_bit_line_streaming says why): stored a
+ * block at a time, the two halves of a row's line would have the other
+ * row's block and a block of arithmetic between them. The halves are a
+ * loop of two, not two calls: GCC, given two copies of layer norm's
+ * guarded span code in one sweep, compiled them one element at a time. */
+ROW_INLINE void backward_line_stored(const BackwardRows *rows, size_t row_count, size_t first,
+                                     BackwardSpanFn *differentiate, const void *norm, LnStorage storage)
+{
+    float dy_line[ROWS_AT_ONCE][2 * BLOCK], x_line[ROWS_AT_ONCE][2 * BLOCK], dx_line[ROWS_AT_ONCE][2 * BLOCK];
+#pragma GCC unroll 2
+    for (size_t r = 0; r < row_count; r++) {
+        widen_chunk(dy_line[r], rows->dy[r], first, 2 * BLOCK, storage);
+        widen_chunk(x_line[r], rows->x[r], first, 2 * BLOCK, storage);
+    }
+#pragma GCC unroll 1
+    for (size_t half = 0; half < 2 * BLOCK; half += BLOCK) {
+        BackwardSpan span = {.count = row_count};
+#pragma GCC unroll 2
+        for (size_t r = 0; r < row_count; r++) {
+            span.dy[r] = dy_line[r] + half;
+            span.x[r] = x_line[r] + half;
+            span.dx[r] = dx_line[r] + half;
+        }
+        differentiate(&span, first + half, BLOCK, norm);
+    }
+#pragma GCC unroll 2
+    for (size_t r = 0; r < row_count; r++)
+        store_16_bit_line_streaming(rows->dx[r], first, dx_line[r], storage);
+}
+
+/* Whether the dx rows lie alike about a line boundary, so that a line of
+ * one is a line of the other: two rows paired for their blocks may not (a
+ * 16-bit row of 784 elements is 24.5 lines); those go a block at a time. */
+static inline bool lines_line_up(const BackwardRows *rows, size_t row_count)
+{
+    return row_count == 1 || (uintptr_t)rows->dx[0] % 64 == (uintptr_t)rows->dx[1] % 64;
+}
+// ANCHOR_END: stream_16_bit_lines_of_dx
+
+// ANCHOR: ask_for_the_next_rows
+/* One line of the rows after these asked for, at element j: their dy,
+ * and their x too where the rows' sums are in float and quick (a guarded
+ * row's double sums ask for it). */
+ROW_INLINE void prefetch_next_rows(const BackwardRows *rows, size_t row_count, size_t j, bool float_sums,
+                                   LnStorage storage)
+{
+    for (size_t r = 0; r < row_count; r++) {
+        if (float_sums)
+            __builtin_prefetch(stored_at(rows->next_x[r], j, storage));
+        __builtin_prefetch(stored_at(rows->next_dy[r], j, storage));
+    }
+}
+// ANCHOR_END: ask_for_the_next_rows
+
 // ANCHOR: sweep_the_rows
-/* The sweep over `row_count` rows, in the forward pass's shape: a head up
- * to a block boundary, the whole blocks, streamed out while the rows after
- * these are prefetched (their dy; their x too where the rows' sums are in
- * float and quick: a guarded row's double sums ask for it), and the
- * tail. */
+/* The sweep over `row_count` rows, in the forward pass's shape
+ * (stream_whole_blocks): a head up to a block boundary, the whole blocks
+ * (16-bit ones in pairs, a line each, from the first line boundary on),
+ * streamed out while the rows after these are prefetched, a line for each
+ * line, and the tail. */
 ROW_INLINE void backward_rows_of(BackwardRows rows, size_t row_count, size_t d, BackwardSpanFn *differentiate,
                                  const void *norm, LnStorage storage, bool float_sums)
 {
     size_t j = unaligned_head(rows.dx[0], d, storage);
     backward_span_stored(&rows, row_count, 0, j, false, differentiate, norm, storage);
+    bool in_lines = storage != STORAGE_FLOAT32 && lines_line_up(&rows, row_count);
+    if (in_lines && (uintptr_t)stored_at(rows.dx[0], j, storage) % 64 != 0 && j + BLOCK <= d) {
+        prefetch_next_rows(&rows, row_count, j, float_sums, storage);
+        backward_span_stored(&rows, row_count, j, BLOCK, true, differentiate, norm, storage);
+        j += BLOCK;
+    }
+    for (; in_lines && j + 2 * BLOCK <= d; j += 2 * BLOCK) {
+        prefetch_next_rows(&rows, row_count, j, float_sums, storage);
+        backward_line_stored(&rows, row_count, j, differentiate, norm, storage);
+    }
     for (; j + BLOCK <= d; j += BLOCK) {
-        for (size_t r = 0; r < row_count; r++) {
-            if (float_sums)
-                __builtin_prefetch(stored_at(rows.next_x[r], j, storage));
-            __builtin_prefetch(stored_at(rows.next_dy[r], j, storage));
-        }
+        prefetch_next_rows(&rows, row_count, j, float_sums, storage);
         backward_span_stored(&rows, row_count, j, BLOCK, true, differentiate, norm, storage);
     }
     backward_span_stored(&rows, row_count, j, d - j, false, differentiate, norm, storage);

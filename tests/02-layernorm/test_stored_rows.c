@@ -35,6 +35,7 @@
 #include "common/alloc.h"
 #include "common/rng.h"
 #include "common/testing.h"
+#include "kernels/layernorm_row.h"
 
 typedef struct {
     float *y, *dx, *mean, *rstd, *dgamma, *dbeta;
@@ -313,6 +314,15 @@ int main(void)
             for (size_t w = 0; w < sizeof widths / sizeof widths[0]; w++)
                 for (int threads = 1; threads <= 2; threads++)
                     check_case((NormKind)norm, storages[s], 37, widths[w], threads);
+    /* Enough rows for the backward passes' chunks to hold two or three
+     * (LN_BACKWARD_CHUNKS): rows swept in pairs, a line of each at a time
+     * where their lines line up (768), a block at a time where rows of 48
+     * are paired by their blocks but lie half a line apart. */
+    const size_t paired_widths[] = {48, 768};
+    for (int norm = NORM_LAYER; norm <= NORM_RMS; norm++)
+        for (size_t s = 0; s < 2; s++)
+            for (size_t w = 0; w < 2; w++)
+                check_case((NormKind)norm, storages[s], 2 * LN_BACKWARD_CHUNKS + 5, paired_widths[w], 2);
 #ifdef _OPENMP
     omp_set_num_threads(max_threads);
 #endif

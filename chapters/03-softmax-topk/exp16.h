@@ -28,12 +28,17 @@
 #include "kernels/online_softmax.h"
 
 // ANCHOR: look_up_two_to_the_j_over_16
-/* 2^(j/16) for j = 0 .. 15, rounded to float. */
+/* 2^(j/16) for j = 0 .. 15, rounded to float, as exp16_in_sum wants them:
+ * each with j << 19 taken off its bits, which exp16_in_sum's one shift
+ * adds back (see there). Built once, by the caller, outside its loop. */
 static inline __m512 exp16_powers(void)
 {
-    return _mm512_setr_ps(0x1p+0f, 0x1.0b5586p+0f, 0x1.172b84p+0f, 0x1.2387a6p+0f, 0x1.306fe0p+0f, 0x1.3dea64p+0f,
-                          0x1.4bfdaep+0f, 0x1.5ab07ep+0f, 0x1.6a09e6p+0f, 0x1.7a1148p+0f, 0x1.8ace54p+0f,
-                          0x1.9c4918p+0f, 0x1.ae89fap+0f, 0x1.c199bep+0f, 0x1.d5818ep+0f, 0x1.ea4afap+0f);
+    __m512 powers =
+        _mm512_setr_ps(0x1p+0f, 0x1.0b5586p+0f, 0x1.172b84p+0f, 0x1.2387a6p+0f, 0x1.306fe0p+0f, 0x1.3dea64p+0f,
+                       0x1.4bfdaep+0f, 0x1.5ab07ep+0f, 0x1.6a09e6p+0f, 0x1.7a1148p+0f, 0x1.8ace54p+0f, 0x1.9c4918p+0f,
+                       0x1.ae89fap+0f, 0x1.c199bep+0f, 0x1.d5818ep+0f, 0x1.ea4afap+0f);
+    __m512i j_shifted = _mm512_slli_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), 19);
+    return _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_castps_si512(powers), j_shifted));
 }
 
 /* exp(x) for 16 values x <= 0 (or NaN, which comes out NaN) that only add
@@ -50,12 +55,15 @@ static inline __attribute__((always_inline)) __m512 exp16_in_sum(__m512 x, __m51
     __m512 r = _mm512_fmadd_ps(m, _mm512_set1_ps(-0.693359375f / 16), x);
     r = _mm512_fmadd_ps(m, _mm512_set1_ps(2.12194440e-4f / 16), r);
     /* 2^(j/16) from the low four bits of t; 2^n added to its exponent: t's
-     * bits are those of 1.5 * 2^23 plus 16 n + j, whose bits 4 and up,
-     * moved to the exponent field, are n (the rest falls off the top). */
+     * bits are those of 1.5 * 2^23 plus 16 n + j, and shifted left by 19
+     * they are n in the exponent field and j in the four bits below it
+     * (1.5 * 2^23's own bits, and n's sign, fall off the top: modulo 2^32,
+     * adding n << 23 adds n to the exponent). The table's entries have j << 19 taken off,
+     * so one shift and one addition do it. */
     __m512i bits = _mm512_castps_si512(t);
-    __m512i two_to_n = _mm512_slli_epi32(_mm512_srli_epi32(bits, 4), 23);
+    __m512i n_and_j = _mm512_slli_epi32(bits, 19);
     __m512 power =
-        _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(_mm512_permutexvar_ps(bits, powers)), two_to_n));
+        _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(_mm512_permutexvar_ps(bits, powers)), n_and_j));
     /* e^r - 1 = r + r^2 (1/2 + r/6), then 2^(n + j/16) (1 + (e^r - 1)). */
     __m512 half_plus = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 6), _mm512_set1_ps(0.5f));
     __m512 expm1_r = _mm512_fmadd_ps(half_plus, _mm512_mul_ps(r, r), r);

@@ -28,9 +28,8 @@
 #include "kernels/online_softmax.h"
 
 // ANCHOR: look_up_two_to_the_j_over_16
-/* 2^(j/16) for j = 0 .. 15, rounded to float, as exp16_in_sum wants them:
- * each with j << 19 taken off its bits, which exp16_in_sum's one shift
- * adds back (see there). Built once, by the caller, outside its loop. */
+/* 2^(j/16) for j = 0 .. 15, rounded to float, each less j << 19 in its
+ * bits (see exp16_in_sum); built once, outside the caller's loop. */
 static inline __m512 exp16_powers(void)
 {
     __m512 powers =
@@ -54,12 +53,10 @@ static inline __attribute__((always_inline)) __m512 exp16_in_sum(__m512 x, __m51
     /* ln2/16 in exp_split's two parts, each divided by 16 exactly. */
     __m512 r = _mm512_fmadd_ps(m, _mm512_set1_ps(-0.693359375f / 16), x);
     r = _mm512_fmadd_ps(m, _mm512_set1_ps(2.12194440e-4f / 16), r);
-    /* 2^(j/16) from the low four bits of t; 2^n added to its exponent: t's
-     * bits are those of 1.5 * 2^23 plus 16 n + j, and shifted left by 19
-     * they are n in the exponent field and j in the four bits below it
-     * (1.5 * 2^23's own bits, and n's sign, fall off the top: modulo 2^32,
-     * adding n << 23 adds n to the exponent). The table's entries have j << 19 taken off,
-     * so one shift and one addition do it. */
+    /* 2^(j/16) from the low four bits of t, times 2^n: t's bits are those
+     * of 1.5 * 2^23 plus 16 n + j, so shifted left by 19 they hold n in the
+     * exponent field and j below it (the rest falls off the top, modulo
+     * 2^32), and the table's entries have j << 19 taken off. */
     __m512i bits = _mm512_castps_si512(t);
     __m512i n_and_j = _mm512_slli_epi32(bits, 19);
     __m512 power =

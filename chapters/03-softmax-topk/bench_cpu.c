@@ -113,34 +113,60 @@ static BenchStats row_stats(const BenchData *data, CpuVersion version, size_t vo
     return seconds_per_row(stats, rows);
 }
 
+/* The fused version's pass without its top K (softmax_state_stored_rows),
+ * on the same rows and threads. */
+typedef struct {
+    StoredLogits logits;
+    size_t rows, vocab;
+    int threads;
+    SoftmaxState *states;
+} PassAlone;
+
+static void run_pass_alone(void *ctx)
+{
+    PassAlone *p = ctx;
+    softmax_state_stored_rows(p->logits, p->rows, p->vocab, p->threads, p->states);
+}
+
 /* The fused version on all the rows of `logits` (count logits, as
  * stored), timed in turns with a read of the benchmark data, float32, on
  * the same threads: its time per row, and its share of the read bandwidth
- * round by round. */
+ * round by round. With `with_pass_alone`, the pass without its top K is
+ * timed in the same turns, for its share of the same reads. */
 typedef struct {
-    BenchStats per_row; /* seconds per row */
-    BenchStats shares;  /* GB/s of the pass over GB/s of the read, by round */
-    double read_gbs;    /* the median round's read */
+    BenchStats per_row;      /* seconds per row */
+    BenchStats shares;       /* GB/s of the pass over GB/s of the read, by round */
+    BenchStats alone_shares; /* the same for the pass without its top K, if timed */
+    double read_gbs;         /* the median round's read */
 } FusedInTurns;
 
-static FusedInTurns fused_in_turns(const BenchData *data, StoredLogits logits, size_t vocab, int k, int threads)
+static FusedInTurns fused_in_turns(const BenchData *data, StoredLogits logits, size_t vocab, int k, int threads,
+                                   bool with_pass_alone)
 {
     size_t rows = data->count / vocab;
     BenchCase c = bench_case_new(CPU_FUSED, logits, rows, vocab, k, threads);
     ReadPass read = {data->logits, data->count, threads, 0.0f};
+    PassAlone alone = {logits, rows, vocab, threads, ALLOC_ARRAY(rows, SoftmaxState)};
     BenchBody bodies[] = {
-        {read_pass_run, &read},
-        {run_case,      &c   }
+        {read_pass_run,  &read },
+        {run_case,       &c    },
+        {run_pass_alone, &alone}
     };
-    double seconds[2 * FUSED_TIMED_RUNS], *read_seconds = seconds, *fused_seconds = seconds + FUSED_TIMED_RUNS;
-    bench_run_in_turns(bodies, 2, 1, FUSED_TIMED_RUNS, seconds);
-    double read_bytes = (double)(data->count * sizeof(float));
-    FusedInTurns result;
-    result.shares = bench_share_stats((double)(rows * vocab * logits_type_size(logits.type)), fused_seconds, read_bytes,
-                                      read_seconds, FUSED_TIMED_RUNS);
+    int body_count = with_pass_alone ? 3 : 2;
+    double seconds[3 * FUSED_TIMED_RUNS], *read_seconds = seconds, *fused_seconds = seconds + FUSED_TIMED_RUNS,
+                                          *alone_seconds = seconds + 2 * FUSED_TIMED_RUNS;
+    bench_run_in_turns(bodies, body_count, 1, FUSED_TIMED_RUNS, seconds);
+    double read_bytes = (double)(data->count * sizeof(float)),
+           bytes = (double)(rows * vocab * logits_type_size(logits.type));
+    FusedInTurns result = {0};
+    result.shares = bench_share_stats(bytes, fused_seconds, read_bytes, read_seconds, FUSED_TIMED_RUNS);
+    if (with_pass_alone) {
+        result.alone_shares = bench_share_stats(bytes, alone_seconds, read_bytes, read_seconds, FUSED_TIMED_RUNS);
+    }
     /* (bench_stats_from_times sorts the times: the shares are taken first.) */
     result.read_gbs = gb_per_s(read_bytes, bench_stats_from_times(read_seconds, FUSED_TIMED_RUNS).median);
     result.per_row = seconds_per_row(bench_stats_from_times(fused_seconds, FUSED_TIMED_RUNS), rows);
+    array_free(alone.states);
     bench_case_free(&c);
     return result;
 }
@@ -382,7 +408,7 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
         }
         double row_bytes = (double)(vocab * logits_type_size(types[t]));
         for (size_t c = 0; c < k_count; c++) {
-            FusedInTurns fused = fused_in_turns(data, logits, vocab, ks[c], threads);
+            FusedInTurns fused = fused_in_turns(data, logits, vocab, ks[c], threads, false);
             BenchStats cached = cached_logit_stats(logits, vocab, ks[c]);
             double cached_gbs = threads * (double)logits_type_size(types[t]) / cached.min * 1e-9;
             table_cell(table, "%s", type_names[t]);
@@ -541,8 +567,9 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
                              "fused G/s",
                              "fused / naive (slowest–fastest)",
                              "read bandwidth",
-                             "fused / read bandwidth, round by round (least–most)"};
-    Table *table = TABLE_NEW(headers, "rrrrrrrrr");
+                             "fused / read bandwidth, round by round (least–most)",
+                             "the pass without its top K / read bandwidth (least–most)"};
+    Table *table = TABLE_NEW(headers, "rrrrrrrrrr");
     for (size_t v = 0; v < vocab_count; v++) {
         for (size_t t = 0; t < k_count; t++) {
             const int thread_counts[] = {1, threads};
@@ -552,7 +579,8 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
                 for (CpuVersion version = CPU_NAIVE; version < CPU_FUSED; version++) {
                     per_row[version] = row_stats(&data, version, vocabs[v], ks[t], run_threads);
                 }
-                FusedInTurns fused = fused_in_turns(&data, float32_logits(data.logits), vocabs[v], ks[t], run_threads);
+                FusedInTurns fused =
+                    fused_in_turns(&data, float32_logits(data.logits), vocabs[v], ks[t], run_threads, true);
                 per_row[CPU_FUSED] = fused.per_row;
                 table_cell(table, "%zu", vocabs[v]);
                 table_cell(table, "%d", ks[t]);
@@ -563,6 +591,7 @@ void print_cpu_bench(bool quick, int threads, TableFormat format)
                 bench_speedup_cell(table, per_row[CPU_NAIVE], per_row[CPU_FUSED]);
                 table_cell(table, "%.1f GB/s", fused.read_gbs);
                 bench_percent_cell(table, fused.shares);
+                bench_percent_cell(table, fused.alone_shares);
             }
         }
     }

@@ -599,24 +599,34 @@ static const TopkEntry *online_stored_row(StoredLogits row, size_t vocab, TopkCo
 }
 
 // ANCHOR: fuse_softmax_and_topk_in_one_pass
-static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readable, TopkCollector *top,
-                                  SoftmaxState *state, float *chunk_maxima)
+/* The pass over a row: its chunks summed into `sums`, each chunk's maximum
+ * kept in chunk_maxima, and the state of the whole row returned, the last
+ * vocab % LANES logits (`tail`, as floats) pushed one by one. */
+static SoftmaxState scan_row(StoredLogits row, size_t vocab, size_t readable, LaneSums *sums, float *chunk_maxima,
+                             float tail[LANES])
 {
-    LaneSums sums = lane_sums_empty();
     size_t whole_lanes = vocab - vocab % LANES, size = logits_type_size(row.type);
     for (size_t begin = 0; begin < whole_lanes; begin += FUSED_CHUNK) {
         size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
         const char *ahead =
             chunk_ahead((const char *)row.data + begin * size, readable - begin * size, FUSED_CHUNK * size);
-        chunk_maxima[begin / FUSED_CHUNK] = add_stored_chunk(&sums, row, begin, (int)n, ahead);
+        chunk_maxima[begin / FUSED_CHUNK] = add_stored_chunk(sums, row, begin, (int)n, ahead);
     }
-    *state = lane_sums_state(&sums);
-    /* The last vocab % LANES logits, one by one. */
-    float tail[LANES];
+    SoftmaxState state = lane_sums_state(sums);
     widen_logits(row, whole_lanes, vocab - whole_lanes, tail);
     for (size_t i = 0; i < vocab - whole_lanes; i++) {
-        *state = softmax_state_push(*state, tail[i]);
+        state = softmax_state_push(state, tail[i]);
     }
+    return state;
+}
+
+static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readable, TopkCollector *top,
+                                  SoftmaxState *state, float *chunk_maxima)
+{
+    LaneSums sums = lane_sums_empty();
+    size_t whole_lanes = vocab - vocab % LANES, size = logits_type_size(row.type);
+    float tail[LANES];
+    *state = scan_row(row, vocab, readable, &sums, chunk_maxima, tail);
     if (isnan(state->sum)) {
         /* A NaN or +inf in the row (see lane_sums_add_chunk). */
         return online_stored_row(row, vocab, top, state);
@@ -726,6 +736,43 @@ void softmax_topk_stored_rows_then(StoredLogits logits, size_t rows, size_t voca
 {
     rows_with_lookahead(CPU_FUSED, logits, rows, vocab, k, threads, probs, indices, &then);
 }
+
+// ANCHOR: the_pass_without_its_top_k
+/* A row with a NaN or +inf: the scalar recurrence, which handles both. */
+static SoftmaxState state_one_by_one(StoredLogits row, size_t vocab)
+{
+    SoftmaxState state = softmax_state_empty();
+    float widened[FUSED_CHUNK];
+    for (size_t begin = 0; begin < vocab; begin += FUSED_CHUNK) {
+        size_t n = vocab - begin < FUSED_CHUNK ? vocab - begin : FUSED_CHUNK;
+        widen_logits(row, begin, n, widened);
+        for (size_t i = 0; i < n; i++) {
+            state = softmax_state_push(state, widened[i]);
+        }
+    }
+    return state;
+}
+
+void softmax_state_stored_rows(StoredLogits logits, size_t rows, size_t vocab, int threads, SoftmaxState *states)
+{
+    size_t row_bytes = vocab * logits_type_size(logits.type);
+#pragma omp parallel num_threads(threads)
+    {
+        float *chunk_maxima = ALLOC_ARRAY(vocab / FUSED_CHUNK + 1, float);
+#pragma omp for schedule(static)
+        for (size_t row = 0; row < rows; row++) {
+            StoredLogits this_row = {(const char *)logits.data + row * row_bytes, logits.type};
+            LaneSums sums = lane_sums_empty();
+            float tail[LANES];
+            states[row] = scan_row(this_row, vocab, (rows - row) * row_bytes, &sums, chunk_maxima, tail);
+            if (isnan(states[row].sum)) {
+                states[row] = state_one_by_one(this_row, vocab);
+            }
+        }
+        array_free(chunk_maxima);
+    }
+}
+// ANCHOR_END: the_pass_without_its_top_k
 
 static int compare_ranks(const void *a, const void *b)
 {

@@ -81,6 +81,13 @@ typedef struct {
 void softmax_topk_stored_rows_then(StoredLogits logits, size_t rows, size_t vocab, int k, int threads, float *probs,
                                    int64_t *indices, TopkRowConsumer then);
 
+/* The fused version's pass without its top K: each row's online softmax
+ * state (max and sum of exp(x - max)) into states[rows], with the same
+ * chunks, lanes and prefetching, rows split across `threads` as the fused
+ * version splits them. The benchmark sets the fused version against it:
+ * the time between the two is the top K's. */
+void softmax_state_stored_rows(StoredLogits logits, size_t rows, size_t vocab, int threads, SoftmaxState *states);
+
 /* One row of `vocab` logits -> k probabilities and indices (1 <= k <= vocab). */
 void softmax_topk_row(CpuVersion version, const float *logits, size_t vocab, int k, RowScratch *scratch, float *probs,
                       int64_t *indices);

@@ -2,8 +2,10 @@
  * bf16), read as they are: the same results, to the bit, as on the same
  * logits widened to float32 first (widening is exact, so there is nothing
  * to tolerate), for irregular V, every K structure, the special values,
- * and several threads; and widen_logits gives each type's widening
- * (kernels/fp16.h, kernels/bf16.h) on every one of the 65536 patterns. */
+ * and several threads; widen_logits gives each type's widening
+ * (kernels/fp16.h, kernels/bf16.h) on every one of the 65536 patterns; and
+ * the pass without its top K, which the benchmark times beside the fused
+ * pass, has the fused pass's own softmax state. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -132,9 +134,62 @@ static void test_fused_reads_16_bits(void)
     }
 }
 
+/* Both NaN, or the same bits. */
+static bool same_float(float a, float b)
+{
+    return (isnan(a) && isnan(b)) || float_bits(a) == float_bits(b);
+}
+
+/* The pass without its top K (the benchmark's reference) is the fused
+ * pass's own: its state gives, to the bit, the probability the fused pass
+ * gave its top 1, on every row (NaN, +inf and -inf ones too), every type,
+ * irregular V and several threads. */
+static void check_pass_alone(LogitsType type, size_t vocab, int threads)
+{
+    size_t count = ROWS * vocab;
+    float *x = ALLOC_ARRAY(count, float), *widened = ALLOC_ARRAY(count, float), probs[ROWS];
+    uint16_t *stored = ALLOC_ARRAY(count, uint16_t);
+    int64_t indices[ROWS];
+    SoftmaxState states[ROWS];
+    fill_logits(x, vocab, 2 * vocab + 1);
+    StoredLogits logits = float32_logits(x);
+    if (type != LOGITS_FLOAT32) {
+        store_in_16_bits(x, count, type, stored, widened);
+        logits = (StoredLogits){stored, type};
+    } else {
+        memcpy(widened, x, count * sizeof *x);
+    }
+    softmax_topk_stored_rows(logits, ROWS, vocab, 1, threads, probs, indices);
+    softmax_state_stored_rows(logits, ROWS, vocab, threads, states);
+    int wrong = 0, first = -1;
+    for (int row = 0; row < ROWS; row++) {
+        float top = widened[(size_t)row * vocab + (size_t)indices[row]];
+        if (!same_float(softmax_probability(states[row], top), probs[row])) {
+            first = wrong++ == 0 ? row : first;
+        }
+    }
+    EXPECT(wrong == 0, "type %d, V = %zu, %d threads: %d of %d rows' states differ from the fused pass's, the first %d",
+           (int)type, vocab, threads, wrong, ROWS, first);
+    array_free(x);
+    array_free(widened);
+    array_free(stored);
+}
+
+static void test_pass_alone(void)
+{
+    const size_t vocabs[] = {1, 63, 64, 1001, 50257};
+    const LogitsType types[] = {LOGITS_FLOAT32, LOGITS_FLOAT16, LOGITS_BFLOAT16};
+    for (int t = 0; t < 3; t++) {
+        for (size_t v = 0; v < sizeof vocabs / sizeof vocabs[0]; v++) {
+            check_pass_alone(types[t], vocabs[v], 1 + (int)(v % 3));
+        }
+    }
+}
+
 int main(void)
 {
     test_widen_every_pattern();
     test_fused_reads_16_bits();
+    test_pass_alone();
     return test_finish();
 }

@@ -542,8 +542,8 @@ static void print_exp_bench(const BenchData *data)
 
 static void print_bench_header(const BenchData *data)
 {
-    printf("logits: %.0f MiB (the last-level cache holds %.0f MiB); fused timed on all rows, naive and online "
-           "on the first %d\n",
+    printf("logits: %.0f MiB (the last-level cache holds %.0f MiB); fused, and the pass without its top K, timed "
+           "on all rows, naive and online on the first %d\n",
            (double)(data->count * sizeof(float)) / (1 << 20), (double)bench_llc_bytes() / (1 << 20), SLOW_ROWS);
 }
 

@@ -758,7 +758,7 @@ void softmax_state_stored_rows(StoredLogits logits, size_t rows, size_t vocab, i
     size_t row_bytes = vocab * logits_type_size(logits.type);
 #pragma omp parallel num_threads(threads)
     {
-        float *chunk_maxima = ALLOC_ARRAY(vocab / FUSED_CHUNK + 1, float);
+        float *chunk_maxima = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, float);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
             StoredLogits this_row = {(const char *)logits.data + row * row_bytes, logits.type};

@@ -1,6 +1,8 @@
 #include "common/testing.h"
 
+#include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +29,16 @@ bool test_expect(bool passed, const char *condition, const char *file, int line,
         fflush(stdout);
     }
     return passed;
+}
+
+bool test_same_float(float a, float b)
+{
+    if (isnan(a))
+        return isnan(b) != 0;
+    uint32_t a_bits, b_bits;
+    memcpy(&a_bits, &a, sizeof a_bits);
+    memcpy(&b_bits, &b, sizeof b_bits);
+    return a_bits == b_bits;
 }
 
 int test_finish(void)

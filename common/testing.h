@@ -30,6 +30,11 @@ bool test_expect(bool passed, const char *condition, const char *file, int line,
  * otherwise). A test that made no checks at all fails: it proved nothing. */
 int test_finish(void);
 
+/* The same float to the bit, or NaN both (whatever their payloads): how
+ * results that must be bitwise equal are compared where a NaN is a right
+ * answer. */
+bool test_same_float(float a, float b);
+
 /* Print "skipped: <reason>" and exit 2. */
 COMMON_NORETURN void test_skip(const char *reason);
 

@@ -134,12 +134,6 @@ static void test_fused_reads_16_bits(void)
     }
 }
 
-/* Both NaN, or the same bits. */
-static bool same_float(float a, float b)
-{
-    return (isnan(a) && isnan(b)) || float_bits(a) == float_bits(b);
-}
-
 /* The pass without its top K (the benchmark's reference) is the fused
  * pass's own: its state gives, to the bit, the probability the fused pass
  * gave its top 1, on every row (NaN, +inf and -inf ones too), every type,
@@ -164,7 +158,7 @@ static void check_pass_alone(LogitsType type, size_t vocab, int threads)
     int wrong = 0, first = -1;
     for (int row = 0; row < ROWS; row++) {
         float top = widened[(size_t)row * vocab + (size_t)indices[row]];
-        if (!same_float(softmax_probability(states[row], top), probs[row])) {
+        if (!test_same_float(softmax_probability(states[row], top), probs[row])) {
             first = wrong++ == 0 ? row : first;
         }
     }

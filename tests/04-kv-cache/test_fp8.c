@@ -129,19 +129,13 @@ static void specials(const Spec *s, double largest)
     EXPECT((double)s->decode(s->encode(1e30f)) == largest, "%s: huge floats saturate", s->name);
 }
 
-/* The same float, or NaN both. */
-static bool same_float(float a, float b)
-{
-    return isnan(a) ? isnan(b) != 0 : float_bits(a) == float_bits(b);
-}
-
 static void decoding_through_fp16_is_exact(void)
 {
     int shifted_wrong = 0, not_a_half = 0;
     for (int code = 0; code < 256; code++) {
         float e5m2 = fp8_e5m2_to_float((uint8_t)code), e4m3 = fp8_e4m3_to_float((uint8_t)code);
-        shifted_wrong += !same_float(half_to_float((uint16_t)(code << 8)), e5m2);
-        not_a_half += !same_float(half_to_float(half_from_float(e4m3)), e4m3);
+        shifted_wrong += !test_same_float(half_to_float((uint16_t)(code << 8)), e5m2);
+        not_a_half += !test_same_float(half_to_float(half_from_float(e4m3)), e4m3);
     }
     EXPECT(shifted_wrong == 0, "E5M2: %d codes differ from the fp16 whose top byte they are", shifted_wrong);
     EXPECT(not_a_half == 0, "E4M3: %d values are not fp16 values", not_a_half);
@@ -151,8 +145,8 @@ static void decoding_through_fp16_is_exact(void)
         for (uint32_t pair = 0; pair < 0x10000u; pair++) {
             float first, second;
             fp8_pair_to_floats((uint16_t)pair, formats[f], &first, &second);
-            wrong += !same_float(first, fp8_to_float((uint8_t)pair, formats[f])) ||
-                     !same_float(second, fp8_to_float((uint8_t)(pair >> 8), formats[f]));
+            wrong += !test_same_float(first, fp8_to_float((uint8_t)pair, formats[f])) ||
+                     !test_same_float(second, fp8_to_float((uint8_t)(pair >> 8), formats[f]));
         }
         EXPECT(wrong == 0, "%s: %ld of 65536 pairs decode wrongly", f == 0 ? "E4M3" : "E5M2", wrong);
     }

@@ -45,12 +45,6 @@ typedef struct {
     __nv_fp8_interpretation_t cuda;
 } Format;
 
-/* The same float, or NaN both. */
-static bool same_float(float a, float b)
-{
-    return isnan(a) ? isnan(b) != 0 : float_bits(a) == float_bits(b);
-}
-
 static bool is_nan_code(uint8_t code, Fp8Format f)
 {
     return isnan(fp8_to_float(code, f)) != 0;
@@ -61,7 +55,7 @@ static void decoding_agrees(const Format *f)
     int wrong = 0, first_wrong = -1;
     for (int code = 0; code < 256; code++) {
         float cuda = half_to_float(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)code, f->cuda).x);
-        if (!same_float(cuda, fp8_to_float((uint8_t)code, f->format))) {
+        if (!test_same_float(cuda, fp8_to_float((uint8_t)code, f->format))) {
             first_wrong = wrong++ == 0 ? code : first_wrong;
         }
     }
@@ -72,7 +66,8 @@ static void decoding_agrees(const Format *f)
         __half2_raw halves = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)pair, f->cuda);
         float first, second;
         fp8_pair_to_floats((uint16_t)pair, f->format, &first, &second);
-        pairs_wrong += !same_float(half_to_float(halves.x), first) || !same_float(half_to_float(halves.y), second);
+        pairs_wrong +=
+            !test_same_float(half_to_float(halves.x), first) || !test_same_float(half_to_float(halves.y), second);
     }
     EXPECT(pairs_wrong == 0, "%s: %ld of 65536 pairs decode differently from cuda_fp8.h's pair conversion", f->name,
            pairs_wrong);

@@ -102,7 +102,8 @@ def read_bandwidth_gbs(nbytes=1 << 30):
     The limit of work that only reads (top-K, decode attention)."""
     source = torch.ones(nbytes // 4, device="cuda")
     total = torch.empty((), device="cuda")
-    seconds = time_gpu(lambda: torch.sum(source, out=total)).median
+    # torch.sum takes out= only with dim= (PyTorch 2.11 refuses it without).
+    seconds = time_gpu(lambda: torch.sum(source, dim=0, out=total)).median
     # Proof that the floats were read; float partial sums may round a little.
     if not math.isclose(total.item(), nbytes // 4, rel_tol=1e-3):
         sys.exit(f"read probe: the sum of {nbytes // 4} ones came out {total.item()}")

@@ -313,7 +313,7 @@ static void fp8_scales_per_head(void)
         tensor.tensor_scale = scales[1];
         bool within = true, flushed = true;
         for (int h = 0; h < 2; h++) {
-            float rows[6];
+            float rows[6] = {0}; /* {0}: gcc 13 cannot see that the loop fills it */
             for (int c = 0; c < 6; c++)
                 rows[c] = x[c] * gains[h];
             uint8_t head[16] = {0}, shared[16] = {0};

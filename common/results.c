@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "common/alloc.h"
@@ -50,15 +51,28 @@ void results_show(const char *path)
     fclose(file);
 }
 
-int results_command(int argc, char **argv)
+int results_command_with_goals(int argc, char **argv, const Goal *goals, int count)
 {
     const char *file = "gpu-results.md";
+    bool verdicts = false;
     const CliOption options[] = {
-        {"--file", CLI_STRING, &file, 0, 0, "the results file: gpu-results.md or torch-results.md"},
+        {"--file",  CLI_STRING, &file,     0, 0, "the results file: gpu-results.md or torch-results.md"    },
+        {"--goals", CLI_FLAG,   &verdicts, 0, 0, "instead of the file, its verdicts on the chapter's goals"},
     };
     cli_parse(argc, argv, options, CLI_COUNT(options), NULL);
-    results_show(file);
+    if (verdicts && count == 0)
+        cli_fail("--goals: this chapter sets no GPU goals");
+    struct stat status;
+    if (verdicts && (stat(file, &status) == 0 || errno != ENOENT))
+        goals_print(file, goals, count, stdout);
+    else
+        results_show(file);
     return 0;
+}
+
+int results_command(int argc, char **argv)
+{
+    return results_command_with_goals(argc, argv, NULL, 0);
 }
 
 GpuBenchOptions results_parse_bench_options(int argc, char **argv, const char *quick_help)

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "common/goals.h"
 #include "common/hostdevice.h"
 #include "common/table.h"
 
@@ -72,8 +73,13 @@ void results_wrong_cells(Table *table, const char *why, int dashes);
 void results_show(const char *path);
 
 /* The `gpu-results` subcommand of every chapter program:
- * `PROGRAM gpu-results [--file FILE]` shows FILE (default gpu-results.md,
- * in the chapter's directory) with results_show. */
+ * `PROGRAM gpu-results [--file FILE] [--goals]` shows FILE (default
+ * gpu-results.md, in the chapter's directory) with results_show; with
+ * --goals, the verdicts of FILE on the chapter's `goals` instead
+ * (goals_print), or that there is no file. A chapter with no goals
+ * refuses --goals (one line, exit 2). */
+int results_command_with_goals(int argc, char **argv, const Goal *goals, int count);
+/* results_command_with_goals for a chapter with no GPU goals. */
 int results_command(int argc, char **argv);
 
 COMMON_END_C

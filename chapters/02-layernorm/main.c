@@ -4,6 +4,32 @@
 #include "common/cli.h"
 #include "common/results.h"
 
+// ANCHOR: gpu_goals
+/* The GPU goals: each width's best version, as a share of the copy kernel
+ * measured in the same run (the column of gpu-bench's table). */
+#define COPY "of the copy kernel (range)"
+static const Goal GPU_GOALS[] = {
+    {"layer norm forward, d = 768",   {{"norm", "layer"}, {"pass", "forward"}, {"d", "768"}},   COPY, 85, false, "%"},
+    {"layer norm forward, d = 1024",  {{"norm", "layer"}, {"pass", "forward"}, {"d", "1024"}},  COPY, 85, false, "%"},
+    {"layer norm forward, d = 4096",  {{"norm", "layer"}, {"pass", "forward"}, {"d", "4096"}},  COPY, 85, false, "%"},
+    {"layer norm backward, d = 768",  {{"norm", "layer"}, {"pass", "backward"}, {"d", "768"}},  COPY, 75, false, "%"},
+    {"layer norm backward, d = 1024", {{"norm", "layer"}, {"pass", "backward"}, {"d", "1024"}}, COPY, 75, false, "%"},
+    {"layer norm backward, d = 4096", {{"norm", "layer"}, {"pass", "backward"}, {"d", "4096"}}, COPY, 75, false, "%"},
+    {"RMSNorm forward, d = 768",      {{"norm", "rms"}, {"pass", "forward"}, {"d", "768"}},     COPY, 85, false, "%"},
+    {"RMSNorm forward, d = 1024",     {{"norm", "rms"}, {"pass", "forward"}, {"d", "1024"}},    COPY, 85, false, "%"},
+    {"RMSNorm forward, d = 4096",     {{"norm", "rms"}, {"pass", "forward"}, {"d", "4096"}},    COPY, 85, false, "%"},
+    {"RMSNorm backward, d = 768",     {{"norm", "rms"}, {"pass", "backward"}, {"d", "768"}},    COPY, 75, false, "%"},
+    {"RMSNorm backward, d = 1024",    {{"norm", "rms"}, {"pass", "backward"}, {"d", "1024"}},   COPY, 75, false, "%"},
+    {"RMSNorm backward, d = 4096",    {{"norm", "rms"}, {"pass", "backward"}, {"d", "4096"}},   COPY, 75, false, "%"},
+};
+#undef COPY
+// ANCHOR_END: gpu_goals
+
+static int gpu_results_command(int argc, char **argv)
+{
+    return results_command_with_goals(argc, argv, GPU_GOALS, CLI_COUNT(GPU_GOALS));
+}
+
 static const CliCommand COMMANDS[] = {
     {"run",           run_command,           "float forward and backward on random inputs, against the double reference"},
     {"apply",         apply_command,         "the same on x, gamma, beta, dy from .npy files; write the results as .npy"},
@@ -18,7 +44,8 @@ static const CliCommand COMMANDS[] = {
     {"gpu-apply",     gpu_apply_command,     "apply, with the CUDA kernels"                                             },
     {"gpu-bench",     gpu_bench_command,     "validate, then time the CUDA kernels against the device-to-device copy"   },
     {"gpu-resources", gpu_resources_command, "registers, spills, occupancy of each kernel, from ptxas"                  },
-    {"gpu-results",   results_command,       "print the GPU benchmark's results file, or PyTorch's (--file)"            },
+    {"gpu-results",   gpu_results_command,
+     "print the GPU benchmark's results file, PyTorch's (--file), or the goals' verdicts (--goals)"                     },
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,29 @@
 #include "common/cli.h"
 #include "common/results.h"
 
+// ANCHOR: gpu_goals
+/* The GPU goals at V = 128256 (Llama 3's vocabulary): on 4096 rows, the best
+ * version's share of the read bandwidth measured in the same run; on one
+ * row, a decode step, its time. */
+#define READ "of read bandwidth (slowest–fastest)"
+#define ONE_ROW "microseconds (slowest–fastest)"
+static const Goal GPU_GOALS[] = {
+    {"4096 rows, K = 1",  {{"V", "128256"}, {"K", "1"}},  READ,    85, false, "%"   },
+    {"4096 rows, K = 8",  {{"V", "128256"}, {"K", "8"}},  READ,    85, false, "%"   },
+    {"4096 rows, K = 64", {{"V", "128256"}, {"K", "64"}}, READ,    85, false, "%"   },
+    {"one row, K = 1",    {{"K", "1"}},                   ONE_ROW, 10, true,  " µs"},
+    {"one row, K = 8",    {{"K", "8"}},                   ONE_ROW, 10, true,  " µs"},
+    {"one row, K = 64",   {{"K", "64"}},                  ONE_ROW, 10, true,  " µs"},
+};
+#undef READ
+#undef ONE_ROW
+// ANCHOR_END: gpu_goals
+
+static int gpu_results_command(int argc, char **argv)
+{
+    return results_command_with_goals(argc, argv, GPU_GOALS, CLI_COUNT(GPU_GOALS));
+}
+
 static const CliCommand COMMANDS[] = {
     {"run",                run_command,                "the top K of random logits on the CPU, checked against the double reference"          },
     {"apply",              apply_command,              "the top K of the logits in --load FILE (.npy), written to --save DIR (both required)" },
@@ -30,7 +53,7 @@ static const CliCommand COMMANDS[] = {
     {"gpu-latency",        gpu_latency_command,        "a model of one decode step's latency on a GPU, versions 4 and 8"                      },
     {"gpu-slow-paths",     gpu_slow_paths_command,
      "versions 6 and 9: the budget with the slow paths, counted on the benchmark's rows"                                                      },
-    {"gpu-results",        results_command,            "print a GPU results file, or say that there is none"                                  },
+    {"gpu-results",        gpu_results_command,        "print a GPU results file, or say that there is none; --goals: its verdicts"           },
 };
 
 int main(int argc, char **argv)

@@ -6,6 +6,28 @@
 #include "common/cli.h"
 #include "common/results.h"
 
+// ANCHOR: gpu_goals
+/* The GPU goal: decode attention over 8 sequences of 16384 positions, the
+ * best (split-K) version's share of the read bandwidth measured in the same
+ * run, in each cache format. */
+#define READ "of read bandwidth (min–max)"
+static const Goal GPU_GOALS[] = {
+    {"fp16",                          {{"cache", "fp16"}},                          READ, 70, false, "%"},
+    {"float32",                       {{"cache", "float32"}},                       READ, 70, false, "%"},
+    {"FP8 E4M3",                      {{"cache", "FP8 E4M3"}},                      READ, 70, false, "%"},
+    {"FP8 E5M2",                      {{"cache", "FP8 E5M2"}},                      READ, 70, false, "%"},
+    {"INT8",                          {{"cache", "INT8"}},                          READ, 70, false, "%"},
+    {"INT4",                          {{"cache", "INT4"}},                          READ, 70, false, "%"},
+    {"INT4, keys per channel (KIVI)", {{"cache", "INT4, keys per channel (KIVI)"}}, READ, 70, false, "%"},
+};
+#undef READ
+// ANCHOR_END: gpu_goals
+
+static int gpu_results_command(int argc, char **argv)
+{
+    return results_command_with_goals(argc, argv, GPU_GOALS, CLI_COUNT(GPU_GOALS));
+}
+
 static const CliCommand COMMANDS[] = {
     {"generate",       generate_command,       "generate one continuation with a contiguous and a paged cache, and compare"       },
     {"verify",         verify_command,         "measure every equality the chapter claims"                                        },
@@ -27,7 +49,8 @@ static const CliCommand COMMANDS[] = {
     {"gpu-check",      gpu_check_command,      "check the CUDA decode kernels against the double reference"                       },
     {"gpu-bench",      gpu_bench_command,      "check, then time the CUDA decode kernels; write a stamped results file"           },
     {"gpu-resources",  gpu_resources_command,  "registers, spills, occupancy of each kernel, from ptxas"                          },
-    {"gpu-results",    results_command,        "print a results file of gpu-bench or torch_sdpa.py, or say there is none"         },
+    {"gpu-results",    gpu_results_command,
+     "print a results file of gpu-bench or torch_sdpa.py, or say there is none; --goals"                                          },
 };
 
 int main(int argc, char **argv)

@@ -166,6 +166,7 @@ name='cancellation gpu-results'
 rejects gpu-results --markdown
 accepts gpu-results --file "$scratch/none.md"
 rejects gpu-results --file /proc/self/mem
+rejects_saying "--goals: this chapter sets no GPU goals" gpu-results --goals
 
 # A record that holds no kernel, or does not read: refused (in a build
 # without CUDA, --record is no option: refused too).

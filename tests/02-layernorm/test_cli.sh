@@ -249,5 +249,11 @@ name='layernorm gpu-results'
 accepts gpu-results --file "$scratch/none.md"
 grep -q 'No results recorded yet' "$out" || fail "gpu-results does not say there are no results"
 rejects_saying "unknown option '--markdown' (see --help)" gpu-results --markdown
+accepts gpu-results --goals --file "$scratch/none.md"
+grep -q 'No results recorded yet' "$out" || fail "gpu-results --goals does not say there are no results"
+rejects_saying "$scratch: not a regular file" gpu-results --goals --file "$scratch"
+# The goals of the committed results file: one verdict per goal, none lost.
+accepts gpu-results --goals --file ../../chapters/02-layernorm/gpu-results.md
+[ "$(grep -cE '\| (met|missed by [0-9]+ points) *\|$' "$out")" = 12 ] || fail "gpu-results --goals does not give 12 verdicts"
 
 cli_finish

@@ -51,7 +51,7 @@ def pinned_step(backend, q, k, v):
     try:
         step()
         torch.cuda.synchronize()
-    except RuntimeError as error:
+    except (RuntimeError, NotImplementedError, ValueError) as error:  # each backend refuses its own way
         return None, (str(error).splitlines()[0] or type(error).__name__)[:120]
     return step, None
 

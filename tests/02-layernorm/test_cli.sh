@@ -255,5 +255,11 @@ rejects_saying "$scratch: not a regular file" gpu-results --goals --file "$scrat
 # The goals of the committed results file: one verdict per goal, none lost.
 accepts gpu-results --goals --file ../../chapters/02-layernorm/gpu-results.md
 [ "$(grep -cE '\| (met|missed by [0-9]+ points) *\|$' "$out")" = 12 ] || fail "gpu-results --goals does not give 12 verdicts"
+# The chapter's prose reads these verdicts off the file: only layer norm's
+# forward pass at d = 768 and 1024 misses. A file that changes them must
+# change the prose too.
+[ "$(grep -c 'missed' "$out")" = 2 ] && grep -qE 'layer norm forward, d = 768 .*missed' "$out" &&
+    grep -qE 'layer norm forward, d = 1024 .*missed' "$out" ||
+    fail "the committed results no longer give the verdicts the chapter states"
 
 cli_finish

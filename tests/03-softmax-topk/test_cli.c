@@ -258,6 +258,13 @@ static void test_round_trip(void)
            r.out);
     r = run("gpu-results", "--file", scratch_path("none.md"), NULL);
     EXPECT(r.exit_status == 0 && r.out[0] != '\0', "gpu-results without a file says so: %s", r.err);
+    /* The chapter's prose reads its verdicts off the committed results file
+     * (every goal missed): a file that changes them must change the prose. */
+    r = run("gpu-results", "--goals", "--file", "../../chapters/03-softmax-topk/gpu-results.md", NULL);
+    int missed = 0;
+    for (const char *at = r.out; (at = strstr(at, "| missed")) != NULL; at++)
+        missed++;
+    EXPECT(r.exit_status == 0 && missed == 6, "the committed results miss all 6 goals, as the chapter says: %s", r.out);
     expect_success_or_no_gpu(run("gpu-run", "--rows", "3", "--vocab", "1000", NULL), "gpu-run");
     expect_success_or_no_gpu(run("gpu-check", NULL), "gpu-check");
 }

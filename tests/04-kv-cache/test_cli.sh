@@ -142,6 +142,13 @@ accepts gpu-results --file "$scratch/none.md"
 if ! grep -q "No results recorded yet" "$out"; then
     fail "kv_cache gpu-results on a missing file should say there are none"
 fi
+# The chapter's prose reads the verdicts off the committed results file:
+# only float32 meets the goal. A file that changes that must change the prose.
+accepts gpu-results --goals --file ../../chapters/04-kv-cache/gpu-results.md
+if [ "$(grep -c '| met ' "$out")" != 1 ] || ! grep -qE '^\| float32 .*\| met ' "$out" ||
+    [ "$(grep -c '| missed' "$out")" != 6 ]; then
+    fail "the committed results no longer give the verdicts the chapter states"
+fi
 
 # The chapter's first exercise: greedy continuations of one prompt write the
 # same key and value into the shared slot, so writing it in place changes

@@ -534,8 +534,10 @@ static int kernel_warps(void)
  * on an H100, counted on the benchmark's own row (decode_step_model.h). */
 /* What gpu-bench measured on a GPU for `version` at this K, from the
  * chapter's results file (NaN where there is none): the microseconds of one
- * row, or the share of the read bandwidth (%) on 4096 rows of V = 128256.
- * How the models below are set beside the GPU's answer. */
+ * row, or the GB/s on 4096 rows of V = 128256. How the models below are set
+ * beside the GPU's answer: in microseconds and bytes per second, not in
+ * shares, since the model's share is of an H100's copy bandwidth and the
+ * results file's of the measuring GPU's read bandwidth. */
 static double measured_on_gpu(int version, int k, bool one_row)
 {
     char version_text[16], k_text[16], vocab_text[16];
@@ -545,7 +547,7 @@ static double measured_on_gpu(int version, int k, bool one_row)
     Goal measured = {
         "",
         {{"version", version_text}, {"K", k_text}, {one_row ? NULL : "V", vocab_text}},
-        one_row ? "microseconds (slowest–fastest)" : "of read bandwidth (slowest–fastest)",
+        one_row ? "microseconds (slowest–fastest)" : "GB/s",
         0,
         one_row,
         ""
@@ -788,16 +790,18 @@ static void slow_path_row(Table *table, int k, const RecordedKernel *kernel, con
     table_cell(table, "%.0f%%", 100 * in_flight);
     table_cell(table, "%d x %d", H100_SXM.sms, o.blocks_per_sm * rows_per_block);
     const int batches[] = {GOAL_ROWS_LARGE, GOAL_ROWS_SMALL};
+    double predicted[2];
     for (int b = 0; b < 2; b++) {
-        double predicted = slow_paths_batch_share(batches[b], slots, ceiling, in_flight);
-        table_cell(table, "%.0f%%", 100 * predicted);
-        *worst = predicted < *worst ? predicted : *worst;
+        predicted[b] = slow_paths_batch_share(batches[b], slots, ceiling, in_flight);
+        table_cell(table, "%.0f%%", 100 * predicted[b]);
+        *worst = predicted[b] < *worst ? predicted[b] : *worst;
     }
-    double measured = measured_on_gpu(step_floor ? 9 : 6, k, false);
-    if (isnan(measured))
+    double measured_gbs = measured_on_gpu(step_floor ? 9 : 6, k, false);
+    double predicted_gbs = predicted[0] * H100_SXM.copy_bytes_per_s * 1e-9;
+    if (isnan(measured_gbs))
         table_cell(table, "-");
     else
-        table_cell(table, "%.0f%%", measured);
+        table_cell(table, "%.0f, %.2f× the %.0f predicted", measured_gbs, measured_gbs / predicted_gbs, predicted_gbs);
 }
 
 static void print_slow_path_model(void)
@@ -833,7 +837,7 @@ static Table *slow_paths_table(const KernelResourceList *record, const SassRecor
                              "rows at once (SMs x per SM)",
                              "predicted, 4096 rows",
                              "predicted, 1024 rows",
-                             "measured on a GPU, 4096 rows, of the read bandwidth"};
+                             "measured GB/s on a GPU, 4096 rows, against the prediction's"};
     Table *table = TABLE_NEW(headers, "rrrrrrrrrrrrrr");
     const int ks[] = {1, 8, 64};
     *worst = *worst_9 = 1;

@@ -74,6 +74,8 @@ static bool take_header(Reading *r)
     return has_all;
 }
 
+/* A row of the goal's table: if it matches every (column, value) of the
+ * goal, count it, and keep its figure if it is the best so far. */
 static void take_row(Reading *r, char *line)
 {
     char *cells[MAX_COLUMNS];

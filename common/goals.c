@@ -97,6 +97,7 @@ static void take_row(Reading *r, char *line)
     if (m->rows - m->wrong == 1 || better) {
         m->best = figure;
         snprintf(m->version, sizeof m->version, "%s", r->version >= 0 && count > r->version ? cells[r->version] : "");
+        snprintf(m->cell, sizeof m->cell, "%s", cells[r->measure]);
     }
 }
 
@@ -161,7 +162,7 @@ void goals_print(const char *results_path, const Goal *goals, int count, FILE *o
     FILE *results = open_regular_file(results_path, &why);
     if (results == NULL)
         cli_fail("%s: %s", results_path, why);
-    const char *headers[] = {"operation", "goal", "best measured", "version", "verdict"};
+    const char *headers[] = {"operation", "goal", "best measured, as the file gives it", "version", "verdict"};
     Table *table = table_new(5, headers, "llrrl");
     for (int i = 0; i < count; i++) {
         const Goal *goal = &goals[i];
@@ -173,7 +174,7 @@ void goals_print(const char *results_path, const Goal *goals, int count, FILE *o
         table_cell(table, "%s", goal->operation);
         table_cell(table, "%s %g%s", goal->at_most ? "≤" : "≥", goal->bound, goal->unit);
         if (m.rows > m.wrong)
-            table_cell(table, "%.4g%s", m.best, goal->unit);
+            table_cell(table, "%s", m.cell); /* the median, and the spread the file gives beside it */
         else
             table_cell(table, "-");
         table_cell(table, "%s", m.version[0] != '\0' ? m.version : "-");

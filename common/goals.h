@@ -21,7 +21,7 @@ typedef struct {
     const char *measure;                  /* the header of the column that holds the figure */
     double bound;                         /* the goal */
     bool at_most;                         /* a time: the figure must be <= bound; else a share, >= */
-    const char *unit;                     /* printed after figures: "%", " µs" */
+    const char *unit;                     /* printed after the bound: "%", " µs" */
 } Goal;
 
 /* What the file says about one goal. The figure of a cell is its leading
@@ -32,6 +32,7 @@ typedef struct {
     int wrong;        /* of them, rows whose figure is not a number */
     double best;      /* the best figure among the rest: largest, or smallest if at_most */
     char version[16]; /* that row's "version" cell, or "" */
+    char cell[64];    /* that row's figure as the file gives it, spread included */
 } GoalMeasured;
 
 /* Read the tables of the Markdown file `results` (positioned at its start)
@@ -48,8 +49,8 @@ void goal_verdict(const Goal *goal, const GoalMeasured *measured, char *out, siz
  * prediction is set beside what a GPU measured. */
 double goal_figure_in(const char *path, const Goal *goal);
 
-/* A Markdown table of every goal: the operation, the goal, the best figure
- * and its version, the verdict. A file that cannot be read is one line on
+/* A Markdown table of every goal: the operation, the goal, the best row's
+ * figure with the spread the file gives it, its version, the verdict. A file that cannot be read is one line on
  * stderr and exit 2. */
 void goals_print(const char *results_path, const Goal *goals, int count, FILE *out);
 

@@ -50,6 +50,7 @@ int main(void)
            "the best of the two rows of size 100 in the share's table is version 2's 88: %d rows, %g, version '%s'",
            m.rows, m.best, m.version);
     EXPECT(strcmp(verdict, "met") == 0, "88%% against 85%%: '%s'", verdict);
+    EXPECT(strcmp(m.cell, "88% (87–90%)") == 0, "the best row's cell keeps its spread: '%s'", m.cell);
 
     Goal missed = {"size 200", {{"size", "200"}}, SHARE, 85, false, "%"};
     m = verdict_on(&missed, verdict, sizeof verdict);

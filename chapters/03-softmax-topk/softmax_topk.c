@@ -286,7 +286,8 @@ static inline __attribute__((always_inline)) void add_weights_below16(float sums
                                                                       float reference, const char *ahead)
 {
     enum { VECTORS = LANES / 16 };
-    const __m512 powers = exp16_powers(), subtrahend = _mm512_set1_ps(reference);
+    const Exp16Powers powers = exp16_powers();
+    const __m512 subtrahend = _mm512_set1_ps(reference);
     __m512 sum[VECTORS], top[VECTORS];
     for (int v = 0; v < VECTORS; v++) {
         sum[v] = _mm512_loadu_ps(sums + 16 * v);

@@ -127,10 +127,10 @@ void softmax_topk_reference(const float *logits, size_t vocab, int k, double *pr
 #define CHUNKS_IN_FLOAT 8
 
 typedef struct {
-    float max;
+    _Alignas(64) double sums[LANES];
     float recent[LANES]; /* the sums of the chunks since the last move into `sums` */
-    double sums[LANES];
     float maxima[FLOOR_GROUPS][LANES];
+    float max;
     size_t chunks; /* chunks added so far */
 } LaneSums;
 

@@ -92,10 +92,13 @@ void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
 }
 // ANCHOR_END: widen_a_chunk_of_logits
 
-/* 256 logits: 1 KiB, still in L1 when the chunk is summed again for a new
+/* 512 logits: 2 KiB, still in L1 when the chunk is summed again for a new
  * maximum, and long enough that the work per chunk, across the lanes,
- * vanishes per logit. */
-enum { FUSED_CHUNK = 256 };
+ * nearly vanishes per logit. (Chunks of 256, with twice that work per
+ * logit, made the pass on a row in L2 slower by about a tenth, in `bench`;
+ * a chunk summed again costs twice as much now, but only about
+ * 1 + ln(chunks) of a row's chunks are.) */
+enum { FUSED_CHUNK = 512 };
 
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k)
 {
@@ -251,8 +254,8 @@ static inline const char *chunk_ahead(const char *chunk, size_t readable, size_t
 /* A prefetch that goes to memory holds one of the core's few line fill
  * buffers (a dozen or two) until its line arrives, and so does every load
  * that finds its line in L2 rather than L1, for its short trip up. Asked
- * for all at once at the start of a chunk, the 16 lines of a chunk ahead
- * (8 of a 16-bit one) take them, and the chunk's own loads from L2 wait
+ * for all at once at the start of a chunk, the 32 lines of a chunk ahead
+ * (16 of a 16-bit one) take them, and the chunk's own loads from L2 wait
  * behind trips to memory. So each step of the loop over a chunk asks for
  * as many bytes of the chunk ahead as it reads itself: bytes first ..
  * first + count - 1 from `ahead` on, into L2; nothing where ahead is NULL.
@@ -411,7 +414,7 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
  * memory. With AVX-512 that holds for fp16 too: one vcvtph2ps widens 16
  * halves in a register (logits16_at). Without it, where the processor
  * widens halves itself (F16C), one instruction per 8 halves into a buffer
- * of a chunk (1 KiB, in L1) costs less than the arithmetic of half_to_float
+ * of a chunk (2 KiB, in L1) costs less than the arithmetic of half_to_float
  * on every logit, the second time too when the chunk is summed again; with
  * AVX-512 the buffer would only add a store and a load per 16 logits. A
  * signalling NaN comes out of vcvtph2ps quiet, and in the fused pass a NaN
@@ -531,7 +534,7 @@ static bool chunk_may_hold_candidates(float max, size_t first, TopkEntry thresho
 }
 
 /* Logits begin .. begin + n - 1 of the row as floats: float32 logits where
- * they lie, 16-bit ones widened into `buffer` (FUSED_CHUNK floats, 1 KiB,
+ * they lie, 16-bit ones widened into `buffer` (FUSED_CHUNK floats, 2 KiB,
  * which stays in L1: the traffic from memory is the 16-bit row's). */
 static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n, float *buffer)
 {

@@ -124,7 +124,7 @@ void softmax_topk_reference(const float *logits, size_t vocab, int k, double *pr
  * lane_sums_topk_floor bounds the k-th best. */
 #define LANES 64
 #define FLOOR_GROUPS 4
-#define CHUNKS_IN_FLOAT 8
+#define CHUNKS_IN_FLOAT 4
 
 typedef struct {
     _Alignas(64) double sums[LANES];

@@ -119,6 +119,28 @@ void bench_percent_cell(Table *table, BenchStats shares)
     table_cell(table, "%.0f%% (%.0f–%.0f%%)", 100.0 * shares.median, 100.0 * shares.min, 100.0 * shares.max);
 }
 
+void bench_goal_verdict(char *text, size_t size, double share, double goal)
+{
+    double shown = round(share);
+    if (isnan(share))
+        snprintf(text, size, "no share measured");
+    else if (share >= goal)
+        snprintf(text, size, "meets %.0f%%", goal);
+    else if (shown >= goal)
+        snprintf(text, size, "misses %.0f%% by under 1 point", goal);
+    else if (goal - shown == 1.0)
+        snprintf(text, size, "misses %.0f%% by 1 point", goal);
+    else
+        snprintf(text, size, "misses %.0f%% by %.0f points", goal, goal - shown);
+}
+
+void bench_goal_cell(Table *table, double share, double goal)
+{
+    char verdict[64];
+    bench_goal_verdict(verdict, sizeof verdict, share, goal);
+    table_cell(table, "%s", verdict);
+}
+
 void bench_share_cell(Table *table, double bytes, BenchStats stats, double limit_gbs)
 {
     BenchStats shares = {gb_per_s(bytes, stats.median) / limit_gbs, gb_per_s(bytes, stats.max) / limit_gbs,

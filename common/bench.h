@@ -71,6 +71,17 @@ void bench_share_cell(Table *table, double bytes, BenchStats stats, double limit
  * and the greatest (shares as fractions: 0.81). */
 void bench_percent_cell(Table *table, BenchStats shares);
 
+/* "meets 80%", or "misses 80% by N points", for a median share of a limit
+ * against a goal, both in percent, into `text` (`size` bytes). The points
+ * are counted from the share as a table prints it, rounded to a whole
+ * percent, so that the two cells agree; a share that rounds up to the goal
+ * but is below it misses "by under 1 point"; a NaN share is "no share
+ * measured". */
+void bench_goal_verdict(char *text, size_t size, double share, double goal);
+
+/* The same, as a table cell. */
+void bench_goal_cell(Table *table, double share, double goal);
+
 /* Shares of a limit round by round, from the times of bench_run_in_turns:
  * in round r a kernel moved `bytes` in seconds[r], and the limit's probe
  * moved `limit_bytes` in limit_seconds[r]. The share of a round is the

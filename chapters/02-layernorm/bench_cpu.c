@@ -142,23 +142,6 @@ static double bytes_moved(const Pass *pass, LnStorage storage, size_t n, size_t 
 }
 // ANCHOR_END: count_the_bytes_a_pass_moves
 
-/* "meets", or "misses by N points", for the median run's share of memcpy.
- * The points are counted from the share as the table prints it, rounded to
- * a whole percent, so that the two cells agree; a share that rounds up to
- * the goal but is below it misses "by under 1 point". */
-static void add_verdict_cell(Table *table, double share, double goal)
-{
-    double shown = round(share);
-    if (share >= goal)
-        table_cell(table, "meets %.0f%%", goal);
-    else if (shown >= goal)
-        table_cell(table, "misses %.0f%% by under 1 point", goal);
-    else if (goal - shown == 1.0)
-        table_cell(table, "misses %.0f%% by 1 point", goal);
-    else
-        table_cell(table, "misses %.0f%% by %.0f points", goal, goal - shown);
-}
-
 static const Pass PASSES[] = {
     {"layer norm forward",                    run_forward,                       2, 2, 2, 80.0, false},
     {"layer norm forward, float then round",  run_forward_float_then_round,      2, 2, 2, 80.0, true },
@@ -253,7 +236,7 @@ static void add_kernel_row(Table *table, int threads, bool all_cores, const Pass
     table_cell(table, "%.1f", result.copy_gbs);
     bench_percent_cell(table, result.shares);
     if (all_cores)
-        add_verdict_cell(table, 100.0 * result.shares.median, pass->goal);
+        bench_goal_cell(table, 100.0 * result.shares.median, pass->goal);
     else
         table_cell(table, "%s", "");
 }

@@ -134,6 +134,30 @@ static void test_copy_pass(void)
     }
 }
 
+/* The verdict agrees with the share as a table prints it (rounded to a
+ * whole percent): 79.6% shows as 80% but is below the goal. */
+static void test_goal_verdicts(void)
+{
+    const struct {
+        double share;
+        const char *verdict;
+    } cases[] = {
+        {80.0, "meets 80%"                  },
+        {93.2, "meets 80%"                  },
+        {79.6, "misses 80% by under 1 point"},
+        {78.7, "misses 80% by 1 point"      },
+        {79.2, "misses 80% by 1 point"      },
+        {70.2, "misses 80% by 10 points"    },
+        {NAN,  "no share measured"          }
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[64];
+        bench_goal_verdict(text, sizeof text, cases[i].share, 80.0);
+        EXPECT(strcmp(text, cases[i].verdict) == 0, "share %.1f%%: \"%s\", expected \"%s\"", cases[i].share, text,
+               cases[i].verdict);
+    }
+}
+
 static void test_large_bytes(void)
 {
     const size_t mib = (size_t)1 << 20;
@@ -157,5 +181,6 @@ int main(void)
     test_read_pass();
     test_copy_pass();
     test_large_bytes();
+    test_goal_verdicts();
     return test_finish();
 }

@@ -81,6 +81,15 @@ ROW_INLINE void rms_scale_stored(void *y, const void *x, const float *gamma, siz
 }
 // ANCHOR_END: scale_a_span_of_an_rms_row
 
+// ANCHOR: take_the_next_sum_in_pieces
+/* The next row's sum is taken NEXT_SUM_PIECE elements at a time: its lane
+ * sums stay in registers through a piece, but go back to memory (RowSum)
+ * between pieces, and each piece's first addition waits for them there.
+ * Taken a block at a time, that wait set the pace of the whole sweep,
+ * on rows in cache as on rows from memory. */
+enum { NEXT_SUM_PIECE = 8 * LANES };
+// ANCHOR_END: take_the_next_sum_in_pieces
+
 // ANCHOR: scale_a_row_and_stream_it_out
 /* What stream_whole_blocks needs of a row (row_loops.h): the row as
  * stored, gamma and rstd, and the next row's sum of squares, taken along
@@ -93,15 +102,16 @@ typedef struct {
     LnStorage storage;
 } RmsRow;
 
-/* A block or a line of y, and as far again of the next row's sum: the
- * next row is in L2 (asked for during the row before this one) and its
- * span asks for the same span of the row after it. */
+/* A block or a line of y, and, every NEXT_SUM_PIECE elements, as far again
+ * of the next row's sum: the next row is in L2 (asked for during the row
+ * before this one) and its pieces ask for the same span of the row after
+ * it. */
 ROW_INLINE void rms_scale_from(float *out, size_t first, size_t count, const void *pass)
 {
     const RmsRow *row = pass;
     float x_chunk[2 * BLOCK];
     rms_scale_span(out, widen_chunk(x_chunk, row->x, first, count, row->storage), row->gamma + first, count, row->rstd);
-    if (row->next != NULL)
+    if (row->next != NULL && first + count - row->next->done >= NEXT_SUM_PIECE)
         row_sum_up_to(row->next, first + count, row->storage);
 }
 

@@ -561,14 +561,17 @@ static inline bool lines_line_up(const BackwardRows *rows, size_t row_count)
 // ANCHOR: ask_for_the_next_rows
 /* One line of the rows after these asked for, at element j: their dy,
  * and their x too where the rows' sums are in float and quick (a guarded
- * row's double sums ask for it). */
+ * row's double sums ask for it). Into L2, not L1: two rows' dy and x are
+ * 64 KiB at d = 4096, more than L1 holds, and L1 is busy with these rows
+ * and the partial rows of dgamma and dbeta. Asked into L1, they pushed
+ * out what the sweep was still using. */
 ROW_INLINE void prefetch_next_rows(const BackwardRows *rows, size_t row_count, size_t j, bool float_sums,
                                    LnStorage storage)
 {
     for (size_t r = 0; r < row_count; r++) {
         if (float_sums)
-            __builtin_prefetch(stored_at(rows->next_x[r], j, storage));
-        __builtin_prefetch(stored_at(rows->next_dy[r], j, storage));
+            __builtin_prefetch(stored_at(rows->next_x[r], j, storage), 0, 2);
+        __builtin_prefetch(stored_at(rows->next_dy[r], j, storage), 0, 2);
     }
 }
 // ANCHOR_END: ask_for_the_next_rows

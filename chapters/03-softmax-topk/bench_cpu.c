@@ -529,8 +529,8 @@ static void print_exp_bench(const BenchData *data)
     BenchStats plain = exp_stats(x, sum_exp_in_sum, &plain_total);
     BenchStats table = exp_stats(x, sum_exp16, &table_total);
     double measured = 100.0 * table.median / plain.median;
-    double floor = 100.0 * EXP_FMAS_TABLE / EXP_FMAS_PLAIN;
-    double ceiling = 100.0 * EXP_VECTOR_OPS_TABLE / EXP_VECTOR_OPS_PLAIN;
+    double fma_share = 100.0 * EXP_FMAS_TABLE / EXP_FMAS_PLAIN;
+    double vector_op_share = 100.0 * EXP_VECTOR_OPS_TABLE / EXP_VECTOR_OPS_PLAIN;
     printf("\nThe sum's exponential alone, one thread, a chunk of %d logits in L1 summed %d times: "
            "softmax_exp_in_sum %.4f ns per logit (%.4f–%.4f), exp16_in_sum %.4f (%.4f–%.4f); "
            "the two sums differ by %.1e of their value.\n",
@@ -538,8 +538,8 @@ static void print_exp_bench(const BenchData *data)
            table.min * 1e9, table.max * 1e9, fabs((double)table_total - plain_total) / plain_total);
     printf("\nVerdict of this run: predicted %.0f%% of the time if the multiply-add units set the pace (%d of %d), "
            "%.0f%% if every vector instruction does (%d of %d); measured %.0f%%: %s the two.\n",
-           floor, EXP_FMAS_TABLE, EXP_FMAS_PLAIN, ceiling, EXP_VECTOR_OPS_TABLE, EXP_VECTOR_OPS_PLAIN, measured,
-           measured >= floor && measured <= ceiling ? "between" : "outside");
+           fma_share, EXP_FMAS_TABLE, EXP_FMAS_PLAIN, vector_op_share, EXP_VECTOR_OPS_TABLE, EXP_VECTOR_OPS_PLAIN,
+           measured, measured >= fma_share && measured <= vector_op_share ? "between" : "outside");
 }
 #endif
 

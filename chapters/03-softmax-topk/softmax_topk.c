@@ -95,7 +95,7 @@ void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
 /* 512 logits: 2 KiB, still in L1 when the chunk is summed again for a new
  * maximum, and long enough that the work per chunk, across the lanes,
  * nearly vanishes per logit. (Chunks of 256, with twice that work per
- * logit, made the pass on a row in L2 slower by about a tenth, in `bench`;
+ * logit, made the pass on a row in L2 a tenth or more slower, in `bench`;
  * a chunk summed again costs twice as much now, but only about
  * 1 + ln(chunks) of a row's chunks are.) */
 enum { FUSED_CHUNK = 512 };

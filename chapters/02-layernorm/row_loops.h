@@ -656,8 +656,8 @@ typedef struct {
 // ANCHOR: sum_the_backward_terms_in_double
 /* The sums of LnBackwardSums over a 16-bit row in double, lane by lane,
  * as chunks of dy and x are widened: `centred` for layer norm (about its
- * saved mean), not for RMSNorm (about 0, without sum(g) and sum(dev),
- * whose additions the compiler then drops). */
+ * saved mean), not for RMSNorm (about 0: x itself, without sum(g) and
+ * sum(dev), whose additions the compiler then drops). */
 typedef struct {
     double g[LANES], g_sq[LANES], g_dev[LANES], dev[LANES], dev_sq[LANES];
 } BackwardLanes;
@@ -666,7 +666,7 @@ ROW_INLINE void add_backward_terms(BackwardLanes *acc, const float *dy, const fl
                                    size_t count, double centre, bool centred)
 {
     for (size_t k = 0; k < count; k++) {
-        double g = gamma[k] * dy[k], dev = (double)x[k] - centre;
+        double g = gamma[k] * dy[k], dev = centred ? (double)x[k] - centre : x[k];
         acc->g_sq[k] = fma(g, g, acc->g_sq[k]);
         acc->g_dev[k] = fma(g, dev, acc->g_dev[k]);
         acc->dev_sq[k] = fma(dev, dev, acc->dev_sq[k]);
@@ -689,7 +689,8 @@ ROW_INLINE void add_lanes_of_backward_terms(BackwardLanes *acc, const void *dy, 
 {
     for (size_t k = 0; k < LANES; k += 8) {
         __m512d g = _mm512_mul_pd(_mm512_loadu_pd(gamma + first + k), widen_eight_to_double(dy, first + k, storage));
-        __m512d dev = subtract_on_fma_pipes(widen_eight_to_double(x, first + k, storage), _mm512_set1_pd(centre));
+        __m512d wide_x = widen_eight_to_double(x, first + k, storage);
+        __m512d dev = centred ? subtract_on_fma_pipes(wide_x, _mm512_set1_pd(centre)) : wide_x;
         _mm512_storeu_pd(acc->g_sq + k, _mm512_fmadd_pd(g, g, _mm512_loadu_pd(acc->g_sq + k)));
         _mm512_storeu_pd(acc->g_dev + k, _mm512_fmadd_pd(g, dev, _mm512_loadu_pd(acc->g_dev + k)));
         _mm512_storeu_pd(acc->dev_sq + k, _mm512_fmadd_pd(dev, dev, _mm512_loadu_pd(acc->dev_sq + k)));

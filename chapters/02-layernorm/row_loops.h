@@ -164,10 +164,11 @@ ROW_INLINE __m512d widen_eight_to_double(const void *row, size_t first, LnStorag
 /* x - c as the fused multiply-add x * 1 - c: the exact difference rounded
  * once, the same bits as the subtraction, but on other pipes. AMD's Zen 4
  * has four vector pipes, two that multiply and multiply-add and two that
- * add; a row's double sums fill the adding pair (the conversions, timing
- * shows, go there too) while the multiplying pair idles between squares.
- * Moved there, the subtraction made the sums measurably faster on rows in
- * L1, with nothing else changed. */
+ * add; a row's double sums fill the adding pair (the conversions, timed
+ * on a Zen 4, compete with additions, not with multiplies) while the
+ * multiplying pair idles between squares. Moved there, the subtraction
+ * made the sums faster on rows in L1 with nothing else changed (the
+ * commit that made it gives the cycles). */
 ROW_INLINE __m512d subtract_on_fma_pipes(__m512d x, __m512d c)
 {
     return _mm512_fmsub_pd(x, _mm512_set1_pd(1.0), c);

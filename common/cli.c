@@ -39,6 +39,15 @@ void cli_escape_control_bytes(const char *text, char *escaped, size_t size)
     escaped[used] = '\0';
 }
 
+void cli_error_message(char *escaped, size_t size, const char *where, const char *fmt, va_list args)
+{
+    char message[CLI_MESSAGE_SIZE];
+    int used = where != NULL ? snprintf(message, sizeof message, "%s: ", where) : 0;
+    if (used >= 0 && (size_t)used < sizeof message)
+        vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
+    cli_escape_control_bytes(message, escaped, size);
+}
+
 /* "<program>: <kind>: <message>" on stderr. stderr is unbuffered: format
  * the message first, so that the whole line goes out in one write and never
  * interleaves with other output. The message is as long as it needs to be:

@@ -10,6 +10,7 @@
 #ifndef COMMON_CLI_H
 #define COMMON_CLI_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -108,6 +109,11 @@ void cli_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * holds `size` bytes; the text is cut short rather than overflow it.
  * cli_fail and cli_fail_status escape their message this way. */
 void cli_escape_control_bytes(const char *text, char *escaped, size_t size);
+
+/* The error line of a reader: "<where>: <message>" in `escaped` (`size`
+ * bytes), escaped as above, so that one line it stays whatever the message
+ * quotes. `where` is a file's path, or "line 5"; NULL: the message alone. */
+void cli_error_message(char *escaped, size_t size, const char *where, const char *fmt, va_list args);
 
 /* The parsers behind cli_parse, for programs with their own argument forms.
  * `what` names the thing being parsed in the error line (e.g. "--n"). */

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,17 @@ int read_lines(FILE *stream, LineReader *read_line, void *state)
     }
     free(line);
     return status;
+}
+
+int refuse_line(char *err, size_t err_size, int line_number, const char *fmt, ...)
+{
+    char where[32];
+    snprintf(where, sizeof where, "line %d", line_number);
+    va_list args;
+    va_start(args, fmt);
+    cli_error_message(err, err_size, line_number > 0 ? where : NULL, fmt, args);
+    va_end(args);
+    return -1;
 }
 
 int parse_text(const char *text, TextParser *parse, void *out, char *err, size_t err_size)

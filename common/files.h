@@ -31,6 +31,15 @@ typedef int LineReader(void *state, char *line, int line_number);
  * nonzero; return that, or 0 at the end of the stream. */
 int read_lines(FILE *stream, LineReader *read_line, void *state);
 
+/* The error of a TextParser: put "line N: <message>" in err (without the
+ * "line N: " where N is 0: an error of the whole text), control bytes
+ * escaped since the line may hold anything, and return -1. A parser's
+ * state usually keeps err, its size and the line number; a macro passes
+ * them: #define refuse(p, ...) refuse_line((p)->err, (p)->err_size,
+ * (p)->line_number, __VA_ARGS__). */
+int refuse_line(char *err, size_t err_size, int line_number, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Run `parse` on text in memory (an empty text is an empty stream). */
 int parse_text(const char *text, TextParser *parse, void *out, char *err, size_t err_size);
 

@@ -3,7 +3,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,19 +26,7 @@ typedef struct {
     size_t err_size;
 } Parser;
 
-/* Put "line N: <message>" in err (control bytes escaped: the line may hold
- * anything) and return -1. */
-__attribute__((format(printf, 2, 3))) static int refuse(Parser *p, const char *fmt, ...)
-{
-    char message[512];
-    int used = snprintf(message, sizeof message, "line %d: ", p->line_number);
-    va_list args;
-    va_start(args, fmt);
-    vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
-    va_end(args);
-    cli_escape_control_bytes(message, p->err, p->err_size);
-    return -1;
-}
+#define refuse(p, ...) refuse_line((p)->err, (p)->err_size, (p)->line_number, __VA_ARGS__)
 
 /* Move *cursor past `text` if the line continues with it. */
 static bool take_text(const char **cursor, const char *text)

@@ -118,16 +118,11 @@ static int npy_error(char *err, size_t err_size, const char *path, const char *f
 
 static int npy_error(char *err, size_t err_size, const char *path, const char *fmt, ...)
 {
-    char message[CLI_MESSAGE_SIZE];
-    int used = snprintf(message, sizeof message, "%s: ", path);
-    if (used >= 0 && (size_t)used < sizeof message) {
-        va_list args;
-        va_start(args, fmt);
-        vsnprintf(message + used, sizeof message - (size_t)used, fmt, args);
-        va_end(args);
-    }
     /* One line whatever the file holds: a header may quote anything. */
-    cli_escape_control_bytes(message, err, err_size);
+    va_list args;
+    va_start(args, fmt);
+    cli_error_message(err, err_size, path, fmt, args);
+    va_end(args);
     return -1;
 }
 

@@ -1,7 +1,6 @@
 #include "common/sass.h"
 
 #include <ctype.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -467,17 +466,7 @@ typedef struct {
     size_t err_size;
 } Parser;
 
-static int refuse(Parser *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int refuse(Parser *p, const char *fmt, ...)
-{
-    int used = snprintf(p->err, p->err_size, "line %d: ", p->line_number);
-    va_list args;
-    va_start(args, fmt);
-    if (used >= 0 && (size_t)used < p->err_size)
-        vsnprintf(p->err + used, p->err_size - (size_t)used, fmt, args);
-    va_end(args);
-    return -1;
-}
+#define refuse(p, ...) refuse_line((p)->err, (p)->err_size, (p)->line_number, __VA_ARGS__)
 
 static void free_code(Parser *p)
 {

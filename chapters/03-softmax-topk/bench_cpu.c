@@ -5,10 +5,12 @@
 
 #include "chapters/03-softmax-topk/compare.h"
 #include "chapters/03-softmax-topk/exp16.h"
+#include "chapters/03-softmax-topk/loop_counts.h"
 #include "chapters/03-softmax-topk/sampling.h"
 #include "chapters/03-softmax-topk/softmax_topk.h"
 #include "common/alloc.h"
 #include "common/bench.h"
+#include "common/files.h"
 #include "common/rng.h"
 #include "kernels/float_bits.h"
 #include "kernels/fp16.h"
@@ -501,15 +503,36 @@ static BenchStats exp_stats(const float *x, float (*sum)(const float *), float *
     return seconds_per_row(stats, (size_t)EXP_PASSES * EXP_CHUNK);
 }
 
-/* Two predictions of exp16_in_sum's share of the time, from counts per 16
- * logits in the machine code of the two loops (objdump -d bench_cpu.o,
- * gcc 12, -O3 -march=native). If the multiply-add units set the pace, the
- * share is that of the multiplies and multiply-adds: 5 of 10. If every
- * vector instruction costs the same issue slot, wherever it runs, it is
- * that of all of them (loads and register copies left out): 11 of 15. The
- * first is a floor, the second a ceiling: the verdict says whether the
- * measured share lies between them. */
-enum { EXP_FMAS_PLAIN = 10, EXP_FMAS_TABLE = 5, EXP_VECTOR_OPS_PLAIN = 15, EXP_VECTOR_OPS_TABLE = 11 };
+/* Two predictions of exp16_in_sum's share of the time, from the machine
+ * code the compiler made of the two loops, which the build keeps in
+ * exp_loops.asm: the instructions of each per 16 logits (loop_counts.h).
+ * If the multiply-add units set the pace, the share is that of the
+ * multiplies and multiply-adds. If every vector instruction costs the same
+ * issue slot, wherever it runs, it is that of all of them (loads and
+ * register copies left out). The first is a floor, the second a ceiling:
+ * the verdict says whether the measured share lies between them. */
+static const char EXP_LOOPS_RECORD[] = "exp_loops.asm";
+
+static void print_exp_verdict(double measured)
+{
+    LoopCountQuery plain = {.function = "sum_exp_in_sum"}, table = {.function = "sum_exp16"};
+    char err[512];
+    if (parse_text_file(EXP_LOOPS_RECORD, count_function_loop, &plain, err, sizeof err) != 0 ||
+        parse_text_file(EXP_LOOPS_RECORD, count_function_loop, &table, err, sizeof err) != 0) {
+        printf("\nNo verdict: the two loops' machine code could not be counted (%s).\n", err);
+        return;
+    }
+    const LoopCounts *p = &plain.counts, *t = &table.counts;
+    double plain_multiplies = per_floats(p->multiplies, p, 16), table_multiplies = per_floats(t->multiplies, t, 16);
+    double plain_vector = per_floats(p->vector_instructions, p, 16);
+    double table_vector = per_floats(t->vector_instructions, t, 16);
+    double fma_share = 100.0 * table_multiplies / plain_multiplies, op_share = 100.0 * table_vector / plain_vector;
+    printf("\nVerdict of this run: predicted %.0f%% of the time if the multiply-add units set the pace (%g of %g "
+           "multiplies and multiply-adds per 16 logits, in the machine code of the two loops), %.0f%% if every "
+           "vector instruction does (%g of %g); measured %.0f%%: %s the two.\n",
+           fma_share, table_multiplies, plain_multiplies, op_share, table_vector, plain_vector, measured,
+           measured >= fma_share && measured <= op_share ? "between" : "outside");
+}
 
 /* The two side by side, on the benchmark's first 256 logits less their
  * maximum, and the verdict on the predictions. The line ends with how far
@@ -528,18 +551,12 @@ static void print_exp_bench(const BenchData *data)
     float plain_total, table_total;
     BenchStats plain = exp_stats(x, sum_exp_in_sum, &plain_total);
     BenchStats table = exp_stats(x, sum_exp16, &table_total);
-    double measured = 100.0 * table.median / plain.median;
-    double fma_share = 100.0 * EXP_FMAS_TABLE / EXP_FMAS_PLAIN;
-    double vector_op_share = 100.0 * EXP_VECTOR_OPS_TABLE / EXP_VECTOR_OPS_PLAIN;
     printf("\nThe sum's exponential alone, one thread, a chunk of %d logits in L1 summed %d times: "
            "softmax_exp_in_sum %.4f ns per logit (%.4f–%.4f), exp16_in_sum %.4f (%.4f–%.4f); "
            "the two sums differ by %.1e of their value.\n",
            EXP_CHUNK, EXP_PASSES, plain.median * 1e9, plain.min * 1e9, plain.max * 1e9, table.median * 1e9,
            table.min * 1e9, table.max * 1e9, fabs((double)table_total - plain_total) / plain_total);
-    printf("\nVerdict of this run: predicted %.0f%% of the time if the multiply-add units set the pace (%d of %d), "
-           "%.0f%% if every vector instruction does (%d of %d); measured %.0f%%: %s the two.\n",
-           fma_share, EXP_FMAS_TABLE, EXP_FMAS_PLAIN, vector_op_share, EXP_VECTOR_OPS_TABLE, EXP_VECTOR_OPS_PLAIN,
-           measured, measured >= fma_share && measured <= vector_op_share ? "between" : "outside");
+    print_exp_verdict(100.0 * table.median / plain.median);
 }
 #endif
 

@@ -65,8 +65,8 @@ static void expect_refused(const char *text, const char *function, const char *w
     LoopCountQuery q = {.function = function};
     char err[256] = "";
     int status = parse_text(text, count_function_loop, &q, err, sizeof err);
-    EXPECT(status == -1 && strstr(err, why) != NULL, "%s: status %d, \"%s\"; expected \"%s\"", function, status,
-           err, why);
+    EXPECT(status == -1 && strstr(err, why) != NULL, "%s: status %d, \"%s\"; expected \"%s\"", function, status, err,
+           why);
 }
 
 static void test_written_listing(void)
@@ -75,8 +75,7 @@ static void test_written_listing(void)
     /* ymm registers hold 8 floats; the load counts as data, not as work. */
     expect_counts(LISTING, "sum_exp16", (LoopCounts){.vector_instructions = 1, .multiplies = 1, .floats_read = 16});
     expect_refused(LISTING, "sum", "not in the listing");
-    expect_refused("0000000000000100 <f>:\n     100:\tvaddps %zmm1,%zmm2,%zmm3\n     106:\tret\n", "f",
-                   "has no loop");
+    expect_refused("0000000000000100 <f>:\n     100:\tvaddps %zmm1,%zmm2,%zmm3\n     106:\tret\n", "f", "has no loop");
     expect_refused("0000000000000100 <f>:\n     100:\tvaddps %zmm1,%zmm2,%zmm3\n     106:\tjmp 100 <f>\n", "f",
                    "reads no vector of data");
     expect_refused("0000000000000100 <f>:\n     100 vaddps %zmm1,%zmm2,%zmm3\n", "f", "line 2: not an instruction");
@@ -94,6 +93,13 @@ static void test_recorded_loops(void)
 #if defined(EXP16_AVX512)
     EXPECT(parse_text_file(record, count_function_loop, &plain, err, sizeof err) == 0, "%s", err);
     EXPECT(parse_text_file(record, count_function_loop, &table, err, sizeof err) == 0, "%s", err);
+#if defined(__SANITIZE_ADDRESS__)
+    /* AddressSanitizer moves the loops' local arrays off the stack and
+     * checks every access to them: the code counted is not the code the
+     * chapter times, and its arrays read as data. Found is all that holds. */
+    printf("the two exponential loops: found; their counts are checked in a build without sanitizers\n");
+    return;
+#endif
     const LoopCounts *p = &plain.counts, *t = &table.counts;
     double plain_multiplies = per_floats(p->multiplies, p, 16), table_multiplies = per_floats(t->multiplies, t, 16);
     double plain_vector = per_floats(p->vector_instructions, p, 16);

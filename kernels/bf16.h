@@ -40,6 +40,23 @@ HOST_DEVICE static inline uint16_t bf16_from_float(float x)
     return (uint16_t)((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
+#if defined(__AVX2__) && !defined(__CUDA_ARCH__)
+/* Eight bf16s to floats in a register: bf16_to_float's shift, 8 lanes wide
+ * (each 16 bits widened to 32, then moved to the top). */
+static inline __m256 floats8_from_bf16s(__m128i bits)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+}
+#endif
+
+#if defined(__AVX512F__) && !defined(__CUDA_ARCH__)
+/* The same for sixteen. */
+static inline __m512 floats16_from_bf16s(__m256i bits)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+#endif
+
 #if defined(__AVX512BW__) && !defined(__CUDA_ARCH__)
 #define BF16_AVX512 1
 /* 16 floats rounded to bf16: bf16_from_float's operations, 16 lanes wide.

@@ -156,8 +156,7 @@ ROW_INLINE float sum_in_lanes(const float *x, size_t n, LaneSum what)
 ROW_INLINE __m512d widen_eight_to_double(const void *row, size_t first, LnStorage storage)
 {
     __m128i bits = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + first));
-    __m256 wide = storage == STORAGE_FP16 ? _mm256_cvtph_ps(bits)
-                                          : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(bits), 16));
+    __m256 wide = storage == STORAGE_FP16 ? _mm256_cvtph_ps(bits) : floats8_from_bf16s(bits);
     return _mm512_cvtps_pd(wide);
 }
 

@@ -61,7 +61,7 @@ static inline __attribute__((always_inline)) __m512 logits16_at(const void *chun
     case LOGITS_FLOAT16:
         return _mm512_cvtph_ps(_mm256_loadu_si256(halves));
     case LOGITS_BFLOAT16:
-        return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(halves)), 16));
+        return floats16_from_bf16s(_mm256_loadu_si256(halves));
     case LOGITS_FLOAT32:
     default:
         return _mm512_loadu_ps((const float *)chunk + i);

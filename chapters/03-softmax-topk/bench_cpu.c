@@ -525,7 +525,9 @@ static void print_exp_verdict(double measured)
     char err[512];
     if (parse_text_file(EXP_LOOPS_RECORD, count_function_loop, &plain, err, sizeof err) != 0 ||
         parse_text_file(EXP_LOOPS_RECORD, count_function_loop, &table, err, sizeof err) != 0) {
-        printf("\nNo verdict: the two loops' machine code could not be counted (%s).\n", err);
+        printf("\nNo verdict: the two loops' machine code could not be counted (%s; the build keeps it in the "
+               "chapter's directory: run bench there).\n",
+               err);
         return;
     }
     const LoopCounts *p = &plain.counts, *t = &table.counts;

@@ -1,10 +1,10 @@
 -- Numbers in the prose come from the program, run when the book is built:
 --     ```{.run cmd="./cancellation --offset-sweep"}
 --     ```
--- runs the command (with sh, in the chapter's directory) and shows what it
--- prints as a code block of class "output"; with format="markdown" its output
--- is read as Markdown instead (the tables of common/table.h). A command that
--- fails fails the build.
+-- runs the command (with sh, in the chapter's directory, alone: see LOCK)
+-- and shows what it prints as a code block of class "output"; with
+-- format="markdown" its output is read as Markdown instead (the tables of
+-- common/table.h). A command that fails fails the build.
 --
 -- The command's stderr is not captured: it goes to the build log, where a
 -- failure's explanation then stands just above the error below. It must not
@@ -17,8 +17,12 @@ local function shell_quote(text)
   return "'" .. text:gsub("'", "'\\''") .. "'"
 end
 
+-- One program at a time, across all the chapters being built (and all the
+-- builds on this machine): a lock outside the tree, which tup does not
+-- track, held by flock (util-linux) for the run of each command.
+local LOCK = '/tmp/numerics-book-programs.lock'
 local function run(command)
-  local pipe = io.popen('cd ' .. shell_quote(chapter.dir) .. ' && ' .. command)
+  local pipe = io.popen('cd ' .. shell_quote(chapter.dir) .. ' && flock ' .. LOCK .. ' sh -c ' .. shell_quote(command))
   local output = pipe:read('a')
   -- Lua 5.3: close() gives how the shell ended ("exit" or "signal") and the number.
   local _, how, status = pipe:close()

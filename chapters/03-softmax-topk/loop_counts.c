@@ -159,19 +159,23 @@ static bool data_operand(const Instruction *in, char *operand, size_t size)
     return true;
 }
 
+/* The distinct data operands are kept as they are met: at most one per
+ * instruction of the body, so the body's length bounds them. */
+typedef char Operand[sizeof((Instruction *)0)->operands];
+
 static LoopCounts count_body(const Listing *l, size_t first, size_t last)
 {
     LoopCounts counts = {0};
-    char seen[64][sizeof l->code[0].operands];
-    int distinct = 0;
+    Operand *seen = ALLOC_ARRAY(last - first + 1, Operand);
+    size_t distinct = 0;
     for (size_t i = first; i <= last; i++) {
         const Instruction *in = &l->code[i];
-        char operand[sizeof seen[0]];
+        Operand operand;
         if (data_operand(in, operand, sizeof operand)) {
-            int s = 0;
+            size_t s = 0;
             while (s < distinct && strcmp(seen[s], operand) != 0)
                 s++;
-            if (s == distinct && distinct < 64) {
+            if (s == distinct) {
                 strcpy(seen[distinct++], operand);
                 counts.floats_read += register_floats(in);
             }
@@ -181,6 +185,7 @@ static LoopCounts count_body(const Listing *l, size_t first, size_t last)
             counts.multiplies += is_multiply(in);
         }
     }
+    array_free(seen);
     return counts;
 }
 

@@ -84,6 +84,21 @@ static void test_written_listing(void)
     EXPECT(per_floats(7, &counts, 16) == 3.5, "7 instructions per 32 floats: %g per 16", per_floats(7, &counts, 16));
 }
 
+/* A long unrolled body: every distinct vector it reads counts, however
+ * many there are (here 80 loads and 80 additions, then the jump back). */
+static void test_long_body(void)
+{
+    enum { LOADS = 80 };
+    char text[LOADS * 2 * 64 + 128];
+    int used = snprintf(text, sizeof text, "0000000000000000 <long>:\n");
+    for (int i = 0; i < LOADS; i++)
+        used += snprintf(text + used, sizeof text - (size_t)used,
+                         "     %x:\tvmovups 0x%x(%%rdi),%%zmm1\n     %x:\tvaddps %%zmm1,%%zmm0,%%zmm0\n", 16 * i,
+                         64 * i, 16 * i + 8);
+    snprintf(text + used, sizeof text - (size_t)used, "     %x:\tjmp    0 <long>\n", 16 * LOADS);
+    expect_counts(text, "long", (LoopCounts){.vector_instructions = LOADS, .multiplies = 0, .floats_read = 16 * LOADS});
+}
+
 /* The build's record: what the chapter says of the two loops it times. */
 static void test_recorded_loops(void)
 {
@@ -125,6 +140,7 @@ static void test_recorded_loops(void)
 int main(void)
 {
     test_written_listing();
+    test_long_body();
     test_recorded_loops();
     return test_finish();
 }

@@ -17,10 +17,12 @@ local function shell_quote(text)
   return "'" .. text:gsub("'", "'\\''") .. "'"
 end
 
--- One program at a time, across all the chapters being built (and all the
--- builds on this machine): a lock outside the tree, which tup does not
--- track, held by flock (util-linux) for the run of each command.
-local LOCK = '/tmp/numerics-book-programs.lock'
+-- One program at a time, across all the chapters being built (and all of
+-- one user's builds on this machine): a lock outside the tree, which tup
+-- does not track, held by flock (util-linux) for the run of each command.
+-- One lock per user: where the kernel protects files in /tmp
+-- (fs.protected_regular), another user's lock file could not be opened.
+local LOCK = '"/tmp/numerics-book-programs.$(id -u).lock"'
 local function run(command)
   local pipe = io.popen('cd ' .. shell_quote(chapter.dir) .. ' && flock ' .. LOCK .. ' sh -c ' .. shell_quote(command))
   local output = pipe:read('a')

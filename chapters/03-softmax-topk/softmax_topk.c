@@ -100,14 +100,21 @@ void widen_logits(StoredLogits logits, size_t first, size_t n, float *out)
  * 1 + ln(chunks) of a row's chunks are.) */
 enum { FUSED_CHUNK = 512 };
 
+/* Logits are compared with the threshold 32 to a block (a mask of 32
+ * bits), and marked 64 to a word. */
+enum { OFFER_BLOCK = 32, MARK_BITS = 64 };
+_Static_assert(LANES % MARK_BITS == 0 && FUSED_CHUNK % MARK_BITS == 0, "rows are marked in whole words");
+
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k)
 {
-    RowScratch scratch = {NULL, ALLOC_ARRAY(topk_collector_storage(k), TopkEntry), NULL};
+    RowScratch scratch = {NULL, ALLOC_ARRAY(topk_collector_storage(k), TopkEntry), NULL, NULL, NULL};
     if (version == CPU_NAIVE) {
         scratch.probabilities = ALLOC_ARRAY(vocab, float);
     }
     if (version == CPU_FUSED) {
         scratch.chunk_maxima = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, float);
+        scratch.marks = ALLOC_ARRAY(vocab / MARK_BITS + 1, uint64_t);
+        scratch.marked_chunks = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, uint32_t);
     }
     return scratch;
 }
@@ -117,7 +124,9 @@ void row_scratch_free(RowScratch *scratch)
     array_free(scratch->probabilities);
     array_free(scratch->candidates);
     array_free(scratch->chunk_maxima);
-    *scratch = (RowScratch){NULL, NULL, NULL};
+    array_free(scratch->marks);
+    array_free(scratch->marked_chunks);
+    *scratch = (RowScratch){NULL, NULL, NULL, NULL, NULL};
 }
 
 // ANCHOR: offer_each_logit
@@ -134,8 +143,6 @@ static void offer_all(TopkCollector *top, const float *values, size_t first, siz
     }
 }
 // ANCHOR_END: offer_each_logit
-
-enum { OFFER_BLOCK = 32 };
 
 // ANCHOR: compare_a_block_with_the_threshold
 /* Bit i is set if logit i of the block is at least the threshold: equal may
@@ -163,24 +170,52 @@ static uint32_t reaching_threshold_mask(const float *block, float threshold)
 }
 // ANCHOR_END: compare_a_block_with_the_threshold
 
-// ANCHOR: offer_only_logits_that_reach_threshold
-/* Offer the n logits values[0 .. n-1], logits first .. first + n - 1 of
- * the row, of a chunk that may hold a candidate:
- * only those whose bit is set, lowest bit first, so in order. Most logits
- * of such a chunk are still no candidates, and a loop that branched on each
- * one would mispredict at every candidate. The mask is taken with the
- * threshold at the start of its block; the threshold only rises, and an
- * equal logit may rank after it, so the offer compares again. */
-static void offer_reaching_threshold(TopkCollector *top, const float *values, size_t first, size_t n)
+// ANCHOR: mark_logits_that_reach_threshold
+/* The candidates are found in two loops. The first marks the n logits
+ * values[0 .. n-1] (n a multiple of 64) that reach the threshold: bit i of
+ * words[w] for logit 64 w + i, two blocks to a word. It has no branch, so
+ * its loads stream from L2 at the cache's pace. Offering each block's
+ * logits as soon as its mask came out, as a first version did, put a
+ * branch between the loads that the processor guessed wrong at about
+ * every candidate, and each wrong guess threw away the loads it had
+ * started past the branch. */
+static void mark_reaching_threshold(uint64_t *words, const float *values, size_t n, float threshold)
 {
-    size_t i = 0;
-    for (; i + OFFER_BLOCK <= n; i += OFFER_BLOCK) {
-        for (uint32_t mask = reaching_threshold_mask(values + i, top->threshold.value); mask != 0; mask &= mask - 1) {
-            size_t above = i + (size_t)__builtin_ctz(mask);
-            topk_collector_offer(top, topk_entry(values[above], (int32_t)(first + above)));
+    for (size_t w = 0; w < n / MARK_BITS; w++) {
+        words[w] = reaching_threshold_mask(values + MARK_BITS * w, threshold) |
+                   (uint64_t)reaching_threshold_mask(values + MARK_BITS * w + OFFER_BLOCK, threshold) << OFFER_BLOCK;
+    }
+}
+
+// ANCHOR_END: mark_logits_that_reach_threshold
+
+// ANCHOR: offer_only_logits_that_reach_threshold
+/* The second offers the marked logits of the chunks numbered marked[0 ..
+ * count-1], in order, lowest bit first. For each chunk it lists the words
+ * that hold a mark, without a branch (each word's number is written, and
+ * the count moves on only past a word with a mark), then looks only at
+ * those. The marks were made with the threshold of that time; it only
+ * rises, and an equal logit may rank after it, so the offer compares again. */
+static void offer_marked(TopkCollector *top, StoredLogits row, const uint64_t *words, const uint32_t *marked,
+                         size_t count, size_t whole_lanes)
+{
+    enum { CHUNK_WORDS = FUSED_CHUNK / MARK_BITS };
+    for (size_t i = 0; i < count; i++) {
+        size_t first = marked[i] * (size_t)CHUNK_WORDS, end = whole_lanes / MARK_BITS;
+        size_t listed[CHUNK_WORDS], holding = 0;
+        for (size_t w = first; w < first + CHUNK_WORDS && w < end; w++) {
+            listed[holding] = w;
+            holding += words[w] != 0;
+        }
+        for (size_t j = 0; j < holding; j++) {
+            for (uint64_t mask = words[listed[j]]; mask != 0; mask &= mask - 1) {
+                size_t at = MARK_BITS * listed[j] + (size_t)__builtin_ctzll(mask);
+                float value;
+                widen_logits(row, at, 1, &value);
+                topk_collector_offer(top, topk_entry(value, (int32_t)at));
+            }
         }
     }
-    offer_all(top, values + i, first + i, n - i);
 }
 // ANCHOR_END: offer_only_logits_that_reach_threshold
 
@@ -551,39 +586,45 @@ static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n
 // ANCHOR_END: skip_chunks_without_candidates
 
 // ANCHOR: screen_the_chunk_maxima
-static void offer_chunk(TopkCollector *top, StoredLogits row, size_t whole_lanes, size_t chunk, float max)
+/* Mark the logits of chunk `chunk` if it may hold a candidate, and if so
+ * add its number to the `count` in marked[]. */
+static void mark_chunk(uint64_t *words, uint32_t *marked, size_t *count, StoredLogits row, size_t whole_lanes,
+                       size_t chunk, float max, TopkEntry threshold)
 {
     size_t begin = chunk * FUSED_CHUNK;
-    if (chunk_may_hold_candidates(max, begin, top->threshold)) {
+    if (chunk_may_hold_candidates(max, begin, threshold)) {
         size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
         float widened[FUSED_CHUNK];
-        offer_reaching_threshold(top, chunk_floats(row, begin, n, widened), begin, n);
+        mark_reaching_threshold(words + begin / MARK_BITS, chunk_floats(row, begin, n, widened), n, threshold.value);
+        marked[(*count)++] = (uint32_t)chunk;
     }
 }
 
 /* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
- * with one mask. Meanwhile memory would have nothing to do: the scan's
- * prefetches stopped AHEAD_CHUNKS into the next row. So each block of 32
- * maxima asks for one more chunk of the rows that follow, from byte
- * `stream` of the row on, as the scan would have. */
-static void offer_chunks_that_may_hold_candidates(TopkCollector *top, StoredLogits row, const float *chunk_maxima,
-                                                  size_t whole_lanes, size_t stream, size_t readable)
+ * with one mask. Returns the number of chunks marked. Meanwhile memory
+ * would have nothing to do: the scan's prefetches stopped AHEAD_CHUNKS
+ * into the next row. So each block of 32 maxima asks for one more chunk of
+ * the rows that follow, from byte `stream` of the row on, as the scan
+ * would have. */
+static size_t mark_chunks_that_may_hold_candidates(uint64_t *words, uint32_t *marked, TopkEntry threshold,
+                                                   StoredLogits row, const float *chunk_maxima, size_t whole_lanes,
+                                                   size_t stream, size_t readable)
 {
-    size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
+    size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0, count = 0;
     size_t chunk_bytes = FUSED_CHUNK * logits_type_size(row.type);
     for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK, stream += chunk_bytes) {
         if (stream < readable) {
             prefetch_ahead((const char *)row.data + stream, readable - stream, chunk_bytes);
         }
-        for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, top->threshold.value); mask != 0;
-             mask &= mask - 1) {
+        for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, threshold.value); mask != 0; mask &= mask - 1) {
             size_t chunk = c + (size_t)__builtin_ctz(mask);
-            offer_chunk(top, row, whole_lanes, chunk, chunk_maxima[chunk]);
+            mark_chunk(words, marked, &count, row, whole_lanes, chunk, chunk_maxima[chunk], threshold);
         }
     }
     for (; c < chunks; c++) {
-        offer_chunk(top, row, whole_lanes, c, chunk_maxima[c]);
+        mark_chunk(words, marked, &count, row, whole_lanes, c, chunk_maxima[c], threshold);
     }
+    return count;
 }
 // ANCHOR_END: screen_the_chunk_maxima
 
@@ -625,20 +666,21 @@ static SoftmaxState scan_row(StoredLogits row, size_t vocab, size_t readable, La
 }
 
 static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readable, TopkCollector *top,
-                                  SoftmaxState *state, float *chunk_maxima)
+                                  SoftmaxState *state, const RowScratch *scratch)
 {
     LaneSums sums = lane_sums_empty();
     size_t whole_lanes = vocab - vocab % LANES, size = logits_type_size(row.type);
     float tail[LANES];
-    *state = scan_row(row, vocab, readable, &sums, chunk_maxima, tail);
+    *state = scan_row(row, vocab, readable, &sums, scratch->chunk_maxima, tail);
     if (isnan(state->sum)) {
         /* A NaN or +inf in the row (see lane_sums_add_chunk). */
         return online_stored_row(row, vocab, top, state);
     }
-    /* The row is in L2 now; the top K is taken from the few chunks that
-     * can hold one of it. */
+    /* The row is in L2 now: the logits of the top K's few chunks are marked, then offered. */
     topk_collector_raise_floor(top, lane_sums_topk_floor(&sums, top->k));
-    offer_chunks_that_may_hold_candidates(top, row, chunk_maxima, whole_lanes, vocab * size, readable);
+    size_t marked = mark_chunks_that_may_hold_candidates(scratch->marks, scratch->marked_chunks, top->threshold, row,
+                                                         scratch->chunk_maxima, whole_lanes, vocab * size, readable);
+    offer_marked(top, row, scratch->marks, scratch->marked_chunks, marked, whole_lanes);
     offer_all(top, tail, whole_lanes, vocab - whole_lanes);
     return topk_collector_finish(top);
 }
@@ -667,7 +709,7 @@ static void row_with_lookahead(CpuVersion version, StoredLogits row, size_t voca
         break;
     case CPU_FUSED:
     default:
-        best = fused_row(row, vocab, readable, &top, &state, scratch->chunk_maxima);
+        best = fused_row(row, vocab, readable, &top, &state, scratch);
         break;
     }
     // ANCHOR: normalise_only_the_winners

@@ -30,11 +30,13 @@ const char *cpu_version_name(CpuVersion version);
 
 /* Working memory for one row at a time: the naive version's probability
  * array, the top-K collector's storage and the fused version's chunk
- * maxima. One per thread. */
+ * maxima and marks. One per thread. */
 typedef struct {
     float *probabilities;
     TopkEntry *candidates;
-    float *chunk_maxima; /* the fused version's: the largest logit of each chunk */
+    float *chunk_maxima;     /* the fused version's: the largest logit of each chunk, */
+    uint64_t *marks;         /* a bit for each logit that may be a candidate, in the chunks marked, */
+    uint32_t *marked_chunks; /* and the numbers of the chunks marked */
 } RowScratch;
 
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k);

@@ -423,7 +423,8 @@ static CachedRowStats cached_logit_stats(StoredLogits logits, size_t count, size
  * second, against the read bandwidth. 16-bit rows are half the bytes, so
  * where memory is the limit they go up to twice as many logits per second;
  * where the arithmetic is, no faster. Beside them the prediction: the
- * pass's CPU time per logit on a row in L2, and the bytes per second that
+ * pass's time per logit on one thread, on new rows in L2 (and, last, on the
+ * same row again and again), and the bytes per second that
  * `threads` cores at the fastest run's pace would ask of memory (whatever
  * slows a run on a row in cache is not the pass's work), against the read
  * bandwidth; below 100%, the arithmetic is the limit, and the share read
@@ -440,9 +441,9 @@ static void print_16_bit_bench(const BenchData *data, const int *ks, size_t k_co
                              "GB/s read",
                              "read bandwidth",
                              "GB/s read / read bandwidth, round by round (least–most)",
-                             "CPU ns per logit, a row in L2, 1 thread (least–most)",
+                             "ns per logit, a new row in L2 each pass, 1 thread (least–most)",
                              "the same on all threads / read bandwidth",
-                             "CPU ns per logit, the same row each pass"};
+                             "ns per logit, the same row each pass (least–most)"};
     Table *table = TABLE_NEW(headers, "lrrrrrrrr");
     for (int t = 0; t < 3; t++) {
         StoredLogits logits = float32_logits(data->logits);

@@ -33,7 +33,6 @@ size_t logits_type_size(LogitsType type)
     return type == LOGITS_FLOAT32 ? sizeof(float) : sizeof(uint16_t);
 }
 
-#if !defined(EXP16_AVX512)
 // ANCHOR: widen_one_logit
 /* Logit i of a chunk stored as `type`, as a float. always_inline: called
  * with a constant type, the switch disappears. */
@@ -50,7 +49,8 @@ static inline __attribute__((always_inline)) float logit_at(const void *chunk, L
     }
 }
 // ANCHOR_END: widen_one_logit
-#else
+
+#if defined(EXP16_AVX512)
 /* Logits i .. i + 15 of a chunk stored as `type`, as floats in a register:
  * fp16 widened by the processor (vcvtph2ps), bf16 by moving its 16 bits to
  * the top of a float's 32. */
@@ -114,7 +114,7 @@ RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k)
     if (version == CPU_FUSED) {
         scratch.chunk_maxima = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, float);
         scratch.marks = ALLOC_ARRAY(vocab / MARK_BITS + 1, uint64_t);
-        scratch.marked_chunks = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, uint32_t);
+        scratch.marked_words = ALLOC_ARRAY(vocab / MARK_BITS + 1, uint32_t);
     }
     return scratch;
 }
@@ -125,7 +125,7 @@ void row_scratch_free(RowScratch *scratch)
     array_free(scratch->candidates);
     array_free(scratch->chunk_maxima);
     array_free(scratch->marks);
-    array_free(scratch->marked_chunks);
+    array_free(scratch->marked_words);
     *scratch = (RowScratch){NULL, NULL, NULL, NULL, NULL};
 }
 
@@ -171,49 +171,52 @@ static uint32_t reaching_threshold_mask(const float *block, float threshold)
 // ANCHOR_END: compare_a_block_with_the_threshold
 
 // ANCHOR: mark_logits_that_reach_threshold
+/* The marks of a row: bit i of words[w] for logit 64 w + i, and the
+ * numbers of the words that hold a mark, listed[0 .. count-1], in order. */
+typedef struct {
+    uint64_t *words;
+    uint32_t *listed;
+    size_t count;
+} RowMarks;
+
 /* The candidates are found in two loops. The first marks the n logits
- * values[0 .. n-1] (n a multiple of 64) that reach the threshold: bit i of
- * words[w] for logit 64 w + i, two blocks to a word. It has no branch, so
- * its loads stream from L2 at the cache's pace. Offering each block's
- * logits as soon as its mask came out, as a first version did, put a
- * branch between the loads that the processor guessed wrong at about
- * every candidate, and each wrong guess threw away the loads it had
- * started past the branch. */
-static void mark_reaching_threshold(uint64_t *words, const float *values, size_t n, float threshold)
+ * values[0 .. n-1] (logits first .. first + n - 1 of the row, n and first
+ * multiples of 64) that reach the threshold, two blocks to a word, and
+ * lists each word that holds a mark: its number is written, and the count
+ * moves on only past a word with a mark. It has no branch, so its loads
+ * stream from L2 at the cache's pace. Offering each block's logits as soon
+ * as its mask came out, as a first version did, put a branch between the
+ * loads that the processor guessed wrong at about every candidate, and
+ * each wrong guess threw away the loads it had started past the branch. */
+static void mark_reaching_threshold(RowMarks *marks, size_t first, const float *values, size_t n, float threshold)
 {
     for (size_t w = 0; w < n / MARK_BITS; w++) {
-        words[w] = reaching_threshold_mask(values + MARK_BITS * w, threshold) |
-                   (uint64_t)reaching_threshold_mask(values + MARK_BITS * w + OFFER_BLOCK, threshold) << OFFER_BLOCK;
+        uint64_t word = reaching_threshold_mask(values + MARK_BITS * w, threshold) |
+                        (uint64_t)reaching_threshold_mask(values + MARK_BITS * w + OFFER_BLOCK, threshold)
+                            << OFFER_BLOCK;
+        size_t number = first / MARK_BITS + w;
+        marks->words[number] = word;
+        marks->listed[marks->count] = (uint32_t)number;
+        marks->count += word != 0;
     }
 }
 
 // ANCHOR_END: mark_logits_that_reach_threshold
 
 // ANCHOR: offer_only_logits_that_reach_threshold
-/* The second offers the marked logits of the chunks numbered marked[0 ..
- * count-1], in order, lowest bit first. For each chunk it lists the words
- * that hold a mark, without a branch (each word's number is written, and
- * the count moves on only past a word with a mark), then looks only at
- * those. The marks were made with the threshold of that time; it only
- * rises, and an equal logit may rank after it, so the offer compares again. */
-static void offer_marked(TopkCollector *top, StoredLogits row, const uint64_t *words, const uint32_t *marked,
-                         size_t count, size_t whole_lanes)
+/* The second offers the marked logits, word by listed word, lowest bit
+ * first: in the order of the row. One loop over the words of the whole
+ * row: a loop over each chunk's words would end at a different count in
+ * each chunk, a wrong guess per chunk. The marks were made with the
+ * threshold of that time; it only rises, and an equal logit may rank
+ * after it, so the offer compares again. */
+static void offer_marked(TopkCollector *top, StoredLogits row, const RowMarks *marks)
 {
-    enum { CHUNK_WORDS = FUSED_CHUNK / MARK_BITS };
-    for (size_t i = 0; i < count; i++) {
-        size_t first = marked[i] * (size_t)CHUNK_WORDS, end = whole_lanes / MARK_BITS;
-        size_t listed[CHUNK_WORDS], holding = 0;
-        for (size_t w = first; w < first + CHUNK_WORDS && w < end; w++) {
-            listed[holding] = w;
-            holding += words[w] != 0;
-        }
-        for (size_t j = 0; j < holding; j++) {
-            for (uint64_t mask = words[listed[j]]; mask != 0; mask &= mask - 1) {
-                size_t at = MARK_BITS * listed[j] + (size_t)__builtin_ctzll(mask);
-                float value;
-                widen_logits(row, at, 1, &value);
-                topk_collector_offer(top, topk_entry(value, (int32_t)at));
-            }
+    for (size_t j = 0; j < marks->count; j++) {
+        int word = (int)marks->listed[j];
+        for (uint64_t mask = marks->words[word]; mask != 0; mask &= mask - 1) {
+            int at = MARK_BITS * word + __builtin_ctzll(mask);
+            topk_collector_offer(top, topk_entry(logit_at(row.data, row.type, at), at));
         }
     }
 }
@@ -586,45 +589,40 @@ static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n
 // ANCHOR_END: skip_chunks_without_candidates
 
 // ANCHOR: screen_the_chunk_maxima
-/* Mark the logits of chunk `chunk` if it may hold a candidate, and if so
- * add its number to the `count` in marked[]. */
-static void mark_chunk(uint64_t *words, uint32_t *marked, size_t *count, StoredLogits row, size_t whole_lanes,
-                       size_t chunk, float max, TopkEntry threshold)
+/* Mark the logits of chunk `chunk` if it may hold a candidate. */
+static void mark_chunk(RowMarks *marks, StoredLogits row, size_t whole_lanes, size_t chunk, float max,
+                       TopkEntry threshold)
 {
     size_t begin = chunk * FUSED_CHUNK;
     if (chunk_may_hold_candidates(max, begin, threshold)) {
         size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
         float widened[FUSED_CHUNK];
-        mark_reaching_threshold(words + begin / MARK_BITS, chunk_floats(row, begin, n, widened), n, threshold.value);
-        marked[(*count)++] = (uint32_t)chunk;
+        mark_reaching_threshold(marks, begin, chunk_floats(row, begin, n, widened), n, threshold.value);
     }
 }
 
 /* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
- * with one mask. Returns the number of chunks marked. Meanwhile memory
- * would have nothing to do: the scan's prefetches stopped AHEAD_CHUNKS
- * into the next row. So each block of 32 maxima asks for one more chunk of
- * the rows that follow, from byte `stream` of the row on, as the scan
- * would have. */
-static size_t mark_chunks_that_may_hold_candidates(uint64_t *words, uint32_t *marked, TopkEntry threshold,
-                                                   StoredLogits row, const float *chunk_maxima, size_t whole_lanes,
-                                                   size_t stream, size_t readable)
+ * with one mask. Meanwhile memory would have nothing to do: the scan's
+ * prefetches stopped AHEAD_CHUNKS into the next row. So each block of 32
+ * maxima asks for one more chunk of the rows that follow, from the end
+ * of the row (byte `stream`) on, as the scan would have. */
+static void mark_chunks_that_may_hold_candidates(RowMarks *marks, TopkEntry threshold, StoredLogits row,
+                                                 const float *chunk_maxima, size_t vocab, size_t readable)
 {
-    size_t chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0, count = 0;
-    size_t chunk_bytes = FUSED_CHUNK * logits_type_size(row.type);
+    size_t whole_lanes = vocab - vocab % LANES, chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
+    size_t chunk_bytes = FUSED_CHUNK * logits_type_size(row.type), stream = vocab * logits_type_size(row.type);
     for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK, stream += chunk_bytes) {
         if (stream < readable) {
             prefetch_ahead((const char *)row.data + stream, readable - stream, chunk_bytes);
         }
         for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, threshold.value); mask != 0; mask &= mask - 1) {
             size_t chunk = c + (size_t)__builtin_ctz(mask);
-            mark_chunk(words, marked, &count, row, whole_lanes, chunk, chunk_maxima[chunk], threshold);
+            mark_chunk(marks, row, whole_lanes, chunk, chunk_maxima[chunk], threshold);
         }
     }
     for (; c < chunks; c++) {
-        mark_chunk(words, marked, &count, row, whole_lanes, c, chunk_maxima[c], threshold);
+        mark_chunk(marks, row, whole_lanes, c, chunk_maxima[c], threshold);
     }
-    return count;
 }
 // ANCHOR_END: screen_the_chunk_maxima
 
@@ -669,7 +667,7 @@ static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readabl
                                   SoftmaxState *state, const RowScratch *scratch)
 {
     LaneSums sums = lane_sums_empty();
-    size_t whole_lanes = vocab - vocab % LANES, size = logits_type_size(row.type);
+    size_t whole_lanes = vocab - vocab % LANES;
     float tail[LANES];
     *state = scan_row(row, vocab, readable, &sums, scratch->chunk_maxima, tail);
     if (isnan(state->sum)) {
@@ -678,9 +676,9 @@ static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readabl
     }
     /* The row is in L2 now: the logits of the top K's few chunks are marked, then offered. */
     topk_collector_raise_floor(top, lane_sums_topk_floor(&sums, top->k));
-    size_t marked = mark_chunks_that_may_hold_candidates(scratch->marks, scratch->marked_chunks, top->threshold, row,
-                                                         scratch->chunk_maxima, whole_lanes, vocab * size, readable);
-    offer_marked(top, row, scratch->marks, scratch->marked_chunks, marked, whole_lanes);
+    RowMarks marks = {scratch->marks, scratch->marked_words, 0};
+    mark_chunks_that_may_hold_candidates(&marks, top->threshold, row, scratch->chunk_maxima, vocab, readable);
+    offer_marked(top, row, &marks);
     offer_all(top, tail, whole_lanes, vocab - whole_lanes);
     return topk_collector_finish(top);
 }

@@ -34,9 +34,9 @@ const char *cpu_version_name(CpuVersion version);
 typedef struct {
     float *probabilities;
     TopkEntry *candidates;
-    float *chunk_maxima;     /* the fused version's: the largest logit of each chunk, */
-    uint64_t *marks;         /* a bit for each logit that may be a candidate, in the chunks marked, */
-    uint32_t *marked_chunks; /* and the numbers of the chunks marked */
+    float *chunk_maxima;    /* the fused version's: the largest logit of each chunk, */
+    uint64_t *marks;        /* a bit for each logit that may be a candidate, in the chunks marked, */
+    uint32_t *marked_words; /* and the numbers of the words of marks that hold one */
 } RowScratch;
 
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k);

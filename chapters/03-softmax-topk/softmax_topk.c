@@ -107,12 +107,14 @@ _Static_assert(LANES % MARK_BITS == 0 && FUSED_CHUNK % MARK_BITS == 0, "rows are
 
 RowScratch row_scratch_new(CpuVersion version, size_t vocab, int k)
 {
-    RowScratch scratch = {NULL, ALLOC_ARRAY(topk_collector_storage(k), TopkEntry), NULL, NULL, NULL};
+    RowScratch scratch = {NULL, ALLOC_ARRAY(topk_collector_storage(k), TopkEntry), NULL, NULL, NULL, NULL, NULL};
     if (version == CPU_NAIVE) {
         scratch.probabilities = ALLOC_ARRAY(vocab, float);
     }
     if (version == CPU_FUSED) {
         scratch.chunk_maxima = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, float);
+        scratch.step_maxima = ALLOC_ARRAY((vocab / LANES + 1) * MAXIMA_LANES, float);
+        scratch.marked_steps = ALLOC_ARRAY(vocab / LANES + 1, uint32_t);
         scratch.marks = ALLOC_ARRAY(vocab / MARK_BITS + 1, uint64_t);
         scratch.marked_words = ALLOC_ARRAY(vocab / MARK_BITS + 1, uint32_t);
     }
@@ -124,9 +126,11 @@ void row_scratch_free(RowScratch *scratch)
     array_free(scratch->probabilities);
     array_free(scratch->candidates);
     array_free(scratch->chunk_maxima);
+    array_free(scratch->step_maxima);
+    array_free(scratch->marked_steps);
     array_free(scratch->marks);
     array_free(scratch->marked_words);
-    *scratch = (RowScratch){NULL, NULL, NULL, NULL, NULL};
+    *scratch = (RowScratch){NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 }
 
 // ANCHOR: offer_each_logit
@@ -257,7 +261,7 @@ LaneSums lane_sums_empty(void)
 {
     LaneSums empty = {.max = -INFINITY};
     for (int group = 0; group < FLOOR_GROUPS; group++) {
-        for (int lane = 0; lane < LANES; lane++) {
+        for (int lane = 0; lane < MAXIMA_LANES; lane++) {
             empty.maxima[group][lane] = -INFINITY;
         }
     }
@@ -320,74 +324,102 @@ static inline __attribute__((always_inline)) void prefetch_ahead(const char *chu
 // ANCHOR: add_a_chunk_sixteen_lanes_at_a_time
 /* add_weights_below's loop with AVX-512, written out: the same lanes and
  * the same sums, in registers, and the exponential of exp16.h, whose table
- * lookup gcc does not make of softmax_exp_in_sum. max_ps(x, m) is m when x
- * is NaN, as x > m ? x : m is. */
-static inline __attribute__((always_inline)) void add_weights_below16(float sums[LANES], float maxima[LANES],
-                                                                      const void *chunk, LogitsType type, int n,
-                                                                      float reference, const char *ahead)
+ * lookup gcc does not make of softmax_exp_in_sum. The step's four
+ * registers' maxima merge lane by lane into one: MAXIMA_LANES is 16.
+ * max_ps(x, m) is m when x is NaN, as x > m ? x : m is. */
+_Static_assert(MAXIMA_LANES == 16, "one AVX-512 register of maxima");
+
+static inline __attribute__((always_inline)) void add_weights_below16(float sums[LANES], float maxima[MAXIMA_LANES],
+                                                                      float *step_maxima, const void *chunk,
+                                                                      LogitsType type, int n, float reference,
+                                                                      const char *ahead)
 {
     enum { VECTORS = LANES / 16 };
     const Exp16Powers powers = exp16_powers();
     const __m512 subtrahend = _mm512_set1_ps(reference);
-    __m512 sum[VECTORS], top[VECTORS];
+    __m512 sum[VECTORS], top = _mm512_set1_ps(-INFINITY);
     for (int v = 0; v < VECTORS; v++) {
         sum[v] = _mm512_loadu_ps(sums + 16 * v);
-        top[v] = _mm512_set1_ps(-INFINITY);
     }
     size_t size = logits_type_size(type);
     for (int i = 0; i < n; i += LANES) {
         prefetch_lines(ahead, (size_t)i * size, LANES * size);
+        __m512 step = _mm512_set1_ps(-INFINITY);
         for (int v = 0; v < VECTORS; v++) {
             __m512 x = logits16_at(chunk, type, i + 16 * v);
-            top[v] = _mm512_max_ps(x, top[v]);
+            step = _mm512_max_ps(x, step);
             sum[v] = _mm512_add_ps(sum[v], exp16_in_sum(_mm512_sub_ps(x, subtrahend), powers));
         }
+        if (step_maxima != NULL) {
+            _mm512_storeu_ps(step_maxima + i / LANES * MAXIMA_LANES, step);
+        }
+        top = _mm512_max_ps(step, top);
     }
     for (int v = 0; v < VECTORS; v++) {
         _mm512_storeu_ps(sums + 16 * v, sum[v]);
-        _mm512_storeu_ps(maxima + 16 * v, top[v]);
     }
+    _mm512_storeu_ps(maxima, top);
 }
 // ANCHOR_END: add_a_chunk_sixteen_lanes_at_a_time
 #endif
 
+// ANCHOR: add_steps_lane_by_lane
+/* A step's logits l, l + 16, l + 32, l + 48 have their maximum in lane l
+ * of `step` (MAXIMA_LANES is 16: four registers of 16 merged into one),
+ * and each logit's weight goes to its own lane's sum. */
+static inline __attribute__((always_inline)) void add_step(float sums[LANES], float step[MAXIMA_LANES],
+                                                           const void *chunk, LogitsType type, int i, float reference)
+{
+    for (int lane = 0; lane < MAXIMA_LANES; lane++) {
+        step[lane] = -INFINITY;
+    }
+    for (int first = 0; first < LANES; first += MAXIMA_LANES) {
+        for (int lane = 0; lane < MAXIMA_LANES; lane++) {
+            float x = logit_at(chunk, type, i + first + lane);
+            step[lane] = x > step[lane] ? x : step[lane];
+            sums[first + lane] += softmax_exp_in_sum(x - reference);
+        }
+    }
+}
+// ANCHOR_END: add_steps_lane_by_lane
+
 // ANCHOR: add_chunk_to_lane_sums
-/* One pass over a chunk of n logits (n a multiple of LANES): adds
- * exp(x - max) of each logit to its lane's sum, keeps each lane's largest
- * logit in `maxima` and returns the chunk's largest (NaN ignored). Each
- * lane keeps its own maximum and sum, so no vector instruction waits for
- * the one before it. The sums are right
- * only if no logit exceeds `max`; the caller checks with the maximum this
- * returns. While every logit so far is -inf, max is -inf and
- * -inf - (-inf) would be NaN: measured from 0 instead, -inf weighs
- * exp(-inf) = 0, as it should. `ahead`, unless NULL, is the chunk
- * AHEAD_CHUNKS on, whose lines each step asks for (prefetch_lines).
- * (inline: as a function of its own, called twice, it would keep the 64
- * sums in memory instead of registers.) */
-static inline __attribute__((always_inline)) float add_weights_below(float sums[LANES], float maxima[LANES],
-                                                                     const void *chunk, LogitsType type, int n,
-                                                                     float max, const char *ahead)
+/* A chunk of n logits (n a multiple of LANES), a step of LANES at a time:
+ * exp(x - max) of each logit added to its lane's sum (each lane its own,
+ * so no vector instruction waits for the one before it), each step's
+ * MAXIMA_LANES largest logits to step_maxima (unless NULL), the largest
+ * of those to `maxima`, and the chunk's largest returned (NaN ignored).
+ * The sums are right only if no logit exceeds `max`: the caller checks.
+ * While every logit so far is -inf, -inf - max would be NaN: measured
+ * from 0 instead, -inf weighs exp(-inf) = 0. `ahead`: see prefetch_lines.
+ * (inline: called twice as a function, it would keep the sums in memory.) */
+static inline __attribute__((always_inline)) float add_weights_below(float sums[LANES], float maxima[MAXIMA_LANES],
+                                                                     float *step_maxima, const void *chunk,
+                                                                     LogitsType type, int n, float max,
+                                                                     const char *ahead)
 {
     float reference = max == -INFINITY ? 0.0f : max;
 #if defined(EXP16_AVX512)
-    add_weights_below16(sums, maxima, chunk, type, n, reference, ahead);
+    add_weights_below16(sums, maxima, step_maxima, chunk, type, n, reference, ahead);
 #else
-    for (int lane = 0; lane < LANES; lane++) {
+    for (int lane = 0; lane < MAXIMA_LANES; lane++) {
         maxima[lane] = -INFINITY;
     }
-    size_t size = logits_type_size(type);
     for (int i = 0; i < n; i += LANES) {
-        prefetch_lines(ahead, (size_t)i * size, LANES * size);
-        for (int lane = 0; lane < LANES; lane++) {
-            float x = logit_at(chunk, type, i + lane);
-            maxima[lane] = x > maxima[lane] ? x : maxima[lane];
-            sums[lane] += softmax_exp_in_sum(x - reference);
+        prefetch_lines(ahead, (size_t)i * logits_type_size(type), LANES * logits_type_size(type));
+        float step[MAXIMA_LANES];
+        add_step(sums, step, chunk, type, i, reference);
+        for (int lane = 0; lane < MAXIMA_LANES; lane++) {
+            maxima[lane] = step[lane] > maxima[lane] ? step[lane] : maxima[lane];
+        }
+        if (step_maxima != NULL) {
+            memcpy(step_maxima + i / LANES * MAXIMA_LANES, step, sizeof step);
         }
     }
 #endif
     float chunk_max = -INFINITY;
 #pragma omp simd reduction(max : chunk_max)
-    for (int lane = 0; lane < LANES; lane++) {
+    for (int lane = 0; lane < MAXIMA_LANES; lane++) {
         chunk_max = maxima[lane] > chunk_max ? maxima[lane] : chunk_max;
     }
     return chunk_max;
@@ -416,18 +448,20 @@ static void raise_max(LaneSums *row, float max)
  * The chunk gets its own sums first, in float, a few terms a lane; they go
  * into the row's recent ones, and those into its double ones (LaneSums). */
 static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, const void *chunk, LogitsType type, int n,
-                                                             const char *ahead)
+                                                             const char *ahead, float *step_maxima)
 {
-    float sums[LANES] = {0}, maxima[LANES];
-    float max = add_weights_below(sums, maxima, chunk, type, n, row->max, ahead);
+    float sums[LANES] = {0}, maxima[MAXIMA_LANES];
+    float max = add_weights_below(sums, maxima, step_maxima, chunk, type, n, row->max, ahead);
     if (max > row->max) {
         raise_max(row, max);
         memset(sums, 0, sizeof sums);
-        add_weights_below(sums, maxima, chunk, type, n, max, NULL); /* its lines are asked for */
+        add_weights_below(sums, maxima, NULL, chunk, type, n, max, NULL); /* its lines are asked for */
     }
-    float *group_maxima = row->maxima[row->chunks++ % FLOOR_GROUPS];
     for (int lane = 0; lane < LANES; lane++) {
         row->recent[lane] += sums[lane];
+    }
+    float *group_maxima = row->maxima[row->chunks++ % FLOOR_GROUPS];
+    for (int lane = 0; lane < MAXIMA_LANES; lane++) {
         group_maxima[lane] = maxima[lane] > group_maxima[lane] ? maxima[lane] : group_maxima[lane];
     }
     if (row->chunks % CHUNKS_IN_FLOAT == 0) {
@@ -441,7 +475,7 @@ static inline __attribute__((always_inline)) float add_chunk(LaneSums *row, cons
 
 float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
 {
-    return add_chunk(row, chunk, LOGITS_FLOAT32, n, NULL);
+    return add_chunk(row, chunk, LOGITS_FLOAT32, n, NULL, NULL);
 }
 // ANCHOR_END: sum_a_chunk_on_a_guess
 
@@ -457,8 +491,9 @@ float lane_sums_add_chunk(LaneSums *row, const float *chunk, int n)
  * AVX-512 the buffer would only add a store and a load per 16 logits. A
  * signalling NaN comes out of vcvtph2ps quiet, and in the fused pass a NaN
  * is never an output: a row with one is started again from widen_logits
- * (see fused_row). */
-static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, int n, const char *ahead)
+ * (see fused_row). step_maxima: the chunk's (add_weights_below). */
+static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, int n, const char *ahead,
+                              float *step_maxima)
 {
     const uint16_t *bits = (const uint16_t *)logits.data + begin;
     switch (logits.type) {
@@ -469,16 +504,16 @@ static float add_stored_chunk(LaneSums *row, StoredLogits logits, size_t begin, 
          * are asked for here, at once. */
         prefetch_lines(ahead, 0, (size_t)n * sizeof *bits);
         halves_to_floats(widened, bits, (size_t)n);
-        return add_chunk(row, widened, LOGITS_FLOAT32, n, NULL);
+        return add_chunk(row, widened, LOGITS_FLOAT32, n, NULL, step_maxima);
 #else
-        return add_chunk(row, bits, LOGITS_FLOAT16, n, ahead);
+        return add_chunk(row, bits, LOGITS_FLOAT16, n, ahead, step_maxima);
 #endif
     }
     case LOGITS_BFLOAT16:
-        return add_chunk(row, bits, LOGITS_BFLOAT16, n, ahead);
+        return add_chunk(row, bits, LOGITS_BFLOAT16, n, ahead, step_maxima);
     case LOGITS_FLOAT32:
     default:
-        return add_chunk(row, (const float *)logits.data + begin, LOGITS_FLOAT32, n, ahead);
+        return add_chunk(row, (const float *)logits.data + begin, LOGITS_FLOAT32, n, ahead, step_maxima);
     }
 }
 // ANCHOR_END: add_a_stored_chunk
@@ -502,29 +537,31 @@ SoftmaxState lane_sums_state(const LaneSums *row)
 /* n maxima of groups of V/n logits each: in a row in random order, the
  * k-th largest of them leaves about -n ln(1 - k/n) logits at or above it
  * (a group's maximum lies above a level with probability 1 - (1 - q)^(V/n)
- * when each logit does with q). So n = 64 lane maxima leave 8.5 for k = 8,
- * but 44 for k = 32 and hundreds for k = 64; n = 4k leaves 1.15 k at every
- * k. The groups are counted up to that, at most FLOOR_GROUPS. */
+ * when each logit does with q). So n = 16 lane maxima leave 11 for k = 8
+ * and hundreds for k = 16; n = 4k leaves 1.15 k at every k. The groups are
+ * counted up to that, at most FLOOR_GROUPS. */
+_Static_assert(FLOOR_GROUPS *MAXIMA_LANES == 4 * LANES, "4k maxima for every k up to LANES");
+
 int lane_sums_floor_groups(int k)
 {
-    int groups = (4 * k + LANES - 1) / LANES;
+    int groups = (4 * k + MAXIMA_LANES - 1) / MAXIMA_LANES;
     return groups < 1 ? 1 : groups > FLOOR_GROUPS ? FLOOR_GROUPS : groups;
 }
 
 /* The maxima of `groups` groups, each the lane maxima of the groups of
  * chunks g, g + groups, ...: still different logits of the row. */
-static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOOR_GROUPS * LANES])
+static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOOR_GROUPS * MAXIMA_LANES])
 {
-    for (int i = 0; i < groups * LANES; i++) {
+    for (int i = 0; i < groups * MAXIMA_LANES; i++) {
         maxima[i] = -INFINITY;
     }
     for (int group = 0; group < FLOOR_GROUPS; group++) {
-        float *merged = maxima + (group % groups) * LANES;
-        for (int lane = 0; lane < LANES; lane++) {
+        float *merged = maxima + (group % groups) * MAXIMA_LANES;
+        for (int lane = 0; lane < MAXIMA_LANES; lane++) {
             merged[lane] = row->maxima[group][lane] > merged[lane] ? row->maxima[group][lane] : merged[lane];
         }
     }
-    return groups * LANES;
+    return groups * MAXIMA_LANES;
 }
 // ANCHOR_END: keep_four_k_maxima
 
@@ -544,8 +581,8 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
     if (k == 1) {
         return row->max; /* the largest lane maximum, without counting */
     }
-    float maxima[FLOOR_GROUPS * LANES];
-    uint32_t keys[FLOOR_GROUPS * LANES];
+    float maxima[FLOOR_GROUPS * MAXIMA_LANES];
+    uint32_t keys[FLOOR_GROUPS * MAXIMA_LANES];
     int n = merge_group_maxima(row, lane_sums_floor_groups(k), maxima);
     for (int i = 0; i < n; i++) {
         keys[i] = topk_radix_key(maxima[i]);
@@ -572,8 +609,8 @@ static bool chunk_may_hold_candidates(float max, size_t first, TopkEntry thresho
 }
 
 /* Logits begin .. begin + n - 1 of the row as floats: float32 logits where
- * they lie, 16-bit ones widened into `buffer` (FUSED_CHUNK floats, 2 KiB,
- * which stays in L1: the traffic from memory is the 16-bit row's). */
+ * they lie, 16-bit ones widened into `buffer` (n floats, which stay in L1:
+ * the traffic from memory is the 16-bit row's). */
 static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n, float *buffer)
 {
     if (row.type == LOGITS_FLOAT32) {
@@ -588,43 +625,90 @@ static inline const float *chunk_floats(StoredLogits row, size_t begin, size_t n
 }
 // ANCHOR_END: skip_chunks_without_candidates
 
-// ANCHOR: screen_the_chunk_maxima
-/* Mark the logits of chunk `chunk` if it may hold a candidate. */
-static void mark_chunk(RowMarks *marks, StoredLogits row, size_t whole_lanes, size_t chunk, float max,
-                       TopkEntry threshold)
+// ANCHOR: screen_the_steps
+/* Whether a step (LANES logits) may hold a candidate: whether any of its
+ * MAXIMA_LANES maxima reaches the threshold, the floor. */
+static bool step_may_hold_candidates(const float *maxima, float threshold)
+{
+#if defined(__AVX512F__)
+    return _mm512_cmp_ps_mask(_mm512_loadu_ps(maxima), _mm512_set1_ps(threshold), _CMP_GE_OQ) != 0;
+#else
+    bool reaching = false;
+    for (int lane = 0; lane < MAXIMA_LANES; lane++) {
+        reaching |= maxima[lane] >= threshold;
+    }
+    return reaching;
+#endif
+}
+
+/* If chunk `chunk` may hold a candidate, list those of its steps that may,
+ * after the `count` in steps[], without a branch: each step's number is
+ * written, and the count moves on only past a step that may hold one. */
+static void list_steps_of_chunk(uint32_t *steps, size_t *count, const float *step_maxima, size_t whole_lanes,
+                                size_t chunk, float max, TopkEntry threshold)
 {
     size_t begin = chunk * FUSED_CHUNK;
     if (chunk_may_hold_candidates(max, begin, threshold)) {
-        size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
-        float widened[FUSED_CHUNK];
-        mark_reaching_threshold(marks, begin, chunk_floats(row, begin, n, widened), n, threshold.value);
+        size_t end = whole_lanes - begin < FUSED_CHUNK ? whole_lanes : begin + FUSED_CHUNK;
+        for (size_t step = begin / LANES; step < end / LANES; step++) {
+            steps[*count] = (uint32_t)step;
+            *count += step_may_hold_candidates(step_maxima + step * MAXIMA_LANES, threshold.value);
+        }
     }
 }
+// ANCHOR_END: screen_the_steps
 
+// ANCHOR: screen_the_chunk_maxima
 /* The chunk maxima are screened the way a chunk's logits are: 32 at a time,
- * with one mask. Meanwhile memory would have nothing to do: the scan's
- * prefetches stopped AHEAD_CHUNKS into the next row. So each block of 32
- * maxima asks for one more chunk of the rows that follow, from the end
- * of the row (byte `stream`) on, as the scan would have. */
-static void mark_chunks_that_may_hold_candidates(RowMarks *marks, TopkEntry threshold, StoredLogits row,
-                                                 const float *chunk_maxima, size_t vocab, size_t readable)
+ * with one mask; the steps that may hold a candidate are listed in
+ * scratch->marked_steps, and their number returned. Meanwhile memory would
+ * have nothing to do: the scan's prefetches stopped AHEAD_CHUNKS into the
+ * next row. So each block of 32 maxima asks for one more chunk of the rows
+ * that follow, from the end of the row (byte `stream`) on, as the scan
+ * would have. */
+static size_t list_steps_that_may_hold_candidates(const RowScratch *scratch, TopkEntry threshold, StoredLogits row,
+                                                  size_t vocab, size_t readable)
 {
     size_t whole_lanes = vocab - vocab % LANES, chunks = (whole_lanes + FUSED_CHUNK - 1) / FUSED_CHUNK, c = 0;
     size_t chunk_bytes = FUSED_CHUNK * logits_type_size(row.type), stream = vocab * logits_type_size(row.type);
+    const float *chunk_maxima = scratch->chunk_maxima;
+    size_t count = 0;
     for (; c + OFFER_BLOCK <= chunks; c += OFFER_BLOCK, stream += chunk_bytes) {
         if (stream < readable) {
             prefetch_ahead((const char *)row.data + stream, readable - stream, chunk_bytes);
         }
         for (uint32_t mask = reaching_threshold_mask(chunk_maxima + c, threshold.value); mask != 0; mask &= mask - 1) {
             size_t chunk = c + (size_t)__builtin_ctz(mask);
-            mark_chunk(marks, row, whole_lanes, chunk, chunk_maxima[chunk], threshold);
+            list_steps_of_chunk(scratch->marked_steps, &count, scratch->step_maxima, whole_lanes, chunk,
+                                chunk_maxima[chunk], threshold);
         }
     }
     for (; c < chunks; c++) {
-        mark_chunk(marks, row, whole_lanes, c, chunk_maxima[c], threshold);
+        list_steps_of_chunk(scratch->marked_steps, &count, scratch->step_maxima, whole_lanes, c, chunk_maxima[c],
+                            threshold);
     }
+    return count;
 }
 // ANCHOR_END: screen_the_chunk_maxima
+
+// ANCHOR: mark_the_listed_steps
+/* The row's marks: the steps that may hold a candidate listed, then each
+ * marked, in order. Listed first, for the reason offer_marked gives: a
+ * loop over each chunk's steps that may hold one would end at a different
+ * count in each chunk. */
+static RowMarks mark_candidates(const RowScratch *scratch, TopkEntry threshold, StoredLogits row, size_t vocab,
+                                size_t readable)
+{
+    size_t steps = list_steps_that_may_hold_candidates(scratch, threshold, row, vocab, readable);
+    RowMarks marks = {scratch->marks, scratch->marked_words, 0};
+    for (size_t j = 0; j < steps; j++) {
+        size_t first = (size_t)scratch->marked_steps[j] * LANES;
+        float widened[LANES];
+        mark_reaching_threshold(&marks, first, chunk_floats(row, first, LANES, widened), LANES, threshold.value);
+    }
+    return marks;
+}
+// ANCHOR_END: mark_the_listed_steps
 
 /* A row with a NaN or +inf: the online version, which handles every
  * special value one logit at a time, on the row as floats (16-bit rows are
@@ -642,10 +726,10 @@ static const TopkEntry *online_stored_row(StoredLogits row, size_t vocab, TopkCo
 }
 
 // ANCHOR: fuse_softmax_and_topk_in_one_pass
-/* The pass over a row: its chunks summed into `sums`, each chunk's maximum
- * kept in chunk_maxima, and the state of the whole row returned, the last
- * vocab % LANES logits (`tail`, as floats) pushed one by one. */
-static SoftmaxState scan_row(StoredLogits row, size_t vocab, size_t readable, LaneSums *sums, float *chunk_maxima,
+/* The pass over a row: its chunks summed into `sums`, their maxima and
+ * their steps' kept in `scratch`, and the state of the whole row returned,
+ * the last vocab % LANES logits (`tail`, as floats) pushed one by one. */
+static SoftmaxState scan_row(StoredLogits row, size_t vocab, size_t readable, LaneSums *sums, const RowScratch *scratch,
                              float tail[LANES])
 {
     size_t whole_lanes = vocab - vocab % LANES, size = logits_type_size(row.type);
@@ -653,7 +737,8 @@ static SoftmaxState scan_row(StoredLogits row, size_t vocab, size_t readable, La
         size_t n = whole_lanes - begin < FUSED_CHUNK ? whole_lanes - begin : FUSED_CHUNK;
         const char *ahead =
             chunk_ahead((const char *)row.data + begin * size, readable - begin * size, FUSED_CHUNK * size);
-        chunk_maxima[begin / FUSED_CHUNK] = add_stored_chunk(sums, row, begin, (int)n, ahead);
+        scratch->chunk_maxima[begin / FUSED_CHUNK] =
+            add_stored_chunk(sums, row, begin, (int)n, ahead, scratch->step_maxima + begin / LANES * MAXIMA_LANES);
     }
     SoftmaxState state = lane_sums_state(sums);
     widen_logits(row, whole_lanes, vocab - whole_lanes, tail);
@@ -669,15 +754,14 @@ static const TopkEntry *fused_row(StoredLogits row, size_t vocab, size_t readabl
     LaneSums sums = lane_sums_empty();
     size_t whole_lanes = vocab - vocab % LANES;
     float tail[LANES];
-    *state = scan_row(row, vocab, readable, &sums, scratch->chunk_maxima, tail);
+    *state = scan_row(row, vocab, readable, &sums, scratch, tail);
     if (isnan(state->sum)) {
         /* A NaN or +inf in the row (see lane_sums_add_chunk). */
         return online_stored_row(row, vocab, top, state);
     }
-    /* The row is in L2 now: the logits of the top K's few chunks are marked, then offered. */
+    /* The row is in L2 now: the logits of the top K's few steps are marked, then offered. */
     topk_collector_raise_floor(top, lane_sums_topk_floor(&sums, top->k));
-    RowMarks marks = {scratch->marks, scratch->marked_words, 0};
-    mark_chunks_that_may_hold_candidates(&marks, top->threshold, row, scratch->chunk_maxima, vocab, readable);
+    RowMarks marks = mark_candidates(scratch, top->threshold, row, vocab, readable);
     offer_marked(top, row, &marks);
     offer_all(top, tail, whole_lanes, vocab - whole_lanes);
     return topk_collector_finish(top);
@@ -802,18 +886,18 @@ void softmax_state_stored_rows(StoredLogits logits, size_t rows, size_t vocab, i
     size_t row_bytes = vocab * logits_type_size(logits.type);
 #pragma omp parallel num_threads(threads)
     {
-        float *chunk_maxima = ALLOC_ARRAY((vocab + FUSED_CHUNK - 1) / FUSED_CHUNK, float);
+        RowScratch scratch = row_scratch_new(CPU_FUSED, vocab, 1);
 #pragma omp for schedule(static)
         for (size_t row = 0; row < rows; row++) {
             StoredLogits this_row = {(const char *)logits.data + row * row_bytes, logits.type};
             LaneSums sums = lane_sums_empty();
             float tail[LANES];
-            states[row] = scan_row(this_row, vocab, (rows - row) * row_bytes, &sums, chunk_maxima, tail);
+            states[row] = scan_row(this_row, vocab, (rows - row) * row_bytes, &sums, &scratch, tail);
             if (isnan(states[row].sum)) {
                 states[row] = state_one_by_one(this_row, vocab);
             }
         }
-        array_free(chunk_maxima);
+        row_scratch_free(&scratch);
     }
 }
 // ANCHOR_END: the_pass_without_its_top_k

@@ -29,13 +29,15 @@ const char *cpu_version_name(CpuVersion version);
 #define SOFTMAX_TOPK_MAX_VOCAB ((size_t)1 << 30)
 
 /* Working memory for one row at a time: the naive version's probability
- * array, the top-K collector's storage and the fused version's chunk
- * maxima and marks. One per thread. */
+ * array, the top-K collector's storage and the fused version's maxima and
+ * marks. One per thread. */
 typedef struct {
     float *probabilities;
     TopkEntry *candidates;
     float *chunk_maxima;    /* the fused version's: the largest logit of each chunk, */
-    uint64_t *marks;        /* a bit for each logit that may be a candidate, in the chunks marked, */
+    float *step_maxima;     /* the MAXIMA_LANES largest of each step of LANES logits, */
+    uint32_t *marked_steps; /* the numbers of the steps that may hold a candidate, */
+    uint64_t *marks;        /* a bit for each logit of those that may be one, */
     uint32_t *marked_words; /* and the numbers of the words of marks that hold one */
 } RowScratch;
 
@@ -119,19 +121,22 @@ void softmax_topk_reference(const float *logits, size_t vocab, int k, double *pr
  * addition per chunk, hundreds one after another, and a confident row (one
  * weight near 1 and a long tail below an ulp of it) would lose its tail:
  * 1e-5 of the sum at V = 50257, beyond the fused version's tolerance; a
- * double one, added to every chunk, cost a tenth of the pass. Each lane
- * also keeps the largest logit it has seen, apart for FLOOR_GROUPS groups
- * of chunks (chunk c in group c % FLOOR_GROUPS):
- * LANES * FLOOR_GROUPS different logits of the row, from which
- * lane_sums_topk_floor bounds the k-th best. */
+ * double one, added to every chunk, cost a tenth of the pass. The
+ * largest logits seen are kept in MAXIMA_LANES lanes (16, one AVX-512
+ * register: lane l holds the largest of the logits l, l + 16, l + 32, ...
+ * of each step of LANES logits), apart for FLOOR_GROUPS groups of chunks
+ * (chunk c in group c % FLOOR_GROUPS): MAXIMA_LANES * FLOOR_GROUPS
+ * different logits of the row, from which lane_sums_topk_floor bounds the
+ * k-th best. */
 #define LANES 64
-#define FLOOR_GROUPS 4
+#define MAXIMA_LANES 16
+#define FLOOR_GROUPS 16
 #define CHUNKS_IN_FLOAT 4
 
 typedef struct {
     _Alignas(64) double sums[LANES];
     float recent[LANES]; /* the sums of the chunks since the last move into `sums` */
-    float maxima[FLOOR_GROUPS][LANES];
+    float maxima[FLOOR_GROUPS][MAXIMA_LANES];
     float max;
     size_t chunks; /* chunks added so far */
 } LaneSums;

@@ -443,15 +443,15 @@ static void test_topk_floor(void)
     const int ks[] = {2, 5, 16, 17, 40, 63, LANES};
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
         int k = ks[t], groups = lane_sums_floor_groups(k);
-        float maxima[LANES * FLOOR_GROUPS];
-        for (int m = 0; m < groups * LANES; m++) {
+        float maxima[MAXIMA_LANES * FLOOR_GROUPS];
+        for (int m = 0; m < groups * MAXIMA_LANES; m++) {
             maxima[m] = -INFINITY;
         }
         for (int i = 0; i < N; i++) {
-            int m = (i / CHUNK % FLOOR_GROUPS) % groups * LANES + i % LANES;
+            int m = (i / CHUNK % FLOOR_GROUPS) % groups * MAXIMA_LANES + i % MAXIMA_LANES;
             maxima[m] = x[i] > maxima[m] ? x[i] : maxima[m];
         }
-        float floor = lane_sums_topk_floor(&row, k), expected = kth_largest(maxima, groups * LANES, k);
+        float floor = lane_sums_topk_floor(&row, k), expected = kth_largest(maxima, groups * MAXIMA_LANES, k);
         float kth_logit = kth_largest(x, N, k);
         EXPECT(floor == expected && floor <= kth_logit, "k = %d: floor %g, k-th maximum of %d groups %g", k,
                (double)floor, groups, (double)expected);

@@ -540,7 +540,7 @@ SoftmaxState lane_sums_state(const LaneSums *row)
  * when each logit does with q). So n = 16 lane maxima leave 11 for k = 8
  * and hundreds for k = 16; n = 4k leaves 1.15 k at every k. The groups are
  * counted up to that, at most FLOOR_GROUPS. */
-_Static_assert(FLOOR_GROUPS *MAXIMA_LANES == 4 * LANES, "4k maxima for every k up to LANES");
+_Static_assert((FLOOR_GROUPS * MAXIMA_LANES) == 4 * LANES, "4k maxima for every k up to LANES");
 
 int lane_sums_floor_groups(int k)
 {

@@ -155,11 +155,14 @@ HOST_DEVICE static inline uint64_t topk_entry_key(TopkEntry entry)
 
 /* The entry back from its key: the same index, and a logit equal to the
  * original (+0.0 for -0.0, one NaN for any NaN), so it ranks the same. */
+HOST_DEVICE static inline float topk_value_from_key(uint32_t value_key)
+{
+    return float_from_bits(value_key >> 31 ? value_key & 0x7fffffffu : ~value_key);
+}
+
 HOST_DEVICE static inline TopkEntry topk_entry_from_key(uint64_t key)
 {
-    uint32_t value_key = (uint32_t)(key >> 32);
-    uint32_t bits = value_key >> 31 ? value_key & 0x7fffffffu : ~value_key;
-    return topk_entry(float_from_bits(bits), (int32_t) ~(uint32_t)key);
+    return topk_entry(topk_value_from_key((uint32_t)(key >> 32)), (int32_t) ~(uint32_t)key);
 }
 // ANCHOR_END: map_an_entry_to_a_64_bit_key
 
@@ -203,8 +206,9 @@ HOST_DEVICE static inline unsigned long long topk_worst_quota_key(const volatile
  * kept if, with it set, the key found so far is still reached by k keys.
  * 32 counts, each a comparison per key with no branch, where comparing
  * every key with every other would take n^2. The CPU's floor of the lane
- * maxima (lane_sums_topk_floor) counts in one loop, version 9's row of
- * warps with a ballot per warp and a counter per bit in shared memory. */
+ * maxima (floor_key) counts only the bits that matter to it, version 9's
+ * row of warps with a ballot per warp and a counter per bit in shared
+ * memory. */
 HOST_DEVICE static inline uint32_t topk_kth_key_trial(uint32_t found, int bit)
 {
     return found | 1u << bit;

@@ -565,14 +565,63 @@ static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOO
 }
 // ANCHOR_END: keep_four_k_maxima
 
+// ANCHOR: count_the_keys_with_masks
+/* How many of the n keys (a multiple of MAXIMA_LANES) reach `trial`. With
+ * AVX-512 each comparison of 16 keys gives a mask, which popcnt counts:
+ * no sum across the lanes of a register stands between one bit and the
+ * next. */
+static int count_keys_reaching(const uint32_t *keys, int n, uint32_t trial)
+{
+    int reaching = 0;
+#if defined(__AVX512F__)
+    __m512i broadcast = _mm512_set1_epi32((int)trial);
+    for (int i = 0; i < n; i += MAXIMA_LANES) {
+        reaching += __builtin_popcount(_mm512_cmpge_epu32_mask(_mm512_loadu_si512(keys + i), broadcast));
+    }
+#else
+    for (int i = 0; i < n; i++) {
+        reaching += keys[i] >= trial;
+    }
+#endif
+    return reaching;
+}
+// ANCHOR_END: count_the_keys_with_masks
+
 // ANCHOR: bound_the_kth_best_from_below
+/* The k-th largest of n keys, found as topk_kth_largest_key finds it, but
+ * only from the highest bit in which the keys differ (above it, the k-th
+ * shares the bits of them all) down to FLOOR_LOWEST_BIT: the bits below are
+ * left 0, which makes the key no larger, and a normal float's logit lower
+ * by less than 2^-12 of its size. Never below -inf's key: those are
+ * negative NaNs'. */
+enum { FLOOR_LOWEST_BIT = 11 };
+
+static uint32_t floor_key(const uint32_t *keys, int n, int k)
+{
+    uint32_t lowest = UINT32_MAX, highest = 0;
+#pragma omp simd reduction(min : lowest) reduction(max : highest)
+    for (int i = 0; i < n; i++) {
+        lowest = keys[i] < lowest ? keys[i] : lowest;
+        highest = keys[i] > highest ? keys[i] : highest;
+    }
+    if (lowest == highest) {
+        return lowest;
+    }
+    int first_different = 31 - __builtin_clz(lowest ^ highest);
+    uint32_t found = highest & ~(UINT32_MAX >> (31 - first_different)); /* the bits all keys share */
+    for (int bit = first_different; bit >= FLOOR_LOWEST_BIT; bit--) {
+        uint32_t trial = topk_kth_key_trial(found, bit);
+        found = topk_kth_key_after(found, bit, count_keys_reaching(keys, n, trial), k);
+    }
+    uint32_t minus_infinity = topk_radix_key(-INFINITY);
+    return found > minus_infinity ? found : minus_infinity;
+}
+// ANCHOR_END: bound_the_kth_best_from_below
+
+// ANCHOR: take_the_floor_of_the_maxima
 /* The maxima are different logits of the row, so their k-th largest is at
- * most the row's k-th largest. It is found one bit at a time, from the top,
- * on the maxima's ordered keys (topk_radix_key), by topk_kth_largest_key
- * (kernels/softmax_topk.h, which version 9 on the GPU shares): 32 counts of
- * n comparisons each, vector instructions without a branch, where
- * comparing every maximum with every other would take n^2. The floor is
- * then the maximum with that key (no NaN: the maxima ignore it). */
+ * most the row's k-th largest, and so is any logit below it: the floor is
+ * the logit of floor_key, on the maxima's ordered keys (topk_radix_key). */
 float lane_sums_topk_floor(const LaneSums *row, int k)
 {
     if (k > LANES) {
@@ -587,15 +636,9 @@ float lane_sums_topk_floor(const LaneSums *row, int k)
     for (int i = 0; i < n; i++) {
         keys[i] = topk_radix_key(maxima[i]);
     }
-    uint32_t kth_key = topk_kth_largest_key(keys, n, k);
-    float floor = INFINITY;
-#pragma omp simd reduction(min : floor)
-    for (int i = 0; i < n; i++) {
-        floor = keys[i] == kth_key && maxima[i] < floor ? maxima[i] : floor;
-    }
-    return floor;
+    return topk_value_from_key(floor_key(keys, n, k));
 }
-// ANCHOR_END: bound_the_kth_best_from_below
+// ANCHOR_END: take_the_floor_of_the_maxima
 
 // ANCHOR: skip_chunks_without_candidates
 /* Can the chunk that starts at `first` hold an entry of the top K? The best

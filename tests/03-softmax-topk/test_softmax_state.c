@@ -424,40 +424,69 @@ static float kth_largest(const float *values, int n, int k)
     return kth;
 }
 
-/* The floor is the k-th largest of the lane maxima of the groups of chunks
- * (chunk c in group c % FLOOR_GROUPS, the groups merged down to
- * lane_sums_floor_groups(k)), ties included, and so at most the row's k-th
- * largest logit; above LANES there is no floor. The expected maxima are
- * found here logit by logit. */
+/* The floor of a row of FLOOR_CHUNKS chunks of FLOOR_CHUNK logits: at most
+ * the k-th largest of the lane maxima of the groups of chunks (chunk c in
+ * group c % FLOOR_GROUPS, the groups merged down to
+ * lane_sums_floor_groups(k)), ties included, and below it by less than
+ * 2^-12 of its size (floor_key leaves the key's low bits 0); so at most
+ * the row's k-th largest logit. The expected maxima are found here logit by
+ * logit. */
+enum { FLOOR_CHUNK = 2 * LANES, FLOOR_CHUNKS = 11, FLOOR_ROW = FLOOR_CHUNKS * FLOOR_CHUNK };
+
+static void check_floor(const char *row_name, const float *x, int k)
+{
+    LaneSums row = lane_sums_empty();
+    for (int c = 0; c < FLOOR_CHUNKS; c++) {
+        lane_sums_add_chunk(&row, x + c * FLOOR_CHUNK, FLOOR_CHUNK);
+    }
+    int groups = lane_sums_floor_groups(k);
+    float maxima[MAXIMA_LANES * FLOOR_GROUPS];
+    for (int m = 0; m < groups * MAXIMA_LANES; m++) {
+        maxima[m] = -INFINITY;
+    }
+    for (int i = 0; i < FLOOR_ROW; i++) {
+        int m = (i / FLOOR_CHUNK % FLOOR_GROUPS) % groups * MAXIMA_LANES + i % MAXIMA_LANES;
+        maxima[m] = x[i] > maxima[m] ? x[i] : maxima[m];
+    }
+    float floor = lane_sums_topk_floor(&row, k), expected = kth_largest(maxima, groups * MAXIMA_LANES, k);
+    float kth_logit = kth_largest(x, FLOOR_ROW, k);
+    EXPECT(floor <= expected && floor >= expected - fabsf(expected) * 0x1p-12f && floor <= kth_logit,
+           "%s, k = %d: floor %.9g, k-th maximum of %d groups %.9g", row_name, k, (double)floor, groups,
+           (double)expected);
+}
+
+/* Rows with ties among the maxima (values with few bits, whose floor is
+ * exact), of Gaussian logits (whose floor drops low bits), of negative
+ * ones (whose keys are flipped), and with fewer finite logits than k,
+ * whose floor is -inf (the low bits of -inf's key left 0 would make a
+ * NaN). Above LANES there is no floor. */
 static void test_topk_floor(void)
 {
-    enum { CHUNK = 2 * LANES, CHUNKS = 11, N = CHUNKS * CHUNK };
-    float x[N];
-    for (int i = 0; i < N; i++) {
-        x[i] = (float)((i * 37) % 101) * 0.5f; /* 101 values, ties among the maxima */
-    }
-    LaneSums row = lane_sums_empty();
-    for (int c = 0; c < CHUNKS; c++) {
-        lane_sums_add_chunk(&row, x + c * CHUNK, CHUNK);
+    float *ties = ALLOC_ARRAY(FLOOR_ROW, float), *gaussian = ALLOC_ARRAY(FLOOR_ROW, float);
+    float *negative = ALLOC_ARRAY(FLOOR_ROW, float), *few_finite = ALLOC_ARRAY(FLOOR_ROW, float);
+    Rng rng;
+    rng_seed(&rng, 8);
+    rng_fill_normal_f32(&rng, gaussian, FLOOR_ROW, 0.0, 3.0);
+    for (int i = 0; i < FLOOR_ROW; i++) {
+        ties[i] = (float)((i * 37) % 101) * 0.5f; /* 101 values */
+        negative[i] = gaussian[i] - 100.0f;
+        few_finite[i] = i % 97 == 0 ? gaussian[i] : -INFINITY;
     }
     const int ks[] = {2, 5, 16, 17, 40, 63, LANES};
     for (size_t t = 0; t < sizeof ks / sizeof ks[0]; t++) {
-        int k = ks[t], groups = lane_sums_floor_groups(k);
-        float maxima[MAXIMA_LANES * FLOOR_GROUPS];
-        for (int m = 0; m < groups * MAXIMA_LANES; m++) {
-            maxima[m] = -INFINITY;
-        }
-        for (int i = 0; i < N; i++) {
-            int m = (i / CHUNK % FLOOR_GROUPS) % groups * MAXIMA_LANES + i % MAXIMA_LANES;
-            maxima[m] = x[i] > maxima[m] ? x[i] : maxima[m];
-        }
-        float floor = lane_sums_topk_floor(&row, k), expected = kth_largest(maxima, groups * MAXIMA_LANES, k);
-        float kth_logit = kth_largest(x, N, k);
-        EXPECT(floor == expected && floor <= kth_logit, "k = %d: floor %g, k-th maximum of %d groups %g", k,
-               (double)floor, groups, (double)expected);
+        check_floor("ties", ties, ks[t]);
+        check_floor("gaussian", gaussian, ks[t]);
+        check_floor("negative", negative, ks[t]);
+        check_floor("few finite", few_finite, ks[t]);
     }
+    LaneSums row = lane_sums_empty();
+    lane_sums_add_chunk(&row, gaussian, FLOOR_CHUNK);
     EXPECT(lane_sums_topk_floor(&row, LANES + 1) == -INFINITY, "k = LANES + 1: floor %g, expected -inf",
            (double)lane_sums_topk_floor(&row, LANES + 1));
+    array_free(ties);
+    array_free(gaussian);
+    array_free(negative);
+    array_free(few_finite);
 }
 
 /* What the floor is for: in rows of random logits, few more than k reach

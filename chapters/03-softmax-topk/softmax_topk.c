@@ -565,28 +565,6 @@ static int merge_group_maxima(const LaneSums *row, int groups, float maxima[FLOO
 }
 // ANCHOR_END: keep_four_k_maxima
 
-// ANCHOR: count_the_keys_with_masks
-/* How many of the n keys (a multiple of MAXIMA_LANES) reach `trial`. With
- * AVX-512 each comparison of 16 keys gives a mask, which popcnt counts:
- * no sum across the lanes of a register stands between one bit and the
- * next. */
-static int count_keys_reaching(const uint32_t *keys, int n, uint32_t trial)
-{
-    int reaching = 0;
-#if defined(__AVX512F__)
-    __m512i broadcast = _mm512_set1_epi32((int)trial);
-    for (int i = 0; i < n; i += MAXIMA_LANES) {
-        reaching += __builtin_popcount(_mm512_cmpge_epu32_mask(_mm512_loadu_si512(keys + i), broadcast));
-    }
-#else
-    for (int i = 0; i < n; i++) {
-        reaching += keys[i] >= trial;
-    }
-#endif
-    return reaching;
-}
-// ANCHOR_END: count_the_keys_with_masks
-
 // ANCHOR: bound_the_kth_best_from_below
 /* The k-th largest of n keys, found as topk_kth_largest_key finds it, but
  * only from the highest bit in which the keys differ (above it, the k-th
@@ -595,6 +573,7 @@ static int count_keys_reaching(const uint32_t *keys, int n, uint32_t trial)
  * by less than 2^-12 of its size. Never below -inf's key: those are
  * negative NaNs'. */
 enum { FLOOR_LOWEST_BIT = 11 };
+_Static_assert(MAXIMA_LANES % TOPK_KEY_BLOCK == 0, "the maxima are counted in whole blocks");
 
 static uint32_t floor_key(const uint32_t *keys, int n, int k)
 {
@@ -611,7 +590,7 @@ static uint32_t floor_key(const uint32_t *keys, int n, int k)
     uint32_t found = highest & ~(UINT32_MAX >> (31 - first_different)); /* the bits all keys share */
     for (int bit = first_different; bit >= FLOOR_LOWEST_BIT; bit--) {
         uint32_t trial = topk_kth_key_trial(found, bit);
-        found = topk_kth_key_after(found, bit, count_keys_reaching(keys, n, trial), k);
+        found = topk_kth_key_after(found, bit, topk_count_keys_reaching(keys, n, trial), k);
     }
     uint32_t minus_infinity = topk_radix_key(-INFINITY);
     return found > minus_infinity ? found : minus_infinity;

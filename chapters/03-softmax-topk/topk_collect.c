@@ -2,6 +2,9 @@
 
 #include <stdint.h>
 #include <string.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 /* The buffer holds 2k candidates, so each selection frees room for k more.
  * A larger buffer selects less often, but its threshold, raised only by a
@@ -128,31 +131,65 @@ void topk_collector_admit(TopkCollector *collector, TopkEntry entry)
 }
 // ANCHOR_END: keep_k_best_candidates
 
+// ANCHOR: count_the_keys_with_masks
+/* With AVX-512 each comparison of 16 keys gives a mask, which popcnt
+ * counts: no sum across the lanes of a register stands between one count
+ * and what waits for it. */
+int topk_count_keys_reaching(const uint32_t *keys, int n, uint32_t trial)
+{
+    int reaching = 0;
+#if defined(__AVX512F__)
+    __m512i broadcast = _mm512_set1_epi32((int)trial);
+    for (int i = 0; i < n; i += TOPK_KEY_BLOCK) {
+        reaching += __builtin_popcount(_mm512_cmpge_epu32_mask(_mm512_loadu_si512(keys + i), broadcast));
+    }
+#else
+    for (int i = 0; i < n; i++) {
+        reaching += keys[i] >= trial;
+    }
+#endif
+    return reaching;
+}
+// ANCHOR_END: count_the_keys_with_masks
+
 // ANCHOR: sort_few_candidates_by_counting
 /* The candidates of a collector with a floor, a few more than K and fewer
  * than the buffer's 2K (a full buffer selects), so at most 127 for K up to
- * 64, are sorted fastest by counting: an entry's place is
- * the number of entries that rank before it (unique, since the order is
- * strict). That is count^2 comparisons, but with no branch, and on the
- * entries' 64-bit keys (topk_entry_key: value and index in one number,
- * ordered as topk_ranks_before orders entries) 8 to a vector instruction;
- * a quicksort makes about 1.4 count log2(count), and the processor guesses
- * every other one wrong. */
+ * 64, are sorted fastest by counting: an entry's place is the number of
+ * entries that rank before it. On the values' radix keys (topk_radix_key)
+ * that is the number of keys that reach its own, less one (its own), less
+ * the equal ones of larger index. count^2 comparisons, but with no branch,
+ * 16 to an instruction (topk_count_keys_reaching); a quicksort makes about
+ * 1.4 count log2(count), and the processor guesses every other one wrong.
+ * Without a tie the places are 0 .. count - 1, whose sum is
+ * count (count - 1) / 2; a tie makes it larger, and only then are the
+ * equal keys counted. */
 enum { COUNTING_SORT_MAX = 128 };
+
+static int equal_keys_after(const uint32_t *keys, const TopkEntry *entries, int count, int i)
+{
+    int after = 0;
+    for (int j = 0; j < count; j++) {
+        after += keys[j] == keys[i] && entries[j].index > entries[i].index;
+    }
+    return after;
+}
 
 static void sort_numbers_by_counting(TopkEntry *entries, int count)
 {
-    uint64_t keys[COUNTING_SORT_MAX];
-    for (int i = 0; i < count; i++) {
-        keys[i] = topk_entry_key(entries[i]);
+    uint32_t keys[COUNTING_SORT_MAX];
+    int places[COUNTING_SORT_MAX], padded = (count + TOPK_KEY_BLOCK - 1) / TOPK_KEY_BLOCK * TOPK_KEY_BLOCK, sum = 0;
+    for (int i = 0; i < padded; i++) {
+        keys[i] = i < count ? topk_radix_key(entries[i].value) : 0; /* 0: no logit's key */
     }
+    for (int i = 0; i < count; i++) {
+        places[i] = topk_count_keys_reaching(keys, padded, keys[i]) - 1;
+        sum += places[i];
+    }
+    bool tied = sum != count * (count - 1) / 2;
     TopkEntry sorted[COUNTING_SORT_MAX];
     for (int i = 0; i < count; i++) {
-        int place = 0;
-        for (int j = 0; j < count; j++) {
-            place += keys[j] > keys[i];
-        }
-        sorted[place] = entries[i];
+        sorted[tied ? places[i] - equal_keys_after(keys, entries, count, i) : places[i]] = entries[i];
     }
     memcpy(entries, sorted, (size_t)count * sizeof *entries);
 }

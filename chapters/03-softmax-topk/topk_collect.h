@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kernels/softmax_topk.h"
 
@@ -73,5 +74,11 @@ void topk_select(TopkEntry *entries, int count, int k);
 
 /* Sort entries best first. */
 void topk_sort(TopkEntry *entries, int count);
+
+/* How many of the n keys are at least `trial`; n is a multiple of
+ * TOPK_KEY_BLOCK (the keys of one AVX-512 comparison). */
+enum { TOPK_KEY_BLOCK = 16 };
+
+int topk_count_keys_reaching(const uint32_t *keys, int n, uint32_t trial);
 
 #endif

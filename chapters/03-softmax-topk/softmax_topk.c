@@ -212,15 +212,31 @@ static void mark_reaching_threshold(RowMarks *marks, size_t first, const float *
  * first: in the order of the row. One loop over the words of the whole
  * row: a loop over each chunk's words would end at a different count in
  * each chunk, a wrong guess per chunk. The marks were made with the
- * threshold of that time; it only rises, and an equal logit may rank
- * after it, so the offer compares again. */
+ * threshold of that time, the floor: if the collector has room at its
+ * floor for them all, each is taken without a comparison. Else the
+ * threshold may rise as they come, and each is offered, compared again. */
+static size_t marked_logits(const RowMarks *marks)
+{
+    size_t count = 0;
+    for (size_t j = 0; j < marks->count; j++) {
+        count += (size_t)__builtin_popcountll(marks->words[marks->listed[j]]);
+    }
+    return count;
+}
+
 static void offer_marked(TopkCollector *top, StoredLogits row, const RowMarks *marks)
 {
+    bool take_all = marked_logits(marks) <= (size_t)topk_collector_room_at_floor(top);
     for (size_t j = 0; j < marks->count; j++) {
         int word = (int)marks->listed[j];
         for (uint64_t mask = marks->words[word]; mask != 0; mask &= mask - 1) {
             int at = MARK_BITS * word + __builtin_ctzll(mask);
-            topk_collector_offer(top, topk_entry(logit_at(row.data, row.type, at), at));
+            TopkEntry entry = topk_entry(logit_at(row.data, row.type, at), at);
+            if (take_all) {
+                topk_collector_take(top, entry);
+            } else {
+                topk_collector_offer(top, entry);
+            }
         }
     }
 }

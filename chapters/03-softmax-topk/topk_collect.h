@@ -62,6 +62,24 @@ static inline void topk_collector_offer(TopkCollector *collector, TopkEntry entr
 }
 // ANCHOR_END: offer_candidate_to_collector
 
+/* While a collector's threshold is its floor, every entry that reaches
+ * the floor's value ranks before it (the floor has no index), and until
+ * the buffer is full no selection raises it: so many entries can be taken
+ * without a comparison (one fewer than would fill it, where the next
+ * offer selects). 0 for a collector without a floor or past a selection. */
+static inline int topk_collector_room_at_floor(const TopkCollector *collector)
+{
+    bool at_floor = collector->has_floor && topk_is_sentinel(collector->threshold);
+    return at_floor ? collector->capacity - 1 - collector->count : 0;
+}
+
+/* Take an entry that reaches the floor, within that room. */
+static inline void topk_collector_take(TopkCollector *collector, TopkEntry entry)
+{
+    collector->entries[collector->count++] = entry;
+    collector->admitted++;
+}
+
 /* The k best, sorted best first (sentinels where fewer than k were offered).
  * The few dozen candidates of a collector with a floor are sorted by
  * counting; more, or a stream that may hold NaN, by a selection and a

@@ -153,13 +153,16 @@ HOST_DEVICE static inline uint64_t topk_entry_key(TopkEntry entry)
     return (uint64_t)topk_radix_key(entry.value) << 32 | (uint32_t) ~(uint32_t)entry.index;
 }
 
-/* The entry back from its key: the same index, and a logit equal to the
- * original (+0.0 for -0.0, one NaN for any NaN), so it ranks the same. */
+/* The logit whose topk_radix_key is `value_key`: between -inf's key and
+ * +inf's the map's inverse; the keys outside give NaNs. The CPU's floor
+ * (floor_key) is such a key, made lower and clamped to -inf's. */
 HOST_DEVICE static inline float topk_value_from_key(uint32_t value_key)
 {
     return float_from_bits(value_key >> 31 ? value_key & 0x7fffffffu : ~value_key);
 }
 
+/* The entry back from its key: the same index, and a logit equal to the
+ * original (+0.0 for -0.0, one NaN for any NaN), so it ranks the same. */
 HOST_DEVICE static inline TopkEntry topk_entry_from_key(uint64_t key)
 {
     return topk_entry(topk_value_from_key((uint32_t)(key >> 32)), (int32_t) ~(uint32_t)key);

@@ -66,6 +66,36 @@ static void run_rms_backward_float_then_round(void *context)
                                       a->storage);
 }
 
+/* The backward passes with all their rows in one chunk, for their own work
+ * on a few rows in cache (time_the_arithmetic_on_rows_in_cache). */
+static void run_backward_in_one_chunk(void *context)
+{
+    BenchArrays *a = context;
+    layernorm_backward_in_one_chunk(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma,
+                                    a->n, a->d, 1e-5f, a->storage, true);
+}
+
+static void run_backward_float_then_round_in_one_chunk(void *context)
+{
+    BenchArrays *a = context;
+    layernorm_backward_in_one_chunk(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma,
+                                    a->n, a->d, 0.0f, a->storage, false);
+}
+
+static void run_rms_backward_in_one_chunk(void *context)
+{
+    BenchArrays *a = context;
+    rmsnorm_backward_in_one_chunk(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 1e-5f,
+                                  a->storage, true);
+}
+
+static void run_rms_backward_float_then_round_in_one_chunk(void *context)
+{
+    BenchArrays *a = context;
+    rmsnorm_backward_in_one_chunk(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 0.0f,
+                                  a->storage, false);
+}
+
 /* Values that vary, cheaply: the speed does not depend on them, as long as
  * they are ordinary numbers (no subnormals) and dy is no function of x.
  * gamma, x and dy each take their own odd multiplier: with one for all,
@@ -130,6 +160,8 @@ static void set_threads(int threads)
 typedef struct {
     const char *pass;
     void (*body)(void *context);
+    void (*in_cache)(void *context); /* the same on a few rows (the backward passes in one chunk) */
+    void (*forward)(void *context);  /* the forward pass that saves the statistics it reads */
     int tensors, stats, params;
     double goal; /* percent of memcpy, on all cores */
     bool sixteen_bit_only;
@@ -143,13 +175,16 @@ static double bytes_moved(const Pass *pass, LnStorage storage, size_t n, size_t 
 // ANCHOR_END: count_the_bytes_a_pass_moves
 
 static const Pass PASSES[] = {
-    {"layer norm forward",                    run_forward,                       2, 2, 2, 80.0, false},
-    {"layer norm forward, float then round",  run_forward_float_then_round,      2, 2, 2, 80.0, true },
-    {"layer norm backward",                   run_backward,                      3, 2, 3, 70.0, false},
-    {"layer norm backward, float then round", run_backward_float_then_round,     3, 2, 3, 70.0, true },
-    {"RMSNorm forward",                       run_rms_forward,                   2, 1, 1, 80.0, false},
-    {"RMSNorm backward",                      run_rms_backward,                  3, 1, 2, 70.0, false},
-    {"RMSNorm backward, float then round",    run_rms_backward_float_then_round, 3, 1, 2, 70.0, true },
+    {"layer norm forward",                    run_forward,                       run_forward,                                run_forward,     2, 2, 2, 80.0, false},
+    {"layer norm forward, float then round",  run_forward_float_then_round,      run_forward_float_then_round,               run_forward,     2,
+     2,                                                                                                                                             2, 80.0, true },
+    {"layer norm backward",                   run_backward,                      run_backward_in_one_chunk,                  run_forward,     3, 2, 3, 70.0, false},
+    {"layer norm backward, float then round", run_backward_float_then_round,     run_backward_float_then_round_in_one_chunk,
+     run_forward,                                                                                                                             3, 2, 3, 70.0, true },
+    {"RMSNorm forward",                       run_rms_forward,                   run_rms_forward,                            run_rms_forward, 2, 1, 1, 80.0, false},
+    {"RMSNorm backward",                      run_rms_backward,                  run_rms_backward_in_one_chunk,              run_rms_forward, 3, 1, 2, 70.0, false},
+    {"RMSNorm backward, float then round",    run_rms_backward_float_then_round,
+     run_rms_backward_float_then_round_in_one_chunk,                                                                         run_rms_forward, 3, 1, 2, 70.0, true },
 };
 
 /* Whether `pass` is timed on rows of `storage`, on all cores or not: a
@@ -242,15 +277,16 @@ static void add_kernel_row(Table *table, int threads, bool all_cores, const Pass
 }
 
 // ANCHOR: time_the_arithmetic_on_rows_in_cache
-/* A forward pass on rows that stay in L2 (CACHED_TENSOR_BYTES of x, as
- * much of y), again and again on one thread, timed by the thread's own CPU
- * time: the pass's own work, with no load waiting for memory. All the
- * cores at that pace would move the bytes that the benchmark's first table
- * compares with memcpy; where that falls short of the goal, the pass's
- * work is the limit, and no prefetching reaches the goal. The backward
- * passes are not timed this way: each call ends by adding its chunks'
- * partial rows of the parameter gradients, a cost that the benchmark's
- * many rows amortise and that would be most of a call on a few. */
+/* A pass on rows that stay in L2 (CACHED_TENSOR_BYTES of x, as much of
+ * y, or of dy and of dx), again and again on one thread, timed by the
+ * thread's own CPU time: the pass's own work, with no load waiting for
+ * memory. All the cores at that pace would move the bytes that the
+ * benchmark's first table compares with memcpy; where that falls short of
+ * the goal, the pass's work is the limit, and no prefetching reaches the
+ * goal. A backward pass runs with its rows in one chunk: each call ends by
+ * adding its chunks' partial rows of the parameter gradients, a cost that
+ * the benchmark's many rows amortise, and that would be most of a call on
+ * a few rows in LN_BACKWARD_CHUNKS chunks of one row each. */
 enum { CACHED_TENSOR_BYTES = 256 * 1024, CACHED_PASSES = 256, CACHED_TIMED_RUNS = 7 };
 
 typedef struct {
@@ -262,45 +298,50 @@ static void run_cached_pass(void *ctx)
 {
     CachedPass *c = ctx;
     for (int i = 0; i < CACHED_PASSES; i++)
-        c->pass->body(c->arrays);
+        c->pass->in_cache(c->arrays);
 }
 // ANCHOR_END: time_the_arithmetic_on_rows_in_cache
 
-/* Seconds per element of a forward pass on rows in L2, one thread (it
- * leaves OpenMP at one thread): the median, slowest and fastest run. */
+/* Seconds per element of a pass on rows in L2, one thread (it leaves
+ * OpenMP at one thread): the median, slowest and fastest run. The
+ * statistics a backward pass reads are its norm's forward pass's. */
 static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size_t d)
 {
     size_t n = CACHED_TENSOR_BYTES / ln_storage_bytes(storage) / d;
     n = n > 0 ? n : 1;
     BenchArrays a = {.n = n, .d = d, .storage = storage};
-    a.x = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
-    a.y = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
-    a.gamma = ALLOC_ARRAY(d, float);
-    a.beta = ALLOC_ARRAY(d, float);
-    a.mean = ALLOC_ARRAY(n, float);
-    a.rstd = ALLOC_ARRAY(n, float);
+    void **tensors[] = {&a.x, &a.y, &a.dy, &a.dx};
+    for (size_t i = 0; i < 4; i++)
+        *tensors[i] = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
+    float **floats[] = {&a.gamma, &a.beta, &a.dgamma, &a.dbeta, &a.mean, &a.rstd, &a.scratch};
+    size_t counts[] = {d, d, d, d, n, n, 2 * d}; /* scratch: one chunk's partial rows */
+    for (size_t i = 0; i < 7; i++)
+        *floats[i] = ALLOC_ARRAY(counts[i], float);
     fill_stored_in_parallel(a.x, n * d, X_MIX, storage);
+    fill_stored_in_parallel(a.dy, n * d, DY_MIX, storage);
     fill_in_parallel(a.gamma, d, GAMMA_MIX);
     set_threads(1);
+    pass->forward(&a);
     CachedPass c = {pass, &a};
     BenchStats stats = bench_run_thread_cpu(run_cached_pass, &c, 1, CACHED_TIMED_RUNS);
     double elements = (double)CACHED_PASSES * (double)(n * d);
     stats.median /= elements;
     stats.min /= elements;
     stats.max /= elements;
-    void *arrays[] = {a.x, a.y, a.gamma, a.beta, a.mean, a.rstd};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
-        array_free(arrays[i]);
+    for (size_t i = 0; i < 4; i++)
+        array_free(*tensors[i]);
+    for (size_t i = 0; i < 7; i++)
+        array_free(*floats[i]);
     return stats;
 }
 
-/* The forward passes' time per element on rows in L2, and what `threads`
+/* Each pass's time per element on rows in L2, and what `threads`
  * cores at the fastest run's pace would move (whatever slows a run on rows
  * in cache is not the pass's work), counted as the first table counts its
  * tensors of `bytes`, against the memcpy of the same pass's row of the
  * first table on all cores (`all_cores`). */
-static void print_cached_forward(FILE *out, TableFormat format, const size_t *widths, size_t width_count, size_t bytes,
-                                 int threads, PassResult all_cores[MAX_WIDTHS][STORAGES][PASS_COUNT])
+static void print_cached_passes(FILE *out, TableFormat format, const size_t *widths, size_t width_count, size_t bytes,
+                                int threads, PassResult all_cores[MAX_WIDTHS][STORAGES][PASS_COUNT])
 {
     char all_threads[64];
     snprintf(all_threads, sizeof all_threads, "%d threads at that pace / memcpy", threads);
@@ -309,8 +350,8 @@ static void print_cached_forward(FILE *out, TableFormat format, const size_t *wi
     for (size_t w = 0; w < width_count; w++)
         for (int s = 0; s < STORAGES; s++)
             for (int p = 0; p < PASS_COUNT; p++) {
-                if (PASSES[p].tensors != 2 || !pass_runs_on(&PASSES[p], (LnStorage)s, true))
-                    continue; /* the forward passes: x read, y written */
+                if (!pass_runs_on(&PASSES[p], (LnStorage)s, true))
+                    continue;
                 BenchStats stats = cached_element_stats(&PASSES[p], (LnStorage)s, widths[w]);
                 size_t rows = bytes / ln_storage_bytes((LnStorage)s) / widths[w];
                 double bytes_per_element =
@@ -323,8 +364,9 @@ static void print_cached_forward(FILE *out, TableFormat format, const size_t *wi
                            100.0 * gb_per_s(bytes_per_element * threads, stats.min) / all_cores[w][s][p].copy_gbs);
             }
     fprintf(out,
-            "\nThe forward passes' own work: rows in L2 (%d KiB of x; y streamed to memory, as always), %d passes "
-            "a run, one thread, by its CPU time, median of %d runs.\n\n",
+            "\nThe passes' own work: rows in L2 (%d KiB of x, and as much of dy backward; y and dx streamed to "
+            "memory, as always; a backward pass's rows in one chunk), %d passes a run, one thread, by its CPU time, "
+            "median of %d runs.\n\n",
             CACHED_TENSOR_BYTES / 1024, CACHED_PASSES, CACHED_TIMED_RUNS);
     table_print(table, out, format);
     table_free(table);
@@ -379,5 +421,5 @@ void bench_cpu_print(FILE *out, TableFormat format, bool quick)
     table_free(table);
     for (size_t i = 0; i < 4; i++)
         array_free(*tensors[i]);
-    print_cached_forward(out, format, widths, width_count, bytes, thread_counts[1], results[thread_rows - 1]);
+    print_cached_passes(out, format, widths, width_count, bytes, thread_counts[1], results[thread_rows - 1]);
 }

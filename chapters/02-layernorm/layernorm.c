@@ -579,9 +579,8 @@ size_t layernorm_backward_f32_scratch_floats(size_t n, size_t d)
 // ANCHOR: differentiate_the_chunks_of_rows
 static void backward_rows_in_chunks(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy,
                                     const void *x, const float *mean, const float *rstd, const float *gamma, size_t n,
-                                    size_t d, float eps, LnStorage storage, bool guarded)
+                                    size_t d, float eps, LnStorage storage, bool guarded, size_t chunks)
 {
-    size_t chunks = backward_chunks(n);
     double *gamma_wide = guarded ? gamma_for_double_sums(gamma, d, storage) : NULL;
 #pragma omp parallel
     {
@@ -614,16 +613,25 @@ void layernorm_backward_stored(void *dx, float *dgamma, float *dbeta, float *scr
                                const float *mean, const float *rstd, const float *gamma, size_t n, size_t d, float eps,
                                LnStorage storage)
 {
-    backward_rows_in_chunks(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, eps, storage, true);
+    backward_rows_in_chunks(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, eps, storage, true,
+                            backward_chunks(n));
 }
 // ANCHOR_END: differentiate_the_chunks_of_rows
+
+void layernorm_backward_in_one_chunk(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy,
+                                     const void *x, const float *mean, const float *rstd, const float *gamma, size_t n,
+                                     size_t d, float eps, LnStorage storage, bool guarded)
+{
+    backward_rows_in_chunks(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, eps, storage, guarded, 1);
+}
 
 void layernorm_backward_float_then_round(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy,
                                          const void *x, const float *mean, const float *rstd, const float *gamma,
                                          size_t n, size_t d, LnStorage storage)
 {
     /* eps unused: the float path trusts the saved rstd */
-    backward_rows_in_chunks(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, 0.0f, storage, false);
+    backward_rows_in_chunks(dx, dgamma, dbeta, scratch, dy, x, mean, rstd, gamma, n, d, 0.0f, storage, false,
+                            backward_chunks(n));
 }
 
 void layernorm_backward_f32(float *dx, float *dgamma, float *dbeta, float *scratch, const float *dy, const float *x,

@@ -11,6 +11,7 @@
 #ifndef CHAPTERS_02_LAYERNORM_LAYERNORM_H
 #define CHAPTERS_02_LAYERNORM_LAYERNORM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "common/hostdevice.h"
@@ -60,6 +61,17 @@ void layernorm_backward_float_then_round(void *dx, float *dgamma, float *dbeta, 
                                          const void *x, const float *mean, const float *rstd, const float *gamma,
                                          size_t n, size_t d, LnStorage storage);
 // ANCHOR_END: take_the_guard_out
+
+/* A backward pass, guarded or (guarded false) float then round, with all
+ * its rows in one chunk: one partial row of dgamma and dbeta in `scratch`
+ * (2 d floats), added at the end, where the passes above keep up to
+ * LN_BACKWARD_CHUNKS. For the benchmark's timing of a pass's own work on a
+ * few rows that stay in cache: there that many partial rows would cost
+ * more than the rows. Not for many rows: one chunk sums them all in
+ * float, the accuracy LN_BACKWARD_CHUNKS exists to bound. */
+void layernorm_backward_in_one_chunk(void *dx, float *dgamma, float *dbeta, float *scratch, const void *dy,
+                                     const void *x, const float *mean, const float *rstd, const float *gamma, size_t n,
+                                     size_t d, float eps, LnStorage storage, bool guarded);
 
 /* The reference: double, two-pass, one thread. */
 void layernorm_forward_f64(double *y, double *mean, double *rstd, const double *x, const double *gamma,

@@ -325,9 +325,8 @@ size_t rmsnorm_backward_f32_scratch_floats(size_t n, size_t d)
  * the same bits for any number of threads (layernorm_backward_stored). */
 static void rms_backward_rows_in_chunks(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
                                         const float *rstd, const float *gamma, size_t n, size_t d, float eps,
-                                        LnStorage storage, bool guarded)
+                                        LnStorage storage, bool guarded, size_t chunks)
 {
-    size_t chunks = backward_chunks(n);
     double *gamma_wide = guarded ? gamma_for_double_sums(gamma, d, storage) : NULL;
 #pragma omp parallel
     {
@@ -356,14 +355,22 @@ static void rms_backward_rows_in_chunks(void *dx, float *dgamma, float *scratch,
 void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void *dy, const void *x, const float *rstd,
                              const float *gamma, size_t n, size_t d, float eps, LnStorage storage)
 {
-    rms_backward_rows_in_chunks(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, eps, storage, true);
+    rms_backward_rows_in_chunks(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, eps, storage, true, backward_chunks(n));
+}
+
+void rmsnorm_backward_in_one_chunk(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
+                                   const float *rstd, const float *gamma, size_t n, size_t d, float eps,
+                                   LnStorage storage, bool guarded)
+{
+    rms_backward_rows_in_chunks(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, eps, storage, guarded, 1);
 }
 
 void rmsnorm_backward_float_then_round(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
                                        const float *rstd, const float *gamma, size_t n, size_t d, LnStorage storage)
 {
     /* eps unused: the float path trusts the saved rstd */
-    rms_backward_rows_in_chunks(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, 0.0f, storage, false);
+    rms_backward_rows_in_chunks(dx, dgamma, scratch, dy, x, rstd, gamma, n, d, 0.0f, storage, false,
+                                backward_chunks(n));
 }
 
 void rmsnorm_backward_f32(float *dx, float *dgamma, float *scratch, const float *dy, const float *x, const float *rstd,

@@ -48,6 +48,11 @@ void rmsnorm_backward_stored(void *dx, float *dgamma, float *scratch, const void
  * layernorm_backward_float_then_round: for the benchmark. */
 void rmsnorm_backward_float_then_round(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
                                        const float *rstd, const float *gamma, size_t n, size_t d, LnStorage storage);
+/* Either backward pass with its rows in one chunk (scratch: d floats), as
+ * layernorm_backward_in_one_chunk: for the benchmark only. */
+void rmsnorm_backward_in_one_chunk(void *dx, float *dgamma, float *scratch, const void *dy, const void *x,
+                                   const float *rstd, const float *gamma, size_t n, size_t d, float eps,
+                                   LnStorage storage, bool guarded);
 
 /* The reference: double, one thread. */
 void rmsnorm_forward_f64(double *y, double *rstd, const double *x, const double *gamma, size_t n, size_t d, double eps);

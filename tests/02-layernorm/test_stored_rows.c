@@ -17,6 +17,8 @@
  *   rmsnorm_backward_float_then_round), which the benchmark times beside
  *   the guarded ones, are the float32 kernels on the widened rows, each
  *   result rounded once: the same bits, statistics and gradients too.
+ * - The same backward passes with their rows in one chunk, which the
+ *   benchmark times on rows in cache: the same dx.
  * Odd row lengths put the row ends on the head and tail paths; a NaN row
  * and (bf16, float's range) a row that overflows float's sums of squares
  * take the rare paths. */
@@ -257,6 +259,44 @@ static void check_float_then_round(NormKind norm, LnStorage storage, const Resul
         array_free(arrays[i]);
 }
 
+/* The benchmark's one-chunk passes (layernorm_backward_in_one_chunk,
+ * rmsnorm_backward_in_one_chunk), guarded and not: the dx bits of the
+ * passes they stand in for, whose chunks change only how the parameter
+ * gradients are summed. `got` holds the forward pass's statistics. */
+static void check_in_one_chunk(NormKind norm, LnStorage storage, const uint16_t *x, const uint16_t *dy,
+                               const float *gamma, const Results *got, size_t n, size_t d, int threads)
+{
+    size_t count = n * d;
+    uint16_t *chunked = ALLOC_ARRAY(count, uint16_t), *in_one = ALLOC_ARRAY(count, uint16_t);
+    float *scratch = ALLOC_ARRAY(layernorm_backward_f32_scratch_floats(n, d), float);
+    float *dgamma = ALLOC_ARRAY(d, float), *dbeta = ALLOC_ARRAY(d, float);
+    bool same = true;
+    for (int guarded = 0; guarded <= 1; guarded++) {
+        if (norm == NORM_LAYER && guarded)
+            layernorm_backward_stored(chunked, dgamma, dbeta, scratch, dy, x, got->mean, got->rstd, gamma, n, d, 1e-5f,
+                                      storage);
+        else if (norm == NORM_LAYER)
+            layernorm_backward_float_then_round(chunked, dgamma, dbeta, scratch, dy, x, got->mean, got->rstd, gamma, n,
+                                                d, storage);
+        else if (guarded)
+            rmsnorm_backward_stored(chunked, dgamma, scratch, dy, x, got->rstd, gamma, n, d, 1e-5f, storage);
+        else
+            rmsnorm_backward_float_then_round(chunked, dgamma, scratch, dy, x, got->rstd, gamma, n, d, storage);
+        if (norm == NORM_LAYER)
+            layernorm_backward_in_one_chunk(in_one, dgamma, dbeta, scratch, dy, x, got->mean, got->rstd, gamma, n, d,
+                                            1e-5f, storage, guarded);
+        else
+            rmsnorm_backward_in_one_chunk(in_one, dgamma, scratch, dy, x, got->rstd, gamma, n, d, 1e-5f, storage,
+                                          guarded);
+        same = same && same_bits(in_one, chunked, count * 2);
+    }
+    EXPECT(same, "%s norm %s, %zu x %zu, %d threads: dx in one chunk, guarded and not, the bits of the chunked passes",
+           norm_kind_name(norm), ln_storage_name(storage), n, d, threads);
+    void *arrays[] = {chunked, in_one, scratch, dgamma, dbeta};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++)
+        array_free(arrays[i]);
+}
+
 static void check_case(NormKind norm, LnStorage storage, size_t n, size_t d, int threads)
 {
 #ifdef _OPENMP
@@ -294,6 +334,7 @@ static void check_case(NormKind norm, LnStorage storage, size_t n, size_t d, int
            "%s norm %s, %zu x %zu, %d threads: %s the float32 path's bits", norm_kind_name(norm),
            ln_storage_name(storage), n, d, threads, layer ? "dbeta" : "dgamma");
     check_float_then_round(norm, storage, &expected, x, dy, gamma, beta, n, d, threads);
+    check_in_one_chunk(norm, storage, x, dy, gamma, &got, n, d, threads);
 
     results_free(&got);
     results_free(&expected);

@@ -152,6 +152,30 @@ int topk_count_keys_reaching(const uint32_t *keys, int n, uint32_t trial)
 }
 // ANCHOR_END: count_the_keys_with_masks
 
+// ANCHOR: count_the_equal_keys_with_masks
+/* How many keys equal entry i's own belong to an entry of a larger index:
+ * with AVX-512, a mask of the keys equal to its own, and within that mask
+ * a comparison of the indices, sixteen of each to an instruction, the
+ * second mask counted by popcnt, as topk_count_keys_reaching counts.
+ * `padded` keys and indices, the padding keys 0, which no logit has. */
+static int equal_keys_after(const uint32_t *keys, const int32_t *indices, int padded, int i)
+{
+    int after = 0;
+#if defined(__AVX512F__)
+    __m512i key = _mm512_set1_epi32((int)keys[i]), index = _mm512_set1_epi32(indices[i]);
+    for (int j = 0; j < padded; j += TOPK_KEY_BLOCK) {
+        __mmask16 equal = _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(keys + j), key);
+        after += __builtin_popcount(_mm512_mask_cmpgt_epi32_mask(equal, _mm512_loadu_si512(indices + j), index));
+    }
+#else
+    for (int j = 0; j < padded; j++) {
+        after += keys[j] == keys[i] && indices[j] > indices[i];
+    }
+#endif
+    return after;
+}
+// ANCHOR_END: count_the_equal_keys_with_masks
+
 // ANCHOR: sort_few_candidates_by_counting
 /* The candidates of a collector with a floor, a few more than K and fewer
  * than the buffer's 2K (a full buffer selects), so at most 127 for K up to
@@ -166,21 +190,14 @@ int topk_count_keys_reaching(const uint32_t *keys, int n, uint32_t trial)
  * equal keys counted. */
 enum { COUNTING_SORT_MAX = 128 };
 
-static int equal_keys_after(const uint32_t *keys, const TopkEntry *entries, int count, int i)
-{
-    int after = 0;
-    for (int j = 0; j < count; j++) {
-        after += keys[j] == keys[i] && entries[j].index > entries[i].index;
-    }
-    return after;
-}
-
 static void sort_numbers_by_counting(TopkEntry *entries, int count)
 {
     uint32_t keys[COUNTING_SORT_MAX];
+    int32_t indices[COUNTING_SORT_MAX];
     int places[COUNTING_SORT_MAX], padded = (count + TOPK_KEY_BLOCK - 1) / TOPK_KEY_BLOCK * TOPK_KEY_BLOCK, sum = 0;
     for (int i = 0; i < padded; i++) {
         keys[i] = i < count ? topk_radix_key(entries[i].value) : 0; /* 0: no logit's key */
+        indices[i] = i < count ? entries[i].index : 0;
     }
     for (int i = 0; i < count; i++) {
         places[i] = topk_count_keys_reaching(keys, padded, keys[i]) - 1;
@@ -189,7 +206,7 @@ static void sort_numbers_by_counting(TopkEntry *entries, int count)
     bool tied = sum != count * (count - 1) / 2;
     TopkEntry sorted[COUNTING_SORT_MAX];
     for (int i = 0; i < count; i++) {
-        sorted[tied ? places[i] - equal_keys_after(keys, entries, count, i) : places[i]] = entries[i];
+        sorted[tied ? places[i] - equal_keys_after(keys, indices, padded, i) : places[i]] = entries[i];
     }
     memcpy(entries, sorted, (size_t)count * sizeof *entries);
 }

@@ -18,6 +18,7 @@ typedef struct {
     LnStorage storage;     /* of x, y, dy and dx */
     void *x, *y, *dy, *dx; /* n x d */
     float *gamma, *beta, *dgamma, *dbeta, *mean, *rstd, *scratch;
+    bool in_one_chunk; /* backward: every row in one chunk (time_the_arithmetic_on_rows_in_cache) */
 } BenchArrays;
 
 static void run_forward(void *context)
@@ -26,24 +27,36 @@ static void run_forward(void *context)
     layernorm_forward_stored(a->y, a->mean, a->rstd, a->x, a->gamma, a->beta, a->n, a->d, 1e-5f, a->storage);
 }
 
-static void run_backward(void *context)
-{
-    BenchArrays *a = context;
-    layernorm_backward_stored(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n,
-                              a->d, 1e-5f, a->storage);
-}
-
 static void run_forward_float_then_round(void *context)
 {
     BenchArrays *a = context;
     layernorm_forward_float_then_round(a->y, a->mean, a->rstd, a->x, a->gamma, a->beta, a->n, a->d, 1e-5f, a->storage);
 }
 
+/* A backward pass, guarded or float then round, with its rows in
+ * LN_BACKWARD_CHUNKS chunks or, for its own work on a few rows in cache,
+ * in one. */
+static void layer_norm_backward(BenchArrays *a, bool guarded)
+{
+    if (a->in_one_chunk)
+        layernorm_backward_in_one_chunk(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma,
+                                        a->n, a->d, 1e-5f, a->storage, guarded);
+    else if (guarded)
+        layernorm_backward_stored(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma, a->n,
+                                  a->d, 1e-5f, a->storage);
+    else
+        layernorm_backward_float_then_round(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd,
+                                            a->gamma, a->n, a->d, a->storage);
+}
+
+static void run_backward(void *context)
+{
+    layer_norm_backward(context, true);
+}
+
 static void run_backward_float_then_round(void *context)
 {
-    BenchArrays *a = context;
-    layernorm_backward_float_then_round(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma,
-                                        a->n, a->d, a->storage);
+    layer_norm_backward(context, false);
 }
 
 static void run_rms_forward(void *context)
@@ -52,48 +65,27 @@ static void run_rms_forward(void *context)
     rmsnorm_forward_stored(a->y, a->rstd, a->x, a->gamma, a->n, a->d, 1e-5f, a->storage);
 }
 
+static void rms_norm_backward(BenchArrays *a, bool guarded)
+{
+    if (a->in_one_chunk)
+        rmsnorm_backward_in_one_chunk(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 1e-5f,
+                                      a->storage, guarded);
+    else if (guarded)
+        rmsnorm_backward_stored(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 1e-5f,
+                                a->storage);
+    else
+        rmsnorm_backward_float_then_round(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d,
+                                          a->storage);
+}
+
 static void run_rms_backward(void *context)
 {
-    BenchArrays *a = context;
-    rmsnorm_backward_stored(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 1e-5f,
-                            a->storage);
+    rms_norm_backward(context, true);
 }
 
 static void run_rms_backward_float_then_round(void *context)
 {
-    BenchArrays *a = context;
-    rmsnorm_backward_float_then_round(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d,
-                                      a->storage);
-}
-
-/* The backward passes with all their rows in one chunk, for their own work
- * on a few rows in cache (time_the_arithmetic_on_rows_in_cache). */
-static void run_backward_in_one_chunk(void *context)
-{
-    BenchArrays *a = context;
-    layernorm_backward_in_one_chunk(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma,
-                                    a->n, a->d, 1e-5f, a->storage, true);
-}
-
-static void run_backward_float_then_round_in_one_chunk(void *context)
-{
-    BenchArrays *a = context;
-    layernorm_backward_in_one_chunk(a->dx, a->dgamma, a->dbeta, a->scratch, a->dy, a->x, a->mean, a->rstd, a->gamma,
-                                    a->n, a->d, 0.0f, a->storage, false);
-}
-
-static void run_rms_backward_in_one_chunk(void *context)
-{
-    BenchArrays *a = context;
-    rmsnorm_backward_in_one_chunk(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 1e-5f,
-                                  a->storage, true);
-}
-
-static void run_rms_backward_float_then_round_in_one_chunk(void *context)
-{
-    BenchArrays *a = context;
-    rmsnorm_backward_in_one_chunk(a->dx, a->dgamma, a->scratch, a->dy, a->x, a->rstd, a->gamma, a->n, a->d, 0.0f,
-                                  a->storage, false);
+    rms_norm_backward(context, false);
 }
 
 /* Values that vary, cheaply: the speed does not depend on them, as long as
@@ -160,8 +152,7 @@ static void set_threads(int threads)
 typedef struct {
     const char *pass;
     void (*body)(void *context);
-    void (*in_cache)(void *context); /* the same on a few rows (the backward passes in one chunk) */
-    void (*forward)(void *context);  /* the forward pass that saves the statistics it reads */
+    void (*forward)(void *context); /* the forward pass that saves the statistics it reads */
     int tensors, stats, params;
     double goal; /* percent of memcpy, on all cores */
     bool sixteen_bit_only;
@@ -175,16 +166,13 @@ static double bytes_moved(const Pass *pass, LnStorage storage, size_t n, size_t 
 // ANCHOR_END: count_the_bytes_a_pass_moves
 
 static const Pass PASSES[] = {
-    {"layer norm forward",                    run_forward,                       run_forward,                                run_forward,     2, 2, 2, 80.0, false},
-    {"layer norm forward, float then round",  run_forward_float_then_round,      run_forward_float_then_round,               run_forward,     2,
-     2,                                                                                                                                             2, 80.0, true },
-    {"layer norm backward",                   run_backward,                      run_backward_in_one_chunk,                  run_forward,     3, 2, 3, 70.0, false},
-    {"layer norm backward, float then round", run_backward_float_then_round,     run_backward_float_then_round_in_one_chunk,
-     run_forward,                                                                                                                             3, 2, 3, 70.0, true },
-    {"RMSNorm forward",                       run_rms_forward,                   run_rms_forward,                            run_rms_forward, 2, 1, 1, 80.0, false},
-    {"RMSNorm backward",                      run_rms_backward,                  run_rms_backward_in_one_chunk,              run_rms_forward, 3, 1, 2, 70.0, false},
-    {"RMSNorm backward, float then round",    run_rms_backward_float_then_round,
-     run_rms_backward_float_then_round_in_one_chunk,                                                                         run_rms_forward, 3, 1, 2, 70.0, true },
+    {"layer norm forward",                    run_forward,                       run_forward,     2, 2, 2, 80.0, false},
+    {"layer norm forward, float then round",  run_forward_float_then_round,      run_forward,     2, 2, 2, 80.0, true },
+    {"layer norm backward",                   run_backward,                      run_forward,     3, 2, 3, 70.0, false},
+    {"layer norm backward, float then round", run_backward_float_then_round,     run_forward,     3, 2, 3, 70.0, true },
+    {"RMSNorm forward",                       run_rms_forward,                   run_rms_forward, 2, 1, 1, 80.0, false},
+    {"RMSNorm backward",                      run_rms_backward,                  run_rms_forward, 3, 1, 2, 70.0, false},
+    {"RMSNorm backward, float then round",    run_rms_backward_float_then_round, run_rms_forward, 3, 1, 2, 70.0, true },
 };
 
 /* Whether `pass` is timed on rows of `storage`, on all cores or not: a
@@ -298,7 +286,7 @@ static void run_cached_pass(void *ctx)
 {
     CachedPass *c = ctx;
     for (int i = 0; i < CACHED_PASSES; i++)
-        c->pass->in_cache(c->arrays);
+        c->pass->body(c->arrays);
 }
 // ANCHOR_END: time_the_arithmetic_on_rows_in_cache
 
@@ -309,7 +297,7 @@ static BenchStats cached_element_stats(const Pass *pass, LnStorage storage, size
 {
     size_t n = CACHED_TENSOR_BYTES / ln_storage_bytes(storage) / d;
     n = n > 0 ? n : 1;
-    BenchArrays a = {.n = n, .d = d, .storage = storage};
+    BenchArrays a = {.n = n, .d = d, .storage = storage, .in_one_chunk = true};
     void **tensors[] = {&a.x, &a.y, &a.dy, &a.dx};
     for (size_t i = 0; i < 4; i++)
         *tensors[i] = array_alloc_uninitialized(n * d, ln_storage_bytes(storage));
